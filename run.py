@@ -1,0 +1,145 @@
+"""Trains the same Keras model under several tf.distribute strategies and compares them.
+
+  python run.py                                   # the default comparison on bundled digits
+  python run.py --strategies=mirrored --num_replicas=4 --epochs=10
+  python run.py --flagfile=configs/single_host.cfg
+
+Each strategy runs in a child process of its own (`--in_process` runs one in this process).
+Results: <logdir>/<experiment>/<run>/result.json and TensorBoard logs beside it.
+"""
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+import data
+import models
+import strategies
+from training import launcher
+from training import optimizers
+from training import processes
+
+STRATEGIES = flags.DEFINE_list(
+    'strategies', 'one_device,mirrored,central_storage',
+    f'Comma list of strategies to compare, out of: {", ".join(strategies.names())}.')
+MODEL = flags.DEFINE_enum('model', 'cnn', models.names(), 'The Keras model every strategy trains.')
+DATASET = flags.DEFINE_enum(
+    'dataset', 'digits', data.names(),
+    'digits: bundled with scikit-learn, no network. synthetic: random images of --image_shape '
+    'for pure throughput. mnist, fashion_mnist, cifar10: keras.datasets files from --data_dir, '
+    'downloaded when missing (needs the network).')
+DATA_DIR = flags.DEFINE_string(
+    'data_dir', '', 'Directory with the keras.datasets files (mnist.npz, fashion-mnist/, '
+    'cifar-10-batches-py/). Empty: keras\' own cache, ~/.keras/datasets.')
+DOWNLOAD = flags.DEFINE_bool('download', True, 'Download a missing dataset through keras.datasets.')
+IMAGE_SHAPE = flags.DEFINE_list('image_shape', '28,28,1', 'synthetic: height,width,channels.')
+NUM_CLASSES = flags.DEFINE_integer('num_classes', 10, 'synthetic: number of classes.', lower_bound=2)
+EPOCHS = flags.DEFINE_integer('epochs', 5, 'Training epochs.', lower_bound=1)
+BATCH_SIZE = flags.DEFINE_integer(
+    'batch_size', 64, 'GLOBAL batch size: the same for every strategy, split across replicas.',
+    lower_bound=1)
+STEPS_PER_EPOCH = flags.DEFINE_integer(
+    'steps_per_epoch', 0, 'Steps per epoch; 0 means one pass over the training set.',
+    lower_bound=0)
+STEPS_PER_EXECUTION = flags.DEFINE_integer(
+    'steps_per_execution', 10, 'Training steps per tf.function call (fewer host round trips).',
+    lower_bound=1)
+LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.001, 'Learning rate.', lower_bound=0)
+OPTIMIZER = flags.DEFINE_enum('optimizer', 'adam', optimizers.NAMES,
+                              f'Optimizer; momentum is SGD with momentum {optimizers.MOMENTUM}.')
+SEED = flags.DEFINE_integer('seed', 0, 'Seed for weights and data order: same seed, same run.')
+NUM_REPLICAS = flags.DEFINE_integer(
+    'num_replicas', 0, 'Devices per worker for mirrored and central_storage: that many GPUs '
+    '(0: all), or without GPUs that many logical CPU devices (0: 2).', lower_bound=0)
+LOGDIR = flags.DEFINE_string('logdir', 'runs', 'Root directory of all experiments.')
+EXPERIMENT = flags.DEFINE_string('experiment', '', 'Experiment name; default: a timestamp.')
+RUN_NAME = flags.DEFINE_string('run_name', '', 'Run directory name; default: the strategy.')
+IN_PROCESS = flags.DEFINE_bool(
+    'in_process', False, 'Run the one strategy given in this process instead of a child.')
+IDLE_TIMEOUT = flags.DEFINE_float(
+    'idle_timeout', 900, 'Seconds a run may print nothing before it is declared hung and stopped.',
+    lower_bound=1)
+
+flags.register_validator(
+    'strategies', lambda v: v and set(v) <= set(strategies.names()),
+    f'choose a comma list out of {", ".join(strategies.names())}')
+flags.register_validator(
+    'image_shape', lambda v: len(v) == 3 and all(s.isdigit() and int(s) > 0 for s in v),
+    'give three positive integers: height,width,channels')
+flags.register_multi_flags_validator(
+    ['batch_size', 'num_replicas'], lambda f: f['batch_size'] % max(f['num_replicas'], 1) == 0,
+    'the global --batch_size must be divisible by --num_replicas')
+
+
+def parse_flags(argv):
+  """absl's parser, but one line on stderr and exit status 2 for a bad flag."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f'run.py: {e} (see --helpfull)', file=sys.stderr)
+    sys.exit(2)
+
+
+def check_paths():
+  if DATA_DIR.value and not os.path.isdir(DATA_DIR.value):
+    raise ValueError(f'--data_dir={DATA_DIR.value} is not a directory')
+  parent = os.path.abspath(LOGDIR.value)
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise ValueError(f'--logdir={LOGDIR.value} cannot be written ({parent} is read-only); '
+                     'choose another --logdir')
+
+
+def run_in_process(experiment_dir):
+  from training import task  # Loads TensorFlow: only in the process that trains.
+  processes.die_with_parent()
+  if len(STRATEGIES.value) != 1:
+    raise ValueError('--in_process runs exactly one strategy; give one to --strategies')
+  strategy = STRATEGIES.value[0]
+  task.run(task.RunConfig(
+      strategy=strategy, run_dir=os.path.join(experiment_dir, RUN_NAME.value or strategy),
+      model=MODEL.value, dataset=DATASET.value,
+      data_options=data.Options(DATA_DIR.value, DOWNLOAD.value,
+                                tuple(int(s) for s in IMAGE_SHAPE.value), NUM_CLASSES.value,
+                                SEED.value),
+      epochs=EPOCHS.value, batch_size=BATCH_SIZE.value, learning_rate=LEARNING_RATE.value,
+      optimizer=OPTIMIZER.value, seed=SEED.value, num_replicas=NUM_REPLICAS.value,
+      steps_per_execution=STEPS_PER_EXECUTION.value, steps_per_epoch=STEPS_PER_EPOCH.value,
+      flag_values={f.name: f.value for f in flags.FLAGS.get_key_flags_for_module(sys.argv[0])}))
+  return 0
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
+  experiment_dir = os.path.join(LOGDIR.value, EXPERIMENT.value or time.strftime('%Y%m%d-%H%M%S'))
+  check_paths()
+  if IN_PROCESS.value:
+    return run_in_process(experiment_dir)
+  processes.raise_on_sigterm()
+  return int(launcher.launch(sys.argv, STRATEGIES.value, experiment_dir, IDLE_TIMEOUT.value,
+                             verbose=logging.get_verbosity() >= logging.INFO) > 0)
+
+
+def run_main(argv):
+  """main, with expected errors as one line on stderr (a traceback only with --verbosity=1)."""
+  if not flags.FLAGS['verbosity'].present:
+    logging.set_verbosity(logging.WARNING)  # Quiet by default; --verbosity=0 shows INFO.
+  try:
+    sys.exit(main(argv))
+  except KeyboardInterrupt:
+    print('run.py: interrupted', file=sys.stderr)
+    sys.exit(130)
+  except Exception as e:  # pylint: disable=broad-except
+    if logging.get_verbosity() >= 1:
+      raise
+    print(f'run.py: {str(e).splitlines()[0] if str(e) else type(e).__name__}', file=sys.stderr)
+    sys.exit(1 if isinstance(e, processes.TaskError) else 2)
+
+
+if __name__ == '__main__':
+  app.run(run_main, flags_parser=parse_flags)

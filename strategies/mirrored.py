@@ -1,0 +1,27 @@
+"""MirroredStrategy: synchronous data parallelism, one variable copy per device, all-reduce."""
+from absl import flags
+
+USES_ALL_DEVICES = True
+
+CROSS_DEVICE_OPS = flags.DEFINE_enum(
+    'cross_device_ops', 'auto', ['auto', 'nccl', 'hierarchical_copy', 'reduction_to_one_device'],
+    'mirrored: how gradients are all-reduced. auto lets TensorFlow choose (NCCL on GPUs); '
+    'nccl and hierarchical_copy need GPUs.')
+NUM_PACKS = flags.DEFINE_integer(
+    'num_packs', 1, 'mirrored: gradients are packed into this many tensors before all-reduce '
+    '(nccl and hierarchical_copy).', lower_bound=1)
+
+
+def create(devices):
+  import tensorflow as tf
+  choice = CROSS_DEVICE_OPS.value
+  if choice in ('nccl', 'hierarchical_copy') and not any('GPU' in d.upper() for d in devices):
+    raise ValueError(f'--cross_device_ops={choice} needs GPUs, but the devices are CPUs; '
+                     'use auto or reduction_to_one_device')
+  ops = {
+      'auto': lambda: None,
+      'nccl': lambda: tf.distribute.NcclAllReduce(num_packs=NUM_PACKS.value),
+      'hierarchical_copy': lambda: tf.distribute.HierarchicalCopyAllReduce(num_packs=NUM_PACKS.value),
+      'reduction_to_one_device': tf.distribute.ReductionToOneDevice,
+  }[choice]()
+  return tf.distribute.MirroredStrategy(devices, cross_device_ops=ops)

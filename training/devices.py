@@ -1,0 +1,33 @@
+"""Chooses the local compute devices for a run, before TensorFlow initialises its runtime.
+
+With GPUs, a strategy gets the first `num_replicas` of them. Without, the CPU is split into
+`num_replicas` logical devices, so that mirroring really happens on a laptop or CI box
+(the logical devices share the same cores: they show the mechanics, they add no compute).
+"""
+import tensorflow as tf
+
+
+class DeviceError(ValueError):
+  pass
+
+
+def configure(num_replicas):
+  """Returns the device names to use; `num_replicas` 0 means all GPUs (or 2 CPU devices)."""
+  gpus = tf.config.list_physical_devices('GPU')
+  if gpus:
+    if num_replicas > len(gpus):
+      raise DeviceError(f'--num_replicas={num_replicas} but only {len(gpus)} GPU(s) are visible; '
+                        f'use at most {len(gpus)}')
+    count = num_replicas or len(gpus)
+    return [f'/gpu:{i}' for i in range(count)]
+  count = num_replicas or 2
+  cpu = tf.config.list_physical_devices('CPU')[0]
+  if count > 1:
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+  return [f'/cpu:{i}' for i in range(count)]
+
+
+def describe():
+  """The logical devices TensorFlow sees, for the run's record."""
+  return [d.name for d in tf.config.list_logical_devices()]

@@ -1,0 +1,73 @@
+"""Runs each strategy in a child process of its own and prints the comparison table."""
+import os
+import re
+import sys
+
+from training import processes
+from training import results
+
+RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
+
+
+def child_command(argv, strategy, experiment, run_name):
+  """The command that runs one strategy in a fresh process: the user's flags plus overrides."""
+  return [sys.executable, RUN_PY, *argv[1:], f'--strategies={strategy}',
+          f'--experiment={experiment}', f'--run_name={run_name}', '--in_process']
+
+
+# TensorFlow's C++ start-up lines, which TF_CPP_MIN_LOG_LEVEL no longer silences.
+TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before '
+                         r'absl::InitializeLog|To enable the following instructions: )')
+
+
+def child_env(verbose):
+  env = dict(os.environ)
+  if not verbose:
+    env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  return env
+
+
+def launch(argv, strategy_names, experiment_dir, idle_timeout, verbose=False):
+  """Runs the strategies one after another; returns the number of failed runs."""
+  experiment = os.path.basename(experiment_dir)
+  for strategy in strategy_names:
+    results.check_run_dir(os.path.join(experiment_dir, strategy))
+  rows = []
+  for i, strategy in enumerate(strategy_names, 1):
+    print(f'=== {strategy} ({i}/{len(strategy_names)}) ===', flush=True)
+    run_dir = os.path.join(experiment_dir, strategy)
+    try:
+      with processes.ProcessGroup() as group:
+        group.start(strategy, child_command(argv, strategy, experiment, strategy),
+                    env=child_env(verbose), hide=None if verbose else TF_LOG_LINE)
+        group.wait(idle_timeout)
+      rows.append(results.read(run_dir))
+    except processes.TaskError as e:
+      print(f'run.py: {e}', file=sys.stderr, flush=True)
+      rows.append({'run': strategy, 'strategy': strategy, 'error': str(e)})
+  print()
+  print(table(rows))
+  failed = [row['run'] for row in rows if 'error' in row]
+  print(f'\nResults and TensorBoard logs: {experiment_dir}\n'
+        f'Open them with: tensorboard --logdir {experiment_dir}')
+  if failed:
+    print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}',
+          file=sys.stderr)
+  return len(failed)
+
+
+def table(rows):
+  """A plain-text table, one row per run, of the figures a comparison needs."""
+  header = ('run', 'replicas', 'examples/s', 'epoch time (s)', 'val accuracy')
+  lines = []
+  for row in rows:
+    if 'error' in row:
+      lines.append((row['run'], '-', '-', '-', 'FAILED'))
+    else:
+      lines.append((row['run'], str(row['num_replicas_in_sync']),
+                    f'{row["examples_per_second"]:,.0f}', f'{row["epoch_time_seconds"]:.3f}',
+                    f'{row["final_validation_accuracy"]:.4f}'))
+  widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
+  fmt = lambda r: '  '.join(c.ljust(w) if i == 0 else c.rjust(w)
+                            for i, (c, w) in enumerate(zip(r, widths)))
+  return '\n'.join([fmt(header), fmt(['-' * w for w in widths]), *map(fmt, lines)])

@@ -1,0 +1,62 @@
+"""The per-epoch record of a run, its headline figures, and `result.json`."""
+import dataclasses
+import json
+import os
+import statistics
+
+
+@dataclasses.dataclass
+class History:
+  epoch_times: list = dataclasses.field(default_factory=list)
+  epoch_examples_per_second: list = dataclasses.field(default_factory=list)
+  train_loss: list = dataclasses.field(default_factory=list)
+  train_accuracy: list = dataclasses.field(default_factory=list)
+  validation_loss: list = dataclasses.field(default_factory=list)
+  validation_accuracy: list = dataclasses.field(default_factory=list)
+  learning_rate: list = dataclasses.field(default_factory=list)
+
+  def add(self, **epoch):
+    for name, value in epoch.items():
+      getattr(self, name).append(value)
+
+
+def headline(per_epoch):
+  """Median over the epochs after the first (tracing, warm-up); the first if it is all there is."""
+  return statistics.median(per_epoch[1:] or per_epoch)
+
+
+def summarize(history):
+  return {
+      'examples_per_second': headline(history.epoch_examples_per_second),
+      'epoch_time_seconds': headline(history.epoch_times),
+      'warmup_epochs_excluded': 1 if len(history.epoch_times) > 1 else 0,
+      'final_train_accuracy': history.train_accuracy[-1],
+      'final_validation_accuracy': history.validation_accuracy[-1],
+      'final_validation_loss': history.validation_loss[-1],
+      **dataclasses.asdict(history),
+  }
+
+
+class RunDirError(ValueError):
+  pass
+
+
+def check_run_dir(run_dir):
+  """A run never writes over another run's files."""
+  if os.path.isdir(run_dir) and os.listdir(run_dir):
+    raise RunDirError(f'{run_dir} already holds a run; choose another --experiment or remove it')
+
+
+def write(run_dir, result):
+  """Writes result.json atomically: a reader never sees a half-written file."""
+  path = os.path.join(run_dir, 'result.json')
+  with open(path + '.tmp', 'w') as f:
+    json.dump(result, f, indent=2, sort_keys=True)
+    f.write('\n')
+  os.replace(path + '.tmp', path)
+  return path
+
+
+def read(run_dir):
+  with open(os.path.join(run_dir, 'result.json')) as f:
+    return json.load(f)

@@ -1,0 +1,30 @@
+"""TensorBoard output in the Keras callback's layout: `<run>/train` and `<run>/validation`."""
+import os
+
+import tensorflow as tf
+
+
+class Writers:
+  """Per-epoch scalars (step = epoch, counted from 1) and a text record of the run."""
+
+  def __init__(self, run_dir):
+    self._train = tf.summary.create_file_writer(os.path.join(run_dir, 'train'))
+    self._validation = tf.summary.create_file_writer(os.path.join(run_dir, 'validation'))
+
+  def epoch(self, epoch, train_scalars, validation_scalars):
+    for writer, scalars in ((self._train, train_scalars), (self._validation, validation_scalars)):
+      with writer.as_default(step=epoch):
+        for name, value in scalars.items():
+          tf.summary.scalar(f'epoch_{name}', value)
+      writer.flush()
+
+  def text(self, flag_values, devices):
+    rows = '\n'.join(f'| --{name} | {value} |' for name, value in sorted(flag_values.items()))
+    with self._train.as_default(step=0):
+      tf.summary.text('flags', f'| flag | value |\n|---|---|\n{rows}')
+      tf.summary.text('devices', '\n'.join(f'* {d}' for d in devices))
+    self._train.flush()
+
+  def close(self):
+    self._train.close()
+    self._validation.close()
