@@ -63,9 +63,17 @@ IDLE_TIMEOUT = flags.DEFINE_float(
     'idle_timeout', 900, 'Seconds a run may print nothing before it is declared hung and stopped.',
     lower_bound=1)
 
-flags.register_validator(
-    'strategies', lambda v: v and set(v) <= set(strategies.names()),
-    f'choose a comma list out of {", ".join(strategies.names())}')
+
+
+@flags.validator('strategies')
+def _known_strategies(names):
+  unknown = [n for n in names if n not in strategies.names()] if names else ['(none)']
+  if unknown:
+    raise flags.ValidationError(f'unknown strategy {", ".join(unknown)}; give a comma list out of '
+                                f'{", ".join(strategies.names())}')
+  return True
+
+
 flags.register_validator(
     'image_shape', lambda v: len(v) == 3 and all(s.isdigit() and int(s) > 0 for s in v),
     'give three positive integers: height,width,channels')
@@ -89,6 +97,8 @@ def check_paths():
   parent = os.path.abspath(LOGDIR.value)
   while not os.path.exists(parent):
     parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise ValueError(f'--logdir={LOGDIR.value} cannot be created: {parent} is a file')
   if not os.access(parent, os.W_OK | os.X_OK):
     raise ValueError(f'--logdir={LOGDIR.value} cannot be written ({parent} is read-only); '
                      'choose another --logdir')
@@ -137,8 +147,12 @@ def run_main(argv):
   except Exception as e:  # pylint: disable=broad-except
     if logging.get_verbosity() >= 1:
       raise
-    print(f'run.py: {str(e).splitlines()[0] if str(e) else type(e).__name__}', file=sys.stderr)
-    sys.exit(1 if isinstance(e, processes.TaskError) else 2)
+    expected = isinstance(e, (ValueError, data.DatasetError, processes.TaskError))
+    first_line = (str(e).strip().splitlines() or [''])[0]
+    print(f'run.py: {first_line}' if expected else
+          f'run.py: {type(e).__name__}: {first_line} (--verbosity=1 shows the traceback)',
+          file=sys.stderr)
+    sys.exit(2 if expected else 1)
 
 
 if __name__ == '__main__':

@@ -43,14 +43,14 @@ def launch(argv, strategy_names, experiment_dir, idle_timeout, verbose=False):
         group.wait(idle_timeout)
       rows.append(results.read(run_dir))
     except processes.TaskError as e:
-      print(f'run.py: {e}', file=sys.stderr, flush=True)
+      if not e.reported:
+        print(f'run.py: {e}', file=sys.stderr, flush=True)
       rows.append({'run': strategy, 'strategy': strategy, 'error': str(e)})
-  print()
-  print(table(rows))
   failed = [row['run'] for row in rows if 'error' in row]
-  print(f'\nResults and TensorBoard logs: {experiment_dir}\n'
-        f'Open them with: tensorboard --logdir {experiment_dir}')
-  if failed:
+  if len(failed) < len(rows):
+    print(f'\n{table(rows)}\n\nResults and TensorBoard logs: {experiment_dir}\n'
+          f'Open them with: tensorboard --logdir {experiment_dir}')
+  if failed and len(rows) > 1:
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}',
           file=sys.stderr)
   return len(failed)

@@ -21,7 +21,14 @@ TERMINATE_GRACE_SECONDS = 10
 
 
 class TaskError(Exception):
-  """A child failed or hung; the message names it."""
+  """A child failed or hung; the message names it.
+
+  `reported` is True when the child printed its own error line, which was already echoed.
+  """
+
+  def __init__(self, message, reported=False):
+    super().__init__(message)
+    self.reported = reported
 
 
 def raise_on_sigterm():
@@ -50,6 +57,7 @@ class ProcessGroup:
     self._logs = {}
     self._last_error = {}
     self._hide = {}
+    self._echo = {}
     self._lines = queue.Queue()
 
   def __enter__(self):
@@ -66,6 +74,7 @@ class ProcessGroup:
     self._procs[name] = proc
     self._logs[name] = open(log_path, 'w') if log_path else None
     self._hide[name] = hide
+    self._echo[name] = echo
     for stream, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
       threading.Thread(target=self._pump, args=(name, stream, sink if echo else None),
                        daemon=True).start()
@@ -111,8 +120,9 @@ class ProcessGroup:
     except subprocess.TimeoutExpired:
       raise TaskError(f'{name} closed its output but did not exit; stopped it') from None
     if code:
-      reason = self._last_error.get(name, f'exit status {code}')
-      raise TaskError(f'{name} failed: {reason}')
+      reason = self._last_error.get(name)
+      raise TaskError(f'{name} failed: {reason or f"exit status {code}"}',
+                      reported=reason is not None and self._echo[name])
 
   def terminate(self):
     """SIGTERM to every child's process group, then SIGKILL after a grace period."""

@@ -1,0 +1,57 @@
+"""Shared helpers: run `run.py` as a user would, bounded in time, and read what it wrote."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN_PY = os.path.join(ROOT, 'run.py')
+sys.path.insert(0, ROOT)
+
+
+def run_py(*args, timeout=600, env=None, cwd=None):
+  """Runs run.py with `args`; a hang fails the test instead of blocking the suite."""
+  return subprocess.run([sys.executable, RUN_PY, *args], capture_output=True, text=True,
+                        timeout=timeout, env=env, cwd=cwd or ROOT, stdin=subprocess.DEVNULL)
+
+
+def read_result(run_dir):
+  with open(os.path.join(run_dir, 'result.json')) as f:
+    return json.load(f)
+
+
+def _tensors(event_dir, plugin):
+  """{tag: [(step, value), ...]} for the summaries of `plugin` in `event_dir`'s event files."""
+  from tensorboard.backend.event_processing import event_accumulator
+  import tensorflow as tf
+  acc = event_accumulator.EventAccumulator(event_dir, size_guidance={'tensors': 0})
+  acc.Reload()
+  return {tag: [(e.step, tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
+          for tag in acc.Tags()['tensors']
+          if acc.SummaryMetadata(tag).plugin_data.plugin_name == plugin}
+
+
+def read_scalars(event_dir):
+  return {tag: [(step, float(v)) for step, v in values]
+          for tag, values in _tensors(event_dir, 'scalars').items()}
+
+
+def read_texts(event_dir):
+  return {tag: values[0][1].item().decode() for tag, values in _tensors(event_dir, 'text').items()}
+
+
+@pytest.fixture(scope='session')
+def single_host_experiment(tmp_path_factory):
+  """The three single-process strategies, trained once for several tests."""
+  logdir = tmp_path_factory.mktemp('runs')
+  proc = run_py('--strategies=one_device,mirrored,central_storage', '--num_replicas=2',
+                '--epochs=5', f'--logdir={logdir}', '--experiment=single_host')
+  assert proc.returncode == 0, proc.stderr
+  return proc, os.path.join(logdir, 'single_host')
+
+
+def event_files(run_dir):
+  return glob.glob(os.path.join(run_dir, '*', 'events.out.tfevents.*'))

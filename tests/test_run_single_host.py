@@ -1,0 +1,98 @@
+"""End to end: run.py trains one_device, mirrored and central_storage and records the truth."""
+import os
+import statistics
+
+import numpy as np
+import pytest
+
+from tests.conftest import read_result, read_scalars, read_texts
+
+pytestmark = pytest.mark.slow
+RUNS = ('one_device', 'mirrored', 'central_storage')
+
+
+def test_table_lists_every_run_with_its_figures(single_host_experiment):
+  proc, experiment_dir = single_host_experiment
+  lines = proc.stdout.splitlines()
+  header = next(i for i, line in enumerate(lines) if line.startswith('run '))
+  rows = {line.split()[0]: line.split() for line in lines[header + 2:header + 5]}
+  assert set(rows) == set(RUNS)
+  for run in RUNS:
+    result = read_result(os.path.join(experiment_dir, run))
+    name, replicas, examples, _, accuracy = rows[run]
+    assert int(replicas) == result['num_replicas_in_sync']
+    assert float(examples.replace(',', '')) == pytest.approx(result['examples_per_second'], abs=1)
+    assert float(accuracy) == pytest.approx(result['final_validation_accuracy'], abs=1e-4)
+  assert f'tensorboard --logdir {experiment_dir}' in proc.stdout
+  # One progress line per epoch and run, so a long run never looks hung.
+  for run in RUNS:
+    assert sum(line.startswith(f'[{run}] epoch ') for line in lines) == 5
+
+
+def test_result_json_holds_the_measurements(single_host_experiment):
+  _, experiment_dir = single_host_experiment
+  for run, replicas in zip(RUNS, (1, 2, 2)):
+    result = read_result(os.path.join(experiment_dir, run))
+    assert result['strategy'] == run
+    assert result['num_replicas_in_sync'] == replicas
+    assert result['num_workers'] == 1
+    assert result['global_batch_size'] == 64
+    assert result['per_replica_batch_size'] == 64 // replicas
+    assert result['epochs'] == 5
+    assert len(result['epoch_times']) == len(result['validation_accuracy']) == 5
+    # The headline is the median of the epochs after the first (tracing, warm-up).
+    assert result['examples_per_second'] == pytest.approx(
+        statistics.median(result['epoch_examples_per_second'][1:]))
+    steps_examples = result['steps_per_epoch'] * 64
+    for seconds, rate in zip(result['epoch_times'], result['epoch_examples_per_second']):
+      assert rate == pytest.approx(steps_examples / seconds, rel=1e-6)
+    assert result['final_validation_accuracy'] > 0.85
+    assert result['validation_loss'][-1] < result['validation_loss'][0]
+    assert result['wall_time_seconds'] >= sum(result['epoch_times'])
+    assert result['tf_version'].startswith('2.') and result['keras_version'].startswith('3.')
+    assert len(result['compute_devices']) == replicas
+    assert sum('CPU' in d for d in result['devices']) >= replicas
+
+
+def test_mirrored_follows_the_one_device_loss_trajectory(single_host_experiment):
+  """Loss scaled by the global batch: two replicas take exactly one device's steps."""
+  _, experiment_dir = single_host_experiment
+  baseline = read_result(os.path.join(experiment_dir, 'one_device'))
+  for run in ('mirrored', 'central_storage'):
+    result = read_result(os.path.join(experiment_dir, run))
+    np.testing.assert_allclose(result['train_loss'], baseline['train_loss'], rtol=2e-3)
+    np.testing.assert_allclose(result['validation_loss'], baseline['validation_loss'], rtol=2e-3)
+    assert abs(result['final_validation_accuracy'] - baseline['final_validation_accuracy']) <= 2 / 360
+
+
+def test_tensorboard_scalars_match_the_result(single_host_experiment):
+  _, experiment_dir = single_host_experiment
+  run_dir = os.path.join(experiment_dir, 'mirrored')
+  result = read_result(run_dir)
+  train = read_scalars(os.path.join(run_dir, 'train'))
+  validation = read_scalars(os.path.join(run_dir, 'validation'))
+  expected_train = {'epoch_loss': 'train_loss', 'epoch_accuracy': 'train_accuracy',
+                    'epoch_examples_per_second': 'epoch_examples_per_second',
+                    'epoch_time_seconds': 'epoch_times', 'epoch_learning_rate': 'learning_rate'}
+  for tag, key in expected_train.items():
+    assert [step for step, _ in train[tag]] == [1, 2, 3, 4, 5], tag
+    np.testing.assert_allclose([v for _, v in train[tag]], result[key], rtol=1e-5)
+  for tag, key in {'epoch_loss': 'validation_loss', 'epoch_accuracy': 'validation_accuracy'}.items():
+    np.testing.assert_allclose([v for _, v in validation[tag]], result[key], rtol=1e-5)
+  np.testing.assert_allclose([v for _, v in train['epoch_learning_rate']], 0.001, rtol=1e-6)
+  texts = read_texts(os.path.join(run_dir, 'train'))
+  flags_text = next(v for k, v in texts.items() if k.startswith('flags'))
+  devices_text = next(v for k, v in texts.items() if k.startswith('devices'))
+  assert '| --batch_size | 64 |' in flags_text and '| --strategies |' in flags_text
+  assert 'CPU:1' in devices_text
+
+
+def test_same_seed_same_run_other_seed_other_run(tmp_path):
+  from tests.conftest import run_py
+  for experiment, seed in (('a', 0), ('b', 0), ('c', 1)):
+    proc = run_py('--strategies=one_device', '--epochs=1', f'--seed={seed}',
+                  f'--logdir={tmp_path}', f'--experiment={experiment}')
+    assert proc.returncode == 0, proc.stderr
+  loss = {e: read_result(tmp_path / e / 'one_device')['train_loss'] for e in 'abc'}
+  assert loss['a'] == loss['b']
+  assert loss['a'] != loss['c']
