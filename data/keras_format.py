@@ -29,7 +29,7 @@ def load(name, options, relative_paths, parse, keras_loader, num_classes):
   if directory is not None:
     try:
       (x_train, y_train), (x_val, y_val) = parse(directory)
-    except (OSError, ValueError, KeyError, EOFError) as e:
+    except Exception as e:  # zipfile, pickle, zlib, numpy: each fails its own way on bad files.
       raise data.DatasetError(
           f'dataset {name}: cannot read the files in {directory} ({type(e).__name__}: {e}); '
           f'replace them with the files keras.datasets.{name} downloads') from e
