@@ -18,6 +18,7 @@ from absl import logging
 import data
 import models
 import strategies
+from training import cluster
 from training import launcher
 from training import optimizers
 from training import processes
@@ -54,11 +55,17 @@ SEED = flags.DEFINE_integer('seed', 0, 'Seed for weights and data order: same se
 NUM_REPLICAS = flags.DEFINE_integer(
     'num_replicas', 0, 'Devices per worker for mirrored and central_storage: that many GPUs '
     '(0: all), or without GPUs that many logical CPU devices (0: 2).', lower_bound=0)
+NUM_WORKERS = flags.DEFINE_integer(
+    'num_workers', 2, 'multi_worker_mirrored and parameter_server: worker tasks of the local '
+    'cluster run.py launches. With TF_CONFIG set, the cluster there decides.', lower_bound=1)
 LOGDIR = flags.DEFINE_string('logdir', 'runs', 'Root directory of all experiments.')
 EXPERIMENT = flags.DEFINE_string('experiment', '', 'Experiment name; default: a timestamp.')
 RUN_NAME = flags.DEFINE_string('run_name', '', 'Run directory name; default: the strategy.')
 IN_PROCESS = flags.DEFINE_bool(
     'in_process', False, 'Run the one strategy given in this process instead of a child.')
+STARTUP_TIMEOUT = flags.DEFINE_float(
+    'startup_timeout', 300, 'Seconds a cluster task may wait for its peers before it gives up '
+    'and names the tasks that did not answer.', lower_bound=1)
 IDLE_TIMEOUT = flags.DEFINE_float(
     'idle_timeout', 900, 'Seconds a run may print nothing before it is declared hung and stopped.',
     lower_bound=1)
@@ -104,12 +111,21 @@ def check_paths():
                      'choose another --logdir')
 
 
-def run_in_process(experiment_dir):
+def run_task(experiment_dir, tf_config_text):
+  """This process is the run (--in_process) or one task of a cluster (TF_CONFIG is set)."""
   from training import task  # Loads TensorFlow: only in the process that trains.
   processes.die_with_parent()
+  where = 'with TF_CONFIG set' if tf_config_text else 'with --in_process'
   if len(STRATEGIES.value) != 1:
-    raise ValueError('--in_process runs exactly one strategy; give one to --strategies')
+    raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
   strategy = STRATEGIES.value[0]
+  jobs = strategies.get(strategy).JOBS
+  if tf_config_text and not jobs:
+    raise ValueError(f'TF_CONFIG is set, but {strategy} runs in one process; unset TF_CONFIG or '
+                     f'use multi_worker_mirrored or parameter_server')
+  if jobs and not tf_config_text:
+    raise ValueError(f'{strategy} --in_process needs TF_CONFIG; without --in_process run.py '
+                     'launches a local cluster itself')
   task.run(task.RunConfig(
       strategy=strategy, run_dir=os.path.join(experiment_dir, RUN_NAME.value or strategy),
       model=MODEL.value, dataset=DATASET.value,
@@ -119,8 +135,17 @@ def run_in_process(experiment_dir):
       epochs=EPOCHS.value, batch_size=BATCH_SIZE.value, learning_rate=LEARNING_RATE.value,
       optimizer=OPTIMIZER.value, seed=SEED.value, num_replicas=NUM_REPLICAS.value,
       steps_per_execution=STEPS_PER_EXECUTION.value, steps_per_epoch=STEPS_PER_EPOCH.value,
-      flag_values={f.name: f.value for f in flags.FLAGS.get_key_flags_for_module(sys.argv[0])}))
+      flag_values=flag_values(),
+      tf_config=cluster.parse(tf_config_text, jobs) if tf_config_text else None,
+      startup_timeout=STARTUP_TIMEOUT.value))
   return 0
+
+
+def flag_values():
+  """This program's flags, those of the strategy modules included, for the run's record."""
+  modules = [sys.argv[0], *(m.__name__ for m in map(strategies.get, strategies.names()))]
+  return {f.name: f.value for module in modules
+          for f in flags.FLAGS.get_key_flags_for_module(module)}
 
 
 def main(argv):
@@ -128,10 +153,12 @@ def main(argv):
     raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
   experiment_dir = os.path.join(LOGDIR.value, EXPERIMENT.value or time.strftime('%Y%m%d-%H%M%S'))
   check_paths()
-  if IN_PROCESS.value:
-    return run_in_process(experiment_dir)
+  tf_config_text = os.environ.get('TF_CONFIG')
+  if IN_PROCESS.value or tf_config_text:
+    return run_task(experiment_dir, tf_config_text)
   processes.raise_on_sigterm()
-  return int(launcher.launch(sys.argv, STRATEGIES.value, experiment_dir, IDLE_TIMEOUT.value,
+  return int(launcher.launch(sys.argv, STRATEGIES.value, experiment_dir, NUM_WORKERS.value,
+                             IDLE_TIMEOUT.value,
                              verbose=logging.get_verbosity() >= logging.INFO) > 0)
 
 

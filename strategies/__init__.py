@@ -2,7 +2,11 @@
 
 A strategy module defines:
   create(devices) -> tf.distribute.Strategy   (devices: the local compute devices to use)
-  USES_ALL_DEVICES: bool    False for single-device strategies (they get one device)
+  USES_ALL_DEVICES: bool    False when a process of the strategy computes on one device
+  JOBS: tuple               the TF_CONFIG jobs of its cluster; () for a single process
+and, for a multi-worker strategy,
+  SERVER_JOBS: tuple        jobs whose tasks only serve (parameter-server workers and ps)
+  cluster_jobs(num_workers) -> {job: task count} for a local cluster
 and may define absl flags for its own options. Modules import TensorFlow only inside
 `create`, so the launcher lists strategies and parses flags without loading TensorFlow.
 """

@@ -2,6 +2,7 @@
 from absl import flags
 
 USES_ALL_DEVICES = True
+JOBS = ()  # Single process: no TF_CONFIG cluster.
 
 PARAMETER_DEVICE = flags.DEFINE_string(
     'parameter_device', '',

@@ -2,6 +2,7 @@
 from absl import flags
 
 USES_ALL_DEVICES = True
+JOBS = ()  # Single process: no TF_CONFIG cluster.
 
 CROSS_DEVICE_OPS = flags.DEFINE_enum(
     'cross_device_ops', 'auto', ['auto', 'nccl', 'hierarchical_copy', 'reduction_to_one_device'],

@@ -19,7 +19,8 @@ def test_table_lists_every_run_with_its_figures(single_host_experiment):
   assert set(rows) == set(RUNS)
   for run in RUNS:
     result = read_result(os.path.join(experiment_dir, run))
-    name, replicas, examples, _, accuracy = rows[run]
+    name, workers, replicas, examples, _, accuracy = rows[run]
+    assert int(workers) == 1
     assert int(replicas) == result['num_replicas_in_sync']
     assert float(examples.replace(',', '')) == pytest.approx(result['examples_per_second'], abs=1)
     assert float(accuracy) == pytest.approx(result['final_validation_accuracy'], abs=1e-4)

@@ -1,8 +1,10 @@
 """Chooses the local compute devices for a run, before TensorFlow initialises its runtime.
 
-With GPUs, a strategy gets the first `num_replicas` of them. Without, the CPU is split into
-`num_replicas` logical devices, so that mirroring really happens on a laptop or CI box
-(the logical devices share the same cores: they show the mechanics, they add no compute).
+With GPUs, a strategy gets the first `num_replicas` of them. Without, a single-process
+strategy gets the CPU split into `num_replicas` logical devices, so that mirroring really
+happens on a laptop or CI box (the logical devices share the same cores: they show the
+mechanics, they add no compute). A cluster task uses one CPU: TensorFlow's collectives and
+parameter-server workers run one CPU replica per task; add workers instead.
 """
 import tensorflow as tf
 
@@ -11,7 +13,7 @@ class DeviceError(ValueError):
   pass
 
 
-def configure(num_replicas):
+def configure(num_replicas, split_cpu=True):
   """Returns the device names to use; `num_replicas` 0 means all GPUs (or 2 CPU devices)."""
   gpus = tf.config.list_physical_devices('GPU')
   if gpus:
@@ -19,7 +21,10 @@ def configure(num_replicas):
       raise DeviceError(f'--num_replicas={num_replicas} but only {len(gpus)} GPU(s) are visible; '
                         f'use at most {len(gpus)}')
     count = num_replicas or len(gpus)
+    tf.config.set_visible_devices(gpus[:count], 'GPU')
     return [f'/gpu:{i}' for i in range(count)]
+  if not split_cpu:
+    return ['/cpu:0']
   count = num_replicas or 2
   cpu = tf.config.list_physical_devices('CPU')[0]
   if count > 1:

@@ -1,12 +1,19 @@
 """The one training loop every strategy runs: `strategy.run` inside a `tf.function`.
 
-Each call of `train`/`evaluate` runs up to `steps_per_execution` steps in one `tf.function`
-call and returns, once per call, the summed loss, correct predictions and example count
-across all replicas; the host never synchronises per step. The loss is scaled by the global
-batch (`tf.nn.compute_average_loss`), so N replicas step exactly like one device.
+One `tf.function` call runs up to `steps_per_execution` steps and returns, once, the summed
+loss, correct predictions and example count across all replicas; the host never synchronises
+per step. The loss is scaled by the batch of one synchronous step
+(`tf.nn.compute_average_loss`), so N replicas step exactly like one device.
+
+Under ParameterServerStrategy the same functions are not called but scheduled, each on
+whichever worker is free, through a `ClusterCoordinator`; a worker's step then processes
+its share of the global batch, `global_batch_size / num_workers`, and updates the variables
+on the parameter servers asynchronously.
 """
 import dataclasses
+import time
 
+import numpy as np
 import tensorflow as tf
 
 from data import pipeline
@@ -33,6 +40,7 @@ class Totals:
 
 
 ZERO = Totals(0.0, 0.0, 0.0)
+PROGRESS_SECONDS = 30
 
 
 class Trainer:
@@ -40,22 +48,27 @@ class Trainer:
 
   def __init__(self, strategy, build_model, build_optimizer, arrays, global_batch_size, seed):
     self.strategy = strategy
-    self.global_batch_size = global_batch_size
-    replicas = strategy.num_replicas_in_sync
-    if global_batch_size % replicas:
-      raise ValueError(f'--batch_size={global_batch_size} is not divisible by the '
-                       f'{replicas} replicas in sync; use a multiple of {replicas}')
-    self.per_replica_batch_size = global_batch_size // replicas
+    self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
+                        if isinstance(strategy, tf.distribute.ParameterServerStrategy) else None)
+    self.num_workers = _num_workers(strategy)
+    divisor = strategy.num_replicas_in_sync * (self.num_workers if self.coordinator else 1)
+    if global_batch_size % divisor:
+      raise ValueError(f'--batch_size={global_batch_size} is not divisible by the {divisor} '
+                       f'replicas (or parameter-server workers); use a multiple of {divisor}')
+    # The examples one step processes: the global batch, or a worker's share of it.
+    self.step_batch_size = global_batch_size // (self.num_workers if self.coordinator else 1)
+    self.per_replica_batch_size = self.step_batch_size // strategy.num_replicas_in_sync
     with strategy.scope():
       self.model = build_model()
       self.optimizer = build_optimizer()
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       self.optimizer.build(self.model.trainable_variables)
-    self.validation_steps = pipeline.validation_steps(arrays, global_batch_size)
-    self._train_iterator = iter(strategy.distribute_datasets_from_function(
-        pipeline.train_fn(arrays, self.per_replica_batch_size, seed)))
-    self._validation_iterator = iter(strategy.distribute_datasets_from_function(
-        pipeline.validation_fn(arrays, self.per_replica_batch_size, global_batch_size)))
+    self.validation_steps = pipeline.validation_steps(arrays, self.step_batch_size)
+    # Parameter-server workers each read the whole set, so each shuffles in its own order.
+    self._train_iterator = self._distribute(pipeline.train_fn(
+        arrays, self.per_replica_batch_size, None if self.coordinator else seed))
+    self._validation_iterator = self._distribute(pipeline.validation_fn(
+        arrays, self.per_replica_batch_size, self.step_batch_size))
     self._train_steps = tf.function(self._repeat(self._train_step))
     self._eval_steps = tf.function(self._repeat(self._eval_step))
 
@@ -63,14 +76,47 @@ class Trainer:
   def learning_rate(self):
     return float(self.optimizer.learning_rate.numpy())
 
-  def train(self, num_steps):
-    """Runs `num_steps` training steps in one call; returns their Totals."""
-    return self._totals(self._train_steps(self._train_iterator, tf.constant(num_steps)))
+  def train_epoch(self, num_steps, steps_per_execution, progress=lambda: None):
+    """Runs `num_steps` steps in calls of `steps_per_execution`; returns their Totals.
+
+    `progress()` is called every PROGRESS_SECONDS of a long epoch, so it never looks hung.
+    """
+    chunks = [min(steps_per_execution, num_steps - done)
+              for done in range(0, num_steps, steps_per_execution)]
+    last_report = time.perf_counter()
+    if self.coordinator:
+      remote = [self.coordinator.schedule(self._train_steps,
+                                          args=(self._train_iterator, tf.constant(chunk)))
+                for chunk in chunks]
+      while not self.coordinator.done():
+        time.sleep(0.005)
+        if time.perf_counter() - last_report > PROGRESS_SECONDS:
+          progress()
+          last_report = time.perf_counter()
+      self.coordinator.join()
+      return sum((self._totals(r.fetch()) for r in remote), ZERO)
+    totals = ZERO
+    for chunk in chunks:
+      totals += self._totals(self._train_steps(self._train_iterator, tf.constant(chunk)))
+      if time.perf_counter() - last_report > PROGRESS_SECONDS:
+        progress()
+        last_report = time.perf_counter()
+    return totals
 
   def evaluate(self):
-    """One pass over the validation set."""
-    return self._totals(self._eval_steps(self._validation_iterator,
-                                         tf.constant(self.validation_steps)))
+    """One pass over the validation set (on one worker, under a coordinator)."""
+    args = (self._validation_iterator, tf.constant(self.validation_steps))
+    if self.coordinator:
+      remote = self.coordinator.schedule(self._eval_steps, args=args)
+      self.coordinator.join()
+      return self._totals(remote.fetch())
+    return self._totals(self._eval_steps(*args))
+
+  def _distribute(self, dataset_fn):
+    dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+    if self.coordinator:
+      dataset = self.coordinator.create_per_worker_dataset(dataset)
+    return iter(dataset)
 
   @property
   def trace_count(self):
@@ -101,7 +147,7 @@ class Trainer:
       logits = self.model(images, training=True)
       per_example, sums = self._sums(labels, logits, weights)
       loss = tf.nn.compute_average_loss(per_example * weights,
-                                        global_batch_size=self.global_batch_size)
+                                        global_batch_size=self.step_batch_size)
       if self.model.losses:
         loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
     variables = self.model.trainable_variables
@@ -113,5 +159,13 @@ class Trainer:
 
   @staticmethod
   def _totals(sums):
-    loss_sum, correct, examples = (float(v) for v in sums.numpy())
+    loss_sum, correct, examples = (float(v) for v in np.asarray(sums))
     return Totals(loss_sum, correct, examples)
+
+
+def _num_workers(strategy):
+  """Tasks that compute: all workers (and the chief) for all-reduce, the workers for ps."""
+  jobs = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().as_dict()
+  computing = ('worker',) if isinstance(strategy, tf.distribute.ParameterServerStrategy) else (
+      'chief', 'worker')
+  return sum(len(jobs.get(job, [])) for job in computing) or 1

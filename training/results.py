@@ -41,9 +41,12 @@ class RunDirError(ValueError):
   pass
 
 
+RUN_FILES = ('result.json', 'train', 'validation')
+
+
 def check_run_dir(run_dir):
-  """A run never writes over another run's files."""
-  if os.path.isdir(run_dir) and os.listdir(run_dir):
+  """A run never writes over another run's files (task logs of its own launcher may be there)."""
+  if any(os.path.exists(os.path.join(run_dir, name)) for name in RUN_FILES):
     raise RunDirError(f'{run_dir} already holds a run; choose another --experiment or remove it')
 
 

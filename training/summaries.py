@@ -5,11 +5,16 @@ import tensorflow as tf
 
 
 class Writers:
-  """Per-epoch scalars (step = epoch, counted from 1) and a text record of the run."""
+  """Per-epoch scalars (step = epoch, counted from 1) and a text record of the run.
+
+  With `run_dir` None (a task that is not the chief) nothing is written anywhere.
+  """
 
   def __init__(self, run_dir):
-    self._train = tf.summary.create_file_writer(os.path.join(run_dir, 'train'))
-    self._validation = tf.summary.create_file_writer(os.path.join(run_dir, 'validation'))
+    make = (lambda sub: tf.summary.create_file_writer(os.path.join(run_dir, sub))) if run_dir else (
+        lambda sub: tf.summary.create_noop_writer())
+    self._train = make('train')
+    self._validation = make('validation')
 
   def epoch(self, epoch, train_scalars, validation_scalars):
     for writer, scalars in ((self._train, train_scalars), (self._validation, validation_scalars)):

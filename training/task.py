@@ -1,4 +1,5 @@
 """One run: a strategy trains a model in this process and records what it measured."""
+import contextlib
 import dataclasses
 import os
 import time
@@ -9,13 +10,12 @@ import tensorflow as tf
 import data
 import models
 import strategies
+from training import cluster
 from training import devices
 from training import loop
 from training import optimizers
 from training import results
 from training import summaries
-
-PROGRESS_EVERY_SECONDS = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +34,8 @@ class RunConfig:
   steps_per_execution: int = 1
   steps_per_epoch: int = 0
   flag_values: dict = dataclasses.field(default_factory=dict)
+  tf_config: dict = None  # This task's parsed TF_CONFIG in a cluster; None for one process.
+  startup_timeout: float = 300.0
 
 
 class RunError(ValueError):
@@ -41,35 +43,55 @@ class RunError(ValueError):
 
 
 def run(config, say=print):
-  """Trains, writes TensorBoard summaries and result.json into `config.run_dir`."""
+  """Plays this process's part in the run; the writer (chief) records into `config.run_dir`.
+
+  Returns the path of result.json, or None for a task that does not write.
+  """
   name = os.path.basename(config.run_dir)
-  results.check_run_dir(config.run_dir)
   module = strategies.get(config.strategy)
-  compute_devices = devices.configure(config.num_replicas if module.USES_ALL_DEVICES else 1)
-  strategy = module.create(compute_devices)
-  keras.utils.set_random_seed(config.seed)
+  spec = config.tf_config['cluster'] if config.tf_config else None
+  me = (config.tf_config['task']['type'], config.tf_config['task'].get('index', 0)) if spec else None
+  writes = spec is None or me == cluster.chief(spec)
+  if writes:
+    results.check_run_dir(config.run_dir)
+  if spec and module.SERVER_JOBS:
+    os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
+  if spec and me[0] in module.SERVER_JOBS:
+    return _serve(config, spec, me, say)
+  compute_devices = devices.configure(config.num_replicas if module.USES_ALL_DEVICES else 1,
+                                      split_cpu=not module.JOBS)
   arrays = data.load(config.dataset, config.data_options)
-  trainer = loop.Trainer(
-      strategy, lambda: models.build(config.model, arrays.input_shape, arrays.num_classes),
-      lambda: optimizers.create(config.optimizer, config.learning_rate),
-      arrays, config.batch_size, config.seed)
-  steps_per_epoch = config.steps_per_epoch or arrays.train_size // config.batch_size
+  if spec and module.SERVER_JOBS:  # The coordinator connects to every server at once.
+    cluster.wait_for_servers(spec, module.SERVER_JOBS, config.startup_timeout, say)
+  with cluster.StartupWatchdog(spec, me, config.startup_timeout) if spec else contextlib.nullcontext():
+    strategy = module.create(compute_devices)
+    keras.utils.set_random_seed(config.seed)
+    trainer = loop.Trainer(
+        strategy, lambda: models.build(config.model, arrays.input_shape, arrays.num_classes),
+        lambda: optimizers.create(config.optimizer, config.learning_rate),
+        arrays, config.batch_size, config.seed)
+  steps_per_epoch = config.steps_per_epoch or arrays.train_size // trainer.step_batch_size
   if steps_per_epoch < 1:
     raise RunError(f'--batch_size={config.batch_size} exceeds the {arrays.train_size} training '
                    f'examples of {config.dataset}; use a smaller batch')
+  if not writes:
+    say = lambda line: None  # Only the chief reports; the others train in step with it.
 
-  os.makedirs(config.run_dir, exist_ok=True)
-  writers = summaries.Writers(config.run_dir)
+  if writes:
+    os.makedirs(config.run_dir, exist_ok=True)
+  writers = summaries.Writers(config.run_dir if writes else None)
   writers.text(config.flag_values, devices.describe())
-  say(f'[{name}] {strategy.num_replicas_in_sync} replica(s) on {", ".join(compute_devices)}; '
-      f'global batch {config.batch_size}, {steps_per_epoch} steps/epoch')
+  say(f'[{name}] {_layout(trainer, compute_devices)}; global batch {config.batch_size}'
+      f'{f" ({trainer.step_batch_size} per worker step)" if trainer.coordinator else ""}, '
+      f'{steps_per_epoch} steps/epoch')
   history = results.History()
   started = time.perf_counter()
   for epoch in range(1, config.epochs + 1):
     epoch_start = time.perf_counter()
-    train = _train_epoch(trainer, steps_per_epoch, config.steps_per_execution,
-                         lambda step: say(f'[{name}] epoch {epoch}/{config.epochs} '
-                                          f'step {step}/{steps_per_epoch}'))
+    train = trainer.train_epoch(
+        steps_per_epoch, config.steps_per_execution,
+        lambda: say(f'[{name}] epoch {epoch}/{config.epochs}: training, '
+                    f'{time.perf_counter() - epoch_start:.0f} s so far'))
     seconds = time.perf_counter() - epoch_start
     validation = trainer.evaluate()
     history.add(epoch_times=seconds, epoch_examples_per_second=train.examples / seconds,
@@ -86,6 +108,8 @@ def run(config, say=print):
         f'val_accuracy {validation.accuracy:.4f} {train.examples / seconds:,.0f} examples/s '
         f'{seconds:.2f} s')
   writers.close()
+  if not writes:
+    return None
   result = {
       'strategy': config.strategy,
       'run': name,
@@ -94,7 +118,8 @@ def run(config, say=print):
       'optimizer': config.optimizer,
       'learning_rate': config.learning_rate,
       'seed': config.seed,
-      'num_workers': 1,
+      'num_workers': trainer.num_workers,
+      'cluster': spec,
       'num_replicas_in_sync': strategy.num_replicas_in_sync,
       'global_batch_size': config.batch_size,
       'per_replica_batch_size': trainer.per_replica_batch_size,
@@ -112,16 +137,23 @@ def run(config, say=print):
   return results.write(config.run_dir, result)
 
 
-def _train_epoch(trainer, steps, steps_per_execution, progress):
-  """Runs one epoch in calls of `steps_per_execution` steps; reports progress when slow."""
-  totals = loop.ZERO
-  done = 0
-  last_report = time.perf_counter()
-  while done < steps:
-    chunk = min(steps_per_execution, steps - done)
-    totals += trainer.train(chunk)
-    done += chunk
-    if done < steps and time.perf_counter() - last_report > PROGRESS_EVERY_SECONDS:
-      progress(done)
-      last_report = time.perf_counter()
-  return totals
+def _layout(trainer, compute_devices):
+  if trainer.coordinator:
+    return f'coordinator of {trainer.num_workers} worker(s)'
+  workers = f' on each of {trainer.num_workers} workers' if trainer.num_workers > 1 else ''
+  return (f'{trainer.strategy.num_replicas_in_sync} replica(s) in sync: '
+          f'{", ".join(compute_devices)}{workers}')
+
+
+def _serve(config, spec, me, say):
+  """A worker or ps task of a parameter-server cluster: serve until the chief is done."""
+  import tensorflow as tf
+  num_workers = len(spec.get('worker', []))
+  server = tf.distribute.Server(
+      tf.train.ClusterSpec(spec), job_name=me[0], task_index=me[1], protocol='grpc',
+      # Fewer inter-op threads than workers + 1 deadlocks the servers on small machines.
+      config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=num_workers + 1), start=True)
+  say(f'[{os.path.basename(config.run_dir)}] {me[0]} {me[1]} serving at {spec[me[0]][me[1]]}')
+  cluster.serve_until_chief_leaves(spec, config.startup_timeout)
+  del server
+  return None

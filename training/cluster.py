@@ -1,0 +1,159 @@
+"""Clusters of tasks described by TF_CONFIG: validation, local clusters, and bounded waits.
+
+TF_CONFIG is what Kubeflow's TFJob, Slurm scripts or a hand-run ssh session set on every task:
+{"cluster": {"chief": [...], "worker": ["host:port", ...], "ps": [...]},
+ "task": {"type": "worker", "index": 0}}. This module is free of TensorFlow.
+"""
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+import portpicker
+
+PROBE_TIMEOUT_SECONDS = 1.0
+
+
+class ClusterError(ValueError):
+  """TF_CONFIG or a peer is not as the strategy needs it; the message says what to fix."""
+
+
+def parse(text, jobs):
+  """Validates a TF_CONFIG string for a strategy whose cluster may hold `jobs`; returns it."""
+  try:
+    config = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ClusterError(f'TF_CONFIG is not valid JSON ({e.msg} at character {e.pos})') from None
+  if not isinstance(config, dict) or not isinstance(config.get('cluster'), dict):
+    raise ClusterError('TF_CONFIG needs a "cluster" object mapping job names to address lists')
+  task = config.get('task')
+  if not isinstance(task, dict) or 'type' not in task:
+    raise ClusterError('TF_CONFIG needs a "task" object with "type" and "index"')
+  cluster = config['cluster']
+  for job, addresses in cluster.items():
+    if job not in jobs:
+      raise ClusterError(f'TF_CONFIG cluster has job "{job}"; this strategy knows only '
+                         f'{", ".join(jobs)}')
+    if not isinstance(addresses, list) or not addresses:
+      raise ClusterError(f'TF_CONFIG cluster job "{job}" needs a non-empty list of host:port')
+    for address in addresses:
+      _check_address(job, address)
+  every = [a for addresses in cluster.values() for a in addresses]
+  duplicates = sorted({a for a in every if every.count(a) > 1})
+  if duplicates:
+    raise ClusterError(f'TF_CONFIG lists {", ".join(duplicates)} for more than one task; '
+                       'give every task its own host:port')
+  task_type, index = task['type'], task.get('index', 0)
+  if task_type not in cluster:
+    raise ClusterError(f'TF_CONFIG task type "{task_type}" is not a job of the cluster '
+                       f'({", ".join(cluster)})')
+  if not isinstance(index, int) or not 0 <= index < len(cluster[task_type]):
+    raise ClusterError(f'TF_CONFIG task index {index!r} is outside job "{task_type}", which has '
+                       f'{len(cluster[task_type])} task(s)')
+  return config
+
+
+def _check_address(job, address):
+  host, _, port = str(address).rpartition(':')
+  if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    raise ClusterError(f'TF_CONFIG address {address!r} of job "{job}" is not host:port')
+
+
+def local(job_sizes, host='localhost'):
+  """A cluster on this machine: {'worker': ['localhost:PORT', ...], ...} on free ports."""
+  return {job: [f'{host}:{portpicker.pick_unused_port()}' for _ in range(count)]
+          for job, count in job_sizes.items() if count}
+
+
+def tf_config(cluster, task_type, index):
+  return json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})
+
+
+def tasks(cluster):
+  """Every task of the cluster as (job, index, name), e.g. ('worker', 1, 'worker-1')."""
+  return [(job, i, f'{job}-{i}') for job, addresses in cluster.items()
+          for i in range(len(addresses))]
+
+
+def chief(cluster):
+  """The task that writes results: the chief, or worker 0 where there is no chief."""
+  return ('chief', 0) if 'chief' in cluster else ('worker', 0)
+
+
+def answers(address):
+  host, _, port = address.rpartition(':')
+  try:
+    with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_SECONDS):
+      return True
+  except OSError:
+    return False
+
+
+def silent_peers(cluster, me):
+  """'worker 1 (host:port)' for every other task that does not accept connections."""
+  return [f'{job} {i} ({cluster[job][i]})' for job, i, _ in tasks(cluster)
+          if (job, i) != me and not answers(cluster[job][i])]
+
+
+def wait_for_servers(cluster, jobs, timeout, say, poll_seconds=0.5):
+  """Waits, at most `timeout` seconds, until every task of `jobs` accepts connections."""
+  servers = [(job, i, cluster[job][i]) for job, i, _ in tasks(cluster) if job in jobs]
+  deadline = time.monotonic() + timeout
+  announced = False
+  while True:
+    silent = [f'{job} {i} ({address})' for job, i, address in servers if not answers(address)]
+    if not silent:
+      return
+    if time.monotonic() > deadline:
+      raise ClusterError(f'{", ".join(silent)} did not answer within {timeout:g} s; start those '
+                         'tasks with the same TF_CONFIG cluster, or raise --startup_timeout')
+    if not announced:
+      say(f'waiting for {", ".join(silent)}')
+      announced = True
+    time.sleep(poll_seconds)
+
+
+class StartupWatchdog:
+  """Ends the process with a clear error when start-up (joining the cluster) takes too long.
+
+  MultiWorkerMirroredStrategy's constructor waits, without a bound, for every worker; the
+  parameter-server coordinator waits for every server. Used as a context manager around that.
+  """
+
+  def __init__(self, cluster, me, timeout):
+    self._cluster, self._me, self._timeout = cluster, me, timeout
+    self._done = threading.Event()
+
+  def __enter__(self):
+    threading.Thread(target=self._watch, daemon=True).start()
+    return self
+
+  def __exit__(self, *exc):
+    self._done.set()
+
+  def _watch(self):
+    if self._done.wait(self._timeout):
+      return
+    silent = silent_peers(self._cluster, self._me)
+    who = (f'{", ".join(silent)} did not answer' if silent else
+           'every peer answers, but the cluster did not form')
+    print(f'run.py: {self._me[0]} {self._me[1]} could not join the cluster within '
+          f'{self._timeout:g} s: {who}; start every task with the same TF_CONFIG cluster, or '
+          f'raise --startup_timeout', file=sys.stderr, flush=True)
+    os._exit(3)  # The main thread is blocked inside TensorFlow; nothing else can stop it.
+
+
+def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0):
+  """For server tasks: returns once the chief has come and gone; raises if it never comes."""
+  address = cluster[chief(cluster)[0]][0]
+  deadline = time.monotonic() + timeout
+  while not answers(address):
+    if time.monotonic() > deadline:
+      raise ClusterError(f'the chief at {address} did not come up within {timeout:g} s')
+    time.sleep(poll_seconds)
+  misses = 0
+  while misses < 3:
+    time.sleep(poll_seconds)
+    misses = 0 if answers(address) else misses + 1
