@@ -113,8 +113,6 @@ def check_paths():
 
 def run_task(experiment_dir, tf_config_text):
   """This process is the run (--in_process) or one task of a cluster (TF_CONFIG is set)."""
-  from training import task  # Loads TensorFlow: only in the process that trains.
-  processes.die_with_parent()
   where = 'with TF_CONFIG set' if tf_config_text else 'with --in_process'
   if len(STRATEGIES.value) != 1:
     raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
@@ -126,6 +124,13 @@ def run_task(experiment_dir, tf_config_text):
   if jobs and not tf_config_text:
     raise ValueError(f'{strategy} --in_process needs TF_CONFIG; without --in_process run.py '
                      'launches a local cluster itself')
+  tf_config = cluster.parse(tf_config_text, jobs) if tf_config_text else None
+  if tf_config:
+    cluster.check_own_port(tf_config)
+  if logging.get_verbosity() < logging.INFO:
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TensorFlow's C++ INFO and WARNING.
+  from training import task  # Loads TensorFlow: only in the process that trains.
+  processes.die_with_parent()
   task.run(task.RunConfig(
       strategy=strategy, run_dir=os.path.join(experiment_dir, RUN_NAME.value or strategy),
       model=MODEL.value, dataset=DATASET.value,
@@ -136,7 +141,7 @@ def run_task(experiment_dir, tf_config_text):
       optimizer=OPTIMIZER.value, seed=SEED.value, num_replicas=NUM_REPLICAS.value,
       steps_per_execution=STEPS_PER_EXECUTION.value, steps_per_epoch=STEPS_PER_EPOCH.value,
       flag_values=flag_values(),
-      tf_config=cluster.parse(tf_config_text, jobs) if tf_config_text else None,
+      tf_config=tf_config,
       startup_timeout=STARTUP_TIMEOUT.value))
   return 0
 

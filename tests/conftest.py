@@ -55,3 +55,44 @@ def single_host_experiment(tmp_path_factory):
 
 def event_files(run_dir):
   return glob.glob(os.path.join(run_dir, '*', 'events.out.tfevents.*'))
+
+
+def processes_mentioning(text):
+  """PIDs of live processes whose command line contains `text` (e.g. a test's tmp logdir)."""
+  pids = []
+  for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        cmdline = f.read().decode(errors='replace')
+      with open(f'/proc/{pid}/stat') as f:
+        zombie = f.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    except OSError:
+      continue
+    if text in cmdline and not zombie and int(pid) != os.getpid():
+      pids.append(int(pid))
+  return pids
+
+
+def wait_until_gone(text, timeout=30):
+  """Waits (bounded) for every process mentioning `text` to end; returns the survivors."""
+  import time
+  deadline = time.monotonic() + timeout
+  while processes_mentioning(text) and time.monotonic() < deadline:
+    time.sleep(0.2)
+  return processes_mentioning(text)
+
+
+def kill_all(text):
+  import signal
+  for pid in processes_mentioning(text):
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+
+
+@pytest.fixture
+def logdir(tmp_path):
+  """A run directory root whose processes are all killed after the test, whatever happened."""
+  yield tmp_path
+  kill_all(str(tmp_path))

@@ -6,9 +6,11 @@ TF_CONFIG is what Kubeflow's TFJob, Slurm scripts or a hand-run ssh session set 
 """
 import json
 import os
+import select
+import signal
 import socket
+import subprocess
 import sys
-import threading
 import time
 
 import portpicker
@@ -49,7 +51,7 @@ def parse(text, jobs):
   if task_type not in cluster:
     raise ClusterError(f'TF_CONFIG task type "{task_type}" is not a job of the cluster '
                        f'({", ".join(cluster)})')
-  if not isinstance(index, int) or not 0 <= index < len(cluster[task_type]):
+  if type(index) is not int or not 0 <= index < len(cluster[task_type]):
     raise ClusterError(f'TF_CONFIG task index {index!r} is outside job "{task_type}", which has '
                        f'{len(cluster[task_type])} task(s)')
   return config
@@ -57,8 +59,22 @@ def parse(text, jobs):
 
 def _check_address(job, address):
   host, _, port = str(address).rpartition(':')
-  if not host or not port.isdigit() or not 0 < int(port) < 65536:
+  if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
     raise ClusterError(f'TF_CONFIG address {address!r} of job "{job}" is not host:port')
+
+
+def check_own_port(config):
+  """Fails early, and clearly, when this task's own port is taken by another program."""
+  job, index = config['task']['type'], config['task'].get('index', 0)
+  address = config['cluster'][job][index]
+  port = int(address.rpartition(':')[2])
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+      s.bind(('', port))
+    except OSError:
+      raise ClusterError(f'TF_CONFIG gives this task ({job} {index}) {address}, but port {port} '
+                         'is in use here; stop what holds it or give the task another port') from None
 
 
 def local(job_sizes, host='localhost'):
@@ -116,33 +132,43 @@ def wait_for_servers(cluster, jobs, timeout, say, poll_seconds=0.5):
 
 
 class StartupWatchdog:
-  """Ends the process with a clear error when start-up (joining the cluster) takes too long.
+  """Stops this process with a clear error when joining the cluster takes too long.
 
-  MultiWorkerMirroredStrategy's constructor waits, without a bound, for every worker; the
-  parameter-server coordinator waits for every server. Used as a context manager around that.
+  MultiWorkerMirroredStrategy's constructor waits, without a bound and holding the GIL, for
+  every worker, so no thread of this process could act: a watchdog process does. It exits
+  quietly when the `with` block ends (or this process dies and its stdin closes).
   """
 
   def __init__(self, cluster, me, timeout):
-    self._cluster, self._me, self._timeout = cluster, me, timeout
-    self._done = threading.Event()
+    self._args = json.dumps({'cluster': cluster, 'me': list(me), 'timeout': timeout,
+                             'pid': os.getpid()})
+    self._proc = None
 
   def __enter__(self):
-    threading.Thread(target=self._watch, daemon=True).start()
+    self._proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), self._args],
+                                  stdin=subprocess.PIPE)
     return self
 
   def __exit__(self, *exc):
-    self._done.set()
+    self._proc.stdin.close()
+    self._proc.wait(timeout=10)
 
-  def _watch(self):
-    if self._done.wait(self._timeout):
-      return
-    silent = silent_peers(self._cluster, self._me)
-    who = (f'{", ".join(silent)} did not answer' if silent else
-           'every peer answers, but the cluster did not form')
-    print(f'run.py: {self._me[0]} {self._me[1]} could not join the cluster within '
-          f'{self._timeout:g} s: {who}; start every task with the same TF_CONFIG cluster, or '
-          f'raise --startup_timeout', file=sys.stderr, flush=True)
-    os._exit(3)  # The main thread is blocked inside TensorFlow; nothing else can stop it.
+
+def _watch(args):
+  """The watchdog process: on time-out, name the silent peers and stop the waiting task."""
+  config = json.loads(args)
+  ready, _, _ = select.select([sys.stdin], [], [], config['timeout'])
+  if ready:  # The task closed our stdin: it joined in time (or died).
+    return
+  me = tuple(config['me'])
+  silent = silent_peers(config['cluster'], me)
+  who = (f'{", ".join(silent)} did not answer' if silent else
+         'every peer answers, but the cluster did not form')
+  print(f'run.py: {me[0]} {me[1]} could not join the cluster within {config["timeout"]:g} s: '
+        f'{who}; start every task with the same TF_CONFIG cluster, or raise --startup_timeout',
+        file=sys.stderr, flush=True)
+  # SIGKILL: blocked in start-up, TensorFlow's C++ signal handler swallows SIGTERM.
+  os.kill(config['pid'], signal.SIGKILL)
 
 
 def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0):
@@ -157,3 +183,7 @@ def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0):
   while misses < 3:
     time.sleep(poll_seconds)
     misses = 0 if answers(address) else misses + 1
+
+
+if __name__ == '__main__':
+  _watch(sys.argv[1])

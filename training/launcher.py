@@ -28,17 +28,10 @@ TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log
                          r'absl::InitializeLog|To enable the following instructions: )')
 
 
-def child_env(verbose):
-  env = dict(os.environ)
-  if not verbose:
-    env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  return env
-
-
 def start_single(group, argv, strategy, experiment_dir, verbose):
   """One child runs the strategy; returns the names of the children to wait for."""
   group.start(strategy, child_command(argv, strategy, os.path.basename(experiment_dir), strategy),
-              env=child_env(verbose), hide=None if verbose else TF_LOG_LINE)
+              hide=None if verbose else TF_LOG_LINE)
   return [strategy]
 
 
@@ -51,7 +44,7 @@ def start_cluster(group, argv, strategy, experiment_dir, num_workers, verbose):
   command = child_command(argv, strategy, os.path.basename(experiment_dir), strategy,
                           in_process=False)
   for job, index, name in cluster.tasks(spec):
-    env = dict(child_env(verbose), TF_CONFIG=cluster.tf_config(spec, job, index))
+    env = dict(os.environ, TF_CONFIG=cluster.tf_config(spec, job, index))
     group.start(name, command, env=env, log_path=os.path.join(logs, f'{name}.log'),
                 echo=(job, index) == cluster.chief(spec), hide=None if verbose else TF_LOG_LINE)
   return [name for job, _, name in cluster.tasks(spec) if job not in module.SERVER_JOBS]

@@ -40,13 +40,16 @@ def raise_on_sigterm():
 
 
 def die_with_parent():
-  """In a child: get SIGTERM when the launcher that started it dies, even by SIGKILL."""
+  """In a child: get SIGKILL when the launcher that started it dies, even by SIGKILL.
+
+  Not SIGTERM: TensorFlow's C++ signal handler swallows it while blocked in start-up.
+  """
   parent = os.environ.get(PARENT_PID_ENV)
   if not parent or not sys.platform.startswith('linux'):
     return
-  ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+  ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
   if os.getppid() != int(parent):  # The parent died before prctl took effect.
-    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class ProcessGroup:
@@ -75,14 +78,15 @@ class ProcessGroup:
     self._logs[name] = open(log_path, 'w') if log_path else None
     self._hide[name] = hide
     self._echo[name] = echo
-    for stream, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
-      threading.Thread(target=self._pump, args=(name, stream, sink if echo else None),
+    for stream, sink, is_stderr in ((proc.stdout, sys.stdout, False),
+                                    (proc.stderr, sys.stderr, True)):
+      threading.Thread(target=self._pump, args=(name, stream, sink if echo else None, is_stderr),
                        daemon=True).start()
 
-  def _pump(self, name, stream, sink):
+  def _pump(self, name, stream, sink, is_stderr):
     for line in stream:
-      self._lines.put((name, sink, line))
-    self._lines.put((name, None, None))
+      self._lines.put((name, sink, is_stderr, line))
+    self._lines.put((name, None, is_stderr, None))
 
   def wait(self, idle_timeout, names=None):
     """Waits until the `names` children (default: all) exit; returns when all exited 0.
@@ -94,7 +98,7 @@ class ProcessGroup:
     open_streams = {name: 2 for name in self._procs}
     while waiting:
       try:
-        name, sink, line = self._lines.get(timeout=idle_timeout)
+        name, sink, stream_is_stderr, line = self._lines.get(timeout=idle_timeout)
       except queue.Empty:
         raise TaskError(f'{", ".join(sorted(waiting))} printed nothing for {idle_timeout:g} s '
                         f'(hung? raise --idle_timeout if it is just slow); stopped it') from None
@@ -108,7 +112,7 @@ class ProcessGroup:
       if sink is not None and not hidden:
         sink.write(line)
         sink.flush()
-      if sink is sys.stderr and line.strip() and not hidden:
+      if stream_is_stderr and line.strip() and not hidden:
         self._last_error[name] = line.strip()
       if self._logs[name]:
         self._logs[name].write(line)

@@ -1,0 +1,375 @@
+"""Unit tests for training/processes.py: relayed output, errors, hangs and clean-up of children.
+
+Children are tiny `python -c` scripts. Every wait is bounded, and every process a test starts is
+killed by the end of the test, pass or fail (the `reap` fixture SIGKILLs whatever is left).
+A pid counts as gone when it no longer exists or is a zombie: an orphan that was killed is
+reaped by init, which in a container may be slow or never do it.
+"""
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from training import processes
+from training.processes import ProcessGroup, TaskError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def py(code, *args):
+  return [sys.executable, '-c', textwrap.dedent(code), *map(str, args)]
+
+
+def alive(pid):
+  """True while `pid` exists and is not a zombie."""
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      state = f.read().rpartition(')')[2].split()[0]
+  except (FileNotFoundError, ProcessLookupError, IndexError):
+    return False
+  return state not in ('Z', 'X')
+
+
+def gone_within(pid, timeout):
+  deadline = time.monotonic() + timeout
+  while alive(pid):
+    if time.monotonic() > deadline:
+      return False
+    time.sleep(0.05)
+  return True
+
+
+def read_pid_file(path, timeout=10):
+  """The pid a child wrote (atomically, by rename) to `path`; fails the test after `timeout`."""
+  deadline = time.monotonic() + timeout
+  while not os.path.exists(path):
+    assert time.monotonic() < deadline, f'no {path} after {timeout} s'
+    time.sleep(0.02)
+  with open(path) as f:
+    return int(f.read())
+
+
+def read_line(stream, timeout=10):
+  """One line from a child's pipe, or a test failure after `timeout` seconds."""
+  ready, _, _ = select.select([stream], [], [], timeout)
+  assert ready, f'no output within {timeout} s'
+  return stream.readline()
+
+
+# Writes this process's pid (or argv[2]'s value) to the file argv[1], atomically.
+WRITE_PID = '''
+def write_pid(path, pid):
+  with open(path + '.tmp', 'w') as f:
+    f.write(str(pid))
+  os.rename(path + '.tmp', path)
+'''
+
+
+@pytest.fixture
+def reap():
+  """Pids and Popens to kill at the end of the test, whatever its outcome."""
+  pids, popens = [], []
+  yield pids, popens
+  for proc in popens:
+    if proc.poll() is None:
+      proc.kill()
+    try:
+      proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+      pass
+    for stream in (proc.stdout, proc.stderr):
+      if stream:
+        stream.close()
+  for pid in pids:
+    if alive(pid):
+      try:
+        os.kill(pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+
+
+# --- output, logs and errors --------------------------------------------------------------------
+
+def test_output_is_echoed_and_logged_and_hidden_lines_only_logged(tmp_path, capsys):
+  log = tmp_path / 'task.log'
+  child = py('''
+      import sys
+      print('out line 1', flush=True)
+      print('I0101 noise to hide', flush=True)
+      print('err line 1', file=sys.stderr, flush=True)
+      print('out line 2', flush=True)
+      ''')
+  with ProcessGroup() as group:
+    group.start('task', child, log_path=str(log), hide=re.compile(r'I\d{4} '))
+    group.wait(idle_timeout=10)
+  out, err = capsys.readouterr()
+  assert out == 'out line 1\nout line 2\n'
+  assert err == 'err line 1\n'
+  logged = log.read_text().splitlines()
+  assert sorted(logged) == sorted(['out line 1', 'I0101 noise to hide', 'err line 1',
+                                   'out line 2'])
+  assert logged.index('out line 1') < logged.index('out line 2')
+
+
+def test_echo_false_prints_nothing_but_logs(tmp_path, capsys):
+  log = tmp_path / 'quiet.log'
+  child = py('''
+      import sys
+      print('to stdout', flush=True)
+      print('to stderr', file=sys.stderr, flush=True)
+      ''')
+  with ProcessGroup() as group:
+    group.start('quiet', child, log_path=str(log), echo=False)
+    group.wait(idle_timeout=10)
+  assert capsys.readouterr() == ('', '')
+  assert sorted(log.read_text().splitlines()) == ['to stderr', 'to stdout']
+
+
+def test_children_get_env_parent_pid_and_own_session(capsys):
+  child = py(f'''
+      import os
+      print(os.environ['MY_VAR'], os.environ[{processes.PARENT_PID_ENV!r}], flush=True)
+      print(os.getsid(0) == os.getpid(), os.getpgid(0) == os.getpid(), flush=True)
+      ''')
+  with ProcessGroup() as group:
+    group.start('env', child, env=dict(os.environ, MY_VAR='hello'))
+    group.wait(idle_timeout=10)
+  assert capsys.readouterr().out == f'hello {os.getpid()}\nTrue True\n'
+
+
+@pytest.mark.parametrize('echo', [True, False], ids=['echo', 'no-echo'])
+def test_failing_child_raises_naming_it_and_quoting_its_error(echo, capsys):
+  child = py('''
+      import sys
+      print('working', flush=True)
+      print('some warning', file=sys.stderr, flush=True)
+      print('boom: bad thing', file=sys.stderr, flush=True)
+      sys.exit(3)
+      ''')
+  with ProcessGroup() as group:
+    group.start('worker-1', child, echo=echo)
+    with pytest.raises(TaskError) as e:
+      group.wait(idle_timeout=10)
+  assert str(e.value) == 'worker-1 failed: boom: bad thing'
+  assert e.value.reported is echo
+  err = capsys.readouterr().err
+  assert ('boom: bad thing' in err) is echo
+
+
+def test_failing_child_without_error_line_gives_exit_status(capsys):
+  with ProcessGroup() as group:
+    group.start('mute', py('import sys; sys.exit(3)'))
+    with pytest.raises(TaskError) as e:
+      group.wait(idle_timeout=10)
+  assert str(e.value) == 'mute failed: exit status 3'
+  assert e.value.reported is False
+
+
+def test_hidden_stderr_line_is_not_quoted_as_the_error(capsys):
+  child = py('''
+      import sys
+      print('real problem', file=sys.stderr, flush=True)
+      print('I0101 noise after it', file=sys.stderr, flush=True)
+      sys.exit(1)
+      ''')
+  with ProcessGroup() as group:
+    group.start('t', child, hide=re.compile(r'I\d{4} '))
+    with pytest.raises(TaskError, match='^t failed: real problem$'):
+      group.wait(idle_timeout=10)
+
+
+# --- hangs, partial waits and clean-up ----------------------------------------------------------
+
+def test_silent_child_raises_and_is_killed_on_leaving(tmp_path, reap):
+  pid_file = str(tmp_path / 'pid')
+  child = py(WRITE_PID + '''
+import os, sys, time
+write_pid(sys.argv[1], os.getpid())
+time.sleep(60)
+''', pid_file)
+  start = time.monotonic()
+  with ProcessGroup() as group:
+    group.start('sleeper', child)
+    pid = read_pid_file(pid_file)
+    reap[0].append(pid)
+    with pytest.raises(TaskError) as e:
+      group.wait(idle_timeout=1)
+    assert alive(pid)
+  assert 'sleeper' in str(e.value)
+  assert 'printed nothing for 1 s' in str(e.value)
+  assert gone_within(pid, 15)
+  assert time.monotonic() - start < 15
+
+
+def test_exception_inside_with_still_kills_children(tmp_path, reap):
+  pid_file = str(tmp_path / 'pid')
+  child = py(WRITE_PID + '''
+import os, sys, time
+write_pid(sys.argv[1], os.getpid())
+time.sleep(60)
+''', pid_file)
+  with pytest.raises(RuntimeError):
+    with ProcessGroup() as group:
+      group.start('sleeper', child)
+      pid = read_pid_file(pid_file)
+      reap[0].append(pid)
+      raise RuntimeError('something else failed')
+  assert gone_within(pid, 15)
+
+
+def test_wait_for_named_children_leaves_server_running_until_exit(tmp_path, reap, capsys):
+  pid_file = str(tmp_path / 'server.pid')
+  server = py(WRITE_PID + '''
+import os, sys, time
+write_pid(sys.argv[1], os.getpid())
+time.sleep(60)
+''', pid_file)
+  client = py('''
+      import time
+      time.sleep(0.3)
+      print('client done', flush=True)
+      ''')
+  start = time.monotonic()
+  with ProcessGroup() as group:
+    group.start('server', server)
+    server_pid = read_pid_file(pid_file)
+    reap[0].append(server_pid)
+    group.start('client', client)
+    group.wait(idle_timeout=10, names=['client'])
+    assert time.monotonic() - start < 10
+    assert alive(server_pid)
+  assert gone_within(server_pid, 15)
+  assert 'client done' in capsys.readouterr().out
+
+
+def test_terminate_kills_grandchildren(tmp_path, reap):
+  pid_file = str(tmp_path / 'grandchild.pid')
+  child = py(WRITE_PID + '''
+import os, subprocess, sys, time
+grandchild = subprocess.Popen(['sleep', '60'])
+write_pid(sys.argv[1], grandchild.pid)
+print(grandchild.pid, flush=True)
+time.sleep(60)
+''', pid_file)
+  with ProcessGroup() as group:
+    group.start('parent', child)
+    grandchild = read_pid_file(pid_file)
+    reap[0].append(grandchild)
+    assert alive(grandchild)
+    start = time.monotonic()
+    group.terminate()
+    assert gone_within(grandchild, 10)
+    assert time.monotonic() - start < 10
+
+
+def test_child_ignoring_sigterm_is_killed_after_grace(tmp_path, reap, monkeypatch):
+  monkeypatch.setattr(processes, 'TERMINATE_GRACE_SECONDS', 1)
+  pid_file = str(tmp_path / 'pid')
+  child = py(WRITE_PID + '''
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+write_pid(sys.argv[1], os.getpid())
+print('ready', flush=True)
+time.sleep(60)
+''', pid_file)
+  with ProcessGroup() as group:
+    group.start('stubborn', child)
+    pid = read_pid_file(pid_file)  # Written once SIGTERM is ignored.
+    reap[0].append(pid)
+    start = time.monotonic()
+    group.terminate()
+    elapsed = time.monotonic() - start
+    assert not alive(pid)
+  assert 0.9 <= elapsed < 5, elapsed
+
+
+# --- die_with_parent and raise_on_sigterm -------------------------------------------------------
+
+GRANDCHILD = '''
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from training import processes
+processes.die_with_parent()
+print('armed', flush=True)
+time.sleep(60)
+'''
+
+INTERMEDIATE = '''
+import os, subprocess, sys, time
+env = dict(os.environ, **{sys.argv[2]: str(os.getpid())})
+grandchild = subprocess.Popen([sys.executable, '-c', sys.argv[3], sys.argv[1]], env=env,
+                              stdout=subprocess.PIPE, text=True)
+line = grandchild.stdout.readline().strip()
+print(grandchild.pid, line, flush=True)
+time.sleep(60)
+'''
+
+
+def test_die_with_parent_kills_child_when_parent_is_sigkilled(reap):
+  _, popens = reap
+  intermediate = subprocess.Popen(
+      [sys.executable, '-c', INTERMEDIATE, ROOT, processes.PARENT_PID_ENV, GRANDCHILD],
+      stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+  popens.append(intermediate)
+  pid, state = read_line(intermediate.stdout).split()
+  grandchild = int(pid)
+  reap[0].append(grandchild)
+  assert state == 'armed'
+  assert alive(grandchild)
+  os.kill(intermediate.pid, signal.SIGKILL)
+  intermediate.wait(timeout=10)
+  assert gone_within(grandchild, 10)
+
+
+def test_die_with_parent_when_parent_already_gone_ends_at_once(reap):
+  """PARENT_PID_ENV names a process that is not the parent: the parent died before prctl."""
+  env = dict(os.environ, **{processes.PARENT_PID_ENV: '1'})
+  proc = subprocess.run([sys.executable, '-c', GRANDCHILD, ROOT], env=env, capture_output=True,
+                        text=True, timeout=10, stdin=subprocess.DEVNULL)
+  assert proc.returncode == -signal.SIGKILL
+  assert 'armed' not in proc.stdout
+
+
+def test_die_with_parent_without_env_is_a_no_op():
+  env = {k: v for k, v in os.environ.items() if k != processes.PARENT_PID_ENV}
+  code = GRANDCHILD.replace('time.sleep(60)', '')
+  proc = subprocess.run([sys.executable, '-c', code, ROOT], env=env, capture_output=True,
+                        text=True, timeout=10, stdin=subprocess.DEVNULL)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout == 'armed\n'
+
+
+RAISE_ON_SIGTERM = '''
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from training import processes
+processes.raise_on_sigterm()
+try:
+  print('ready', flush=True)
+  time.sleep(60)
+except KeyboardInterrupt:
+  print('caught', flush=True)
+'''
+
+
+def test_raise_on_sigterm_turns_sigterm_into_keyboard_interrupt(reap):
+  proc = subprocess.Popen([sys.executable, '-c', RAISE_ON_SIGTERM, ROOT], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+  reap[1].append(proc)
+  assert read_line(proc.stdout).strip() == 'ready'
+  proc.send_signal(signal.SIGTERM)
+  out, err = proc.communicate(timeout=10)
+  assert out == 'caught\n'
+  assert proc.returncode == 0, err

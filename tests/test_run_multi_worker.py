@@ -1,0 +1,186 @@
+"""End to end: the multi-worker strategies on a local cluster and on hand-made TF_CONFIGs."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import portpicker
+import pytest
+
+from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_until_gone)
+from training import launcher
+
+pytestmark = pytest.mark.slow
+
+
+def test_local_cluster_trains_both_strategies(logdir):
+  proc = run_py('--strategies=multi_worker_mirrored,parameter_server', '--num_workers=2',
+                '--num_ps=1', '--epochs=5', f'--logdir={logdir}', '--experiment=local')
+  assert proc.returncode == 0, proc.stderr
+  assert wait_until_gone(str(logdir), timeout=15) == []
+  experiment = logdir / 'local'
+
+  mwm = read_result(experiment / 'multi_worker_mirrored')
+  assert mwm['num_workers'] == 2 and mwm['num_replicas_in_sync'] == 2
+  assert mwm['per_replica_batch_size'] == 32 and mwm['steps_per_epoch'] == 1437 // 64
+  assert mwm['final_validation_accuracy'] > 0.85
+  assert sorted(os.listdir(experiment / 'multi_worker_mirrored' / 'logs')) == [
+      'worker-0.log', 'worker-1.log']
+
+  ps = read_result(experiment / 'parameter_server')
+  assert ps['num_workers'] == 2
+  # A worker step processes its share of the global batch; an epoch is still one pass.
+  assert ps['per_replica_batch_size'] == 32 and ps['steps_per_epoch'] == 1437 // 32
+  for seconds, rate in zip(ps['epoch_times'], ps['epoch_examples_per_second']):
+    assert rate * seconds == pytest.approx(ps['steps_per_epoch'] * 32, rel=1e-6)
+  assert ps['final_validation_accuracy'] > 0.85
+  assert sorted(os.listdir(experiment / 'parameter_server' / 'logs')) == [
+      'chief-0.log', 'ps-0.log', 'worker-0.log', 'worker-1.log']
+  assert sorted(ps['cluster']) == ['chief', 'ps', 'worker']
+
+  for run in ('multi_worker_mirrored', 'parameter_server'):
+    scalars = read_scalars(str(experiment / run / 'train'))
+    assert [step for step, _ in scalars['epoch_accuracy']] == [1, 2, 3, 4, 5]
+  # The table has a row per run with its worker count.
+  rows = [line.split() for line in proc.stdout.splitlines()
+          if line.startswith(('multi_worker_mirrored ', 'parameter_server '))]
+  assert [(r[0], r[1]) for r in rows] == [('multi_worker_mirrored', '2'), ('parameter_server', '2')]
+
+
+def start_task(cluster_spec, job, index, args, logdir):
+  env = dict(os.environ, TF_CONFIG=json.dumps({'cluster': cluster_spec,
+                                               'task': {'type': job, 'index': index}}))
+  return subprocess.Popen([sys.executable, RUN_PY, *args, f'--logdir={logdir}'], env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def finish(procs, timeout):
+  outputs = {}
+  for name, proc in procs.items():
+    outputs[name] = proc.communicate(timeout=timeout)
+  return outputs
+
+
+def test_hand_started_multi_worker_mirrored(logdir):
+  """Two workers started by hand with their own TF_CONFIG, as a scheduler would."""
+  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+  args = ['--strategies=multi_worker_mirrored', '--epochs=2', '--experiment=hand']
+  procs = {i: start_task(spec, 'worker', i, args, logdir) for i in (1, 0)}
+  outputs = finish(procs, timeout=300)
+  for i, proc in procs.items():
+    assert proc.returncode == 0, outputs[i][1]
+  run_dir = logdir / 'hand' / 'multi_worker_mirrored'
+  result = read_result(run_dir)
+  assert result['num_workers'] == 2 and result['num_replicas_in_sync'] == 2
+  assert sorted(os.listdir(run_dir)) == ['result.json', 'train', 'validation']
+  # Only the chief (worker 0) reports; worker 1 trains silently in step with it.
+  assert '[multi_worker_mirrored] epoch 2/2' in outputs[0][0]
+  assert 'epoch' not in outputs[1][0]
+
+
+def test_hand_started_parameter_server_cluster(logdir):
+  """chief + 2 workers + 1 ps by hand; the servers leave by themselves once the chief is done."""
+  spec = {job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
+          for job, n in (('chief', 1), ('worker', 2), ('ps', 1))}
+  args = ['--strategies=parameter_server', '--epochs=2', '--experiment=hand']
+  procs = {f'{job}-{i}': start_task(spec, job, i, args, logdir)
+           for job, n in (('ps', 1), ('worker', 2), ('chief', 1)) for i in range(n)}
+  outputs = finish(procs, timeout=300)
+  for name, proc in procs.items():
+    assert proc.returncode == 0, (name, outputs[name][1])
+  result = read_result(logdir / 'hand' / 'parameter_server')
+  assert result['num_workers'] == 2 and len(result['validation_accuracy']) == 2
+  assert 'worker 1 serving at' in outputs['worker-1'][0]
+
+
+def test_missing_peer_is_named_after_the_startup_timeout(logdir):
+  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+  proc = start_task(spec, 'worker', 0, ['--strategies=multi_worker_mirrored', '--epochs=1',
+                                        '--startup_timeout=10'], logdir)
+  _, stderr = proc.communicate(timeout=120)
+  assert proc.returncode != 0
+  errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
+  assert len(errors) == 1 and 'Traceback' not in stderr
+  assert f'worker 1 ({spec["worker"][1]}) did not answer' in errors[0]
+  assert '--startup_timeout' in errors[0]
+  assert not os.path.exists(logdir / 'result.json')
+
+
+def test_parameter_server_chief_names_missing_servers(logdir):
+  spec = {job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
+          for job, n in (('chief', 1), ('worker', 1), ('ps', 1))}
+  proc = start_task(spec, 'chief', 0, ['--strategies=parameter_server', '--startup_timeout=3'],
+                    logdir)
+  _, stderr = proc.communicate(timeout=120)
+  assert proc.returncode != 0
+  errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
+  assert len(errors) == 1, stderr
+  assert f'worker 0 ({spec["worker"][0]})' in errors[0] and f'ps 0 ({spec["ps"][0]})' in errors[0]
+
+
+def wait_for_line(proc, prefix, timeout):
+  """Reads `proc`'s stdout until a line starts with `prefix`; bounded by `timeout`."""
+  import selectors
+  selector = selectors.DefaultSelector()
+  selector.register(proc.stdout, selectors.EVENT_READ)
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if selector.select(timeout=1):
+      line = proc.stdout.readline()
+      if line.startswith(prefix):
+        return line
+      if not line:
+        break
+  raise AssertionError(f'no line starting with {prefix!r} within {timeout} s')
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_launcher_leaves_no_process(logdir, sig):
+  proc = subprocess.Popen(
+      [sys.executable, RUN_PY, '--strategies=parameter_server', '--epochs=200',
+       f'--logdir={logdir}'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  try:
+    wait_for_line(proc, '[parameter_server] epoch 1/200', timeout=180)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+  finally:
+    proc.kill()
+    proc.communicate(timeout=30)
+  assert proc.returncode != 0
+  assert wait_until_gone(str(logdir), timeout=30) == []
+
+
+def test_a_failing_worker_stops_the_whole_cluster(logdir):
+  proc = subprocess.Popen(
+      [sys.executable, RUN_PY, '--strategies=multi_worker_mirrored', '--epochs=200',
+       f'--logdir={logdir}'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  try:
+    wait_for_line(proc, '[multi_worker_mirrored] epoch 1/200', timeout=180)
+    worker_1 = next(pid for pid in _task_pids(str(logdir)) if _task_of(pid) == ('worker', 1))
+    os.kill(worker_1, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+  assert proc.returncode != 0
+  assert 'worker-1 failed' in stderr
+  assert wait_until_gone(str(logdir), timeout=30) == []
+
+
+def _task_pids(text):
+  from tests.conftest import processes_mentioning
+  return processes_mentioning(text)
+
+
+def _task_of(pid):
+  try:
+    with open(f'/proc/{pid}/environ', 'rb') as f:
+      env = dict(item.split(b'=', 1) for item in f.read().split(b'\0') if b'=' in item)
+  except OSError:
+    return None
+  config = json.loads(env.get(b'TF_CONFIG', b'null'))
+  return (config['task']['type'], config['task']['index']) if config else None
