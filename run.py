@@ -1,11 +1,13 @@
 """Trains the same Keras model under several tf.distribute strategies and compares them.
 
-  python run.py                                   # the default comparison on bundled digits
+  python run.py                                  # all five strategies on the bundled digits
   python run.py --strategies=mirrored --num_replicas=4 --epochs=10
-  python run.py --flagfile=configs/single_host.cfg
+  python run.py --flagfile=configs/multi_worker.cfg
 
-Each strategy runs in a child process of its own (`--in_process` runs one in this process).
-Results: <logdir>/<experiment>/<run>/result.json and TensorBoard logs beside it.
+Each strategy runs in child processes of its own: one for a single-process strategy, a
+localhost cluster of tasks for a multi-worker one. With TF_CONFIG set (by Kubeflow, Slurm,
+ssh...), run.py is instead that one task of a real cluster. Results land in
+<logdir>/<experiment>/<run>/result.json with TensorBoard logs beside them.
 """
 import os
 import sys
@@ -24,7 +26,7 @@ from training import optimizers
 from training import processes
 
 STRATEGIES = flags.DEFINE_list(
-    'strategies', 'one_device,mirrored,central_storage',
+    'strategies', 'one_device,mirrored,central_storage,multi_worker_mirrored,parameter_server',
     f'Comma list of strategies to compare, out of: {", ".join(strategies.names())}.')
 MODEL = flags.DEFINE_enum('model', 'cnn', models.names(), 'The Keras model every strategy trains.')
 DATASET = flags.DEFINE_enum(

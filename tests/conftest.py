@@ -47,8 +47,8 @@ def read_texts(event_dir):
 def single_host_experiment(tmp_path_factory):
   """The three single-process strategies, trained once for several tests."""
   logdir = tmp_path_factory.mktemp('runs')
-  proc = run_py('--strategies=one_device,mirrored,central_storage', '--num_replicas=2',
-                '--epochs=5', f'--logdir={logdir}', '--experiment=single_host')
+  proc = run_py('--flagfile=configs/single_host.cfg', f'--logdir={logdir}',
+                '--experiment=single_host')
   assert proc.returncode == 0, proc.stderr
   return proc, os.path.join(logdir, 'single_host')
 

@@ -81,3 +81,62 @@ def test_batch_larger_than_the_training_set(tmp_path):
   proc = run_py('--strategies=one_device', '--batch_size=4096', f'--logdir={tmp_path}')
   assert_one_line_error(proc, '--batch_size=4096', '1437')
   assert not any(files for _, _, files in os.walk(tmp_path))
+
+
+def tf_config(cluster, task_type='worker', index=0):
+  import json
+  return json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})
+
+
+TWO_WORKERS = {'worker': ['localhost:23456', 'localhost:23457']}
+
+
+@pytest.mark.parametrize('strategy, config, fragments', [
+    ('multi_worker_mirrored', '{"cluster": ', ['TF_CONFIG is not valid JSON']),
+    ('multi_worker_mirrored', '{"task": {"type": "worker"}}', ['"cluster"']),
+    ('multi_worker_mirrored', tf_config({**TWO_WORKERS, 'ps': ['localhost:23458']}),
+     ['job "ps"', 'chief, worker']),
+    ('multi_worker_mirrored', tf_config(TWO_WORKERS, 'worker', 2),
+     ['index 2', 'job "worker"', '2 task(s)']),
+    ('multi_worker_mirrored', tf_config(TWO_WORKERS, 'chief', 0), ['task type "chief"']),
+    ('multi_worker_mirrored', tf_config({'worker': ['localhost', 'localhost:23457']}),
+     ["'localhost'", 'host:port']),
+    ('multi_worker_mirrored', tf_config({'worker': ['localhost:23456', 'localhost:23456']}),
+     ['localhost:23456', 'more than one task']),
+    ('parameter_server', tf_config({'chief': ['localhost:23450'], 'worker': ['localhost:23451'],
+                                    'evaluator': ['localhost:23452']}),
+     ['job "evaluator"', 'chief, worker, ps']),
+    ('mirrored', tf_config(TWO_WORKERS), ['TF_CONFIG is set', 'mirrored runs in one process']),
+    ('mirrored,multi_worker_mirrored', tf_config(TWO_WORKERS), ['one strategy']),
+])
+def test_tf_config_errors(tmp_path, strategy, config, fragments):
+  env = dict(os.environ, TF_CONFIG=config)
+  proc = run_py(f'--strategies={strategy}', f'--logdir={tmp_path}', env=env, timeout=60)
+  assert_one_line_error(proc, *fragments)
+  assert os.listdir(tmp_path) == []
+
+
+def test_tf_config_port_in_use(tmp_path):
+  import socket
+  with socket.socket() as s:
+    s.bind(('localhost', 0))
+    s.listen()
+    port = s.getsockname()[1]
+    env = dict(os.environ, TF_CONFIG=tf_config({'worker': [f'localhost:{port}']}))
+    proc = run_py('--strategies=multi_worker_mirrored', f'--logdir={tmp_path}', env=env,
+                  timeout=60)
+  assert_one_line_error(proc, f'port {port} is in use', 'worker 0')
+
+
+@pytest.mark.parametrize('args, fragments', [
+    (['--num_workers=0'], ['--num_workers=0']),
+    (['--strategies=parameter_server', '--num_ps=0'], ['--num_ps=0']),
+    (['--communication=mpi'], ['--communication', 'ring']),
+    (['--variable_partitioner=random'], ['--variable_partitioner', 'min_size']),
+    (['--strategies=multi_worker_mirrored', '--in_process'], ['needs TF_CONFIG']),
+])
+def test_multi_worker_flag_errors(tmp_path, args, fragments):
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
+  proc = run_py(*args, f'--logdir={tmp_path}', env=env, timeout=60)
+  assert_one_line_error(proc, *fragments)
+  assert os.listdir(tmp_path) == []

@@ -184,3 +184,22 @@ def _task_of(pid):
     return None
   config = json.loads(env.get(b'TF_CONFIG', b'null'))
   return (config['task']['type'], config['task']['index']) if config else None
+
+
+def test_variable_partitioners(logdir):
+  """min_size leaves small variables whole and trains; fixed_shards is refused up front."""
+  proc = run_py('--strategies=parameter_server', '--num_ps=2', '--variable_partitioner=min_size',
+                '--epochs=1', f'--logdir={logdir}', '--experiment=min_size')
+  assert proc.returncode == 0, proc.stderr
+  result = read_result(logdir / 'min_size' / 'parameter_server')
+  assert result['cluster']['ps'] and len(result['cluster']['ps']) == 2
+  assert result['flags']['variable_partitioner'] == 'min_size'
+
+  proc = run_py('--strategies=parameter_server', '--num_ps=2',
+                '--variable_partitioner=fixed_shards', '--epochs=1', f'--logdir={logdir}',
+                '--experiment=fixed')
+  assert proc.returncode != 0
+  errors = [line for line in proc.stderr.splitlines() if line.strip()]
+  assert len(errors) == 1 and 'Keras 3 optimizers cannot update sharded variables' in errors[0]
+  assert not os.path.exists(logdir / 'fixed' / 'parameter_server' / 'result.json')
+  assert wait_until_gone(str(logdir), timeout=30) == []

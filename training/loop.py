@@ -60,6 +60,7 @@ class Trainer:
     self.per_replica_batch_size = self.step_batch_size // strategy.num_replicas_in_sync
     with strategy.scope():
       self.model = build_model()
+      _check_not_sharded(self.model)
       self.optimizer = build_optimizer()
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       self.optimizer.build(self.model.trainable_variables)
@@ -161,6 +162,16 @@ class Trainer:
   def _totals(sums):
     loss_sum, correct, examples = (float(v) for v in np.asarray(sums))
     return Totals(loss_sum, correct, examples)
+
+
+def _check_not_sharded(model):
+  """Keras 3 optimizers cannot update variables a partitioner split into shards."""
+  sharded = [v.path for v in model.trainable_variables if not hasattr(v.value, 'handle')]
+  if sharded:
+    raise ValueError(
+        f'--variable_partitioner split {len(sharded)} variable(s) (e.g. {sharded[0]}) across the '
+        'ps tasks, but Keras 3 optimizers cannot update sharded variables; use '
+        '--variable_partitioner=none, or min_size when every variable is under 256 KiB')
 
 
 def _num_workers(strategy):
