@@ -60,7 +60,8 @@ class Trainer:
     self.per_replica_batch_size = self.step_batch_size // strategy.num_replicas_in_sync
     with strategy.scope():
       self.model = build_model()
-      _check_not_sharded(self.model)
+      if self.coordinator:
+        _check_not_sharded(self.model)
       self.optimizer = build_optimizer()
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       self.optimizer.build(self.model.trainable_variables)
@@ -166,7 +167,8 @@ class Trainer:
 
 def _check_not_sharded(model):
   """Keras 3 optimizers cannot update variables a partitioner split into shards."""
-  sharded = [v.path for v in model.trainable_variables if not hasattr(v.value, 'handle')]
+  sharded = [v.path for v in model.trainable_variables
+             if isinstance(v.value, tf.__internal__.distribute.ShardedVariable)]
   if sharded:
     raise ValueError(
         f'--variable_partitioner split {len(sharded)} variable(s) (e.g. {sharded[0]}) across the '
