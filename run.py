@@ -24,6 +24,7 @@ from training import cluster
 from training import launcher
 from training import optimizers
 from training import processes
+from training import sweep
 
 STRATEGIES = flags.DEFINE_list(
     'strategies', 'one_device,mirrored,central_storage,multi_worker_mirrored,parameter_server',
@@ -41,9 +42,9 @@ DOWNLOAD = flags.DEFINE_bool('download', True, 'Download a missing dataset throu
 IMAGE_SHAPE = flags.DEFINE_list('image_shape', '28,28,1', 'synthetic: height,width,channels.')
 NUM_CLASSES = flags.DEFINE_integer('num_classes', 10, 'synthetic: number of classes.', lower_bound=2)
 EPOCHS = flags.DEFINE_integer('epochs', 5, 'Training epochs.', lower_bound=1)
-BATCH_SIZE = flags.DEFINE_integer(
-    'batch_size', 64, 'GLOBAL batch size: the same for every strategy, split across replicas.',
-    lower_bound=1)
+BATCH_SIZE = flags.DEFINE_list(
+    'batch_size', '64', 'GLOBAL batch size: the same for every strategy, split across replicas. '
+    'A comma list sweeps it.')
 STEPS_PER_EPOCH = flags.DEFINE_integer(
     'steps_per_epoch', 0, 'Steps per epoch; 0 means one pass over the training set.',
     lower_bound=0)
@@ -54,12 +55,23 @@ LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.001, 'Learning rate.', low
 OPTIMIZER = flags.DEFINE_enum('optimizer', 'adam', optimizers.NAMES,
                               f'Optimizer; momentum is SGD with momentum {optimizers.MOMENTUM}.')
 SEED = flags.DEFINE_integer('seed', 0, 'Seed for weights and data order: same seed, same run.')
-NUM_REPLICAS = flags.DEFINE_integer(
-    'num_replicas', 0, 'Devices per worker for mirrored and central_storage: that many GPUs '
-    '(0: all), or without GPUs that many logical CPU devices (0: 2).', lower_bound=0)
-NUM_WORKERS = flags.DEFINE_integer(
-    'num_workers', 2, 'multi_worker_mirrored and parameter_server: worker tasks of the local '
-    'cluster run.py launches. With TF_CONFIG set, the cluster there decides.', lower_bound=1)
+NUM_REPLICAS = flags.DEFINE_list(
+    'num_replicas', '0', 'Devices per worker for mirrored and central_storage: that many GPUs '
+    '(0: all), or without GPUs that many logical CPU devices (0: 2). A comma list sweeps it.')
+NUM_WORKERS = flags.DEFINE_list(
+    'num_workers', '2', 'multi_worker_mirrored and parameter_server: worker tasks of the local '
+    'cluster run.py launches (with TF_CONFIG set, the cluster there decides). A comma list '
+    'sweeps it.')
+SCALING = flags.DEFINE_enum(
+    'scaling', 'strong', ['strong', 'weak'],
+    'strong: --batch_size is the global batch of every run. weak: --batch_size is per replica '
+    '(per worker for the cluster strategies), so the global batch grows with them.')
+TARGET_ACCURACY = flags.DEFINE_float(
+    'target_accuracy', 0.9, 'Validation accuracy for time-to-accuracy: the seconds until a run '
+    'first reaches it.')
+REPORT_ONLY = flags.DEFINE_bool(
+    'report_only', False, 'Rebuild the report and plots of --experiment from its event files '
+    '(e.g. runs done on a cluster) and train nothing.')
 LOGDIR = flags.DEFINE_string('logdir', 'runs', 'Root directory of all experiments.')
 EXPERIMENT = flags.DEFINE_string('experiment', '', 'Experiment name; default: a timestamp.')
 RUN_NAME = flags.DEFINE_string('run_name', '', 'Run directory name; default: the strategy.')
@@ -86,9 +98,15 @@ def _known_strategies(names):
 flags.register_validator(
     'image_shape', lambda v: len(v) == 3 and all(s.isdigit() and int(s) > 0 for s in v),
     'give three positive integers: height,width,channels')
-flags.register_multi_flags_validator(
-    ['batch_size', 'num_replicas'], lambda f: f['batch_size'] % max(f['num_replicas'], 1) == 0,
-    'the global --batch_size must be divisible by --num_replicas')
+flags.register_validator('target_accuracy', lambda v: 0 < v <= 1, 'give a fraction in (0, 1]')
+for _name, _least in (('batch_size', 1), ('num_replicas', 0), ('num_workers', 1)):
+  flags.register_validator(
+      _name, lambda v, least=_least: v and all(s.isdigit() and int(s) >= least for s in v),
+      f'give integers of at least {_least}, comma-separated to sweep')
+
+
+def ints(flag):
+  return [int(s) for s in flag.value]
 
 
 def parse_flags(argv):
@@ -119,6 +137,9 @@ def run_task(experiment_dir, tf_config_text):
   if len(STRATEGIES.value) != 1:
     raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
   strategy = STRATEGIES.value[0]
+  swept = [f'--{f.name}' for f in (BATCH_SIZE, NUM_REPLICAS, NUM_WORKERS) if len(f.value) > 1]
+  if swept:
+    raise ValueError(f'{where}, run.py is one run; give one value to {", ".join(swept)}')
   jobs = strategies.get(strategy).JOBS
   if tf_config_text and not jobs:
     raise ValueError(f'TF_CONFIG is set, but {strategy} runs in one process; unset TF_CONFIG or '
@@ -139,12 +160,12 @@ def run_task(experiment_dir, tf_config_text):
       data_options=data.Options(DATA_DIR.value, DOWNLOAD.value,
                                 tuple(int(s) for s in IMAGE_SHAPE.value), NUM_CLASSES.value,
                                 SEED.value),
-      epochs=EPOCHS.value, batch_size=BATCH_SIZE.value, learning_rate=LEARNING_RATE.value,
-      optimizer=OPTIMIZER.value, seed=SEED.value, num_replicas=NUM_REPLICAS.value,
+      epochs=EPOCHS.value, batch_size=ints(BATCH_SIZE)[0], learning_rate=LEARNING_RATE.value,
+      optimizer=OPTIMIZER.value, seed=SEED.value, num_replicas=ints(NUM_REPLICAS)[0],
       steps_per_execution=STEPS_PER_EXECUTION.value, steps_per_epoch=STEPS_PER_EPOCH.value,
       flag_values=flag_values(),
       tf_config=tf_config,
-      startup_timeout=STARTUP_TIMEOUT.value))
+      startup_timeout=STARTUP_TIMEOUT.value, target_accuracy=TARGET_ACCURACY.value))
   return 0
 
 
@@ -155,17 +176,28 @@ def flag_values():
           for f in flags.FLAGS.get_key_flags_for_module(module)}
 
 
+def report_only(experiment_dir):
+  if not EXPERIMENT.value:
+    raise ValueError('--report_only needs --experiment: the experiment to report on')
+  from reporting import report  # Loads TensorFlow, to put the plots into TensorBoard.
+  print(f'Report: {report.build(experiment_dir, TARGET_ACCURACY.value)}')
+  return 0
+
+
 def main(argv):
   if len(argv) > 1:
     raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
   experiment_dir = os.path.join(LOGDIR.value, EXPERIMENT.value or time.strftime('%Y%m%d-%H%M%S'))
   check_paths()
+  if REPORT_ONLY.value:
+    return report_only(experiment_dir)
   tf_config_text = os.environ.get('TF_CONFIG')
   if IN_PROCESS.value or tf_config_text:
     return run_task(experiment_dir, tf_config_text)
   processes.raise_on_sigterm()
-  return int(launcher.launch(sys.argv, STRATEGIES.value, experiment_dir, NUM_WORKERS.value,
-                             IDLE_TIMEOUT.value,
+  runs = sweep.plan(STRATEGIES.value, ints(NUM_REPLICAS), ints(NUM_WORKERS), ints(BATCH_SIZE),
+                    weak=SCALING.value == 'weak')
+  return int(launcher.launch(sys.argv, runs, experiment_dir, IDLE_TIMEOUT.value,
                              verbose=logging.get_verbosity() >= logging.INFO) > 0)
 
 

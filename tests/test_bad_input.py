@@ -22,10 +22,13 @@ def assert_one_line_error(proc, *fragments):
     (['--dataset=imagenet'], ['--dataset', 'digits']),
     (['--optimizer=rmsprop'], ['--optimizer', 'adam']),
     (['--epochs=0'], ['--epochs=0']),
-    (['--batch_size=0'], ['--batch_size=0']),
-    (['--batch_size=-8'], ['--batch_size=-8']),
-    (['--num_replicas=-1'], ['--num_replicas=-1']),
-    (['--batch_size=65', '--num_replicas=2'], ['--batch_size must be divisible by --num_replicas']),
+    (['--batch_size=0'], ['--batch_size', 'at least 1']),
+    (['--batch_size=-8'], ['--batch_size', 'at least 1']),
+    (['--batch_size=32,x'], ['--batch_size', 'integers']),
+    (['--num_replicas=-1'], ['--num_replicas', 'at least 0']),
+    (['--strategies=one_device', '--batch_size=32,64', '--in_process'],
+     ['--in_process', 'one value to --batch_size']),
+    (['--strategies=mirrored', '--batch_size=65', '--num_replicas=2'], ['run mirrored', '--batch_size=65', 'multiple of 2']),
     (['--image_shape=28,28'], ['--image_shape', 'height,width,channels']),
     (['--cross_device_ops=magic'], ['--cross_device_ops', 'nccl']),
     (['--no_such_flag'], ['no_such_flag']),
@@ -129,7 +132,9 @@ def test_tf_config_port_in_use(tmp_path):
 
 
 @pytest.mark.parametrize('args, fragments', [
-    (['--num_workers=0'], ['--num_workers=0']),
+    (['--num_workers=0'], ['--num_workers', 'at least 1']),
+    (['--strategies=parameter_server', '--num_workers=3', '--batch_size=64'],
+     ['run parameter_server', '3 workers']),
     (['--strategies=parameter_server', '--num_ps=0'], ['--num_ps=0']),
     (['--communication=mpi'], ['--communication', 'ring']),
     (['--variable_partitioner=random'], ['--variable_partitioner', 'min_size']),

@@ -16,10 +16,9 @@ from training import results
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
 
 
-def child_command(argv, strategy, experiment, run_name, in_process=True):
-  """The command that runs one strategy in a fresh process: the user's flags plus overrides."""
-  return [sys.executable, RUN_PY, *argv[1:], f'--strategies={strategy}',
-          f'--experiment={experiment}', f'--run_name={run_name}',
+def child_command(argv, run, experiment, in_process=True):
+  """The command that makes a fresh process (part of) `run`: the user's flags plus overrides."""
+  return [sys.executable, RUN_PY, *argv[1:], *run.flags(), f'--experiment={experiment}',
           '--in_process' if in_process else '--noin_process']
 
 
@@ -28,21 +27,20 @@ TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log
                          r'absl::InitializeLog|To enable the following instructions: )')
 
 
-def start_single(group, argv, strategy, experiment_dir, verbose):
-  """One child runs the strategy; returns the names of the children to wait for."""
-  group.start(strategy, child_command(argv, strategy, os.path.basename(experiment_dir), strategy),
+def start_single(group, argv, run, experiment_dir, verbose):
+  """One child is the run; returns the names of the children to wait for."""
+  group.start(run.name, child_command(argv, run, os.path.basename(experiment_dir)),
               hide=None if verbose else TF_LOG_LINE)
-  return [strategy]
+  return [run.name]
 
 
-def start_cluster(group, argv, strategy, experiment_dir, num_workers, verbose):
+def start_cluster(group, argv, run, experiment_dir, verbose):
   """One child per task of a localhost cluster; returns the names of the training tasks."""
-  module = strategies.get(strategy)
-  spec = cluster.local(module.cluster_jobs(num_workers))
-  logs = os.path.join(experiment_dir, strategy, 'logs')
+  module = strategies.get(run.strategy)
+  spec = cluster.local(module.cluster_jobs(run.num_workers))
+  logs = os.path.join(experiment_dir, run.name, 'logs')
   os.makedirs(logs, exist_ok=True)
-  command = child_command(argv, strategy, os.path.basename(experiment_dir), strategy,
-                          in_process=False)
+  command = child_command(argv, run, os.path.basename(experiment_dir), in_process=False)
   for job, index, name in cluster.tasks(spec):
     env = dict(os.environ, TF_CONFIG=cluster.tf_config(spec, job, index))
     group.start(name, command, env=env, log_path=os.path.join(logs, f'{name}.log'),
@@ -50,34 +48,49 @@ def start_cluster(group, argv, strategy, experiment_dir, num_workers, verbose):
   return [name for job, _, name in cluster.tasks(spec) if job not in module.SERVER_JOBS]
 
 
-def launch(argv, strategy_names, experiment_dir, num_workers, idle_timeout, verbose=False):
-  """Runs the strategies one after another; returns the number of failed runs."""
-  for strategy in strategy_names:
-    results.check_run_dir(os.path.join(experiment_dir, strategy))
+def start_report(group, argv, experiment_dir, verbose):
+  """The report is built by `run.py --report_only`, from the event files, like a user would."""
+  group.start('report', [sys.executable, RUN_PY, *argv[1:], '--report_only',
+                         f'--experiment={os.path.basename(experiment_dir)}'],
+              hide=None if verbose else TF_LOG_LINE)
+  return ['report']
+
+
+def supervise(idle_timeout, start):
+  """Starts children with `start(group)`, waits for those it names; returns the error or None."""
+  try:
+    with processes.ProcessGroup() as group:
+      group.wait(idle_timeout, names=start(group))
+    return None
+  except processes.TaskError as e:
+    if not e.reported:
+      print(f'run.py: {e}', file=sys.stderr, flush=True)
+    return e
+
+
+def launch(argv, runs, experiment_dir, idle_timeout, verbose=False):
+  """Runs one after another, then the report; returns how many of them failed."""
+  for run in runs:
+    results.check_run_dir(os.path.join(experiment_dir, run.name))
   rows = []
-  for i, strategy in enumerate(strategy_names, 1):
-    print(f'=== {strategy} ({i}/{len(strategy_names)}) ===', flush=True)
-    run_dir = os.path.join(experiment_dir, strategy)
-    try:
-      with processes.ProcessGroup() as group:
-        if strategies.get(strategy).JOBS:
-          trainers = start_cluster(group, argv, strategy, experiment_dir, num_workers, verbose)
-        else:
-          trainers = start_single(group, argv, strategy, experiment_dir, verbose)
-        group.wait(idle_timeout, names=trainers)
-      rows.append(results.read(run_dir))
-    except processes.TaskError as e:
-      if not e.reported:
-        print(f'run.py: {e}', file=sys.stderr, flush=True)
-      rows.append({'run': strategy, 'strategy': strategy, 'error': str(e)})
+  for i, run in enumerate(runs, 1):
+    print(f'=== {run.name} ({i}/{len(runs)}) ===', flush=True)
+    start = start_cluster if strategies.get(run.strategy).JOBS else start_single
+    error = supervise(idle_timeout, lambda group: start(group, argv, run, experiment_dir, verbose))
+    rows.append({'run': run.name, 'strategy': run.strategy, 'error': str(error)} if error else
+                results.read(os.path.join(experiment_dir, run.name)))
   failed = [row['run'] for row in rows if 'error' in row]
+  report_failed = False
   if len(failed) < len(rows):
-    print(f'\n{table(rows)}\n\nResults and TensorBoard logs: {experiment_dir}\n'
+    print(f'\n{table(rows)}\n', flush=True)
+    report_failed = supervise(
+        idle_timeout, lambda group: start_report(group, argv, experiment_dir, verbose)) is not None
+    print(f'Results and TensorBoard logs: {experiment_dir}\n'
           f'Open them with: tensorboard --logdir {experiment_dir}')
   if failed and len(rows) > 1:
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}',
           file=sys.stderr)
-  return len(failed)
+  return len(failed) + report_failed
 
 
 def table(rows):

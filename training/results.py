@@ -14,6 +14,7 @@ class History:
   validation_loss: list = dataclasses.field(default_factory=list)
   validation_accuracy: list = dataclasses.field(default_factory=list)
   learning_rate: list = dataclasses.field(default_factory=list)
+  epoch_elapsed_seconds: list = dataclasses.field(default_factory=list)  # Since training began.
 
   def add(self, **epoch):
     for name, value in epoch.items():
@@ -25,9 +26,21 @@ def headline(per_epoch):
   return statistics.median(per_epoch[1:] or per_epoch)
 
 
-def summarize(history):
+def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
+  """Seconds until validation accuracy first reached `target`, or None."""
+  return next((seconds for accuracy, seconds in zip(validation_accuracy, elapsed_seconds)
+               if accuracy >= target), None)
+
+
+def summarize(history, target_accuracy):
+  after_warmup = history.epoch_examples_per_second[1:] or history.epoch_examples_per_second
   return {
       'examples_per_second': headline(history.epoch_examples_per_second),
+      'examples_per_second_min': min(after_warmup),
+      'examples_per_second_max': max(after_warmup),
+      'target_accuracy': target_accuracy,
+      'time_to_accuracy_seconds': time_to_accuracy(
+          history.validation_accuracy, history.epoch_elapsed_seconds, target_accuracy),
       'epoch_time_seconds': headline(history.epoch_times),
       'warmup_epochs_excluded': 1 if len(history.epoch_times) > 1 else 0,
       'final_train_accuracy': history.train_accuracy[-1],

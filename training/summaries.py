@@ -1,7 +1,12 @@
-"""TensorBoard output in the Keras callback's layout: `<run>/train` and `<run>/validation`."""
+"""TensorBoard output in the Keras callback's layout: `<run>/train` and `<run>/validation`.
+
+The run directory itself holds the run's hyperparameters and headline metrics for the
+HParams dashboard, so `--report_only` can rebuild a report from the event files alone.
+"""
 import os
 
 import tensorflow as tf
+from tensorboard.plugins.hparams import api as hp
 
 
 class Writers:
@@ -15,6 +20,20 @@ class Writers:
         lambda sub: tf.summary.create_noop_writer())
     self._train = make('train')
     self._validation = make('validation')
+    self._run = make('')
+
+  def hparams(self, values, trial_id):
+    with self._run.as_default(step=0):
+      hp.hparams(values, trial_id=trial_id)
+    self._run.flush()
+
+  def final(self, step, metrics):
+    """The run's headline figures, as the HParams dashboard's metrics."""
+    with self._run.as_default(step=step):
+      for name, value in metrics.items():
+        if value is not None:
+          tf.summary.scalar(name, value)
+    self._run.flush()
 
   def epoch(self, epoch, train_scalars, validation_scalars):
     for writer, scalars in ((self._train, train_scalars), (self._validation, validation_scalars)):
@@ -31,5 +50,5 @@ class Writers:
     self._train.flush()
 
   def close(self):
-    self._train.close()
-    self._validation.close()
+    for writer in (self._train, self._validation, self._run):
+      writer.close()

@@ -10,6 +10,7 @@ import tensorflow as tf
 import data
 import models
 import strategies
+from reporting import environment
 from training import cluster
 from training import devices
 from training import loop
@@ -36,6 +37,7 @@ class RunConfig:
   flag_values: dict = dataclasses.field(default_factory=dict)
   tf_config: dict = None  # This task's parsed TF_CONFIG in a cluster; None for one process.
   startup_timeout: float = 300.0
+  target_accuracy: float = 0.9
 
 
 class RunError(ValueError):
@@ -81,6 +83,9 @@ def run(config, say=print):
     os.makedirs(config.run_dir, exist_ok=True)
   writers = summaries.Writers(config.run_dir if writes else None)
   writers.text(config.flag_values, devices.describe())
+  writers.hparams(_hparams(config, trainer, module), trial_id=name)
+  if writes:
+    environment.write_once(os.path.dirname(config.run_dir), environment.describe(spec))
   say(f'[{name}] {_layout(trainer, compute_devices)}; global batch {config.batch_size}'
       f'{f" ({trainer.step_batch_size} per worker step)" if trainer.coordinator else ""}, '
       f'{steps_per_epoch} steps/epoch')
@@ -94,19 +99,28 @@ def run(config, say=print):
                     f'{time.perf_counter() - epoch_start:.0f} s so far'))
     seconds = time.perf_counter() - epoch_start
     validation = trainer.evaluate()
-    history.add(epoch_times=seconds, epoch_examples_per_second=train.examples / seconds,
+    history.add(epoch_elapsed_seconds=time.perf_counter() - started,
+                epoch_times=seconds, epoch_examples_per_second=train.examples / seconds,
                 train_loss=train.loss, train_accuracy=train.accuracy,
                 validation_loss=validation.loss, validation_accuracy=validation.accuracy,
                 learning_rate=trainer.learning_rate)
     writers.epoch(epoch,
                   {'loss': train.loss, 'accuracy': train.accuracy,
                    'examples_per_second': train.examples / seconds,
-                   'time_seconds': seconds, 'learning_rate': trainer.learning_rate},
+                   'time_seconds': seconds, 'learning_rate': trainer.learning_rate,
+                   'elapsed_seconds': history.epoch_elapsed_seconds[-1]},
                   {'loss': validation.loss, 'accuracy': validation.accuracy})
     say(f'[{name}] epoch {epoch}/{config.epochs}: loss {train.loss:.4f} '
         f'accuracy {train.accuracy:.4f} val_loss {validation.loss:.4f} '
         f'val_accuracy {validation.accuracy:.4f} {train.examples / seconds:,.0f} examples/s '
         f'{seconds:.2f} s')
+  wall_time = time.perf_counter() - started
+  summary = results.summarize(history, config.target_accuracy)
+  writers.final(config.epochs, {
+      name: summary[name] for name in ('examples_per_second', 'examples_per_second_min',
+                                       'examples_per_second_max', 'final_validation_accuracy',
+                                       'time_to_accuracy_seconds')} | {
+      'wall_time_seconds': wall_time})
   writers.close()
   if not writes:
     return None
@@ -126,15 +140,34 @@ def run(config, say=print):
       'epochs': config.epochs,
       'steps_per_epoch': steps_per_epoch,
       'steps_per_execution': config.steps_per_execution,
-      'wall_time_seconds': time.perf_counter() - started,
+      'wall_time_seconds': wall_time,
       'compute_devices': compute_devices,
       'devices': devices.describe(),
       'tf_version': tf.__version__,
       'keras_version': keras.__version__,
       'flags': config.flag_values,
-      **results.summarize(history),
+      **summary,
   }
   return results.write(config.run_dir, result)
+
+
+def _hparams(config, trainer, module):
+  """What distinguishes this run, for TensorBoard's HParams dashboard and the report."""
+  own_flags = {f.name: f.value for f in _module_flags(module)}
+  return {'strategy': config.strategy, 'num_workers': trainer.num_workers,
+          'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
+          'global_batch_size': config.batch_size,
+          'per_replica_batch_size': trainer.per_replica_batch_size,
+          'model': config.model, 'dataset': config.dataset, 'optimizer': config.optimizer,
+          'learning_rate': config.learning_rate, 'epochs': config.epochs,
+          'steps_per_execution': config.steps_per_execution, 'seed': config.seed,
+          **{k: v if isinstance(v, (bool, int, float, str)) else str(v)
+             for k, v in own_flags.items()}}
+
+
+def _module_flags(module):
+  from absl import flags
+  return flags.FLAGS.get_key_flags_for_module(module.__name__)
 
 
 def _layout(trainer, compute_devices):

@@ -1,0 +1,47 @@
+"""The experiment report: summary files and plots on disk, and the same in TensorBoard."""
+import json
+import os
+
+from reporting import plots
+from reporting import runs as run_records
+from reporting import summary
+
+
+class ReportError(ValueError):
+  pass
+
+
+def build(experiment_dir, target_accuracy):
+  """Writes summary.{md,csv,json}, the PNG plots and `<experiment>/report` event files."""
+  if not os.path.isdir(experiment_dir):
+    raise ReportError(f'{experiment_dir} does not exist; check --logdir and --experiment')
+  runs = run_records.load(experiment_dir)
+  table = summary.rows(runs, target_accuracy)
+  if not table:
+    raise ReportError(f'{experiment_dir} holds no finished run with TensorBoard logs; check '
+                      '--logdir and --experiment')
+  histories = {run['run']: {'validation_accuracy': run['validation_accuracy'],
+                            'elapsed_seconds': run['epoch_elapsed_seconds']}
+               for run in runs if run['complete']}
+  images = plots.write(table, histories, experiment_dir)
+  said = summary.notes(runs, table)
+  path = summary.write(experiment_dir, table, said, target_accuracy, images)
+  _to_tensorboard(experiment_dir, path, images)
+  return path
+
+
+def _to_tensorboard(experiment_dir, summary_path, images):
+  import tensorflow as tf
+  from reporting import environment
+  writer = tf.summary.create_file_writer(os.path.join(experiment_dir, 'report'))
+  with writer.as_default(step=0):
+    with open(summary_path) as f:
+      tf.summary.text('summary', f.read())
+    environment_path = os.path.join(experiment_dir, 'environment.json')
+    if os.path.exists(environment_path):
+      with open(environment_path) as f:
+        tf.summary.text('environment', environment.markdown(json.load(f)))
+    for image in images:
+      png = tf.io.decode_png(tf.io.read_file(image))
+      tf.summary.image(os.path.splitext(os.path.basename(image))[0], png[tf.newaxis])
+  writer.close()

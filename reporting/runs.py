@@ -1,0 +1,65 @@
+"""Reads an experiment's runs back from their TensorBoard event files alone.
+
+A run directory holds its hyperparameters (HParams session info) and headline metrics in its
+own event file, and per-epoch scalars under `train/` and `validation/` (training/summaries.py).
+Nothing else is needed, so a report can be made for runs done elsewhere, e.g. on a cluster.
+"""
+import os
+
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.plugins.hparams import metadata as hparams_metadata
+from tensorboard.util import tensor_util
+
+
+INTEGER_HPARAMS = {'num_workers', 'num_replicas_in_sync', 'global_batch_size',
+                   'per_replica_batch_size', 'epochs', 'steps_per_execution', 'seed'}
+
+
+def load(experiment_dir):
+  """One dict per run (sorted by name): its hparams, per-epoch series and final metrics."""
+  runs = []
+  for name in sorted(os.listdir(experiment_dir)):
+    run_dir = os.path.join(experiment_dir, name)
+    if not os.path.isdir(os.path.join(run_dir, 'train')):
+      continue
+    root = _accumulator(run_dir)
+    hparams = _hparams(root)
+    if hparams is None:
+      continue
+    train = _scalars(_accumulator(os.path.join(run_dir, 'train')))
+    validation = _scalars(_accumulator(os.path.join(run_dir, 'validation')))
+    final = _scalars(root)
+    runs.append({
+        'run': name, **hparams,
+        'epoch_examples_per_second': train.get('epoch_examples_per_second', []),
+        'epoch_elapsed_seconds': train.get('epoch_elapsed_seconds', []),
+        'validation_accuracy': validation.get('epoch_accuracy', []),
+        'complete': 'wall_time_seconds' in final,
+        **{metric: values[-1] for metric, values in final.items()},
+    })
+  return runs
+
+
+def _accumulator(path):
+  acc = event_accumulator.EventAccumulator(path, size_guidance={event_accumulator.TENSORS: 0})
+  acc.Reload()
+  return acc
+
+
+def _scalars(acc):
+  """{tag: [value per step, in step order]} for the scalar summaries."""
+  return {tag: [float(tensor_util.make_ndarray(e.tensor_proto))
+                for e in sorted(acc.Tensors(tag), key=lambda e: e.step)]
+          for tag in acc.Tags()[event_accumulator.TENSORS]
+          if acc.SummaryMetadata(tag).plugin_data.plugin_name == 'scalars'}
+
+
+def _hparams(acc):
+  if hparams_metadata.SESSION_START_INFO_TAG not in acc.Tags()[event_accumulator.TENSORS]:
+    return None
+  content = acc.SummaryMetadata(hparams_metadata.SESSION_START_INFO_TAG).plugin_data.content
+  info = hparams_metadata.parse_session_start_info_plugin_data(content)
+  values = {name: getattr(value, value.WhichOneof('kind')) for name, value in info.hparams.items()}
+  for name in INTEGER_HPARAMS & set(values):  # HParams stores every number as a double.
+    values[name] = int(values[name])
+  return values

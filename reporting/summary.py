@@ -1,0 +1,127 @@
+"""The comparison table: throughput, speed-up and scaling efficiency, accuracy, time-to-accuracy.
+
+Scaling efficiency = (throughput_N / N) / throughput_1, where N is the number of replicas in
+sync (workers for parameter_server) and throughput_1 that of the `one_device` run with the same
+model and dataset and the same global batch (strong scaling) or, failing that, the same batch
+per replica (weak scaling). Without such a baseline, efficiency is not available: never guessed.
+"""
+import csv
+import json
+import os
+import statistics
+
+import strategies
+from training import results
+
+COLUMNS = ('run', 'strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_size',
+           'examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
+           'speedup', 'scaling_efficiency', 'final_validation_accuracy', 'wall_time_seconds',
+           'time_to_accuracy_seconds')
+BASELINE = 'one_device'
+
+
+def parallel_units(run):
+  """N of the efficiency formula: replicas in sync, times workers under a coordinator."""
+  coordinated = bool(getattr(strategies.get(run['strategy']), 'SERVER_JOBS', ()))
+  return run['num_replicas_in_sync'] * (run['num_workers'] if coordinated else 1)
+
+
+def rows(runs, target_accuracy):
+  """One row per complete run, in `runs` order."""
+  complete = [run for run in runs if run['complete']]
+  throughput = {run['run']: _throughput(run) for run in complete}
+  table = []
+  for run in complete:
+    median, low, high = throughput[run['run']]
+    n = parallel_units(run)
+    base = _baseline(run, complete, n)
+    speedup = median / throughput[base['run']][0] if base else None
+    table.append({
+        'run': run['run'], 'strategy': run['strategy'], 'num_workers': run['num_workers'],
+        'num_replicas_in_sync': run['num_replicas_in_sync'],
+        'global_batch_size': run['global_batch_size'],
+        'examples_per_second': median, 'examples_per_second_min': low,
+        'examples_per_second_max': high, 'baseline': base['run'] if base else None,
+        'speedup': speedup, 'scaling_efficiency': speedup / n if speedup else None,
+        'final_validation_accuracy': run['validation_accuracy'][-1],
+        'wall_time_seconds': run['wall_time_seconds'],
+        'time_to_accuracy_seconds': results.time_to_accuracy(
+            run['validation_accuracy'], run['epoch_elapsed_seconds'], target_accuracy),
+    })
+  return table
+
+
+def _throughput(run):
+  """Median, min and max examples/second over the epochs after the first (warm-up)."""
+  per_epoch = run['epoch_examples_per_second']
+  after_warmup = per_epoch[1:] or per_epoch
+  return statistics.median(after_warmup), min(after_warmup), max(after_warmup)
+
+
+def _baseline(run, runs, n):
+  same = [b for b in runs if b['strategy'] == BASELINE and b['model'] == run['model']
+          and b['dataset'] == run['dataset']]
+  for batch in (run['global_batch_size'], run['global_batch_size'] // n):
+    match = next((b for b in same if b['global_batch_size'] == batch), None)
+    if match:
+      return match
+  return None
+
+
+def notes(runs, table):
+  """What a reader must know before comparing the rows."""
+  said = []
+  incomplete = [run['run'] for run in runs if not run['complete']]
+  if incomplete:
+    said.append(f'Not finished, left out: {", ".join(incomplete)}.')
+  kinds = sorted({(run['model'], run['dataset']) for run in runs})
+  if len(kinds) > 1:
+    said.append('Not a like-for-like comparison: the runs train different models or datasets ('
+                + '; '.join(f'{m} on {d}' for m, d in kinds) + ').')
+  missing = [row['run'] for row in table if row['baseline'] is None and row['strategy'] != BASELINE]
+  if missing:
+    said.append(f'No {BASELINE} baseline with the same model, dataset and batch for '
+                f'{", ".join(missing)}: speed-up and efficiency not available.')
+  return said
+
+
+def write(experiment_dir, table, said, target_accuracy, plots=()):
+  """summary.json, summary.csv and summary.md in the experiment directory."""
+  name = os.path.basename(os.path.normpath(experiment_dir))
+  with open(os.path.join(experiment_dir, 'summary.json'), 'w') as f:
+    json.dump({'experiment': name, 'target_accuracy': target_accuracy, 'notes': said,
+               'rows': table}, f, indent=2)
+    f.write('\n')
+  with open(os.path.join(experiment_dir, 'summary.csv'), 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction='ignore')
+    writer.writeheader()
+    writer.writerows(table)
+  with open(os.path.join(experiment_dir, 'summary.md'), 'w') as f:
+    f.write(markdown(name, table, said, target_accuracy, plots))
+  return os.path.join(experiment_dir, 'summary.md')
+
+
+def markdown(name, table, said, target_accuracy, plots=()):
+  header = ['run', 'workers', 'replicas', 'global batch', 'examples/s (min-max)', 'speed-up',
+            'efficiency', 'val accuracy', 'wall time (s)', f'time to {target_accuracy:g} (s)']
+  lines = [f'# Strategy comparison: {name}', '']
+  lines += [f'> {note}' for note in said] + ([''] if said else [])
+  lines += ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+  for row in table:
+    lines.append('| ' + ' | '.join([
+        row['run'], str(row['num_workers']), str(row['num_replicas_in_sync']),
+        str(row['global_batch_size']),
+        f'{row["examples_per_second"]:,.0f} ({row["examples_per_second_min"]:,.0f}-'
+        f'{row["examples_per_second_max"]:,.0f})',
+        _maybe(row['speedup'], '{:.2f}x'), _maybe(row['scaling_efficiency'], '{:.0%}'),
+        f'{row["final_validation_accuracy"]:.4f}', f'{row["wall_time_seconds"]:.1f}',
+        _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached')]) + ' |')
+  lines += ['', 'Throughput is the median over the epochs after the first (tracing and warm-up). '
+            f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
+            'in sync (workers for parameter_server).', '']
+  lines += [f'![{os.path.splitext(os.path.basename(p))[0]}]({os.path.basename(p)})' for p in plots]
+  return '\n'.join(lines) + '\n'
+
+
+def _maybe(value, fmt, missing='n/a'):
+  return missing if value is None else fmt.format(value)
