@@ -1,9 +1,10 @@
 """The comparison table: throughput, speed-up and scaling efficiency, accuracy, time-to-accuracy.
 
 Scaling efficiency = (throughput_N / N) / throughput_1, where N is the number of replicas in
-sync (workers for parameter_server) and throughput_1 that of the `one_device` run with the same
-model and dataset and the same global batch (strong scaling) or, failing that, the same batch
-per replica (weak scaling). Without such a baseline, efficiency is not available: never guessed.
+sync (workers for parameter_server) and throughput_1 that of the baseline: the `one_device` run
+(or, in an experiment without one, a run with N = 1, such as `mirrored-r1`) with the same model
+and dataset and the same global batch (strong scaling) or, failing that, the same batch per
+replica (weak scaling). Without such a baseline, efficiency is not available: never guessed.
 """
 import csv
 import json
@@ -59,10 +60,11 @@ def _throughput(run):
 
 
 def _baseline(run, runs, n):
-  same = [b for b in runs if b['strategy'] == BASELINE and b['model'] == run['model']
-          and b['dataset'] == run['dataset']]
+  same = [b for b in runs if b['model'] == run['model'] and b['dataset'] == run['dataset']]
+  candidates = ([b for b in same if b['strategy'] == BASELINE] or
+                [b for b in same if parallel_units(b) == 1])
   for batch in (run['global_batch_size'], run['global_batch_size'] // n):
-    match = next((b for b in same if b['global_batch_size'] == batch), None)
+    match = next((b for b in candidates if b['global_batch_size'] == batch), None)
     if match:
       return match
   return None
@@ -78,10 +80,10 @@ def notes(runs, table):
   if len(kinds) > 1:
     said.append('Not a like-for-like comparison: the runs train different models or datasets ('
                 + '; '.join(f'{m} on {d}' for m, d in kinds) + ').')
-  missing = [row['run'] for row in table if row['baseline'] is None and row['strategy'] != BASELINE]
+  missing = [row['run'] for row in table if row['baseline'] is None]
   if missing:
-    said.append(f'No {BASELINE} baseline with the same model, dataset and batch for '
-                f'{", ".join(missing)}: speed-up and efficiency not available.')
+    said.append(f'No {BASELINE} (or 1-replica) baseline with the same model, dataset and batch '
+                f'for {", ".join(missing)}: speed-up and efficiency not available.')
   return said
 
 

@@ -55,12 +55,20 @@ def test_weak_scaling_uses_the_baseline_at_the_per_replica_batch():
   assert table['mirrored-r2-b64']['baseline'] == 'one_device-b64'
 
 
+def test_a_one_replica_run_is_the_baseline_without_one_device():
+  table = by_name(summary.rows([
+      run('mirrored-r1', 'mirrored', replicas=1, eps=(1, 800, 800, 800)),
+      run('mirrored-r2', 'mirrored', replicas=2, eps=(1, 1200, 1200, 1200))], 0.9))
+  assert table['mirrored-r2']['baseline'] == 'mirrored-r1'
+  assert table['mirrored-r2']['scaling_efficiency'] == pytest.approx(1200 / 2 / 800)
+
+
 def test_missing_baseline_is_not_available_and_said():
   runs = [run('mirrored', 'mirrored', replicas=2)]
   table = summary.rows(runs, 0.9)
   assert table[0]['speedup'] is None and table[0]['scaling_efficiency'] is None
   notes = summary.notes(runs, table)
-  assert any('No one_device baseline' in n and 'mirrored' in n for n in notes)
+  assert any('No one_device (or 1-replica) baseline' in n and 'mirrored' in n for n in notes)
   assert 'n/a' in summary.markdown('x', table, notes, 0.9)
 
 

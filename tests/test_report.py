@@ -1,0 +1,161 @@
+"""End to end: the default comparison, its report, and the HParams data TensorBoard serves."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import portpicker
+import pytest
+
+from tests.conftest import read_result, run_py
+
+pytestmark = pytest.mark.slow
+STRATEGIES = ['one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
+              'parameter_server']
+
+
+@pytest.fixture(scope='session')
+def default_experiment(tmp_path_factory):
+  """`python run.py --epochs=3`: all five strategies with every default."""
+  logdir = tmp_path_factory.mktemp('default')
+  proc = run_py('--epochs=3', f'--logdir={logdir}', '--experiment=default', timeout=900)
+  assert proc.returncode == 0, proc.stderr
+  return proc, logdir / 'default'
+
+
+def test_every_strategy_runs_and_the_report_lists_them(default_experiment):
+  proc, experiment = default_experiment
+  assert sorted(p.name for p in experiment.iterdir() if (p / 'result.json').exists()) == sorted(
+      STRATEGIES)
+  summary = json.loads((experiment / 'summary.json').read_text())
+  assert [row['run'] for row in summary['rows']] == sorted(STRATEGIES)
+  for row in summary['rows']:
+    result = read_result(experiment / row['run'])
+    # Rebuilt from the event files, the figures are the run's own.
+    assert row['examples_per_second'] == pytest.approx(result['examples_per_second'], rel=1e-5)
+    assert row['final_validation_accuracy'] == pytest.approx(
+        result['final_validation_accuracy'], rel=1e-6)
+    assert row['num_workers'] == result['num_workers']
+    assert row['examples_per_second_min'] <= row['examples_per_second'] <= row[
+        'examples_per_second_max']
+    assert row['wall_time_seconds'] == pytest.approx(result['wall_time_seconds'], rel=1e-5)
+  rows = {row['run']: row for row in summary['rows']}
+  assert rows['one_device']['scaling_efficiency'] == pytest.approx(1.0)
+  mirrored = rows['mirrored']
+  assert mirrored['scaling_efficiency'] == pytest.approx(
+      mirrored['examples_per_second'] / 2 / rows['one_device']['examples_per_second'])
+  ps = rows['parameter_server']
+  assert ps['scaling_efficiency'] == pytest.approx(
+      ps['examples_per_second'] / 2 / rows['one_device']['examples_per_second'])
+  with open(experiment / 'summary.csv') as f:
+    assert [r['run'] for r in csv.DictReader(f)] == sorted(STRATEGIES)
+  markdown = (experiment / 'summary.md').read_text()
+  assert all(f'| {name} |' in markdown for name in STRATEGIES)
+  for png in ('throughput.png', 'accuracy_vs_epoch.png', 'accuracy_vs_time.png'):
+    assert (experiment / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert f'({png})' in markdown
+  environment = json.loads((experiment / 'environment.json').read_text())
+  assert environment['cpu_count'] == os.cpu_count()
+  assert f'tensorboard --logdir {experiment}' in proc.stdout
+  assert os.path.isdir(experiment / 'report')
+
+
+def test_time_to_accuracy_matches_the_epochs(default_experiment):
+  _, experiment = default_experiment
+  summary = json.loads((experiment / 'summary.json').read_text())
+  for row in summary['rows']:
+    result = read_result(experiment / row['run'])
+    reached = [s for a, s in zip(result['validation_accuracy'], result['epoch_elapsed_seconds'])
+               if a >= 0.9]
+    expected = reached[0] if reached else None
+    assert row['time_to_accuracy_seconds'] == (pytest.approx(expected) if expected else None)
+
+
+def test_report_only_rebuilds_the_rows_from_event_files_alone(default_experiment, tmp_path):
+  _, experiment = default_experiment
+  copy = tmp_path / 'default'
+  shutil.copytree(experiment, copy, ignore=shutil.ignore_patterns(
+      'result.json', 'summary.*', '*.png', 'environment.json', 'report', 'logs'))
+  proc = run_py('--report_only', f'--logdir={tmp_path}', '--experiment=default',
+                '--target_accuracy=0.5')
+  assert proc.returncode == 0, proc.stderr
+  original = json.loads((experiment / 'summary.json').read_text())['rows']
+  rebuilt = json.loads((copy / 'summary.json').read_text())['rows']
+  drop = lambda rows: [{k: v for k, v in r.items() if k != 'time_to_accuracy_seconds'}
+                       for r in rows]
+  assert drop(rebuilt) == drop(original)
+  assert all(row['time_to_accuracy_seconds'] is not None for row in rebuilt)  # 0.5 is reached.
+  assert (copy / 'throughput.png').exists()
+
+
+def post(url, body):
+  request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                   headers={'Content-Type': 'application/json'})
+  with urllib.request.urlopen(request, timeout=10) as response:
+    return json.loads(response.read())
+
+
+def test_tensorboard_hparams_plugin_lists_every_run(default_experiment):
+  _, experiment = default_experiment
+  port = portpicker.pick_unused_port()
+  board = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), 'tensorboard'),
+                            f'--logdir={experiment}', '--host=127.0.0.1', f'--port={port}',
+                            '--load_fast=false', '--reload_interval=1'],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  base = f'http://127.0.0.1:{port}/data/plugin/hparams'
+  try:
+    deadline = time.monotonic() + 120
+    while True:
+      try:
+        groups = post(f'{base}/session_groups', {
+            'experimentName': '', 'allowedStatuses': ['STATUS_UNKNOWN', 'STATUS_SUCCESS'],
+            'colParams': [], 'startIndex': 0, 'sliceSize': 100})
+        if groups.get('totalSize') == len(STRATEGIES):
+          break
+      except OSError:
+        pass
+      assert time.monotonic() < deadline, 'TensorBoard did not serve the HParams data in time'
+      time.sleep(1)
+    experiment_info = post(f'{base}/experiment', {'experimentName': ''})
+  finally:
+    board.terminate()
+    board.wait(timeout=30)
+  hparams = {h['name']: h for h in experiment_info['hparamInfos']}
+  assert sorted(hparams['strategy']['domainDiscrete']) == sorted(STRATEGIES)
+  for name in ('num_workers', 'num_replicas_in_sync', 'global_batch_size',
+               'per_replica_batch_size', 'model', 'dataset', 'optimizer', 'learning_rate'):
+    assert name in hparams, name
+  metrics = {m['name']['tag'] for m in experiment_info['metricInfos']}
+  assert {'examples_per_second', 'final_validation_accuracy', 'wall_time_seconds'} <= metrics
+  sessions = {g['name']: g for g in groups['sessionGroups']}
+  assert sorted(sessions) == sorted(STRATEGIES)
+
+
+def test_a_sweep_yields_its_runs_and_efficiency(tmp_path):
+  proc = run_py('--strategies=mirrored', '--num_replicas=1,2', '--epochs=2',
+                f'--logdir={tmp_path}', '--experiment=sweep')
+  assert proc.returncode == 0, proc.stderr
+  rows = {row['run']: row for row in
+          json.loads((tmp_path / 'sweep' / 'summary.json').read_text())['rows']}
+  assert sorted(rows) == ['mirrored-r1', 'mirrored-r2']
+  assert rows['mirrored-r2']['num_replicas_in_sync'] == 2
+  assert rows['mirrored-r2']['baseline'] == 'mirrored-r1'
+  assert rows['mirrored-r2']['scaling_efficiency'] == pytest.approx(
+      rows['mirrored-r2']['examples_per_second'] / 2 / rows['mirrored-r1']['examples_per_second'])
+  assert (tmp_path / 'sweep' / 'scaling.png').exists()
+
+
+def test_report_only_errors(tmp_path):
+  (tmp_path / 'empty').mkdir()
+  for args, fragment in ((['--experiment=empty'], 'holds no finished run'),
+                         (['--experiment=absent'], 'does not exist'),
+                         ([], '--report_only needs --experiment'),
+                         (['--experiment=empty', '--target_accuracy=1.5'], '--target_accuracy')):
+    proc = run_py('--report_only', f'--logdir={tmp_path}', *args, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith('run.py:')]
+    assert proc.returncode != 0 and len(lines) == 1 and fragment in lines[0], proc.stderr
+    assert 'Traceback' not in proc.stderr
