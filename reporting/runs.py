@@ -16,7 +16,7 @@ INTEGER_HPARAMS = {'num_workers', 'num_replicas_in_sync', 'global_batch_size',
 
 
 def load(experiment_dir):
-  """One dict per run (sorted by name): its hparams, per-epoch series and final metrics."""
+  """One dict per run, in the order they ran: hparams, per-epoch series and final metrics."""
   runs = []
   for name in sorted(os.listdir(experiment_dir)):
     run_dir = os.path.join(experiment_dir, name)
@@ -30,14 +30,14 @@ def load(experiment_dir):
     validation = _scalars(_accumulator(os.path.join(run_dir, 'validation')))
     final = _scalars(root)
     runs.append({
-        'run': name, **hparams,
+        'run': name, 'started': root.FirstEventTimestamp(), **hparams,
         'epoch_examples_per_second': train.get('epoch_examples_per_second', []),
         'epoch_elapsed_seconds': train.get('epoch_elapsed_seconds', []),
         'validation_accuracy': validation.get('epoch_accuracy', []),
         'complete': 'wall_time_seconds' in final,
         **{metric: values[-1] for metric, values in final.items()},
     })
-  return runs
+  return sorted(runs, key=lambda run: run['started'])
 
 
 def _accumulator(path):
