@@ -172,8 +172,8 @@ def run_task(experiment_dir, tf_config_text):
 def flag_values():
   """This program's flags, those of the strategy modules included, for the run's record."""
   modules = [sys.argv[0], *(m.__name__ for m in map(strategies.get, strategies.names()))]
-  return {f.name: f.value for module in modules
-          for f in flags.FLAGS.get_key_flags_for_module(module)}
+  return {f.name: ','.join(map(str, f.value)) if isinstance(f.value, list) else f.value
+          for module in modules for f in flags.FLAGS.get_key_flags_for_module(module)}
 
 
 def report_only(experiment_dir):

@@ -75,7 +75,10 @@ def test_hand_started_multi_worker_mirrored(logdir):
   run_dir = logdir / 'hand' / 'multi_worker_mirrored'
   result = read_result(run_dir)
   assert result['num_workers'] == 2 and result['num_replicas_in_sync'] == 2
-  assert sorted(os.listdir(run_dir)) == ['result.json', 'train', 'validation']
+  entries = sorted(os.listdir(run_dir))
+  assert [e for e in entries if not e.startswith('events.out.tfevents.')] == [
+      'result.json', 'train', 'validation']
+  assert len(entries) == 4  # And one event file: the chief's HParams. Nothing of worker 1.
   # Only the chief (worker 0) reports; worker 1 trains silently in step with it.
   assert '[multi_worker_mirrored] epoch 2/2' in outputs[0][0]
   assert 'epoch' not in outputs[1][0]
