@@ -140,14 +140,24 @@ def wait_for_line(proc, prefix, timeout):
   raise AssertionError(f'no line starting with {prefix!r} within {timeout} s')
 
 
+def start_long_run(strategy, logdir):
+  """A launcher training `strategy` far longer than a test waits, once its first epoch ended."""
+  proc = subprocess.Popen(
+      [sys.executable, RUN_PY, f'--strategies={strategy}', '--epochs=200', f'--logdir={logdir}'],
+      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    wait_for_line(proc, f'[{strategy}] epoch 1/200', timeout=180)
+  except BaseException:
+    proc.kill()
+    proc.communicate(timeout=30)
+    raise
+  return proc
+
+
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
 def test_stopping_the_launcher_leaves_no_process(logdir, sig):
-  proc = subprocess.Popen(
-      [sys.executable, RUN_PY, '--strategies=parameter_server', '--epochs=200',
-       f'--logdir={logdir}'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True)
+  proc = start_long_run('parameter_server', logdir)
   try:
-    wait_for_line(proc, '[parameter_server] epoch 1/200', timeout=180)
     proc.send_signal(sig)
     proc.wait(timeout=60)
   finally:
@@ -158,12 +168,8 @@ def test_stopping_the_launcher_leaves_no_process(logdir, sig):
 
 
 def test_a_failing_worker_stops_the_whole_cluster(logdir):
-  proc = subprocess.Popen(
-      [sys.executable, RUN_PY, '--strategies=multi_worker_mirrored', '--epochs=200',
-       f'--logdir={logdir}'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True)
+  proc = start_long_run('multi_worker_mirrored', logdir)
   try:
-    wait_for_line(proc, '[multi_worker_mirrored] epoch 1/200', timeout=180)
     worker_1 = next(pid for pid in _task_pids(str(logdir)) if _task_of(pid) == ('worker', 1))
     os.kill(worker_1, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=120)

@@ -76,16 +76,14 @@ def run(config, say=print):
   if steps_per_epoch < 1:
     raise RunError(f'--batch_size={config.batch_size} exceeds the {arrays.train_size} training '
                    f'examples of {config.dataset}; use a smaller batch')
-  if not writes:
-    say = lambda line: None  # Only the chief reports; the others train in step with it.
-
   if writes:
     os.makedirs(config.run_dir, exist_ok=True)
+    environment.write_once(os.path.dirname(config.run_dir), environment.describe(spec))
+  else:
+    say = lambda line: None  # Only the chief reports; the others train in step with it.
   writers = summaries.Writers(config.run_dir if writes else None)
   writers.text(config.flag_values, devices.describe())
   writers.hparams(_hparams(config, trainer, module), trial_id=name)
-  if writes:
-    environment.write_once(os.path.dirname(config.run_dir), environment.describe(spec))
   say(f'[{name}] {_layout(trainer, compute_devices)}; global batch {config.batch_size}'
       f'{f" ({trainer.step_batch_size} per worker step)" if trainer.coordinator else ""}, '
       f'{steps_per_epoch} steps/epoch')
@@ -98,28 +96,29 @@ def run(config, say=print):
         lambda: say(f'[{name}] epoch {epoch}/{config.epochs}: training, '
                     f'{time.perf_counter() - epoch_start:.0f} s so far'))
     seconds = time.perf_counter() - epoch_start
+    rate = train.examples / seconds
     validation = trainer.evaluate()
     history.add(epoch_elapsed_seconds=time.perf_counter() - started,
-                epoch_times=seconds, epoch_examples_per_second=train.examples / seconds,
+                epoch_times=seconds, epoch_examples_per_second=rate,
                 train_loss=train.loss, train_accuracy=train.accuracy,
                 validation_loss=validation.loss, validation_accuracy=validation.accuracy,
                 learning_rate=trainer.learning_rate)
     writers.epoch(epoch,
                   {'loss': train.loss, 'accuracy': train.accuracy,
-                   'examples_per_second': train.examples / seconds,
+                   'examples_per_second': rate,
                    'time_seconds': seconds, 'learning_rate': trainer.learning_rate,
                    'elapsed_seconds': history.epoch_elapsed_seconds[-1]},
                   {'loss': validation.loss, 'accuracy': validation.accuracy})
     say(f'[{name}] epoch {epoch}/{config.epochs}: loss {train.loss:.4f} '
         f'accuracy {train.accuracy:.4f} val_loss {validation.loss:.4f} '
-        f'val_accuracy {validation.accuracy:.4f} {train.examples / seconds:,.0f} examples/s '
+        f'val_accuracy {validation.accuracy:.4f} {rate:,.0f} examples/s '
         f'{seconds:.2f} s')
   wall_time = time.perf_counter() - started
   summary = results.summarize(history, config.target_accuracy)
   writers.final(config.epochs, {
-      name: summary[name] for name in ('examples_per_second', 'examples_per_second_min',
-                                       'examples_per_second_max', 'final_validation_accuracy',
-                                       'time_to_accuracy_seconds')} | {
+      metric: summary[metric] for metric in ('examples_per_second', 'examples_per_second_min',
+                                             'examples_per_second_max', 'final_validation_accuracy',
+                                             'time_to_accuracy_seconds')} | {
       'wall_time_seconds': wall_time})
   writers.close()
   if not writes:
