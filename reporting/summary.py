@@ -9,7 +9,6 @@ replica (weak scaling). Without such a baseline, efficiency is not available: ne
 import csv
 import json
 import os
-import statistics
 
 import strategies
 from training import results
@@ -30,7 +29,7 @@ def parallel_units(run):
 def rows(runs, target_accuracy):
   """One row per complete run, in `runs` order."""
   complete = [run for run in runs if run['complete']]
-  throughput = {run['run']: _throughput(run) for run in complete}
+  throughput = {run['run']: results.spread(run['epoch_examples_per_second']) for run in complete}
   table = []
   for run in complete:
     median, low, high = throughput[run['run']]
@@ -50,13 +49,6 @@ def rows(runs, target_accuracy):
             run['validation_accuracy'], run['epoch_elapsed_seconds'], target_accuracy),
     })
   return table
-
-
-def _throughput(run):
-  """Median, min and max examples/second over the epochs after the first (warm-up)."""
-  per_epoch = run['epoch_examples_per_second']
-  after_warmup = per_epoch[1:] or per_epoch
-  return statistics.median(after_warmup), min(after_warmup), max(after_warmup)
 
 
 def _baseline(run, runs, n):

@@ -27,14 +27,13 @@ TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log
                          r'absl::InitializeLog|To enable the following instructions: )')
 
 
-def start_single(group, argv, run, experiment_dir, verbose):
+def start_single(group, argv, run, experiment_dir, hide):
   """One child is the run; returns the names of the children to wait for."""
-  group.start(run.name, child_command(argv, run, os.path.basename(experiment_dir)),
-              hide=None if verbose else TF_LOG_LINE)
+  group.start(run.name, child_command(argv, run, os.path.basename(experiment_dir)), hide=hide)
   return [run.name]
 
 
-def start_cluster(group, argv, run, experiment_dir, verbose):
+def start_cluster(group, argv, run, experiment_dir, hide):
   """One child per task of a localhost cluster; returns the names of the training tasks."""
   module = strategies.get(run.strategy)
   spec = cluster.local(module.cluster_jobs(run.num_workers))
@@ -44,15 +43,14 @@ def start_cluster(group, argv, run, experiment_dir, verbose):
   for job, index, name in cluster.tasks(spec):
     env = dict(os.environ, TF_CONFIG=cluster.tf_config(spec, job, index))
     group.start(name, command, env=env, log_path=os.path.join(logs, f'{name}.log'),
-                echo=(job, index) == cluster.chief(spec), hide=None if verbose else TF_LOG_LINE)
+                echo=(job, index) == cluster.chief(spec), hide=hide)
   return [name for job, _, name in cluster.tasks(spec) if job not in module.SERVER_JOBS]
 
 
-def start_report(group, argv, experiment_dir, verbose):
+def start_report(group, argv, experiment_dir, hide):
   """The report is built by `run.py --report_only`, from the event files, like a user would."""
   group.start('report', [sys.executable, RUN_PY, *argv[1:], '--report_only',
-                         f'--experiment={os.path.basename(experiment_dir)}'],
-              hide=None if verbose else TF_LOG_LINE)
+                         f'--experiment={os.path.basename(experiment_dir)}'], hide=hide)
   return ['report']
 
 
@@ -72,11 +70,12 @@ def launch(argv, runs, experiment_dir, idle_timeout, verbose=False):
   """Runs one after another, then the report; returns how many of them failed."""
   for run in runs:
     results.check_run_dir(os.path.join(experiment_dir, run.name))
+  hide = None if verbose else TF_LOG_LINE
   rows = []
   for i, run in enumerate(runs, 1):
     print(f'=== {run.name} ({i}/{len(runs)}) ===', flush=True)
     start = start_cluster if strategies.get(run.strategy).JOBS else start_single
-    error = supervise(idle_timeout, lambda group: start(group, argv, run, experiment_dir, verbose))
+    error = supervise(idle_timeout, lambda group: start(group, argv, run, experiment_dir, hide))
     rows.append({'run': run.name, 'strategy': run.strategy, 'error': str(error)} if error else
                 results.read(os.path.join(experiment_dir, run.name)))
   failed = [row['run'] for row in rows if 'error' in row]
@@ -84,7 +83,7 @@ def launch(argv, runs, experiment_dir, idle_timeout, verbose=False):
   if len(failed) < len(rows):
     print(f'\n{table(rows)}\n', flush=True)
     report_failed = supervise(
-        idle_timeout, lambda group: start_report(group, argv, experiment_dir, verbose)) is not None
+        idle_timeout, lambda group: start_report(group, argv, experiment_dir, hide)) is not None
     print(f'Results and TensorBoard logs: {experiment_dir}\n'
           f'Open them with: tensorboard --logdir {experiment_dir}')
   if failed and len(rows) > 1:

@@ -50,13 +50,14 @@ class Trainer:
     self.strategy = strategy
     self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
                         if isinstance(strategy, tf.distribute.ParameterServerStrategy) else None)
-    self.num_workers = _num_workers(strategy)
-    divisor = strategy.num_replicas_in_sync * (self.num_workers if self.coordinator else 1)
+    self.num_workers = _num_workers(coordinated=self.coordinator is not None)
+    # The examples one step processes: the global batch, or a worker's share of it.
+    shares = self.num_workers if self.coordinator else 1
+    divisor = strategy.num_replicas_in_sync * shares
     if global_batch_size % divisor:
       raise ValueError(f'--batch_size={global_batch_size} is not divisible by the {divisor} '
                        f'replicas (or parameter-server workers); use a multiple of {divisor}')
-    # The examples one step processes: the global batch, or a worker's share of it.
-    self.step_batch_size = global_batch_size // (self.num_workers if self.coordinator else 1)
+    self.step_batch_size = global_batch_size // shares
     self.per_replica_batch_size = self.step_batch_size // strategy.num_replicas_in_sync
     with strategy.scope():
       self.model = build_model()
@@ -176,9 +177,8 @@ def _check_not_sharded(model):
         '--variable_partitioner=none, or min_size when every variable is under 256 KiB')
 
 
-def _num_workers(strategy):
+def _num_workers(coordinated):
   """Tasks that compute: all workers (and the chief) for all-reduce, the workers for ps."""
   jobs = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().as_dict()
-  computing = ('worker',) if isinstance(strategy, tf.distribute.ParameterServerStrategy) else (
-      'chief', 'worker')
+  computing = ('worker',) if coordinated else ('chief', 'worker')
   return sum(len(jobs.get(job, [])) for job in computing) or 1

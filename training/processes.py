@@ -78,15 +78,13 @@ class ProcessGroup:
     self._logs[name] = open(log_path, 'w') if log_path else None
     self._hide[name] = hide
     self._echo[name] = echo
-    for stream, sink, is_stderr in ((proc.stdout, sys.stdout, False),
-                                    (proc.stderr, sys.stderr, True)):
-      threading.Thread(target=self._pump, args=(name, stream, sink if echo else None, is_stderr),
-                       daemon=True).start()
+    for stream, is_stderr in ((proc.stdout, False), (proc.stderr, True)):
+      threading.Thread(target=self._pump, args=(name, stream, is_stderr), daemon=True).start()
 
-  def _pump(self, name, stream, sink, is_stderr):
+  def _pump(self, name, stream, is_stderr):
     for line in stream:
-      self._lines.put((name, sink, is_stderr, line))
-    self._lines.put((name, None, is_stderr, None))
+      self._lines.put((name, is_stderr, line))
+    self._lines.put((name, is_stderr, None))
 
   def wait(self, idle_timeout, names=None):
     """Waits until the `names` children (default: all) exit; returns when all exited 0.
@@ -98,7 +96,7 @@ class ProcessGroup:
     open_streams = {name: 2 for name in self._procs}
     while waiting:
       try:
-        name, sink, stream_is_stderr, line = self._lines.get(timeout=idle_timeout)
+        name, is_stderr, line = self._lines.get(timeout=idle_timeout)
       except queue.Empty:
         raise TaskError(f'{", ".join(sorted(waiting))} printed nothing for {idle_timeout:g} s '
                         f'(hung? raise --idle_timeout if it is just slow); stopped it') from None
@@ -109,10 +107,11 @@ class ProcessGroup:
           waiting.discard(name)
         continue
       hidden = self._hide[name] is not None and self._hide[name].match(line)
-      if sink is not None and not hidden:
+      if self._echo[name] and not hidden:
+        sink = sys.stderr if is_stderr else sys.stdout
         sink.write(line)
         sink.flush()
-      if stream_is_stderr and line.strip() and not hidden:
+      if is_stderr and line.strip() and not hidden:
         self._last_error[name] = line.strip()
       if self._logs[name]:
         self._logs[name].write(line)

@@ -21,9 +21,15 @@ class History:
       getattr(self, name).append(value)
 
 
-def headline(per_epoch):
-  """Median over the epochs after the first (tracing, warm-up); the first if it is all there is."""
-  return statistics.median(per_epoch[1:] or per_epoch)
+def after_warmup(per_epoch):
+  """The epochs after the first (tracing, warm-up); the first if it is all there is."""
+  return per_epoch[1:] or per_epoch
+
+
+def spread(per_epoch):
+  """Median, min and max after warm-up: the headline figure and how much it moved."""
+  steady = after_warmup(per_epoch)
+  return statistics.median(steady), min(steady), max(steady)
 
 
 def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
@@ -33,15 +39,15 @@ def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
 
 
 def summarize(history, target_accuracy):
-  after_warmup = history.epoch_examples_per_second[1:] or history.epoch_examples_per_second
+  median, low, high = spread(history.epoch_examples_per_second)
   return {
-      'examples_per_second': headline(history.epoch_examples_per_second),
-      'examples_per_second_min': min(after_warmup),
-      'examples_per_second_max': max(after_warmup),
+      'examples_per_second': median,
+      'examples_per_second_min': low,
+      'examples_per_second_max': high,
       'target_accuracy': target_accuracy,
       'time_to_accuracy_seconds': time_to_accuracy(
           history.validation_accuracy, history.epoch_elapsed_seconds, target_accuracy),
-      'epoch_time_seconds': headline(history.epoch_times),
+      'epoch_time_seconds': statistics.median(after_warmup(history.epoch_times)),
       'warmup_epochs_excluded': 1 if len(history.epoch_times) > 1 else 0,
       'final_train_accuracy': history.train_accuracy[-1],
       'final_validation_accuracy': history.validation_accuracy[-1],
