@@ -9,6 +9,7 @@ localhost cluster of tasks for a multi-worker one. With TF_CONFIG set (by Kubefl
 ssh...), run.py is instead that one task of a real cluster. Results land in
 <logdir>/<experiment>/<run>/result.json with TensorBoard logs beside them.
 """
+import copy
 import os
 import sys
 import time
@@ -51,9 +52,48 @@ STEPS_PER_EPOCH = flags.DEFINE_integer(
 STEPS_PER_EXECUTION = flags.DEFINE_integer(
     'steps_per_execution', 10, 'Training steps per tf.function call (fewer host round trips).',
     lower_bound=1)
-LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.001, 'Learning rate.', lower_bound=0)
-OPTIMIZER = flags.DEFINE_enum('optimizer', 'adam', optimizers.NAMES,
-                              f'Optimizer; momentum is SGD with momentum {optimizers.MOMENTUM}.')
+LEARNING_RATE = flags.DEFINE_float(
+    'learning_rate', 0.001, 'Learning rate (at --base_batch_size, when --lr_scaling scales it).',
+    lower_bound=0)
+OPTIMIZER = flags.DEFINE_enum(
+    'optimizer', 'adam', optimizers.NAMES,
+    'Optimizer. momentum: SGD with --momentum. lamb: Keras\' LAMB (You et al. 2019). lars: '
+    'layer-wise adaptive rate scaling (You et al. 2017), SGD with --momentum and a trust ratio.')
+MOMENTUM = flags.DEFINE_float('momentum', 0.9, 'momentum and lars: momentum, in [0, 1).')
+BETA_1 = flags.DEFINE_float('beta_1', 0.9, 'adam and lamb: first-moment decay, in [0, 1).')
+BETA_2 = flags.DEFINE_float('beta_2', 0.999, 'adam and lamb: second-moment decay, in [0, 1).')
+EPSILON = flags.DEFINE_float('epsilon', 1e-7, 'adam, lamb, lars: the small constant of the '
+                             'denominator, in [0, 1).')
+WEIGHT_DECAY = flags.DEFINE_float(
+    'weight_decay', 0.0, 'Weight decay: decoupled (AdamW-style) for sgd, momentum, adam and '
+    'lamb; inside the trust ratio for lars. In [0, 1).')
+TRUST_COEFFICIENT = flags.DEFINE_float(
+    'trust_coefficient', 0.001, 'lars: eta, the trust coefficient, in (0, 1].')
+LR_SCALING = flags.DEFINE_enum(
+    'lr_scaling', 'none', ['none', 'linear', 'sqrt'],
+    'Scale --learning_rate by k = (batch of one update) / --base_batch_size (linear), by '
+    'sqrt(k) (sqrt), or not (none). With --base_batch_size the per-replica batch, k is the '
+    'number of replicas in sync (Goyal et al. 2017).')
+BASE_BATCH_SIZE = flags.DEFINE_integer(
+    'base_batch_size', 0, 'The batch --learning_rate was tuned for; needed by --lr_scaling.',
+    lower_bound=0)
+WARMUP_EPOCHS = flags.DEFINE_float(
+    'warmup_epochs', 0, 'Epochs over which the learning rate ramps linearly, every step, from '
+    '--learning_rate to the scaled rate (needs --lr_scaling).', lower_bound=0)
+LR_SCHEDULE = flags.DEFINE_enum(
+    'lr_schedule', 'constant', ['constant', 'cosine', 'step'],
+    'The learning rate after the warm-up: constant; cosine, a half cosine to 0 at the end; '
+    'step, divided by 10 at 1/2 and 3/4 of the steps after the warm-up.')
+BATCH_NORM = flags.DEFINE_bool(
+    'batch_norm', False, 'Add BatchNormalization after each convolution or hidden layer of '
+    'models that have none (cnn, mlp).')
+BN_MOMENTUM = flags.DEFINE_float(
+    'bn_momentum', 0.99, 'Momentum of the batch-norm moving statistics used at inference, in '
+    '[0, 1). Keras\' 0.99 needs hundreds of steps to settle; lower it for short runs.')
+GHOST_BATCH_SIZE = flags.DEFINE_integer(
+    'ghost_batch_size', 0, 'Ghost Batch Normalization (Hoffer et al. 2017): batch statistics '
+    'over virtual batches of this many examples of each replica\'s batch (must divide it). '
+    'Implies --batch_norm. 0: off.', lower_bound=0)
 SEED = flags.DEFINE_integer('seed', 0, 'Seed for weights and data order: same seed, same run.')
 NUM_REPLICAS = flags.DEFINE_list(
     'num_replicas', '0', 'Devices per worker for mirrored and central_storage: that many GPUs '
@@ -69,6 +109,13 @@ SCALING = flags.DEFINE_enum(
 TARGET_ACCURACY = flags.DEFINE_float(
     'target_accuracy', 0.9, 'Validation accuracy for time-to-accuracy: the seconds until a run '
     'first reaches it.')
+VARIANT = flags.DEFINE_multi_string(
+    'variant', [], 'A study: "NAME: --flag=value ..." runs the experiment\'s runs once more with '
+    'these flags on top of the others, named NAME-<run>; repeat it for each condition (see '
+    'configs/convergence.cfg). Without it, the runs run once as given.')
+CONDITION = flags.DEFINE_string(
+    'condition', '', 'What the run stands for in a study (the report\'s "condition"); '
+    '--variant sets it to the variant\'s NAME.')
 REPORT_ONLY = flags.DEFINE_bool(
     'report_only', False, 'Rebuild the report and plots of --experiment from its event files '
     '(e.g. runs done on a cluster) and train nothing.')
@@ -99,14 +146,27 @@ flags.register_validator(
     'image_shape', lambda v: len(v) == 3 and all(s.isdigit() and int(s) > 0 for s in v),
     'give three positive integers: height,width,channels')
 flags.register_validator('target_accuracy', lambda v: 0 < v <= 1, 'give a fraction in (0, 1]')
+for _name in ('momentum', 'beta_1', 'beta_2', 'epsilon', 'weight_decay', 'bn_momentum'):
+  flags.register_validator(_name, lambda v: 0 <= v < 1, 'give a value in [0, 1)')
+flags.register_validator('trust_coefficient', lambda v: 0 < v <= 1, 'give a value in (0, 1]')
+flags.register_multi_flags_validator(
+    ['lr_scaling', 'base_batch_size'], lambda v: v['lr_scaling'] == 'none' or v['base_batch_size'],
+    '--lr_scaling needs --base_batch_size: the batch --learning_rate was tuned for')
+flags.register_multi_flags_validator(
+    ['warmup_epochs', 'lr_scaling'], lambda v: not v['warmup_epochs'] or v['lr_scaling'] != 'none',
+    '--warmup_epochs ramps up to the scaled learning rate; give --lr_scaling=linear or sqrt '
+    '(and --base_batch_size)')
+flags.register_multi_flags_validator(
+    ['warmup_epochs', 'epochs'], lambda v: v['warmup_epochs'] <= v['epochs'],
+    '--warmup_epochs must not exceed --epochs')
 for _name, _least in (('batch_size', 1), ('num_replicas', 0), ('num_workers', 1)):
   flags.register_validator(
       _name, lambda v, least=_least: v and all(s.isdigit() and int(s) >= least for s in v),
       f'give integers of at least {_least}, comma-separated to sweep')
 
 
-def ints(flag):
-  return [int(s) for s in flag.value]
+def ints(strings):
+  return [int(s) for s in strings]
 
 
 def parse_flags(argv):
@@ -160,8 +220,17 @@ def run_task(experiment_dir, tf_config_text):
       data_options=data.Options(DATA_DIR.value, DOWNLOAD.value,
                                 tuple(int(s) for s in IMAGE_SHAPE.value), NUM_CLASSES.value,
                                 SEED.value),
-      epochs=EPOCHS.value, batch_size=ints(BATCH_SIZE)[0], learning_rate=LEARNING_RATE.value,
-      optimizer=OPTIMIZER.value, seed=SEED.value, num_replicas=ints(NUM_REPLICAS)[0],
+      epochs=EPOCHS.value, batch_size=ints(BATCH_SIZE.value)[0], learning_rate=LEARNING_RATE.value,
+      optimizer=OPTIMIZER.value, seed=SEED.value, num_replicas=ints(NUM_REPLICAS.value)[0],
+      optimizer_settings=optimizers.Settings(
+          momentum=MOMENTUM.value, beta_1=BETA_1.value, beta_2=BETA_2.value,
+          epsilon=EPSILON.value, weight_decay=WEIGHT_DECAY.value,
+          trust_coefficient=TRUST_COEFFICIENT.value),
+      lr_scaling=LR_SCALING.value, base_batch_size=BASE_BATCH_SIZE.value,
+      warmup_epochs=WARMUP_EPOCHS.value, lr_schedule=LR_SCHEDULE.value,
+      batch_norm=BATCH_NORM.value, ghost_batch_size=GHOST_BATCH_SIZE.value,
+      bn_momentum=BN_MOMENTUM.value,
+      condition=CONDITION.value,
       steps_per_execution=STEPS_PER_EXECUTION.value, steps_per_epoch=STEPS_PER_EPOCH.value,
       flag_values=flag_values(),
       tf_config=tf_config,
@@ -174,6 +243,30 @@ def flag_values():
   modules = [sys.argv[0], *(m.__name__ for m in map(strategies.get, strategies.names()))]
   return {f.name: ','.join(map(str, f.value)) if isinstance(f.value, list) else f.value
           for module in modules for f in flags.FLAGS.get_key_flags_for_module(module)}
+
+
+def plan():
+  """The runs: as the flags give them, or once per --variant with its flags on top."""
+  if not VARIANT.value:
+    return plan_for(flags.FLAGS)
+  runs = []
+  for spec in VARIANT.value:
+    name, args = sweep.parse_variant(spec)
+    if any(run.condition == name for run in runs):
+      raise ValueError(f'--variant={name} is given twice; give each variant its own name')
+    values = copy.deepcopy(flags.FLAGS)
+    try:
+      values([sys.argv[0], *args])
+    except flags.Error as e:
+      raise ValueError(f'--variant={name}: {e}') from None
+    runs += sweep.in_variant(plan_for(values), name, args)
+  return runs
+
+
+def plan_for(values):
+  return sweep.plan(values.strategies, ints(values.num_replicas), ints(values.num_workers),
+                    ints(values.batch_size),
+                    weak=values.scaling == 'weak', ghost_batch_size=values.ghost_batch_size)
 
 
 def report_only(experiment_dir):
@@ -195,9 +288,7 @@ def main(argv):
   if IN_PROCESS.value or tf_config_text:
     return run_task(experiment_dir, tf_config_text)
   processes.raise_on_sigterm()
-  runs = sweep.plan(STRATEGIES.value, ints(NUM_REPLICAS), ints(NUM_WORKERS), ints(BATCH_SIZE),
-                    weak=SCALING.value == 'weak')
-  return int(launcher.launch(sys.argv, runs, experiment_dir, IDLE_TIMEOUT.value,
+  return int(launcher.launch(sys.argv, plan(), experiment_dir, IDLE_TIMEOUT.value,
                              verbose=logging.get_verbosity() >= logging.INFO) > 0)
 
 

@@ -1,7 +1,11 @@
 """Model registry: every module in this package is a model, named after its file.
 
-A model module defines `build(input_shape, num_classes) -> keras.Model` returning logits.
-Names are listed without importing the modules, so the launcher stays free of TensorFlow.
+A model module defines `build(input_shape, num_classes, normalization) -> keras.Model`
+returning logits, and `BATCH_NORM = True` if it always has batch normalization. `normalization`
+is a callable that makes a batch-normalization layer, or None for a model without batch norm
+of its own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch norm a
+model has comes from it, so --ghost_batch_size and --bn_momentum reach them all. Names are listed without importing the
+modules, so the launcher stays free of TensorFlow.
 """
 import importlib
 import pkgutil
@@ -11,9 +15,26 @@ def names():
   return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith('_'))
 
 
-def build(name, input_shape, num_classes):
-  """Builds model `name`; call it inside `strategy.scope()` so its variables are distributed."""
+def build(name, input_shape, num_classes, batch_norm=False, ghost_batch_size=0,
+          bn_momentum=0.99):
+  """Builds model `name`; call it inside `strategy.scope()` so its variables are distributed.
+
+  `batch_norm` adds BatchNormalization to a model without it; `ghost_batch_size` makes every
+  batch norm a Ghost Batch Normalization over virtual batches of that many examples (and so
+  implies `batch_norm`); `bn_momentum` is the momentum of their moving statistics.
+  """
   if name not in names():
     raise ValueError(f'unknown model {name!r}; choose from {", ".join(names())}')
+  from models import _normalization  # Loads Keras: only where a model is built.
   module = importlib.import_module(f'{__name__}.{name}')
-  return module.build(tuple(input_shape), num_classes)
+  wanted = batch_norm or ghost_batch_size or getattr(module, 'BATCH_NORM', False)
+  return module.build(tuple(input_shape), num_classes,
+                      _normalization.factory(ghost_batch_size, bn_momentum) if wanted else None)
+
+
+def check_ghost_batch_size(ghost_batch_size, per_replica_batch_size, run=''):
+  """Ghost batches must tile each replica's batch exactly."""
+  if ghost_batch_size and per_replica_batch_size % ghost_batch_size:
+    raise ValueError(
+        f'{f"run {run}: " if run else ""}--ghost_batch_size={ghost_batch_size} does not divide '
+        f'the per-replica batch of {per_replica_batch_size}; use a divisor of it')

@@ -3,12 +3,12 @@ import keras
 from keras import layers
 
 
-def build(input_shape, num_classes, batch_norm=False):
+def build(input_shape, num_classes, normalization=None, name='cnn'):
   def conv(filters):
-    if not batch_norm:
+    if normalization is None:
       return [layers.Conv2D(filters, 3, padding='same', activation='relu')]
     return [layers.Conv2D(filters, 3, padding='same', use_bias=False),
-            layers.BatchNormalization(), layers.ReLU()]
+            normalization(), layers.ReLU()]
 
   return keras.Sequential([
       keras.Input(input_shape),
@@ -17,4 +17,4 @@ def build(input_shape, num_classes, batch_norm=False):
       layers.Flatten(),
       layers.Dense(128, activation='relu'),
       layers.Dense(num_classes),
-  ], name='cnn_bn' if batch_norm else 'cnn')
+  ], name=name)

@@ -12,7 +12,8 @@ from tensorboard.util import tensor_util
 
 
 INTEGER_HPARAMS = {'num_workers', 'num_replicas_in_sync', 'global_batch_size',
-                   'per_replica_batch_size', 'epochs', 'steps_per_execution', 'seed'}
+                   'per_replica_batch_size', 'epochs', 'steps_per_execution', 'seed',
+                   'base_batch_size', 'ghost_batch_size'}
 
 
 def load(experiment_dir):

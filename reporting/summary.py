@@ -18,6 +18,9 @@ COLUMNS = ('run', 'strategy', 'num_workers', 'num_replicas_in_sync', 'global_bat
            'speedup', 'scaling_efficiency', 'final_validation_accuracy', 'wall_time_seconds',
            'time_to_accuracy_seconds')
 BASELINE = 'one_device'
+CONVERGENCE_COLUMNS = ('condition', 'run', 'strategy', 'num_replicas_in_sync', 'global_batch_size',
+                       'optimizer', 'peak_learning_rate', 'final_validation_accuracy',
+                       'accuracy_change', 'time_to_accuracy_seconds', 'examples_per_second')
 
 
 def parallel_units(run):
@@ -47,8 +50,21 @@ def rows(runs, target_accuracy):
         'wall_time_seconds': run['wall_time_seconds'],
         'time_to_accuracy_seconds': results.time_to_accuracy(
             run['validation_accuracy'], run['epoch_elapsed_seconds'], target_accuracy),
+        'condition': run.get('condition', ''), 'optimizer': run.get('optimizer'),
+        'peak_learning_rate': run.get('peak_learning_rate'),
     })
   return table
+
+
+def convergence(table):
+  """A study's rows (runs with a --condition): what each condition bought in accuracy and cost.
+
+  `accuracy_change` is against the study's first condition, its reference (the baseline).
+  """
+  study = [row for row in table if row['condition']]
+  return [{key: row[key] for key in CONVERGENCE_COLUMNS if key in row} | {
+      'accuracy_change': row['final_validation_accuracy'] - study[0]['final_validation_accuracy']}
+          for row in study]
 
 
 def _baseline(run, runs, n):
@@ -84,7 +100,7 @@ def write(experiment_dir, table, said, target_accuracy, plots=()):
   name = os.path.basename(os.path.normpath(experiment_dir))
   with open(os.path.join(experiment_dir, 'summary.json'), 'w') as f:
     json.dump({'experiment': name, 'target_accuracy': target_accuracy, 'notes': said,
-               'rows': table}, f, indent=2)
+               'rows': table, 'convergence': convergence(table)}, f, indent=2)
     f.write('\n')
   with open(os.path.join(experiment_dir, 'summary.csv'), 'w', newline='') as f:
     writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction='ignore')
@@ -113,8 +129,28 @@ def markdown(name, table, said, target_accuracy, plots=()):
   lines += ['', 'Throughput is the median over the epochs after the first (tracing and warm-up). '
             f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
             'in sync (workers for parameter_server).', '']
+  lines += _convergence_markdown(convergence(table), target_accuracy)
   lines += [f'![{os.path.splitext(os.path.basename(p))[0]}]({os.path.basename(p)})' for p in plots]
   return '\n'.join(lines) + '\n'
+
+
+def _convergence_markdown(study, target_accuracy):
+  if not study:
+    return []
+  header = ['condition', 'run', 'global batch', 'optimizer', 'peak learning rate',
+            'val accuracy', f'change vs {study[0]["condition"]}',
+            f'time to {target_accuracy:g} (s)', 'examples/s']
+  lines = ['## Convergence', '', '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+  for row in study:
+    lines.append('| ' + ' | '.join([
+        row['condition'], row['run'], str(row['global_batch_size']), str(row['optimizer']),
+        _maybe(row['peak_learning_rate'], '{:.4g}'), f'{row["final_validation_accuracy"]:.4f}',
+        f'{row["accuracy_change"]:+.4f}',
+        _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
+        f'{row["examples_per_second"]:,.0f}']) + ' |')
+  return lines + ['', 'Same epochs for every condition: a larger global batch takes fewer, '
+                  'larger steps. Peak learning rate: after --lr_scaling, the end of the warm-up.',
+                  '']
 
 
 def _maybe(value, fmt, missing='n/a'):

@@ -14,9 +14,7 @@ sys.path.insert(0, {root!r})
 import run
 from absl import flags
 flags.FLAGS(['run.py', '--flagfile=configs/{name}.cfg'])
-from training import sweep
-runs = sweep.plan(run.STRATEGIES.value, run.ints(run.NUM_REPLICAS), run.ints(run.NUM_WORKERS),
-                  run.ints(run.BATCH_SIZE), weak=run.SCALING.value == 'weak')
+runs = run.plan()
 print(json.dumps({{'runs': [[r.name, r.batch_size] for r in runs],
                   'dataset': run.DATASET.value, 'model': run.MODEL.value}}))
 '''

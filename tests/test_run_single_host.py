@@ -74,7 +74,7 @@ def test_tensorboard_scalars_match_the_result(single_host_experiment):
   validation = read_scalars(os.path.join(run_dir, 'validation'))
   expected_train = {'epoch_loss': 'train_loss', 'epoch_accuracy': 'train_accuracy',
                     'epoch_examples_per_second': 'epoch_examples_per_second',
-                    'epoch_time_seconds': 'epoch_times', 'epoch_learning_rate': 'learning_rate'}
+                    'epoch_time_seconds': 'epoch_times', 'epoch_learning_rate': 'epoch_learning_rate'}
   for tag, key in expected_train.items():
     assert [step for step, _ in train[tag]] == [1, 2, 3, 4, 5], tag
     np.testing.assert_allclose([v for _, v in train[tag]], result[key], rtol=1e-5)

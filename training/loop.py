@@ -46,7 +46,11 @@ PROGRESS_SECONDS = 30
 class Trainer:
   """Builds model, optimizer and distributed inputs under a strategy and runs steps."""
 
-  def __init__(self, strategy, build_model, build_optimizer, arrays, global_batch_size, seed):
+  def __init__(self, strategy, build_model, build_optimizer, arrays, global_batch_size, seed,
+               steps_per_epoch=0):
+    """`build_optimizer(step_batch_size, steps_per_epoch)`: the optimizer, whose learning rate
+    may depend on the batch of one update and on how many updates an epoch makes.
+    `steps_per_epoch` 0 means one pass over the training set."""
     self.strategy = strategy
     self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
                         if isinstance(strategy, tf.distribute.ParameterServerStrategy) else None)
@@ -59,11 +63,15 @@ class Trainer:
                        f'replicas (or parameter-server workers); use a multiple of {divisor}')
     self.step_batch_size = global_batch_size // shares
     self.per_replica_batch_size = self.step_batch_size // strategy.num_replicas_in_sync
+    self.steps_per_epoch = steps_per_epoch or arrays.train_size // self.step_batch_size
+    if self.steps_per_epoch < 1:
+      raise ValueError(f'--batch_size={global_batch_size} exceeds the {arrays.train_size} '
+                       'training examples; use a smaller batch')
     with strategy.scope():
       self.model = build_model()
       if self.coordinator:
         _check_not_sharded(self.model)
-      self.optimizer = build_optimizer()
+      self.optimizer = build_optimizer(self.step_batch_size, self.steps_per_epoch)
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       self.optimizer.build(self.model.trainable_variables)
     self.validation_steps = pipeline.validation_steps(arrays, self.step_batch_size)
@@ -77,6 +85,7 @@ class Trainer:
 
   @property
   def learning_rate(self):
+    """The learning rate the next update will use (the schedule's value at this step)."""
     return float(self.optimizer.learning_rate.numpy())
 
   def train_epoch(self, num_steps, steps_per_execution, progress=lambda: None):

@@ -1,16 +1,39 @@
-"""Optimizer registry: the name given by --optimizer to a Keras optimizer.
+"""Optimizer registry: the name given by --optimizer to a Keras optimizer and its settings.
 
 Keras is imported inside `create` so that the launcher can list the names without TensorFlow.
+`--weight_decay` is Keras' decoupled weight decay (AdamW-style: w -= learning_rate * decay * w)
+for sgd, momentum, adam and lamb, and LARS' own term inside its trust ratio for lars.
 """
-MOMENTUM = 0.9
+import dataclasses
 
-NAMES = ['adam', 'momentum', 'sgd']
+NAMES = ['adam', 'lamb', 'lars', 'momentum', 'sgd']
 
 
-def create(name, learning_rate):
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The hyper-parameters beside the learning rate; each optimizer reads the ones it has."""
+  momentum: float = 0.9            # momentum, lars
+  beta_1: float = 0.9              # adam, lamb
+  beta_2: float = 0.999            # adam, lamb
+  epsilon: float = 1e-7            # adam, lamb, lars
+  weight_decay: float = 0.0        # all
+  trust_coefficient: float = 0.001  # lars: eta of the trust ratio
+
+
+def create(name, learning_rate, settings=Settings()):
+  """`learning_rate`: a float or a keras LearningRateSchedule."""
   import keras
+  from training import lars
+  s = settings
+  decay = s.weight_decay or None
   return {
-      'sgd': lambda: keras.optimizers.SGD(learning_rate),
-      'momentum': lambda: keras.optimizers.SGD(learning_rate, momentum=MOMENTUM),
-      'adam': lambda: keras.optimizers.Adam(learning_rate),
+      'sgd': lambda: keras.optimizers.SGD(learning_rate, weight_decay=decay),
+      'momentum': lambda: keras.optimizers.SGD(learning_rate, momentum=s.momentum,
+                                               weight_decay=decay),
+      'adam': lambda: keras.optimizers.Adam(learning_rate, s.beta_1, s.beta_2, s.epsilon,
+                                            weight_decay=decay),
+      'lamb': lambda: keras.optimizers.Lamb(learning_rate, s.beta_1, s.beta_2, s.epsilon,
+                                            weight_decay=decay),
+      'lars': lambda: lars.LARS(learning_rate, s.momentum, s.trust_coefficient, s.weight_decay,
+                                s.epsilon),
   }[name]()

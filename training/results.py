@@ -13,7 +13,7 @@ class History:
   train_accuracy: list = dataclasses.field(default_factory=list)
   validation_loss: list = dataclasses.field(default_factory=list)
   validation_accuracy: list = dataclasses.field(default_factory=list)
-  learning_rate: list = dataclasses.field(default_factory=list)
+  epoch_learning_rate: list = dataclasses.field(default_factory=list)  # At each epoch's end.
   epoch_elapsed_seconds: list = dataclasses.field(default_factory=list)  # Since training began.
 
   def add(self, **epoch):

@@ -16,6 +16,7 @@ from training import devices
 from training import loop
 from training import optimizers
 from training import results
+from training import schedules
 from training import summaries
 
 
@@ -31,6 +32,15 @@ class RunConfig:
   learning_rate: float
   optimizer: str
   seed: int
+  optimizer_settings: optimizers.Settings = optimizers.Settings()
+  lr_scaling: str = 'none'        # none, linear or sqrt: the learning rate's large-batch scaling
+  base_batch_size: int = 0        # the batch `learning_rate` was chosen for
+  warmup_epochs: float = 0.0
+  lr_schedule: str = 'constant'   # after the warm-up: constant, cosine or step
+  batch_norm: bool = False
+  ghost_batch_size: int = 0
+  bn_momentum: float = 0.99
+  condition: str = ''             # what this run stands for in a study, e.g. "lamb"
   num_replicas: int = 0
   steps_per_execution: int = 1
   steps_per_epoch: int = 0
@@ -38,10 +48,6 @@ class RunConfig:
   tf_config: dict = None  # This task's parsed TF_CONFIG in a cluster; None for one process.
   startup_timeout: float = 300.0
   target_accuracy: float = 0.9
-
-
-class RunError(ValueError):
-  """The run cannot start as configured; the message names the flag to change."""
 
 
 def run(config, say=print):
@@ -69,13 +75,15 @@ def run(config, say=print):
     strategy = module.create(compute_devices)
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(
-        strategy, lambda: models.build(config.model, arrays.input_shape, arrays.num_classes),
-        lambda: optimizers.create(config.optimizer, config.learning_rate),
-        arrays, config.batch_size, config.seed)
-  steps_per_epoch = config.steps_per_epoch or arrays.train_size // trainer.step_batch_size
-  if steps_per_epoch < 1:
-    raise RunError(f'--batch_size={config.batch_size} exceeds the {arrays.train_size} training '
-                   f'examples of {config.dataset}; use a smaller batch')
+        strategy, lambda: models.build(config.model, arrays.input_shape, arrays.num_classes,
+                                       config.batch_norm, config.ghost_batch_size,
+                                       config.bn_momentum),
+        lambda step_batch, steps_per_epoch: optimizers.create(
+            config.optimizer, learning_rate(config, step_batch, steps_per_epoch),
+            config.optimizer_settings),
+        arrays, config.batch_size, config.seed, config.steps_per_epoch)
+  models.check_ghost_batch_size(config.ghost_batch_size, trainer.per_replica_batch_size)
+  steps_per_epoch = trainer.steps_per_epoch
   if writes:
     os.makedirs(config.run_dir, exist_ok=True)
     environment.write_once(os.path.dirname(config.run_dir), environment.describe(spec))
@@ -102,7 +110,7 @@ def run(config, say=print):
                 epoch_times=seconds, epoch_examples_per_second=rate,
                 train_loss=train.loss, train_accuracy=train.accuracy,
                 validation_loss=validation.loss, validation_accuracy=validation.accuracy,
-                learning_rate=trainer.learning_rate)
+                epoch_learning_rate=trainer.learning_rate)
     writers.epoch(epoch,
                   {'loss': train.loss, 'accuracy': train.accuracy,
                    'examples_per_second': rate,
@@ -128,8 +136,7 @@ def run(config, say=print):
       'run': name,
       'model': config.model,
       'dataset': config.dataset,
-      'optimizer': config.optimizer,
-      'learning_rate': config.learning_rate,
+      **techniques(config, trainer.step_batch_size),
       'seed': config.seed,
       'num_workers': trainer.num_workers,
       'cluster': spec,
@@ -150,6 +157,32 @@ def run(config, say=print):
   return results.write(config.run_dir, result)
 
 
+def peak_learning_rate(config, step_batch_size):
+  """`--learning_rate` scaled for the batch one update averages over (--lr_scaling)."""
+  return config.learning_rate * schedules.scale_factor(config.lr_scaling, step_batch_size,
+                                                       config.base_batch_size)
+
+
+def learning_rate(config, step_batch_size, steps_per_epoch):
+  """The schedule: warm-up from `--learning_rate` to the scaled rate, then the decay."""
+  return schedules.LearningRate(
+      config.learning_rate, peak_learning_rate(config, step_batch_size),
+      warmup_steps=round(config.warmup_epochs * steps_per_epoch),
+      total_steps=config.epochs * steps_per_epoch, decay=config.lr_schedule)
+
+
+def techniques(config, step_batch_size):
+  """Optimizer, learning rate and large-batch techniques, for result.json and HParams."""
+  return {'optimizer': config.optimizer, 'learning_rate': config.learning_rate,
+          'peak_learning_rate': peak_learning_rate(config, step_batch_size),
+          'lr_scaling': config.lr_scaling, 'base_batch_size': config.base_batch_size,
+          'warmup_epochs': config.warmup_epochs, 'lr_schedule': config.lr_schedule,
+          'batch_norm': config.batch_norm or bool(config.ghost_batch_size),
+          'ghost_batch_size': config.ghost_batch_size, 'bn_momentum': config.bn_momentum,
+          'condition': config.condition,
+          **dataclasses.asdict(config.optimizer_settings)}
+
+
 def _hparams(config, trainer, module):
   """What distinguishes this run, for TensorBoard's HParams dashboard and the report."""
   own_flags = {f.name: f.value for f in _module_flags(module)}
@@ -157,8 +190,8 @@ def _hparams(config, trainer, module):
           'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
           'global_batch_size': config.batch_size,
           'per_replica_batch_size': trainer.per_replica_batch_size,
-          'model': config.model, 'dataset': config.dataset, 'optimizer': config.optimizer,
-          'learning_rate': config.learning_rate, 'epochs': config.epochs,
+          'model': config.model, 'dataset': config.dataset,
+          **techniques(config, trainer.step_batch_size), 'epochs': config.epochs,
           'steps_per_execution': config.steps_per_execution, 'seed': config.seed,
           **{k: v if isinstance(v, (bool, int, float, str)) else str(v)
              for k, v in own_flags.items()}}
