@@ -257,9 +257,9 @@ def plan():
     values = copy.deepcopy(flags.FLAGS)
     try:
       values([sys.argv[0], *args])
-    except flags.Error as e:
+      runs += sweep.in_variant(plan_for(values), name, args)
+    except (flags.Error, ValueError) as e:
       raise ValueError(f'--variant={name}: {e}') from None
-    runs += sweep.in_variant(plan_for(values), name, args)
   return runs
 
 

@@ -52,3 +52,10 @@ def test_dataset_presets(name, dataset, model):
   config = plan(name)
   assert (config['dataset'], config['model']) == (dataset, model)
   assert config['runs']
+
+
+def test_convergence_runs_each_condition_once_baseline_first():
+  assert plan('convergence')['runs'] == [
+      ['baseline-one_device', 32], ['naive-mirrored', 256], ['batch_norm-mirrored', 256],
+      ['ghost_batch_norm-mirrored', 256], ['linear_scaling_warmup-mirrored', 256],
+      ['lamb-mirrored', 256], ['lars-mirrored', 256]]

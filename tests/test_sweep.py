@@ -52,3 +52,43 @@ def test_weak_scaling_grows_the_global_batch_with_the_replicas_and_workers():
 def test_weak_scaling_needs_explicit_replicas():
   with pytest.raises(ValueError, match='--scaling=weak needs the replica count'):
     sweep.plan(['mirrored'], [0], [2], [32], weak=True)
+
+
+def test_a_variant_renames_its_runs_and_passes_its_flags_to_the_children():
+  name, args = sweep.parse_variant("warm: --lr_scaling=linear  --warmup_epochs=2 --condition_x='a b'")
+  assert (name, args) == ('warm', ['--lr_scaling=linear', '--warmup_epochs=2', '--condition_x=a b'])
+  runs = sweep.in_variant(sweep.plan(['one_device', 'mirrored'], [2], [2], [64]), name, args)
+  assert [r.name for r in runs] == ['warm-one_device', 'warm-mirrored']
+  assert all(r.condition == 'warm' for r in runs)
+  # The variant's flags first, then the run's own, which always win.
+  assert runs[1].flags() == ['--lr_scaling=linear', '--warmup_epochs=2', '--condition_x=a b',
+                             '--condition=warm', '--strategies=mirrored',
+                             '--run_name=warm-mirrored', '--num_replicas=2', '--num_workers=2',
+                             '--batch_size=64']
+
+
+def test_an_empty_variant_is_the_runs_as_given():
+  assert sweep.parse_variant('naive:') == ('naive', [])
+
+
+@pytest.mark.parametrize('spec, message', [
+    ('naive', 'give "NAME: --flag=value'),
+    (': --batch_norm', 'give "NAME: --flag=value'),
+    ('x: --run_name=y', '--run_name cannot be set per variant'),
+    ('x: --noin_process', '--noin_process cannot be set per variant'),
+    ('x: --variant=y:', '--variant cannot be set per variant'),
+    ('x: -v', "'-v' is not a flag"),
+])
+def test_bad_variants(spec, message):
+  with pytest.raises(ValueError, match=message):
+    sweep.parse_variant(spec)
+
+
+def test_ghost_batches_must_tile_the_per_replica_batch_where_it_is_known():
+  sweep.plan(['mirrored', 'parameter_server'], [2], [2], [256], ghost_batch_size=32)
+  sweep.plan(['mirrored'], [0], [2], [96], ghost_batch_size=64)  # Replicas counted at run time.
+  with pytest.raises(ValueError, match='run one_device: --ghost_batch_size=48 does not divide '
+                                       'the per-replica batch of 64'):
+    sweep.plan(['one_device'], [0], [2], [64], ghost_batch_size=48)
+  with pytest.raises(ValueError, match='run multi_worker_mirrored-w4: .* batch of 16'):
+    sweep.plan(['multi_worker_mirrored'], [0], [2, 4], [64], ghost_batch_size=32)

@@ -1,0 +1,95 @@
+"""End to end: the large-batch techniques train under mirrored and parameter_server, and the
+convergence study (configs/convergence.cfg) measures what they buy."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from tests.conftest import read_result, read_scalars, run_py
+
+pytestmark = pytest.mark.slow
+CONDITIONS = ['baseline', 'naive', 'batch_norm', 'ghost_batch_norm', 'linear_scaling_warmup',
+              'lamb', 'lars']
+
+
+@pytest.fixture(scope='module')
+def study(tmp_path_factory):
+  """The convergence study exactly as configs/convergence.cfg gives it."""
+  logdir = tmp_path_factory.mktemp('convergence')
+  proc = run_py('--flagfile=configs/convergence.cfg', f'--logdir={logdir}',
+                '--experiment=study', timeout=900)
+  assert proc.returncode == 0, proc.stderr
+  return logdir / 'study'
+
+
+def test_every_condition_runs_with_its_technique(study):
+  summary = json.loads((study / 'summary.json').read_text())
+  rows = summary['convergence']
+  assert [row['condition'] for row in rows] == CONDITIONS
+  result = {c: read_result(study / row['run']) for c, row in zip(CONDITIONS, rows)}
+  assert (result['baseline']['strategy'], result['baseline']['global_batch_size']) == (
+      'one_device', 32)
+  for condition in CONDITIONS[1:]:
+    r = result[condition]
+    assert (r['strategy'], r['num_replicas_in_sync'], r['global_batch_size']) == (
+        'mirrored', 2, 256)
+    assert r['condition'] == condition and r['epochs'] == result['baseline']['epochs']
+    assert r['steps_per_epoch'] * 8 <= result['baseline']['steps_per_epoch'] + 8
+  assert not result['naive']['batch_norm'] and result['batch_norm']['batch_norm']
+  assert result['ghost_batch_norm']['ghost_batch_size'] == 32
+  assert result['ghost_batch_norm']['batch_norm']
+  assert (result['lamb']['optimizer'], result['lars']['optimizer']) == ('lamb', 'lars')
+  # Linear scaling: 8x the batch, 8x the rate; LAMB's recipe scales by sqrt(8).
+  assert result['linear_scaling_warmup']['peak_learning_rate'] == pytest.approx(0.16)
+  assert result['lamb']['peak_learning_rate'] == pytest.approx(0.005 * math.sqrt(8))
+  assert result['naive']['peak_learning_rate'] == pytest.approx(0.02)
+  markdown = (study / 'summary.md').read_text()
+  assert '## Convergence' in markdown
+  assert all(f'| {c} | {c}-' in markdown for c in CONDITIONS[1:])
+
+
+def test_warm_up_ramps_per_step_to_the_scaled_rate(study):
+  """Logged every epoch: 0.02 -> 0.16 over 2 epochs of 5 steps, then constant."""
+  run_dir = study / 'linear_scaling_warmup-mirrored'
+  result = read_result(run_dir)
+  expected = [0.02 + (0.16 - 0.02) * 5 / 10] + [0.16] * (result['epochs'] - 1)
+  np.testing.assert_allclose(result['epoch_learning_rate'], expected, rtol=1e-5)
+  logged = read_scalars(os.path.join(run_dir, 'train'))['epoch_learning_rate']
+  np.testing.assert_allclose([v for _, v in logged], expected, rtol=1e-5)
+  np.testing.assert_allclose(read_result(study / 'naive-mirrored')['epoch_learning_rate'], 0.02,
+                             rtol=1e-6)
+
+
+def test_the_naive_large_batch_loses_accuracy_and_a_technique_wins_most_of_it_back(study):
+  accuracy = {row['condition']: row['final_validation_accuracy'] for row in json.loads(
+      (study / 'summary.json').read_text())['convergence']}
+  gap = accuracy['baseline'] - accuracy['naive']
+  assert gap > 0.05, accuracy
+  best = max(accuracy[c] for c in CONDITIONS[2:])
+  assert best - accuracy['naive'] > gap / 2, accuracy
+
+
+@pytest.mark.parametrize('variant, optimizer, peak, expected_lr', [
+    # 2 workers share the global batch of 128: 64 per update, k = 64 / 32 = 2, 22 steps/epoch.
+    ('--ghost_batch_size=16 --optimizer=lars --learning_rate=0.5 --lr_scaling=linear '
+     '--warmup_epochs=1 --lr_schedule=cosine --weight_decay=0.0001', 'lars', 1.0, [1.0, 0.5]),
+    ('--batch_norm --optimizer=lamb --learning_rate=0.004 --lr_scaling=sqrt --warmup_epochs=1 '
+     '--lr_schedule=step --weight_decay=0.01', 'lamb', 0.004 * math.sqrt(2),
+     [0.004 * math.sqrt(2), 0.004 * math.sqrt(2) * 0.1]),
+])
+def test_techniques_train_under_parameter_server(tmp_path, variant, optimizer, peak, expected_lr):
+  proc = run_py('--strategies=parameter_server', '--num_workers=2', '--batch_size=128',
+                '--base_batch_size=32', '--epochs=3', '--bn_momentum=0.9',
+                f'--variant=t: {variant}', f'--logdir={tmp_path}', '--experiment=ps', timeout=600)
+  assert proc.returncode == 0, proc.stderr
+  result = read_result(tmp_path / 'ps' / 't-parameter_server')
+  assert (result['optimizer'], result['condition']) == (optimizer, 't')
+  assert result['peak_learning_rate'] == pytest.approx(peak)
+  assert result['steps_per_epoch'] == 1437 // 64
+  assert result['train_loss'][-1] < result['train_loss'][0]
+  assert result['final_validation_accuracy'] > 0.5
+  # Every worker step moves the schedule on: after 3 epochs of 22 steps, the rates expected.
+  assert len(result['epoch_learning_rate']) == 3
+  np.testing.assert_allclose(result['epoch_learning_rate'][:2], expected_lr, rtol=1e-4)
