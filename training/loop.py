@@ -46,10 +46,11 @@ PROGRESS_SECONDS = 30
 class Trainer:
   """Builds model, optimizer and distributed inputs under a strategy and runs steps."""
 
-  def __init__(self, strategy, build_model, build_optimizer, arrays, global_batch_size, seed,
-               steps_per_epoch=0):
-    """`build_optimizer(step_batch_size, steps_per_epoch)`: the optimizer, whose learning rate
-    may depend on the batch of one update and on how many updates an epoch makes.
+  def __init__(self, strategy, build_model, build_optimizer, build_schedule, arrays,
+               global_batch_size, seed, steps_per_epoch=0):
+    """`build_schedule(step_batch_size, steps_per_epoch)`: the learning rate of each step, which
+    may depend on the batch of one update and on how many updates an epoch makes;
+    `build_optimizer(learning_rate)`: the optimizer, given a callable returning the rate now.
     `steps_per_epoch` 0 means one pass over the training set."""
     self.strategy = strategy
     self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
@@ -71,7 +72,13 @@ class Trainer:
       self.model = build_model()
       if self.coordinator:
         _check_not_sharded(self.model)
-      self.optimizer = build_optimizer(self.step_batch_size, self.steps_per_epoch)
+      # Keras counts `optimizer.iterations` with a read and a write (its Variable.assign_add is
+      # assign(self + 1)), which loses steps when parameter-server workers update at once; this
+      # counter's assign_add is one atomic operation, so the schedule sees every step.
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      self._schedule = build_schedule(self.step_batch_size, self.steps_per_epoch)
+      self.optimizer = build_optimizer(lambda: self._schedule(self.step))
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       self.optimizer.build(self.model.trainable_variables)
     self.validation_steps = pipeline.validation_steps(arrays, self.step_batch_size)
@@ -86,7 +93,7 @@ class Trainer:
   @property
   def learning_rate(self):
     """The learning rate the next update will use (the schedule's value at this step)."""
-    return float(self.optimizer.learning_rate.numpy())
+    return float(self._schedule(self.step))
 
   def train_epoch(self, num_steps, steps_per_execution, progress=lambda: None):
     """Runs `num_steps` steps in calls of `steps_per_execution`; returns their Totals.
@@ -164,6 +171,7 @@ class Trainer:
         loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
     variables = self.model.trainable_variables
     self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    self.step.assign_add(1)
     return sums
 
   def _eval_step(self, images, labels, weights):

@@ -21,7 +21,7 @@ class Settings:
 
 
 def create(name, learning_rate, settings=Settings()):
-  """`learning_rate`: a float or a keras LearningRateSchedule."""
+  """`learning_rate`: a float, a keras LearningRateSchedule, or a callable returning the rate."""
   import keras
   from training import lars
   s = settings

@@ -78,9 +78,8 @@ def run(config, say=print):
         strategy, lambda: models.build(config.model, arrays.input_shape, arrays.num_classes,
                                        config.batch_norm, config.ghost_batch_size,
                                        config.bn_momentum),
-        lambda step_batch, steps_per_epoch: optimizers.create(
-            config.optimizer, learning_rate(config, step_batch, steps_per_epoch),
-            config.optimizer_settings),
+        lambda rate: optimizers.create(config.optimizer, rate, config.optimizer_settings),
+        lambda step_batch, steps_per_epoch: learning_rate(config, step_batch, steps_per_epoch),
         arrays, config.batch_size, config.seed, config.steps_per_epoch)
   models.check_ghost_batch_size(config.ghost_batch_size, trainer.per_replica_batch_size)
   steps_per_epoch = trainer.steps_per_epoch
