@@ -4,8 +4,9 @@ A model module defines `build(input_shape, num_classes, normalization) -> keras.
 returning logits, and `BATCH_NORM = True` if it always has batch normalization. `normalization`
 is a callable that makes a batch-normalization layer, or None for a model without batch norm
 of its own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch norm a
-model has comes from it, so --ghost_batch_size and --bn_momentum reach them all. Names are listed without importing the
-modules, so the launcher stays free of TensorFlow.
+model has comes from it, so --ghost_batch_size and --bn_momentum reach them all.
+
+Names are listed without importing the modules, so the launcher stays free of TensorFlow.
 """
 import importlib
 import pkgutil

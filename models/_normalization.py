@@ -10,7 +10,20 @@ import keras
 from keras import ops
 
 
-class GhostBatchNormalization(keras.layers.BatchNormalization):
+class BatchNormalization(keras.layers.BatchNormalization):
+  """Keras' BatchNormalization with moving statistics averaged over the replicas in sync.
+
+  Keras 3 creates them with aggregation "none", which CentralStorageStrategy refuses to update
+  inside a replica ("You must specify an aggregation method"); "mean" is what tf.keras used.
+  """
+
+  def add_weight(self, *args, trainable=True, **kwargs):
+    if not trainable:
+      kwargs['aggregation'] = 'mean'
+    return super().add_weight(*args, trainable=trainable, **kwargs)
+
+
+class GhostBatchNormalization(BatchNormalization):
   """BatchNormalization (channels last) over virtual batches of `virtual_batch_size` examples."""
 
   def __init__(self, virtual_batch_size, **kwargs):
@@ -47,4 +60,4 @@ def factory(ghost_batch_size=0, momentum=0.99):
   """A callable making the model's batch-normalization layers: ghost ones, or ordinary."""
   if ghost_batch_size:
     return lambda: GhostBatchNormalization(ghost_batch_size, momentum=momentum)
-  return lambda: keras.layers.BatchNormalization(momentum=momentum)
+  return lambda: BatchNormalization(momentum=momentum)

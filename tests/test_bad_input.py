@@ -86,6 +86,15 @@ def test_batch_larger_than_the_training_set(tmp_path):
   assert not any(files for _, _, files in os.walk(tmp_path))
 
 
+@pytest.mark.slow
+def test_ghost_batch_checked_once_the_replicas_are_counted(tmp_path):
+  """With --num_replicas=0 the replicas are only known in the child: it refuses, untrained."""
+  proc = run_py('--strategies=mirrored', '--batch_size=96', '--ghost_batch_size=32',
+                f'--logdir={tmp_path}')
+  assert_one_line_error(proc, '--ghost_batch_size=32', 'per-replica batch of 48')
+  assert not any(files for _, _, files in os.walk(tmp_path))
+
+
 def tf_config(cluster, task_type='worker', index=0):
   import json
   return json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})

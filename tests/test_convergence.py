@@ -93,3 +93,23 @@ def test_techniques_train_under_parameter_server(tmp_path, variant, optimizer, p
   # Every worker step moves the schedule on: after 3 epochs of 22 steps, the rates expected.
   assert len(result['epoch_learning_rate']) == 3
   np.testing.assert_allclose(result['epoch_learning_rate'][:2], expected_lr, rtol=1e-4)
+
+
+def test_techniques_train_alike_under_every_synchronous_strategy(tmp_path):
+  """Ghost batch norm, LARS and a warm-up: central_storage takes mirrored's very steps."""
+  proc = run_py('--strategies=mirrored,central_storage,multi_worker_mirrored', '--epochs=2',
+                '--batch_size=64', '--ghost_batch_size=16', '--bn_momentum=0.9',
+                '--optimizer=lars', '--learning_rate=1', '--lr_scaling=linear',
+                '--base_batch_size=32', '--warmup_epochs=1', '--lr_schedule=step',
+                f'--logdir={tmp_path}', '--experiment=sync', timeout=600)
+  assert proc.returncode == 0, proc.stderr
+  runs = {name: read_result(tmp_path / 'sync' / name)
+          for name in ('mirrored', 'central_storage', 'multi_worker_mirrored')}
+  np.testing.assert_allclose(runs['central_storage']['train_loss'], runs['mirrored']['train_loss'],
+                             rtol=2e-3)
+  for result in runs.values():
+    assert result['ghost_batch_size'] == 16 and result['optimizer'] == 'lars'
+    assert result['per_replica_batch_size'] == 32
+    # 22 steps/epoch, warm-up of 22 steps to 2x the rate, then x0.1 at half the remaining 22.
+    np.testing.assert_allclose(result['epoch_learning_rate'], [2.0, 0.02], rtol=1e-5)
+    assert result['train_loss'][1] < result['train_loss'][0]

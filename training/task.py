@@ -93,7 +93,7 @@ def run(config, say=print):
   writers.hparams(_hparams(config, trainer, module), trial_id=name)
   say(f'[{name}] {_layout(trainer, compute_devices)}; global batch {config.batch_size}'
       f'{f" ({trainer.step_batch_size} per worker step)" if trainer.coordinator else ""}, '
-      f'{steps_per_epoch} steps/epoch')
+      f'{steps_per_epoch} steps/epoch, {config.optimizer} at {_rates(config, trainer)}')
   history = results.History()
   started = time.perf_counter()
   for epoch in range(1, config.epochs + 1):
@@ -180,6 +180,14 @@ def techniques(config, step_batch_size):
           'ghost_batch_size': config.ghost_batch_size, 'bn_momentum': config.bn_momentum,
           'condition': config.condition,
           **dataclasses.asdict(config.optimizer_settings)}
+
+
+def _rates(config, trainer):
+  peak = peak_learning_rate(config, trainer.step_batch_size)
+  if peak == config.learning_rate:
+    return f'learning rate {peak:g}'
+  ramp = f' over {config.warmup_epochs:g} warm-up epochs' if config.warmup_epochs else ''
+  return f'learning rate {config.learning_rate:g} scaled to {peak:g}{ramp}'
 
 
 def _hparams(config, trainer, module):
