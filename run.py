@@ -94,6 +94,22 @@ GHOST_BATCH_SIZE = flags.DEFINE_integer(
     'ghost_batch_size', 0, 'Ghost Batch Normalization (Hoffer et al. 2017): batch statistics '
     'over virtual batches of this many examples of each replica\'s batch (must divide it). '
     'Implies --batch_norm. 0: off.', lower_bound=0)
+JIT_COMPILE = flags.DEFINE_bool(
+    'jit_compile', False, 'Compile each replica\'s training and evaluation step with XLA.')
+MIXED_PRECISION = flags.DEFINE_enum(
+    'mixed_precision', 'float32', ['float32', 'mixed_float16', 'mixed_bfloat16'],
+    'Keras dtype policy: compute in float16 or bfloat16 with float32 variables (mixed_float16 '
+    'adds dynamic loss scaling), or all float32.')
+PROFILE_STEPS = flags.DEFINE_list(
+    'profile_steps', [], 'first,last: trace these training steps (1-based, over the whole run) '
+    'with the TensorFlow profiler into <run>/train, for TensorBoard\'s Profile tab; whole '
+    'executions of --steps_per_execution are traced. Empty: no trace.')
+INTRA_OP_THREADS = flags.DEFINE_integer(
+    'intra_op_threads', 0, 'Threads one TensorFlow op may use (0: TensorFlow\'s choice, the '
+    'cores).', lower_bound=0)
+INTER_OP_THREADS = flags.DEFINE_integer(
+    'inter_op_threads', 0, 'TensorFlow ops run at once (0: TensorFlow\'s choice).',
+    lower_bound=0)
 SEED = flags.DEFINE_integer('seed', 0, 'Seed for weights and data order: same seed, same run.')
 NUM_REPLICAS = flags.DEFINE_list(
     'num_replicas', '0', 'Devices per worker for mirrored and central_storage: that many GPUs '
@@ -149,6 +165,10 @@ flags.register_validator('target_accuracy', lambda v: 0 < v <= 1, 'give a fracti
 for _name in ('momentum', 'beta_1', 'beta_2', 'epsilon', 'weight_decay', 'bn_momentum'):
   flags.register_validator(_name, lambda v: 0 <= v < 1, 'give a value in [0, 1)')
 flags.register_validator('trust_coefficient', lambda v: 0 < v <= 1, 'give a value in (0, 1]')
+flags.register_validator(
+    'profile_steps', lambda v: not v or (len(v) == 2 and all(s.isdigit() for s in v) and
+                                         0 < int(v[0]) <= int(v[1])),
+    'give first,last: two step numbers, 1 <= first <= last')
 flags.register_multi_flags_validator(
     ['lr_scaling', 'base_batch_size'], lambda v: v['lr_scaling'] == 'none' or v['base_batch_size'],
     '--lr_scaling needs --base_batch_size: the batch --learning_rate was tuned for')
@@ -231,6 +251,9 @@ def run_task(experiment_dir, tf_config_text):
       warmup_epochs=WARMUP_EPOCHS.value, lr_schedule=LR_SCHEDULE.value,
       batch_norm=BATCH_NORM.value, ghost_batch_size=GHOST_BATCH_SIZE.value,
       bn_momentum=BN_MOMENTUM.value, condition=CONDITION.value,
+      jit_compile=JIT_COMPILE.value, mixed_precision=MIXED_PRECISION.value,
+      profile_steps=tuple(ints(PROFILE_STEPS.value)),
+      intra_op_threads=INTRA_OP_THREADS.value, inter_op_threads=INTER_OP_THREADS.value,
       steps_per_execution=STEPS_PER_EXECUTION.value, steps_per_epoch=STEPS_PER_EPOCH.value,
       flag_values=flag_values(),
       tf_config=tf_config,

@@ -192,3 +192,17 @@ def test_technique_and_study_errors_before_any_training(tmp_path, args, fragment
   proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)
   assert_one_line_error(proc, *fragments)
   assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('args, fragments', [
+    (['--profile_steps=5'], ['--profile_steps', 'first,last']),
+    (['--profile_steps=9,3'], ['--profile_steps', '1 <= first <= last']),
+    (['--profile_steps=0,3'], ['--profile_steps']),
+    (['--mixed_precision=float16'], ['--mixed_precision', 'mixed_float16']),
+    (['--intra_op_threads=-1'], ['--intra_op_threads=-1']),
+    (['--inter_op_threads=-2'], ['--inter_op_threads=-2']),
+])
+def test_performance_flag_errors(tmp_path, args, fragments):
+  proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)
+  assert_one_line_error(proc, *fragments)
+  assert os.listdir(tmp_path) == []

@@ -13,6 +13,14 @@ class DeviceError(ValueError):
   pass
 
 
+def set_threads(intra_op, inter_op):
+  """TensorFlow's thread pools (0: TensorFlow's choice); must precede any TensorFlow op."""
+  if intra_op:
+    tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+  if inter_op:
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+
+
 def configure(num_replicas, split_cpu=True):
   """Returns the device names to use; `num_replicas` 0 means all GPUs (or 2 CPU devices)."""
   gpus = tf.config.list_physical_devices('GPU')

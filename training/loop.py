@@ -47,11 +47,12 @@ class Trainer:
   """Builds model, optimizer and distributed inputs under a strategy and runs steps."""
 
   def __init__(self, strategy, build_model, build_optimizer, build_schedule, arrays,
-               global_batch_size, seed, steps_per_epoch=0):
+               global_batch_size, seed, steps_per_epoch=0, jit_compile=False):
     """`build_schedule(step_batch_size, steps_per_epoch)`: the learning rate of each step, which
     may depend on the batch of one update and on how many updates an epoch makes;
     `build_optimizer(learning_rate)`: the optimizer, given a callable returning the rate now.
-    `steps_per_epoch` 0 means one pass over the training set."""
+    `steps_per_epoch` 0 means one pass over the training set. `jit_compile` compiles each
+    replica's forward and backward pass with XLA."""
     self.strategy = strategy
     self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
                         if isinstance(strategy, tf.distribute.ParameterServerStrategy) else None)
@@ -87,18 +88,25 @@ class Trainer:
         arrays, self.per_replica_batch_size, None if self.coordinator else seed))
     self._validation_iterator = self._distribute(pipeline.validation_fn(
         arrays, self.per_replica_batch_size, self.step_batch_size))
+    # XLA compiles what each replica computes; the optimizer's update stays outside, because
+    # under mirroring it touches variables on other devices, which XLA cannot.
+    compiled = (lambda f: tf.function(f, jit_compile=True)) if jit_compile else (lambda f: f)
+    self._gradients = compiled(self._loss_gradients)
     self._train_steps = tf.function(self._repeat(self._train_step))
-    self._eval_steps = tf.function(self._repeat(self._eval_step))
+    self._eval_steps = tf.function(self._repeat(compiled(self._eval_step)))
 
   @property
   def learning_rate(self):
     """The learning rate the next update will use (the schedule's value at this step)."""
     return float(self._schedule(self.step))
 
-  def train_epoch(self, num_steps, steps_per_execution, progress=lambda: None):
+  def train_epoch(self, num_steps, steps_per_execution, progress=lambda: None, profiler=None,
+                  steps_before=0):
     """Runs `num_steps` steps in calls of `steps_per_execution`; returns their Totals.
 
     `progress()` is called every PROGRESS_SECONDS of a long epoch, so it never looks hung.
+    `profiler` (a profiling.StepProfiler) hears of each execution's steps, numbered after the
+    `steps_before` of earlier epochs. The host reads the sums once, at the end of the epoch.
     """
     chunks = [min(steps_per_execution, num_steps - done)
               for done in range(0, num_steps, steps_per_execution)]
@@ -114,13 +122,19 @@ class Trainer:
           last_report = time.perf_counter()
       self.coordinator.join()
       return sum((self._totals(r.fetch()) for r in remote), ZERO)
-    totals = ZERO
+    sums = tf.zeros([3])
+    first = steps_before + 1
     for chunk in chunks:
-      totals += self._totals(self._train_steps(self._train_iterator, tf.constant(chunk)))
+      if profiler:
+        profiler.before(first, first + chunk - 1)
+      sums += self._train_steps(self._train_iterator, tf.constant(chunk))
+      if profiler:
+        profiler.after(first + chunk - 1)
+      first += chunk
       if time.perf_counter() - last_report > PROGRESS_SECONDS:
         progress()
         last_report = time.perf_counter()
-    return totals
+    return self._totals(sums)
 
   def evaluate(self):
     """One pass over the validation set (on one worker, under a coordinator)."""
@@ -162,6 +176,12 @@ class Trainer:
     return per_example, sums
 
   def _train_step(self, images, labels, weights):
+    gradients, sums = self._gradients(images, labels, weights)
+    self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
+    self.step.assign_add(1)
+    return sums
+
+  def _loss_gradients(self, images, labels, weights):
     with tf.GradientTape() as tape:
       logits = self.model(images, training=True)
       per_example, sums = self._sums(labels, logits, weights)
@@ -169,10 +189,9 @@ class Trainer:
                                         global_batch_size=self.step_batch_size)
       if self.model.losses:
         loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
-    variables = self.model.trainable_variables
-    self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-    self.step.assign_add(1)
-    return sums
+      # Mixed float16's loss scaling (LossScaleOptimizer); other optimizers return the loss.
+      scaled = self.optimizer.scale_loss(loss)
+    return tape.gradient(scaled, self.model.trainable_variables), sums
 
   def _eval_step(self, images, labels, weights):
     return self._sums(labels, self.model(images, training=False), weights)[1]

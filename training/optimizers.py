@@ -20,13 +20,17 @@ class Settings:
   trust_coefficient: float = 0.001  # lars: eta of the trust ratio
 
 
-def create(name, learning_rate, settings=Settings()):
-  """`learning_rate`: a float, a keras LearningRateSchedule, or a callable returning the rate."""
+def create(name, learning_rate, settings=Settings(), loss_scale=False):
+  """`learning_rate`: a float, a keras LearningRateSchedule, or a callable returning the rate.
+
+  `loss_scale` wraps the optimizer in Keras' dynamic LossScaleOptimizer, which float16
+  gradients need so that small values do not underflow to zero.
+  """
   import keras
   from training import lars
   s = settings
   decay = s.weight_decay or None
-  return {
+  optimizer = {
       'sgd': lambda: keras.optimizers.SGD(learning_rate, weight_decay=decay),
       'momentum': lambda: keras.optimizers.SGD(learning_rate, momentum=s.momentum,
                                                weight_decay=decay),
@@ -37,3 +41,4 @@ def create(name, learning_rate, settings=Settings()):
       'lars': lambda: lars.LARS(learning_rate, s.momentum, s.trust_coefficient, s.weight_decay,
                                 s.epsilon),
   }[name]()
+  return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale else optimizer

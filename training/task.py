@@ -15,6 +15,7 @@ from training import cluster
 from training import devices
 from training import loop
 from training import optimizers
+from training import profiling
 from training import results
 from training import schedules
 from training import summaries
@@ -41,6 +42,11 @@ class RunConfig:
   ghost_batch_size: int = 0
   bn_momentum: float = 0.99
   condition: str = ''             # what this run stands for in a study, e.g. "lamb"
+  jit_compile: bool = False
+  mixed_precision: str = 'float32'  # a Keras dtype policy
+  profile_steps: tuple = ()         # (first, last) training steps to trace, or ()
+  intra_op_threads: int = 0
+  inter_op_threads: int = 0
   num_replicas: int = 0
   steps_per_execution: int = 1
   steps_per_epoch: int = 0
@@ -66,8 +72,16 @@ def run(config, say=print):
     os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
   if spec and me[0] in module.SERVER_JOBS:
     return _serve(config, spec, me, say)
+  if config.profile_steps and getattr(module, 'SERVER_JOBS', ()):
+    raise ValueError(f'--profile_steps traces this process, but under {config.strategy} the '
+                     'steps run in the worker processes; profile another strategy')
+  devices.set_threads(config.intra_op_threads, config.inter_op_threads)
   compute_devices = devices.configure(config.num_replicas if module.USES_ALL_DEVICES else 1,
                                       split_cpu=not module.JOBS)
+  if config.jit_compile and len(compute_devices) > 1 and 'CPU' in compute_devices[1].upper():
+    raise ValueError('--jit_compile on several logical CPU devices fails: XLA places every '
+                     'replica on CPU 0; use --num_replicas=1, GPUs, or a cluster strategy')
+  keras.mixed_precision.set_global_policy(config.mixed_precision)
   arrays = data.load(config.dataset, config.data_options)
   if spec and module.SERVER_JOBS:  # The coordinator connects to every server at once.
     cluster.wait_for_servers(spec, module.SERVER_JOBS, config.startup_timeout, say)
@@ -78,9 +92,10 @@ def run(config, say=print):
         strategy, lambda: models.build(config.model, arrays.input_shape, arrays.num_classes,
                                        config.batch_norm, config.ghost_batch_size,
                                        config.bn_momentum),
-        lambda rate: optimizers.create(config.optimizer, rate, config.optimizer_settings),
+        lambda rate: optimizers.create(config.optimizer, rate, config.optimizer_settings,
+                                       loss_scale=config.mixed_precision == 'mixed_float16'),
         lambda step_batch, steps_per_epoch: learning_rate(config, step_batch, steps_per_epoch),
-        arrays, config.batch_size, config.seed, config.steps_per_epoch)
+        arrays, config.batch_size, config.seed, config.steps_per_epoch, config.jit_compile)
   models.check_ghost_batch_size(config.ghost_batch_size, trainer.per_replica_batch_size)
   steps_per_epoch = trainer.steps_per_epoch
   if writes:
@@ -95,13 +110,16 @@ def run(config, say=print):
       f'{f" ({trainer.step_batch_size} per worker step)" if trainer.coordinator else ""}, '
       f'{steps_per_epoch} steps/epoch, {config.optimizer} at {_rates(config, trainer)}')
   history = results.History()
+  profiler = (profiling.StepProfiler(os.path.join(config.run_dir, 'train'), *config.profile_steps)
+              if config.profile_steps and writes else None)
   started = time.perf_counter()
   for epoch in range(1, config.epochs + 1):
     epoch_start = time.perf_counter()
     train = trainer.train_epoch(
         steps_per_epoch, config.steps_per_execution,
         lambda: say(f'[{name}] epoch {epoch}/{config.epochs}: training, '
-                    f'{time.perf_counter() - epoch_start:.0f} s so far'))
+                    f'{time.perf_counter() - epoch_start:.0f} s so far'),
+        profiler, steps_before=(epoch - 1) * steps_per_epoch)
     seconds = time.perf_counter() - epoch_start
     rate = train.examples / seconds
     validation = trainer.evaluate()
@@ -121,6 +139,9 @@ def run(config, say=print):
         f'val_accuracy {validation.accuracy:.4f} {rate:,.0f} examples/s '
         f'{seconds:.2f} s')
   wall_time = time.perf_counter() - started
+  if profiler:
+    profiler.stop()  # The steps asked for may run past the end of training.
+    say(f'[{name}] profile of steps {profiler.first}-{profiler.last}: TensorBoard\'s Profile tab')
   summary = results.summarize(history, config.target_accuracy)
   writers.final(config.epochs, {
       metric: summary[metric] for metric in ('examples_per_second', 'examples_per_second_min',
@@ -135,7 +156,7 @@ def run(config, say=print):
       'run': name,
       'model': config.model,
       'dataset': config.dataset,
-      **techniques(config, trainer.step_batch_size),
+      **training_settings(config, trainer.step_batch_size),
       'seed': config.seed,
       'num_workers': trainer.num_workers,
       'cluster': spec,
@@ -147,6 +168,8 @@ def run(config, say=print):
       'steps_per_execution': config.steps_per_execution,
       'wall_time_seconds': wall_time,
       'compute_devices': compute_devices,
+      'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
+      'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
       'devices': devices.describe(),
       'tf_version': tf.__version__,
       'keras_version': keras.__version__,
@@ -170,15 +193,16 @@ def learning_rate(config, step_batch_size, steps_per_epoch):
       total_steps=config.epochs * steps_per_epoch, decay=config.lr_schedule)
 
 
-def techniques(config, step_batch_size):
-  """Optimizer, learning rate and large-batch techniques, for result.json and HParams."""
+def training_settings(config, step_batch_size):
+  """How the run trains (optimizer, rates, techniques, precision), for result.json and HParams."""
   return {'optimizer': config.optimizer, 'learning_rate': config.learning_rate,
           'peak_learning_rate': peak_learning_rate(config, step_batch_size),
           'lr_scaling': config.lr_scaling, 'base_batch_size': config.base_batch_size,
           'warmup_epochs': config.warmup_epochs, 'lr_schedule': config.lr_schedule,
           'batch_norm': config.batch_norm or bool(config.ghost_batch_size),
           'ghost_batch_size': config.ghost_batch_size, 'bn_momentum': config.bn_momentum,
-          'condition': config.condition,
+          'condition': config.condition, 'jit_compile': config.jit_compile,
+          'mixed_precision': config.mixed_precision,
           **dataclasses.asdict(config.optimizer_settings)}
 
 
@@ -198,7 +222,7 @@ def _hparams(config, trainer, module):
           'global_batch_size': config.batch_size,
           'per_replica_batch_size': trainer.per_replica_batch_size,
           'model': config.model, 'dataset': config.dataset,
-          **techniques(config, trainer.step_batch_size), 'epochs': config.epochs,
+          **training_settings(config, trainer.step_batch_size), 'epochs': config.epochs,
           'steps_per_execution': config.steps_per_execution, 'seed': config.seed,
           **{k: v if isinstance(v, (bool, int, float, str)) else str(v)
              for k, v in own_flags.items()}}

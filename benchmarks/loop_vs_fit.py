@@ -1,0 +1,184 @@
+"""Does the project's loop cost anything? Its throughput against Keras' own `model.fit`.
+
+  python benchmarks/loop_vs_fit.py                      # cnn, synthetic 28x28x1, global batch 256
+  python benchmarks/loop_vs_fit.py --output=loop_vs_fit.json --repetitions=7
+
+In ONE process, on the same model, data, global batch and steps per execution, it times
+windows of --steps training steps for: this project's loop (training/loop.py) and Keras 3
+`model.fit`, under no strategy at all, one_device, mirrored with 1 replica, mirrored and
+central_storage on --num_replicas logical CPU devices (Keras' fit cannot run the cluster
+strategies). The windows of all configurations alternate, repetition after repetition, so a
+noisy machine slows them alike; every ratio is taken within one repetition and reported as
+median, min and max. Host overhead per step: the loop's time per step on a model that
+computes almost nothing (a 10-unit Dense layer on 1x1x1 images, batch 8).
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+MODEL = flags.DEFINE_string('model', 'cnn', 'A model of models/.')
+IMAGE_SHAPE = flags.DEFINE_list('image_shape', '28,28,1', 'Synthetic images: height,width,channels.')
+BATCH_SIZE = flags.DEFINE_integer('batch_size', 256, 'Global batch.', lower_bound=1)
+STEPS = flags.DEFINE_integer('steps', 40, 'Training steps per timed window.', lower_bound=1)
+STEPS_PER_EXECUTION = flags.DEFINE_integer(
+    'steps_per_execution', 10, 'Steps per tf.function call, for the loop and for fit alike.',
+    lower_bound=1)
+REPETITIONS = flags.DEFINE_integer('repetitions', 5, 'Timed windows per configuration.',
+                                   lower_bound=1)
+NUM_REPLICAS = flags.DEFINE_integer('num_replicas', 2, 'Logical CPU devices for mirrored and '
+                                    'central_storage.', lower_bound=2)
+OUTPUT = flags.DEFINE_string('output', '', 'Write the figures as JSON to this file too.')
+
+STRATEGIES = ('no_strategy', 'one_device', 'mirrored_1', 'mirrored', 'central_storage')
+
+
+def create_strategy(name, devices):
+  import tensorflow as tf
+  return {
+      'no_strategy': tf.distribute.get_strategy,
+      'one_device': lambda: tf.distribute.OneDeviceStrategy(devices[0]),
+      'mirrored_1': lambda: tf.distribute.MirroredStrategy(devices[:1]),
+      'mirrored': lambda: tf.distribute.MirroredStrategy(devices),
+      'central_storage': lambda: tf.distribute.experimental.CentralStorageStrategy(devices),
+  }[name]()
+
+
+class LoopRun:
+  """The project's loop: one window is `steps` steps in executions of `steps_per_execution`."""
+
+  def __init__(self, strategy, build_model, arrays, batch_size, steps_per_execution):
+    import keras
+    from training import loop
+    from training import optimizers
+    keras.utils.set_random_seed(0)
+    self.trainer = loop.Trainer(strategy, build_model, lambda rate: optimizers.create('sgd', rate),
+                                lambda batch, steps: (lambda step: 0.01), arrays, batch_size,
+                                seed=0)
+    self.steps_per_execution = steps_per_execution
+
+  def window(self, steps):
+    return self.trainer.train_epoch(steps, self.steps_per_execution)
+
+
+class FitRun:
+  """Keras' `model.fit` on the same pipeline: one window is one `fit` call of `steps` steps."""
+
+  def __init__(self, strategy, build_model, arrays, batch_size, steps_per_execution):
+    import keras
+    from data import pipeline
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+      self.model = build_model()
+      self.model.compile(keras.optimizers.SGD(0.01),
+                         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                         metrics=['accuracy'], steps_per_execution=steps_per_execution)
+    self.dataset = pipeline.train_fn(arrays, batch_size, seed=0)()
+
+  def window(self, steps):
+    self.model.fit(self.dataset, epochs=1, steps_per_epoch=steps, verbose=0)
+
+
+def timed(run, steps):
+  started = time.perf_counter()
+  run.window(steps)
+  return time.perf_counter() - started
+
+
+def spread(values):
+  return {'median': statistics.median(values), 'min': min(values), 'max': max(values)}
+
+
+def measure(runs, steps, batch_size, repetitions):
+  """Examples/second of every run, in alternating windows after one warm-up window each."""
+  for run in runs.values():
+    run.window(steps)  # Tracing and warm-up.
+  rates = {key: [] for key in runs}
+  for _ in range(repetitions):
+    for key, run in runs.items():
+      rates[key].append(steps * batch_size / timed(run, steps))
+  return rates
+
+
+def host_overhead_ms(devices, steps_per_execution):
+  """Milliseconds per step of the loop on a model with next to no compute."""
+  import keras
+  import numpy as np
+  import data
+  tiny = data.Arrays(np.zeros((64, 1, 1, 1), np.uint8), np.zeros(64, np.int32),
+                     np.zeros((8, 1, 1, 1), np.uint8), np.zeros(8, np.int32), 10, 1.0,
+                     examples_per_epoch=64)
+  build = lambda: keras.Sequential([keras.Input((1, 1, 1)), keras.layers.Flatten(),
+                                    keras.layers.Dense(10)])
+  strategy = create_strategy('one_device', devices)
+  result = {}
+  for spe in sorted({1, steps_per_execution}):
+    run = LoopRun(strategy, build, tiny, 8, spe)
+    run.window(200)
+    seconds = [timed(run, 1000) for _ in range(3)]
+    result[str(spe)] = statistics.median(seconds) / 1000 * 1e3
+  return result
+
+
+def main(argv):
+  del argv
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  import data
+  import models
+  from training import devices
+  shape = tuple(int(s) for s in IMAGE_SHAPE.value)
+  device_names = devices.configure(NUM_REPLICAS.value)
+  arrays = data.load('synthetic', data.Options(image_shape=shape))
+  build = lambda: models.build(MODEL.value, arrays.input_shape, arrays.num_classes)
+  runs = {}
+  for name in STRATEGIES:
+    strategy = create_strategy(name, device_names)
+    for method, kind in (('loop', LoopRun), ('fit', FitRun)):
+      runs[name, method] = kind(strategy, build, arrays, BATCH_SIZE.value,
+                                STEPS_PER_EXECUTION.value)
+  rates = measure(runs, STEPS.value, BATCH_SIZE.value, REPETITIONS.value)
+  baseline = rates['no_strategy', 'loop']
+  figures = {'model': MODEL.value, 'image_shape': list(shape), 'global_batch_size': BATCH_SIZE.value,
+             'steps_per_window': STEPS.value, 'steps_per_execution': STEPS_PER_EXECUTION.value,
+             'repetitions': REPETITIONS.value, 'num_replicas': NUM_REPLICAS.value,
+             'strategies': {}}
+  for name in STRATEGIES:
+    loop, fit = rates[name, 'loop'], rates[name, 'fit']
+    figures['strategies'][name] = {
+        'loop_examples_per_second': spread(loop), 'fit_examples_per_second': spread(fit),
+        'loop_over_fit': spread([a / b for a, b in zip(loop, fit)]),
+        'over_no_strategy': spread([a / b for a, b in zip(loop, baseline)])}
+  figures['host_overhead_ms_per_step'] = host_overhead_ms(device_names, STEPS_PER_EXECUTION.value)
+  print(table(figures))
+  if OUTPUT.value:
+    with open(OUTPUT.value, 'w') as f:
+      json.dump(figures, f, indent=2)
+      f.write('\n')
+
+
+def table(figures):
+  ratio = lambda s: f'{s["median"]:.3f} ({s["min"]:.3f}-{s["max"]:.3f})'
+  lines = [f'{figures["model"]}, synthetic {"x".join(map(str, figures["image_shape"]))}, global '
+           f'batch {figures["global_batch_size"]}, {figures["steps_per_execution"]} steps per '
+           f'execution, {figures["repetitions"]} alternating windows of '
+           f'{figures["steps_per_window"]} steps (median, min-max)', '',
+           f'{"strategy":<16} {"loop ex/s":>10} {"fit ex/s":>10}  {"loop / fit":<22} '
+           f'{"loop / no strategy":<22}']
+  for name, s in figures['strategies'].items():
+    lines.append(f'{name:<16} {s["loop_examples_per_second"]["median"]:>10,.0f} '
+                 f'{s["fit_examples_per_second"]["median"]:>10,.0f}  '
+                 f'{ratio(s["loop_over_fit"]):<22} {ratio(s["over_no_strategy"]):<22}')
+  overhead = figures['host_overhead_ms_per_step']
+  lines += ['', 'Host overhead per step (tiny model): ' + ', '.join(
+      f'{ms:.3f} ms at {spe} step(s) per execution' for spe, ms in overhead.items())]
+  return '\n'.join(lines)
+
+
+if __name__ == '__main__':
+  app.run(main)

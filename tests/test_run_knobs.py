@@ -1,0 +1,67 @@
+"""End to end: XLA, mixed precision, the profiler and thread settings, each a flag of run.py."""
+import glob
+import os
+
+import pytest
+
+from tests.conftest import read_result, run_py
+
+pytestmark = pytest.mark.slow
+VARIANTS = {
+    'xla': '--jit_compile',
+    'fp16': '--mixed_precision=mixed_float16',
+    'bf16': '--mixed_precision=mixed_bfloat16',
+    'profiled': '--profile_steps=5,12 --steps_per_execution=4 --intra_op_threads=1 '
+                '--inter_op_threads=2',
+}
+
+
+@pytest.fixture(scope='module')
+def knobs(tmp_path_factory):
+  logdir = tmp_path_factory.mktemp('knobs')
+  proc = run_py('--strategies=one_device', '--epochs=3', f'--logdir={logdir}',
+                '--experiment=knobs', *(f'--variant={name}: {flags}'
+                                        for name, flags in VARIANTS.items()), timeout=900)
+  assert proc.returncode == 0, proc.stderr
+  return proc, logdir / 'knobs'
+
+
+@pytest.mark.parametrize('name, jit, policy', [
+    ('xla', True, 'float32'), ('fp16', False, 'mixed_float16'), ('bf16', False, 'mixed_bfloat16')])
+def test_xla_and_mixed_precision_runs_train(knobs, name, jit, policy):
+  _, experiment = knobs
+  result = read_result(experiment / f'{name}-one_device')
+  assert (result['jit_compile'], result['mixed_precision']) == (jit, policy)
+  assert result['train_loss'][-1] < result['train_loss'][0] / 2
+  assert result['final_validation_accuracy'] > 0.7
+
+
+def test_profile_trace_lands_where_tensorboard_looks(knobs):
+  proc, experiment = knobs
+  run_dir = experiment / 'profiled-one_device'
+  traces = glob.glob(os.path.join(run_dir, 'train', 'plugins', 'profile', '*', '*.xplane.pb'))
+  assert len(traces) == 1 and os.path.getsize(traces[0]) > 1000
+  assert '[profiled-one_device] profile of steps 5-12' in proc.stdout
+  for other in ('xla', 'fp16', 'bf16'):  # Only the run that asked for it is traced.
+    assert not os.path.exists(experiment / f'{other}-one_device' / 'train' / 'plugins' / 'profile')
+
+
+def test_thread_settings_reach_tensorflow(knobs):
+  _, experiment = knobs
+  result = read_result(experiment / 'profiled-one_device')
+  assert (result['intra_op_threads'], result['inter_op_threads']) == (1, 2)
+  assert read_result(experiment / 'xla-one_device')['intra_op_threads'] == 0  # TF's choice.
+
+
+def test_profiling_the_coordinator_is_refused(tmp_path):
+  proc = run_py('--strategies=parameter_server', '--profile_steps=1,2', f'--logdir={tmp_path}',
+                timeout=300)
+  assert proc.returncode != 0
+  assert '--profile_steps traces this process' in proc.stderr
+
+
+def test_xla_on_logical_cpu_devices_is_refused(tmp_path):
+  proc = run_py('--strategies=mirrored', '--jit_compile', f'--logdir={tmp_path}', timeout=300)
+  assert proc.returncode != 0
+  assert '--jit_compile on several logical CPU devices' in proc.stderr
+  assert not glob.glob(os.path.join(tmp_path, '*', '*', 'result.json'))

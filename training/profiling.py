@@ -1,0 +1,37 @@
+"""A TensorFlow profiler trace of chosen training steps, where TensorBoard's Profile tab looks.
+
+Steps run in executions of --steps_per_execution, so the trace covers the whole executions that
+hold the chosen steps. `tf.profiler.experimental` writes it to
+`<logdir>/plugins/profile/<time>/<host>.xplane.pb`; with `<logdir>` a run's `train/` directory,
+as Keras' TensorBoard callback does, TensorBoard shows it under that run (the Profile tab needs
+`tensorboard-plugin-profile`, in requirements.txt).
+"""
+import tensorflow as tf
+
+
+class StepProfiler:
+  """Traces steps `first` to `last` (1-based, counted over the whole run)."""
+
+  def __init__(self, logdir, first, last):
+    self.logdir = logdir
+    self.first = first
+    self.last = last
+    self._tracing = False
+    self.done = False
+
+  def before(self, first, last):
+    """Called before an execution of steps `first`..`last`."""
+    if not (self._tracing or self.done) and last >= self.first and first <= self.last:
+      tf.profiler.experimental.start(self.logdir)
+      self._tracing = True
+
+  def after(self, last):
+    """Called once the execution ending with step `last` has finished."""
+    if self._tracing and last >= self.last:
+      self.stop()
+
+  def stop(self):
+    if self._tracing:
+      tf.profiler.experimental.stop()
+      self._tracing = False
+      self.done = True
