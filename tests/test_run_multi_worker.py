@@ -28,9 +28,12 @@ def test_local_cluster_trains_both_strategies(logdir):
   assert mwm['final_validation_accuracy'] > 0.85
   assert sorted(os.listdir(experiment / 'multi_worker_mirrored' / 'logs')) == [
       'worker-0.log', 'worker-1.log']
+  # The local cluster's workers share the cores: each gets its share, two ops at once.
+  assert (mwm['intra_op_threads'], mwm['inter_op_threads']) == (max(1, os.cpu_count() // 2), 2)
 
   ps = read_result(experiment / 'parameter_server')
   assert ps['num_workers'] == 2
+  assert (ps['intra_op_threads'], ps['inter_op_threads']) == (0, 0)  # TensorFlow's own choice.
   # A worker step processes its share of the global batch; an epoch is still one pass.
   assert ps['per_replica_batch_size'] == 32 and ps['steps_per_epoch'] == 1437 // 32
   for seconds, rate in zip(ps['epoch_times'], ps['epoch_examples_per_second']):

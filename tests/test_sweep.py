@@ -1,4 +1,6 @@
 """Sweeps: the cross product of swept values, only where a value applies to the strategy."""
+import os
+
 import pytest
 
 from training import sweep
@@ -92,3 +94,15 @@ def test_ghost_batches_must_tile_the_per_replica_batch_where_it_is_known():
     sweep.plan(['one_device'], [0], [2], [64], ghost_batch_size=48)
   with pytest.raises(ValueError, match='run multi_worker_mirrored-w4: .* batch of 16'):
     sweep.plan(['multi_worker_mirrored'], [0], [2, 4], [64], ghost_batch_size=32)
+
+
+def test_local_all_reduce_workers_share_the_cores_and_user_flags_win():
+  from training import launcher
+  run = sweep.plan(['multi_worker_mirrored'], [0], [2], [64])[0]
+  threads = launcher.local_threads('multi_worker_mirrored', 2)
+  assert threads == [f'--intra_op_threads={max(1, os.cpu_count() // 2)}', '--inter_op_threads=2']
+  assert launcher.local_threads('multi_worker_mirrored', 64)[0] == '--intra_op_threads=1'
+  assert launcher.local_threads('parameter_server', 2) == []
+  command = launcher.child_command(['run.py', '--inter_op_threads=5'], run, 'e', defaults=threads)
+  # absl keeps the last value given: the user's --inter_op_threads=5 comes after the default.
+  assert command.index('--inter_op_threads=2') < command.index('--inter_op_threads=5')
