@@ -1,7 +1,14 @@
 """End to end: XLA, mixed precision, the profiler and thread settings, each a flag of run.py."""
 import glob
+import gzip
+import json
 import os
+import subprocess
+import sys
+import time
+import urllib.request
 
+import portpicker
 import pytest
 
 from tests.conftest import read_result, run_py
@@ -65,3 +72,32 @@ def test_xla_on_logical_cpu_devices_is_refused(tmp_path):
   assert proc.returncode != 0
   assert '--jit_compile on several logical CPU devices' in proc.stderr
   assert not glob.glob(os.path.join(tmp_path, '*', '*', 'result.json'))
+
+
+def test_tensorboard_profile_tab_lists_the_trace(knobs):
+  _, experiment = knobs
+  port = portpicker.pick_unused_port()
+  board = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), 'tensorboard'),
+                            f'--logdir={experiment}', '--host=127.0.0.1', f'--port={port}',
+                            '--load_fast=false'], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+  try:
+    deadline = time.monotonic() + 120
+    while True:
+      try:
+        with urllib.request.urlopen(f'http://127.0.0.1:{port}/data/plugin/profile/runs',
+                                    timeout=10) as response:
+          body = response.read()
+          if response.headers.get('Content-Encoding') == 'gzip':
+            body = gzip.decompress(body)
+        runs = json.loads(body)
+        if runs:
+          break
+      except OSError:
+        pass
+      assert time.monotonic() < deadline, 'TensorBoard did not list the profile in time'
+      time.sleep(1)
+  finally:
+    board.kill()
+    board.wait(timeout=30)
+  assert len(runs) == 1 and runs[0].startswith('profiled-one_device/train/')
