@@ -67,6 +67,14 @@ def test_profiling_the_coordinator_is_refused(tmp_path):
   assert '--profile_steps traces this process' in proc.stderr
 
 
+def test_loss_scaling_under_central_storage_is_refused(tmp_path):
+  proc = run_py('--strategies=central_storage', '--mixed_precision=mixed_float16',
+                f'--logdir={tmp_path}', timeout=300)
+  assert proc.returncode != 0
+  assert 'use mixed_bfloat16 there' in proc.stderr
+  assert not glob.glob(os.path.join(tmp_path, '*', '*', 'result.json'))
+
+
 def test_xla_on_logical_cpu_devices_is_refused(tmp_path):
   proc = run_py('--strategies=mirrored', '--jit_compile', f'--logdir={tmp_path}', timeout=300)
   assert proc.returncode != 0

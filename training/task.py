@@ -72,6 +72,9 @@ def run(config, say=print):
     os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
   if spec and me[0] in module.SERVER_JOBS:
     return _serve(config, spec, me, say)
+  if config.mixed_precision == 'mixed_float16' and config.strategy == 'central_storage':
+    raise ValueError('--mixed_precision=mixed_float16 needs Keras\' LossScaleOptimizer, whose '
+                     'variables central_storage cannot update; use mixed_bfloat16 there')
   if config.profile_steps and getattr(module, 'SERVER_JOBS', ()):
     raise ValueError(f'--profile_steps traces this process, but under {config.strategy} the '
                      'steps run in the worker processes; profile another strategy')
