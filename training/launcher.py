@@ -38,9 +38,10 @@ def local_threads(strategy, num_workers):
   """Thread flags for the tasks of a local all-reduce cluster, which share this machine's cores.
 
   Measured on 2 cores, 2 multi_worker_mirrored workers, cnn on synthetic 28x28x1, global batch
-  256 (examples/s): TensorFlow's defaults 1,019; intra 1, inter 1: 1,170; intra 1, inter 2:
-  1,288; intra 2, inter 1: 1,015 (one_device: 1,155). Each worker's ops spread over every core
-  fight the other worker's; one core's share each, and two ops at once, scaled best.
+  256, two rounds (examples/s): TensorFlow's defaults 1,019 / 1,117; intra 1, inter 1: 1,170 /
+  1,181; intra 1, inter 2: 1,288 / 1,205; intra 2, inter 1: 1,015 / 963 (README). Each worker's
+  ops spread over every core fight the other worker's; one core's share each, and two ops at
+  once, scaled best.
   Parameter-server tasks keep their own settings (training/task.py). Thread flags the user
   gives come later on the command line, and win.
   """
