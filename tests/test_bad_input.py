@@ -33,6 +33,44 @@ def assert_one_line_error(proc, *fragments):
     (['--cross_device_ops=magic'], ['--cross_device_ops', 'nccl']),
     (['--no_such_flag'], ['no_such_flag']),
     (['stray_argument'], ['stray_argument']),
+    # The large-batch techniques and studies (--variant).
+    (['--lr_scaling=linear'], ['--lr_scaling needs --base_batch_size']),
+    (['--lr_scaling=cubic'], ['--lr_scaling', 'none|linear|sqrt']),
+    (['--warmup_epochs=-1'], ['--warmup_epochs=-1', 'non-negative']),
+    (['--warmup_epochs=2'], ['--warmup_epochs', 'give --lr_scaling=linear or sqrt']),
+    (['--lr_scaling=sqrt', '--base_batch_size=32', '--warmup_epochs=6', '--epochs=5'],
+     ['--warmup_epochs must not exceed --epochs']),
+    (['--lr_schedule=linear'], ['--lr_schedule', 'cosine']),
+    (['--base_batch_size=-32'], ['--base_batch_size=-32']),
+    (['--ghost_batch_size=-4'], ['--ghost_batch_size=-4']),
+    (['--strategies=mirrored', '--num_replicas=2', '--batch_size=256', '--ghost_batch_size=48'],
+     ['run mirrored', '--ghost_batch_size=48', 'per-replica batch of 128']),
+    (['--strategies=parameter_server', '--num_workers=2', '--batch_size=64',
+      '--ghost_batch_size=64'], ['run parameter_server', '--ghost_batch_size=64', 'of 32']),
+    (['--optimizer=lars', '--trust_coefficient=0'], ['--trust_coefficient=0.0', '(0, 1]']),
+    (['--optimizer=lars', '--momentum=1'], ['--momentum=1.0', '[0, 1)']),
+    (['--optimizer=lamb', '--beta_1=1.5'], ['--beta_1=1.5', '[0, 1)']),
+    (['--optimizer=lamb', '--beta_2=-0.1'], ['--beta_2=-0.1', '[0, 1)']),
+    (['--optimizer=lamb', '--epsilon=-1e-6'], ['--epsilon', '[0, 1)']),
+    (['--weight_decay=-0.01'], ['--weight_decay=-0.01', '[0, 1)']),
+    (['--bn_momentum=1'], ['--bn_momentum=1.0', '[0, 1)']),
+    (['--variant=no colon here'], ['--variant', 'NAME: --flag=value']),
+    (['--variant=a b: --batch_norm'], ['--variant', 'NAME made of letters']),
+    (['--variant=x: batch_norm'], ['--variant=x', "'batch_norm' is not a flag"]),
+    (['--variant=x: --experiment=other'], ['--variant=x', '--experiment cannot be set per variant']),
+    (['--variant=x: --warp=9'], ['--variant=x', 'warp']),
+    (['--variant=x: --lr_scaling=linear'], ['--variant=x', '--lr_scaling needs --base_batch_size']),
+    (['--variant=x: --batch_norm', '--variant=x: --lr_scaling=none'], ['--variant=x', 'twice']),
+    (['--strategies=mirrored', '--num_replicas=2', '--variant=ok:',
+      '--variant=ghost: --batch_size=256 --ghost_batch_size=48'],
+     ['--variant=ghost', '--ghost_batch_size=48', '128']),
+    # Performance knobs.
+    (['--profile_steps=5'], ['--profile_steps', 'first,last']),
+    (['--profile_steps=9,3'], ['--profile_steps', '1 <= first <= last']),
+    (['--profile_steps=0,3'], ['--profile_steps']),
+    (['--mixed_precision=float16'], ['--mixed_precision', 'mixed_float16']),
+    (['--intra_op_threads=-1'], ['--intra_op_threads=-1']),
+    (['--inter_op_threads=-2'], ['--inter_op_threads=-2']),
 ])
 def test_flag_errors(tmp_path, args, fragments):
   proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)
@@ -155,54 +193,3 @@ def test_multi_worker_flag_errors(tmp_path, args, fragments):
   assert_one_line_error(proc, *fragments)
   assert os.listdir(tmp_path) == []
 
-
-@pytest.mark.parametrize('args, fragments', [
-    (['--lr_scaling=linear'], ['--lr_scaling needs --base_batch_size']),
-    (['--lr_scaling=cubic'], ['--lr_scaling', 'none|linear|sqrt']),
-    (['--warmup_epochs=-1'], ['--warmup_epochs=-1', 'non-negative']),
-    (['--warmup_epochs=2'], ['--warmup_epochs', 'give --lr_scaling=linear or sqrt']),
-    (['--lr_scaling=sqrt', '--base_batch_size=32', '--warmup_epochs=6', '--epochs=5'],
-     ['--warmup_epochs must not exceed --epochs']),
-    (['--lr_schedule=linear'], ['--lr_schedule', 'cosine']),
-    (['--base_batch_size=-32'], ['--base_batch_size=-32']),
-    (['--ghost_batch_size=-4'], ['--ghost_batch_size=-4']),
-    (['--strategies=mirrored', '--num_replicas=2', '--batch_size=256', '--ghost_batch_size=48'],
-     ['run mirrored', '--ghost_batch_size=48', 'per-replica batch of 128']),
-    (['--strategies=parameter_server', '--num_workers=2', '--batch_size=64',
-      '--ghost_batch_size=64'], ['run parameter_server', '--ghost_batch_size=64', 'of 32']),
-    (['--optimizer=lars', '--trust_coefficient=0'], ['--trust_coefficient=0.0', '(0, 1]']),
-    (['--optimizer=lars', '--momentum=1'], ['--momentum=1.0', '[0, 1)']),
-    (['--optimizer=lamb', '--beta_1=1.5'], ['--beta_1=1.5', '[0, 1)']),
-    (['--optimizer=lamb', '--beta_2=-0.1'], ['--beta_2=-0.1', '[0, 1)']),
-    (['--optimizer=lamb', '--epsilon=-1e-6'], ['--epsilon', '[0, 1)']),
-    (['--weight_decay=-0.01'], ['--weight_decay=-0.01', '[0, 1)']),
-    (['--bn_momentum=1'], ['--bn_momentum=1.0', '[0, 1)']),
-    (['--variant=no colon here'], ['--variant', 'NAME: --flag=value']),
-    (['--variant=a b: --batch_norm'], ['--variant', 'NAME made of letters']),
-    (['--variant=x: batch_norm'], ['--variant=x', "'batch_norm' is not a flag"]),
-    (['--variant=x: --experiment=other'], ['--variant=x', '--experiment cannot be set per variant']),
-    (['--variant=x: --warp=9'], ['--variant=x', 'warp']),
-    (['--variant=x: --lr_scaling=linear'], ['--variant=x', '--lr_scaling needs --base_batch_size']),
-    (['--variant=x: --batch_norm', '--variant=x: --lr_scaling=none'], ['--variant=x', 'twice']),
-    (['--strategies=mirrored', '--num_replicas=2', '--variant=ok:',
-      '--variant=ghost: --batch_size=256 --ghost_batch_size=48'],
-     ['--variant=ghost', '--ghost_batch_size=48', '128']),
-])
-def test_technique_and_study_errors_before_any_training(tmp_path, args, fragments):
-  proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)
-  assert_one_line_error(proc, *fragments)
-  assert os.listdir(tmp_path) == []
-
-
-@pytest.mark.parametrize('args, fragments', [
-    (['--profile_steps=5'], ['--profile_steps', 'first,last']),
-    (['--profile_steps=9,3'], ['--profile_steps', '1 <= first <= last']),
-    (['--profile_steps=0,3'], ['--profile_steps']),
-    (['--mixed_precision=float16'], ['--mixed_precision', 'mixed_float16']),
-    (['--intra_op_threads=-1'], ['--intra_op_threads=-1']),
-    (['--inter_op_threads=-2'], ['--inter_op_threads=-2']),
-])
-def test_performance_flag_errors(tmp_path, args, fragments):
-  proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)
-  assert_one_line_error(proc, *fragments)
-  assert os.listdir(tmp_path) == []
