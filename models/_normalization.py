@@ -28,7 +28,7 @@ class GhostBatchNormalization(BatchNormalization):
 
   def __init__(self, virtual_batch_size, **kwargs):
     super().__init__(**kwargs)
-    if self.axis not in (-1,):
+    if self.axis != -1:
       raise ValueError('GhostBatchNormalization normalizes the last axis (channels last)')
     self.virtual_batch_size = virtual_batch_size
 
