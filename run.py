@@ -11,6 +11,8 @@ ssh...), run.py is instead that one task of a real cluster. Results land in
 """
 import copy
 import os
+import shutil
+import signal
 import sys
 import time
 
@@ -143,6 +145,22 @@ IN_PROCESS = flags.DEFINE_bool(
 STARTUP_TIMEOUT = flags.DEFINE_float(
     'startup_timeout', 300, 'Seconds a cluster task may wait for its peers before it gives up '
     'and names the tasks that did not answer.', lower_bound=1)
+CHECKPOINT_EVERY_EPOCHS = flags.DEFINE_integer(
+    'checkpoint_every_epochs', 1, 'Write a checkpoint (model, optimizer, step, data position, '
+    'history) into <run>/checkpoints every this many epochs; 0: not by epoch. SIGTERM and SIGINT '
+    'always write one.', lower_bound=0)
+CHECKPOINT_EVERY_STEPS = flags.DEFINE_integer(
+    'checkpoint_every_steps', 0, 'Also write a checkpoint every this many training steps (at the '
+    'end of the execution that reaches them); 0: not by step.', lower_bound=0)
+RESUME = flags.DEFINE_bool(
+    'resume', True, 'Continue an unfinished run of --experiment from its newest checkpoint and '
+    'keep its finished runs. --noresume refuses a run directory that holds any run.')
+MAX_RESTARTS = flags.DEFINE_integer(
+    'max_restarts', 3, 'Times the launcher starts a run again, from its last checkpoint, when one '
+    'of its tasks dies (a parameter-server worker: just that worker).', lower_bound=0)
+MIN_FREE_DISK_MB = flags.DEFINE_float(
+    'min_free_disk_mb', 100, 'Refuse to start when the --logdir file system has less free space '
+    'than this (MB), rather than fail at the first checkpoint.', lower_bound=0)
 IDLE_TIMEOUT = flags.DEFINE_float(
     'idle_timeout', 900, 'Seconds a run may print nothing before it is declared hung and stopped.',
     lower_bound=1)
@@ -209,6 +227,11 @@ def check_paths():
   if not os.access(parent, os.W_OK | os.X_OK):
     raise ValueError(f'--logdir={LOGDIR.value} cannot be written ({parent} is read-only); '
                      'choose another --logdir')
+  free_mb = shutil.disk_usage(parent).free / 2**20
+  if free_mb < MIN_FREE_DISK_MB.value:
+    raise ValueError(f'--logdir={LOGDIR.value} has {free_mb:,.0f} MB free, less than '
+                     f'--min_free_disk_mb={MIN_FREE_DISK_MB.value:g}; free space or choose '
+                     'another --logdir')
 
 
 def run_task(experiment_dir, tf_config_text):
@@ -255,6 +278,8 @@ def run_task(experiment_dir, tf_config_text):
       profile_steps=tuple(ints(PROFILE_STEPS.value)),
       intra_op_threads=INTRA_OP_THREADS.value, inter_op_threads=INTER_OP_THREADS.value,
       steps_per_execution=STEPS_PER_EXECUTION.value, steps_per_epoch=STEPS_PER_EPOCH.value,
+      checkpoint_every_epochs=CHECKPOINT_EVERY_EPOCHS.value,
+      checkpoint_every_steps=CHECKPOINT_EVERY_STEPS.value, resume=RESUME.value,
       flag_values=flag_values(),
       tf_config=tf_config,
       startup_timeout=STARTUP_TIMEOUT.value, target_accuracy=TARGET_ACCURACY.value))
@@ -310,9 +335,10 @@ def main(argv):
   tf_config_text = os.environ.get('TF_CONFIG')
   if IN_PROCESS.value or tf_config_text:
     return run_task(experiment_dir, tf_config_text)
-  processes.raise_on_sigterm()
+  processes.raise_on_signals()
   return int(launcher.launch(sys.argv, plan(), experiment_dir, IDLE_TIMEOUT.value,
-                             verbose=logging.get_verbosity() >= logging.INFO) > 0)
+                             verbose=logging.get_verbosity() >= logging.INFO,
+                             resume=RESUME.value, max_restarts=MAX_RESTARTS.value) > 0)
 
 
 def run_main(argv):
@@ -321,18 +347,19 @@ def run_main(argv):
     logging.set_verbosity(logging.WARNING)  # Quiet by default; --verbosity=0 shows INFO.
   try:
     sys.exit(main(argv))
-  except KeyboardInterrupt:
-    print('run.py: interrupted', file=sys.stderr)
-    sys.exit(130)
+  except KeyboardInterrupt as e:  # SIGINT, or processes.Interrupted (SIGTERM too).
+    signum = getattr(e, 'signum', signal.SIGINT)
+    print(f'run.py: {processes.first_line(e) or "interrupted"}', file=sys.stderr)
+    sys.exit(128 + signum)
   except Exception as e:  # pylint: disable=broad-except
     if logging.get_verbosity() >= 1:
       raise
     expected = isinstance(e, (ValueError, data.DatasetError, processes.TaskError))
-    first_line = (str(e).strip().splitlines() or [''])[0]
-    print(f'run.py: {first_line}' if expected else
+    first_line = processes.first_line(e)
+    print(f'run.py: {first_line}' if expected or isinstance(e, cluster.PeerLost) else
           f'run.py: {type(e).__name__}: {first_line} (--verbosity=1 shows the traceback)',
           file=sys.stderr)
-    sys.exit(2 if expected else 1)
+    sys.exit(2 if expected else 1)  # 1: unexpected, or a lost peer: a restart may help.
 
 
 if __name__ == '__main__':

@@ -66,7 +66,7 @@ class LoopRun:
     self.steps_per_execution = steps_per_execution
 
   def window(self, steps):
-    return self.trainer.train_epoch(steps, self.steps_per_execution)
+    return self.trainer.train_epoch(steps, self.steps_per_execution)[0]
 
 
 class FitRun:

@@ -11,13 +11,32 @@ import numpy as np
 import tensorflow as tf
 
 
-def train_fn(arrays, per_replica_batch, seed):
-  """Returns a dataset_fn: sharded per input pipeline, shuffled each pass, repeated."""
+def train_fn(arrays, per_replica_batch, seed, start_step=0):
+  """Returns a dataset_fn: sharded per input pipeline, a fresh order each pass, endless.
+
+  The order of pass k is a pure function of (seed, k), so the stream can start at any step:
+  a run resumed from a checkpoint at `start_step` sees the batches an uninterrupted run
+  would. `seed` None draws a seed per pipeline (parameter-server workers, which each read the
+  whole set, must not step in the same order).
+  """
   def dataset_fn(context=None):
-    ds = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
-    ds = _shard(ds, context)
-    ds = ds.shuffle(len(arrays.x_train), seed=seed, reshuffle_each_iteration=True).repeat()
+    pipelines = context.num_input_pipelines if context else 1
+    indices = np.arange(len(arrays.x_train))[context.input_pipeline_id if context else 0::pipelines]
+    # Each step takes one batch from this pipeline for every replica it feeds.
+    replicas_here = (context.num_replicas_in_sync if context else 1) // pipelines
+    base_seed = (tf.constant(seed, tf.int64) if seed is not None else
+                 tf.random.uniform([], maxval=2**31 - 1, dtype=tf.int64))
+    images, labels = tf.constant(arrays.x_train), tf.constant(arrays.y_train)
+
+    def one_pass(k):
+      order = tf.argsort(tf.random.stateless_uniform([len(indices)], seed=tf.stack([base_seed, k])))
+      return tf.data.Dataset.from_tensor_slices(tf.gather(indices, order))
+
+    consumed = start_step * per_replica_batch * replicas_here
+    ds = tf.data.Dataset.range(consumed // len(indices), np.iinfo(np.int64).max)
+    ds = ds.flat_map(one_pass).skip(consumed % len(indices))
     ds = ds.batch(per_replica_batch, drop_remainder=True)
+    ds = ds.map(lambda i: (tf.gather(images, i), tf.gather(labels, i)))
     return ds.map(_prepare(arrays.scale, with_weights=False),
                   num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
   return dataset_fn

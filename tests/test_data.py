@@ -496,3 +496,34 @@ def test_train_shards_hold_their_own_examples(digits):
     rows = {row.tobytes() for row in x.reshape(len(x), -1)}
     assert rows <= own
     assert not rows & other
+
+
+def test_train_stream_resumes_where_it_stopped(digits):
+  """Starting at step s gives the batches an uninterrupted stream gives from step s on,
+  across pass boundaries (1437 examples: a pass is ~90 batches of 16)."""
+  from data import pipeline
+  whole = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, seed=0)(), 200)]
+  for start in (1, 89, 90, 150):
+    resumed = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, 0, start)(), 20)]
+    assert all(np.array_equal(p, q) for p, q in zip(whole[start:start + 20], resumed)), start
+
+
+def test_each_pass_is_a_permutation_in_a_new_order(digits):
+  from data import pipeline
+  n = len(digits.x_train)  # 1437 = 3 * 479: batches of 479 make passes of 3 whole batches.
+  labels = [y for _, y, _ in _batches(pipeline.train_fn(digits, n // 3, seed=0)(), 6)]
+  first, second = np.concatenate(labels[:3]), np.concatenate(labels[3:])
+  assert np.array_equal(np.sort(first), np.sort(digits.y_train))
+  assert np.array_equal(np.sort(second), np.sort(digits.y_train))
+  assert not np.array_equal(first, second)
+
+
+def test_resumed_stream_counts_every_replica_a_pipeline_feeds(digits):
+  """With 2 replicas on one pipeline, a step takes 2 batches from it."""
+  import tensorflow as tf
+  from data import pipeline
+  context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                       num_replicas_in_sync=2)
+  whole = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, seed=0)(context), 40)]
+  resumed = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, 0, 10)(context), 4)]
+  assert all(np.array_equal(p, q) for p, q in zip(whole[20:24], resumed))

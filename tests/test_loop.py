@@ -42,7 +42,7 @@ def test_nothing_retraces_across_epochs(arrays):
 def test_steps_per_execution_changes_nothing_but_speed(arrays):
   one, many = trainer(arrays), trainer(arrays)
   for _ in range(2):
-    a, b = one.train_epoch(one.steps_per_epoch, 1), many.train_epoch(many.steps_per_epoch, 10)
+    (a, _), (b, _) = one.train_epoch(one.steps_per_epoch, 1), many.train_epoch(many.steps_per_epoch, 10)
     assert a.examples == b.examples == 22 * 64
     assert a.loss == pytest.approx(b.loss, rel=1e-6)
     assert a.correct == b.correct
@@ -55,7 +55,8 @@ def test_steps_per_execution_changes_nothing_but_speed(arrays):
 
 def test_xla_trains_like_the_plain_loop(arrays):
   plain, xla = trainer(arrays), trainer(arrays, jit_compile=True)
-  a, b = plain.train_epoch(plain.steps_per_epoch, 10), xla.train_epoch(xla.steps_per_epoch, 10)
+  (a, _), (b, _) = (plain.train_epoch(plain.steps_per_epoch, 10),
+                    xla.train_epoch(xla.steps_per_epoch, 10))
   # Same initial weights and data order; XLA fuses and reorders float arithmetic.
   assert b.loss == pytest.approx(a.loss, rel=1e-3)
   assert xla.evaluate().accuracy == pytest.approx(plain.evaluate().accuracy, abs=3 / 360)

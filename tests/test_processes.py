@@ -295,7 +295,7 @@ time.sleep(60)
   assert 0.9 <= elapsed < 5, elapsed
 
 
-# --- die_with_parent and raise_on_sigterm -------------------------------------------------------
+# --- die_with_parent and raise_on_signals -------------------------------------------------------
 
 GRANDCHILD = '''
 import sys, time
@@ -351,25 +351,26 @@ def test_die_with_parent_without_env_is_a_no_op():
   assert proc.stdout == 'armed\n'
 
 
-RAISE_ON_SIGTERM = '''
+RAISE_ON_SIGNALS = '''
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from training import processes
-processes.raise_on_sigterm()
+processes.raise_on_signals()
 try:
   print('ready', flush=True)
   time.sleep(60)
-except KeyboardInterrupt:
-  print('caught', flush=True)
+except KeyboardInterrupt as e:
+  print('caught', e.signum, flush=True)
 '''
 
 
-def test_raise_on_sigterm_turns_sigterm_into_keyboard_interrupt(reap):
-  proc = subprocess.Popen([sys.executable, '-c', RAISE_ON_SIGTERM, ROOT], stdout=subprocess.PIPE,
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_raise_on_signals_turns_both_into_keyboard_interrupt(reap, sig):
+  proc = subprocess.Popen([sys.executable, '-c', RAISE_ON_SIGNALS, ROOT], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
   reap[1].append(proc)
   assert read_line(proc.stdout).strip() == 'ready'
-  proc.send_signal(signal.SIGTERM)
+  proc.send_signal(sig)
   out, err = proc.communicate(timeout=10)
-  assert out == 'caught\n'
+  assert out == f'caught {int(sig)}\n'
   assert proc.returncode == 0, err

@@ -22,6 +22,10 @@ class ClusterError(ValueError):
   """TF_CONFIG or a peer is not as the strategy needs it; the message says what to fix."""
 
 
+class PeerLost(Exception):
+  """A peer task went away mid-training; a restart from the last checkpoint may recover."""
+
+
 def parse(text, jobs):
   """Validates a TF_CONFIG string for a strategy whose cluster may hold `jobs`; returns it."""
   try:

@@ -28,9 +28,10 @@ TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log
                          r'absl::InitializeLog|To enable the following instructions: )')
 
 
-def start_single(group, argv, run, experiment_dir, hide):
+def start_single(group, argv, run, experiment_dir, hide, env):
   """One child is the run; returns the names of the children to wait for."""
-  group.start(run.name, child_command(argv, run, os.path.basename(experiment_dir)), hide=hide)
+  group.start(run.name, child_command(argv, run, os.path.basename(experiment_dir)), env=env,
+              hide=hide)
   return [run.name]
 
 
@@ -51,8 +52,13 @@ def local_threads(strategy, num_workers):
           '--inter_op_threads=2']
 
 
-def start_cluster(group, argv, run, experiment_dir, hide):
-  """One child per task of a localhost cluster; returns the names of the training tasks."""
+def start_cluster(group, argv, run, experiment_dir, hide, env, worker_restarts=0):
+  """One child per task of a localhost cluster; returns the names of the training tasks.
+
+  Parameter-server workers that die are started again (up to `worker_restarts` times) on
+  their address while the coordinator carries on; the loss of a ps task is the
+  coordinator's to report.
+  """
   module = strategies.get(run.strategy)
   spec = cluster.local(module.cluster_jobs(run.num_workers))
   logs = os.path.join(experiment_dir, run.name, 'logs')
@@ -60,9 +66,12 @@ def start_cluster(group, argv, run, experiment_dir, hide):
   command = child_command(argv, run, os.path.basename(experiment_dir), in_process=False,
                           defaults=local_threads(run.strategy, run.num_workers))
   for job, index, name in cluster.tasks(spec):
-    env = dict(os.environ, TF_CONFIG=cluster.tf_config(spec, job, index))
-    group.start(name, command, env=env, log_path=os.path.join(logs, f'{name}.log'),
-                echo=(job, index) == cluster.chief(spec), hide=hide)
+    serves = job in module.SERVER_JOBS
+    group.start(name, command, env=dict(env, TF_CONFIG=cluster.tf_config(spec, job, index)),
+                log_path=os.path.join(logs, f'{name}.log'),
+                echo=(job, index) == cluster.chief(spec), hide=hide,
+                restarts=worker_restarts if serves and job == 'worker' else 0,
+                essential=not serves)
   return [name for job, _, name in cluster.tasks(spec) if job not in module.SERVER_JOBS]
 
 
@@ -73,11 +82,26 @@ def start_report(group, argv, experiment_dir, hide):
   return ['report']
 
 
-def supervise(idle_timeout, start):
-  """Starts children with `start(group)`, waits for those it names; returns the error or None."""
+STOP_GRACE_SECONDS = 60  # For the tasks to checkpoint and write their result when stopped.
+
+
+def supervise(idle_timeout, start, tick=None):
+  """Starts children with `start(group)`, waits for those it names; returns the error or None.
+
+  On SIGINT or SIGTERM (processes.Interrupted) the named children are asked to stop, so they
+  checkpoint and record the run as interrupted, before every child is stopped; the
+  interruption then propagates.
+  """
+  trainers = []
   try:
     with processes.ProcessGroup() as group:
-      group.wait(idle_timeout, names=start(group))
+      trainers = start(group)
+      try:
+        group.wait(idle_timeout, names=trainers, tick=tick)
+      except processes.Interrupted as e:
+        group.stop(trainers, STOP_GRACE_SECONDS)
+        raise processes.Interrupted(e.signum, 'interrupted: an unfinished run keeps its '
+                                    'checkpoint; run the same command to resume') from None
     return None
   except processes.TaskError as e:
     if not e.reported:
@@ -85,22 +109,84 @@ def supervise(idle_timeout, start):
     return e
 
 
-def launch(argv, runs, experiment_dir, idle_timeout, verbose=False):
-  """Runs one after another, then the report; returns how many of them failed."""
+def run_with_restarts(argv, run, experiment_dir, idle_timeout, hide, max_restarts):
+  """One run; a run whose task died is started again, resuming from its last checkpoint, up
+  to `max_restarts` times. Returns the error that ended it, or None."""
+  fault = Fault.from_environment(os.path.join(experiment_dir, run.name))
+  cluster_run = bool(strategies.get(run.strategy).JOBS)
+  for attempt in range(max_restarts + 1):
+    env = dict(os.environ, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
+    if cluster_run:
+      start = lambda group: start_cluster(group, argv, run, experiment_dir, hide, env,
+                                          worker_restarts=max_restarts)
+    else:
+      start = lambda group: start_single(group, argv, run, experiment_dir, hide, env)
+    error = supervise(idle_timeout, start, tick=fault.tick if fault else None)
+    if error is None or not error.died or attempt == max_restarts:
+      return error
+    print(f'run.py: restarting {run.name} from its last checkpoint '
+          f'({attempt + 1}/{max_restarts})', file=sys.stderr, flush=True)
+  return error
+
+
+FAULT_ENV = 'STRATEGY_COMPARISON_FAULT'
+
+
+class Fault:
+  """Test-only fault injection: STRATEGY_COMPARISON_FAULT=TASK@STEP makes the launcher SIGKILL
+  task TASK (worker-1, chief-0, ps-0, or a one-process run's name) of each run that has one,
+  once that run has trained STEP steps, as a preemption would; once per run and launcher."""
+
+  def __init__(self, run_dir, task, step):
+    self.run_dir, self.task, self.step = run_dir, task, step
+    self.fired = False
+
+  @classmethod
+  def from_environment(cls, run_dir):
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+      return None
+    task, _, step = spec.partition('@')
+    if not task or not step.isdigit():
+      raise ValueError(f'{FAULT_ENV}={spec} is not TASK@STEP, e.g. worker-1@30')
+    return cls(run_dir, task, int(step))
+
+  def tick(self, group):
+    if not self.fired and results.read_progress(self.run_dir) >= self.step:
+      self.fired = True
+      if group.kill(self.task):
+        print(f'run.py: {FAULT_ENV}: killed {self.task} after step {self.step}', flush=True)
+
+
+def launch(argv, runs, experiment_dir, idle_timeout, verbose=False, resume=True,
+           max_restarts=0):
+  """Runs one after another, then the report; returns how many of them failed.
+
+  Runs finished earlier in the experiment are kept, unfinished ones resume from their
+  checkpoints (unless not `resume`, when any earlier run is refused).
+  """
+  states = {}
   for run in runs:
-    results.check_run_dir(os.path.join(experiment_dir, run.name))
+    run_dir = os.path.join(experiment_dir, run.name)
+    states[run.name] = (results.run_dir_state(run_dir) if resume else
+                        results.check_run_dir(run_dir, resume=False))
   hide = None if verbose else TF_LOG_LINE
   rows = []
   for i, run in enumerate(runs, 1):
-    print(f'=== {run.name} ({i}/{len(runs)}) ===', flush=True)
-    start = start_cluster if strategies.get(run.strategy).JOBS else start_single
-    error = supervise(idle_timeout, lambda group: start(group, argv, run, experiment_dir, hide))
+    run_dir = os.path.join(experiment_dir, run.name)
+    note = {'finished': ': finished earlier, kept', 'checkpointed': ': resuming'}
+    print(f'=== {run.name} ({i}/{len(runs)}){note.get(states[run.name], "")} ===', flush=True)
+    error = None
+    if states[run.name] != 'finished':
+      error = run_with_restarts(argv, run, experiment_dir, idle_timeout, hide, max_restarts)
     rows.append({'run': run.name, 'strategy': run.strategy, 'error': str(error)} if error else
-                results.read(os.path.join(experiment_dir, run.name)))
+                results.read(run_dir))
   failed = [row['run'] for row in rows if 'error' in row]
   report_failed = False
   if len(failed) < len(rows):
     print(f'\n{table(rows)}\n', flush=True)
+    for line in recoveries(rows):
+      print(line, flush=True)
     report_failed = supervise(
         idle_timeout, lambda group: start_report(group, argv, experiment_dir, hide)) is not None
     print(f'Results and TensorBoard logs: {experiment_dir}\n'
@@ -109,6 +195,21 @@ def launch(argv, runs, experiment_dir, idle_timeout, verbose=False):
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}',
           file=sys.stderr)
   return len(failed) + report_failed
+
+
+def recoveries(rows):
+  """A line for each run that recovered from faults: what it cost."""
+  lines = []
+  for row in rows:
+    done = [f'{row[key]} {what}' for key, what in (
+        ('restarts', 'restart(s) from a checkpoint'), ('redone_steps', 'step(s) redone'),
+        ('retried_steps', 'step(s) retried on another worker')) if row.get(key)]
+    resumed = sum(r['cause'] == 'resume' for r in row.get('resumes', []))
+    if resumed:
+      done.append(f'resumed {resumed} time(s)')
+    if done:
+      lines.append(f'{row["run"]}: {", ".join(done)}')
+  return lines
 
 
 def table(rows):

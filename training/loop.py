@@ -11,7 +11,6 @@ its share of the global batch, `global_batch_size / num_workers`, and updates th
 on the parameter servers asynchronously.
 """
 import dataclasses
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -40,7 +39,15 @@ class Totals:
 
 
 ZERO = Totals(0.0, 0.0, 0.0)
-PROGRESS_SECONDS = 30
+
+
+class NonFiniteLoss(ValueError):
+  """Training diverged: at step `step` (1-based, over the whole run) the loss, or after it
+  the weights, became NaN or infinite."""
+
+  def __init__(self, step, what='training loss'):
+    super().__init__(f'the {what} became NaN or infinite at step {step}')
+    self.step = step
 
 
 class Trainer:
@@ -78,63 +85,119 @@ class Trainer:
       # counter's assign_add is one atomic operation, so the schedule sees every step.
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False,
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      # Steps begun, counted as each execution starts: under a coordinator, an execution lost
+      # with its worker is begun again elsewhere, so this minus the steps done is the retried.
+      self.steps_started = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
       self._schedule = build_schedule(self.step_batch_size, self.steps_per_epoch)
       self.optimizer = build_optimizer(lambda: self._schedule(self.step))
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       self.optimizer.build(self.model.trainable_variables)
     self.validation_steps = pipeline.validation_steps(arrays, self.step_batch_size)
-    # Parameter-server workers each read the whole set, so each shuffles in its own order.
-    self._train_iterator = self._distribute(pipeline.train_fn(
-        arrays, self.per_replica_batch_size, None if self.coordinator else seed))
+    self._arrays, self._seed = arrays, seed
+    self._train_iterator = None  # Made at the first step, from the position `seek` gives.
+    self._data_start = 0
     self._validation_iterator = self._distribute(pipeline.validation_fn(
         arrays, self.per_replica_batch_size, self.step_batch_size))
     # XLA compiles what each replica computes; the optimizer's update stays outside, because
     # under mirroring it touches variables on other devices, which XLA cannot.
     compiled = (lambda f: tf.function(f, jit_compile=True)) if jit_compile else (lambda f: f)
     self._gradients = compiled(self._loss_gradients)
-    self._train_steps = tf.function(self._repeat(self._train_step))
+    self._train_steps = tf.function(self._repeat(self._train_step, count_started=True))
     self._eval_steps = tf.function(self._repeat(compiled(self._eval_step)))
+    self._any = tf.function(lambda flag: strategy.reduce(
+        tf.distribute.ReduceOp.MAX, strategy.run(lambda f: f, args=(flag,)), axis=None))
+
+  def trackables(self):
+    """What a checkpoint holds to resume training exactly: weights, optimizer, counters."""
+    return {'model': self.model, 'optimizer': self.optimizer, 'step': self.step,
+            'steps_started': self.steps_started}
+
+  def seek(self, step):
+    """Training data continues from the batch of step `step` + 1, as after `step` steps.
+
+    Parameter-server workers each read the whole set in an order of their own, so there the
+    data starts afresh (a fresh order), not at the step.
+    """
+    self._data_start = 0 if self.coordinator else step
+    self._train_iterator = None
+
+  def any_worker(self, flag):
+    """True on every worker if `flag` is True on any (a collective: call it on all, together)."""
+    if self.coordinator or self.num_workers == 1:
+      return flag
+    return float(self._any(tf.constant(float(flag)))) > 0
+
+  def weights_finite(self):
+    return all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.model.trainable_variables)
 
   @property
   def learning_rate(self):
     """The learning rate the next update will use (the schedule's value at this step)."""
     return float(self._schedule(self.step))
 
-  def train_epoch(self, num_steps, steps_per_execution, progress=lambda: None, profiler=None,
-                  steps_before=0):
-    """Runs `num_steps` steps in calls of `steps_per_execution`; returns their Totals.
+  def train_epoch(self, num_steps, steps_per_execution, between=lambda done, read: False,
+                  profiler=None, first_step=1, before=ZERO):
+    """Runs `num_steps` steps in calls of `steps_per_execution`; returns their Totals plus
+    `before` (an epoch's earlier part, when it resumes) and the steps it ran.
 
-    `progress()` is called every PROGRESS_SECONDS of a long epoch, so it never looks hung.
-    `profiler` (a profiling.StepProfiler) hears of each execution's steps, numbered after the
-    `steps_before` of earlier epochs. The host reads the sums once, at the end of the epoch.
+    `between(done, read)` is called after each execution, `done` steps into this call;
+    `read()` gives the Totals so far (a host synchronisation: call it only when needed).
+    When `between` returns True the epoch stops there. `profiler` (a
+    profiling.StepProfiler) hears of each execution's steps, numbered from `first_step`.
+    Raises NonFiniteLoss, naming the step, when the loss is read and is not finite.
     """
+    if self._train_iterator is None:
+      # Parameter-server workers each read the whole set, so each shuffles in its own order.
+      self._train_iterator = self._distribute(pipeline.train_fn(
+          self._arrays, self.per_replica_batch_size, None if self.coordinator else self._seed,
+          self._data_start))
     chunks = [min(steps_per_execution, num_steps - done)
               for done in range(0, num_steps, steps_per_execution)]
-    last_report = time.perf_counter()
+    executions = []  # (first step, sums of its steps + the index of a first non-finite loss)
+    read = lambda: before + self._read(executions)
     if self.coordinator:
-      remote = [self.coordinator.schedule(self._train_steps,
-                                          args=(self._train_iterator, tf.constant(chunk)))
-                for chunk in chunks]
-      while not self.coordinator.done():
-        time.sleep(0.005)
-        if time.perf_counter() - last_report > PROGRESS_SECONDS:
-          progress()
-          last_report = time.perf_counter()
-      self.coordinator.join()
-      return sum((self._totals(r.fetch()) for r in remote), ZERO)
-    sums = tf.zeros([3])
-    first = steps_before + 1
+      return self._train_coordinated(chunks, between, first_step, executions, read)
+    done = 0
     for chunk in chunks:
       if profiler:
-        profiler.before(first, first + chunk - 1)
-      sums += self._train_steps(self._train_iterator, tf.constant(chunk))
+        profiler.before(first_step + done, first_step + done + chunk - 1)
+      executions.append((first_step + done,
+                         self._train_steps(self._train_iterator, tf.constant(chunk))))
       if profiler:
-        profiler.after(first + chunk - 1)
-      first += chunk
-      if time.perf_counter() - last_report > PROGRESS_SECONDS:
-        progress()
-        last_report = time.perf_counter()
-    return self._totals(sums)
+        profiler.after(first_step + done + chunk - 1)
+      done += chunk
+      if between(done, read):
+        break
+    return read(), done
+
+  def _train_coordinated(self, chunks, between, first_step, executions, read):
+    """Schedules the executions on the workers, a few per worker in flight at any time, so a
+    stop takes effect soon; a worker lost mid-execution has it retried on another."""
+    pending = []
+    scheduled = done = 0
+    stopped = False
+    while pending or (chunks and not stopped):
+      while chunks and not stopped and len(pending) < 4 * self.num_workers:
+        chunk = chunks.pop(0)
+        pending.append((first_step + scheduled, chunk, self.coordinator.schedule(
+            self._train_steps, args=(self._train_iterator, tf.constant(chunk)))))
+        scheduled += chunk
+      first, chunk, remote = pending.pop(0)
+      executions.append((first, remote.fetch()))
+      done += chunk
+      stopped = stopped or between(done, read)
+    return read(), done
+
+  def _read(self, executions):
+    if not executions:
+      return ZERO
+    values = np.asarray([sums for _, sums in executions])
+    for (first, _), row in zip(executions, values):
+      if row[3] >= 0:
+        raise NonFiniteLoss(first + int(row[3]))
+    loss_sum, correct, examples = values[:, :3].sum(axis=0)
+    return Totals(float(loss_sum), float(correct), float(examples))
 
   def evaluate(self):
     """One pass over the validation set (on one worker, under a coordinator)."""
@@ -157,13 +220,21 @@ class Trainer:
     return (self._train_steps.experimental_get_tracing_count()
             + self._eval_steps.experimental_get_tracing_count())
 
-  def _repeat(self, step):
+  def _repeat(self, step, count_started=False):
+    """`num_steps` steps in one call: [loss sum, correct, examples, the index of the first
+    step whose loss was not finite, or -1]."""
     def steps(iterator, num_steps):
+      if count_started:
+        self.steps_started.assign_add(tf.cast(num_steps, tf.int64))
       sums = tf.zeros([3])
-      for _ in tf.range(num_steps):
+      first_bad = tf.constant(-1.0)
+      for i in tf.range(num_steps):
         per_replica = self.strategy.run(step, args=next(iterator))
-        sums += self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-      return sums
+        step_sums = self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        bad = (first_bad < 0) & ~tf.math.is_finite(step_sums[0])
+        first_bad = tf.where(bad, tf.cast(i, tf.float32), first_bad)
+        sums += step_sums
+      return tf.concat([sums, [first_bad]], 0)
     return steps
 
   def _sums(self, labels, logits, weights):
@@ -198,7 +269,7 @@ class Trainer:
 
   @staticmethod
   def _totals(sums):
-    loss_sum, correct, examples = (float(v) for v in np.asarray(sums))
+    loss_sum, correct, examples = (float(v) for v in np.asarray(sums)[:3])
     return Totals(loss_sum, correct, examples)
 
 

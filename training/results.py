@@ -29,6 +29,8 @@ def after_warmup(per_epoch):
 def spread(per_epoch):
   """Median, min and max after warm-up: the headline figure and how much it moved."""
   steady = after_warmup(per_epoch)
+  if not steady:
+    return None, None, None
   return statistics.median(steady), min(steady), max(steady)
 
 
@@ -39,7 +41,9 @@ def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
 
 
 def summarize(history, target_accuracy):
+  """The headline figures (None where no epoch finished, as in a run interrupted early)."""
   median, low, high = spread(history.epoch_examples_per_second)
+  last = lambda series: series[-1] if series else None
   return {
       'examples_per_second': median,
       'examples_per_second_min': low,
@@ -47,11 +51,11 @@ def summarize(history, target_accuracy):
       'target_accuracy': target_accuracy,
       'time_to_accuracy_seconds': time_to_accuracy(
           history.validation_accuracy, history.epoch_elapsed_seconds, target_accuracy),
-      'epoch_time_seconds': statistics.median(after_warmup(history.epoch_times)),
+      'epoch_time_seconds': spread(history.epoch_times)[0],
       'warmup_epochs_excluded': 1 if len(history.epoch_times) > 1 else 0,
-      'final_train_accuracy': history.train_accuracy[-1],
-      'final_validation_accuracy': history.validation_accuracy[-1],
-      'final_validation_loss': history.validation_loss[-1],
+      'final_train_accuracy': last(history.train_accuracy),
+      'final_validation_accuracy': last(history.validation_accuracy),
+      'final_validation_loss': last(history.validation_loss),
       **dataclasses.asdict(history),
   }
 
@@ -61,19 +65,43 @@ class RunDirError(ValueError):
 
 
 RUN_FILES = ('result.json', 'train', 'validation')
+CHECKPOINT_STATE = os.path.join('checkpoints', 'checkpoint')  # tf.train.CheckpointManager's.
 
 
-def check_run_dir(run_dir):
-  """A run never writes over another run's files (task logs of its own launcher may be there)."""
+def run_dir_state(run_dir):
+  """'new', 'finished' (a complete result.json), 'checkpointed' (unfinished, resumable) or
+  'stale' (an unfinished run that never wrote a checkpoint)."""
+  if os.path.exists(os.path.join(run_dir, 'result.json')) and read(run_dir).get(
+      'status', 'complete') == 'complete':
+    return 'finished'
+  if os.path.exists(os.path.join(run_dir, CHECKPOINT_STATE)):
+    return 'checkpointed'
   if any(os.path.exists(os.path.join(run_dir, name)) for name in RUN_FILES):
-    raise RunDirError(f'{run_dir} already holds a run; choose another --experiment or remove it')
+    return 'stale'
+  return 'new'
+
+
+def check_run_dir(run_dir, resume=True):
+  """A run never writes over a finished run, nor, without `resume`, over an unfinished one
+  (task logs of its own launcher may be there). Returns the run directory's state."""
+  state = run_dir_state(run_dir)
+  if state == 'finished':
+    raise RunDirError(f'{run_dir} already holds a finished run; choose another --experiment or '
+                      'remove it')
+  if state != 'new' and not resume:
+    raise RunDirError(f'{run_dir} holds an unfinished run; drop --noresume to continue it (or '
+                      'start it over, without a checkpoint), or choose another --experiment')
+  return state
 
 
 def write(run_dir, result):
   """Writes result.json atomically: a reader never sees a half-written file."""
-  path = os.path.join(run_dir, 'result.json')
+  return write_json(os.path.join(run_dir, 'result.json'), result)
+
+
+def write_json(path, value):
   with open(path + '.tmp', 'w') as f:
-    json.dump(result, f, indent=2, sort_keys=True)
+    json.dump(value, f, indent=2, sort_keys=True)
     f.write('\n')
   os.replace(path + '.tmp', path)
   return path
@@ -82,3 +110,21 @@ def write(run_dir, result):
 def read(run_dir):
   with open(os.path.join(run_dir, 'result.json')) as f:
     return json.load(f)
+
+
+PROGRESS = 'progress.json'
+
+
+def write_progress(run_dir, step):
+  """How far an unfinished run got, for the launcher's fault injection and the work a restart
+  redoes (the steps past the checkpoint it resumes from)."""
+  write_json(os.path.join(run_dir, PROGRESS), {'step': step})
+
+
+def read_progress(run_dir):
+  """The step an unfinished run last reported, or 0."""
+  try:
+    with open(os.path.join(run_dir, PROGRESS)) as f:
+      return int(json.load(f)['step'])
+  except (OSError, ValueError, KeyError, TypeError):
+    return 0

@@ -3,10 +3,19 @@
 The run directory itself holds the run's hyperparameters and headline metrics for the
 HParams dashboard, so `--report_only` can rebuild a report from the event files alone.
 """
+import glob
 import os
 
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
+
+
+def clear(run_dir):
+  """Removes a run's event files (not its profiles): a resumed run writes them anew from its
+  checkpoint, so TensorBoard shows each epoch once, never a step the checkpoint lacks."""
+  for sub in ('', 'train', 'validation'):
+    for path in glob.glob(os.path.join(run_dir, sub, 'events.out.tfevents.*')):
+      os.remove(path)
 
 
 class Writers:

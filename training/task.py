@@ -11,14 +11,18 @@ import data
 import models
 import strategies
 from reporting import environment
+from training import checkpoints
 from training import cluster
 from training import devices
 from training import loop
 from training import optimizers
+from training import processes
 from training import profiling
 from training import results
 from training import schedules
 from training import summaries
+
+PROGRESS_SECONDS = 30  # A long epoch reports this often, so it never looks hung.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +54,9 @@ class RunConfig:
   num_replicas: int = 0
   steps_per_execution: int = 1
   steps_per_epoch: int = 0
+  checkpoint_every_epochs: int = 1
+  checkpoint_every_steps: int = 0
+  resume: bool = True               # Continue from the run's newest checkpoint, if any.
   flag_values: dict = dataclasses.field(default_factory=dict)
   tf_config: dict = None  # This task's parsed TF_CONFIG in a cluster; None for one process.
   startup_timeout: float = 300.0
@@ -59,7 +66,8 @@ class RunConfig:
 def run(config, say=print):
   """Plays this process's part in the run; the writer (chief) records into `config.run_dir`.
 
-  Returns the path of result.json, or None for a task that does not write.
+  Resumes from the run's newest checkpoint when there is one (and `config.resume`). Returns
+  the path of result.json, or None for a task that does not write.
   """
   name = os.path.basename(config.run_dir)
   module = strategies.get(config.strategy)
@@ -67,7 +75,7 @@ def run(config, say=print):
   me = (config.tf_config['task']['type'], config.tf_config['task'].get('index', 0)) if spec else None
   writes = spec is None or me == cluster.chief(spec)
   if writes:
-    results.check_run_dir(config.run_dir)
+    dir_state = results.check_run_dir(config.run_dir, config.resume)
   if spec and module.SERVER_JOBS:
     os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
   if spec and me[0] in module.SERVER_JOBS:
@@ -99,87 +107,281 @@ def run(config, say=print):
                                        loss_scale=config.mixed_precision == 'mixed_float16'),
         lambda step_batch, steps_per_epoch: learning_rate(config, step_batch, steps_per_epoch),
         arrays, config.batch_size, config.seed, config.steps_per_epoch, config.jit_compile)
+  # Installed once TensorFlow has started: during start-up its own handler takes SIGTERM.
+  stop = processes.StopRequests()
   models.check_ghost_batch_size(config.ghost_batch_size, trainer.per_replica_batch_size)
-  steps_per_epoch = trainer.steps_per_epoch
+  checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), writes)
+  settings = _resume_settings(config, trainer)
+  state = _start_or_resume(config, trainer, checkpointer, settings)
   if writes:
+    if dir_state == 'stale' and not state.resumes:
+      say(f'[{name}] no checkpoint of the earlier, unfinished attempt: starting it over')
     os.makedirs(config.run_dir, exist_ok=True)
+    summaries.clear(config.run_dir)
     environment.write_once(os.path.dirname(config.run_dir), environment.describe(spec))
   else:
     say = lambda line: None  # Only the chief reports; the others train in step with it.
   writers = summaries.Writers(config.run_dir if writes else None)
   writers.text(config.flag_values, devices.describe())
   writers.hparams(_hparams(config, trainer, module), trial_id=name)
+  for epoch in range(len(state.history.epoch_times)):
+    writers.epoch(epoch + 1, *_epoch_scalars(state.history, epoch))
   say(f'[{name}] {_layout(trainer, compute_devices)}; global batch {config.batch_size}'
       f'{f" ({trainer.step_batch_size} per worker step)" if trainer.coordinator else ""}, '
-      f'{steps_per_epoch} steps/epoch, {config.optimizer} at {_rates(config, trainer)}')
-  history = results.History()
-  profiler = (profiling.StepProfiler(os.path.join(config.run_dir, 'train'), *config.profile_steps)
-              if config.profile_steps and writes else None)
-  started = time.perf_counter()
-  for epoch in range(1, config.epochs + 1):
-    epoch_start = time.perf_counter()
-    train = trainer.train_epoch(
-        steps_per_epoch, config.steps_per_execution,
-        lambda: say(f'[{name}] epoch {epoch}/{config.epochs}: training, '
-                    f'{time.perf_counter() - epoch_start:.0f} s so far'),
-        profiler, steps_before=(epoch - 1) * steps_per_epoch)
-    seconds = time.perf_counter() - epoch_start
-    rate = train.examples / seconds
-    validation = trainer.evaluate()
-    history.add(epoch_elapsed_seconds=time.perf_counter() - started,
-                epoch_times=seconds, epoch_examples_per_second=rate,
+      f'{trainer.steps_per_epoch} steps/epoch, {config.optimizer} at {_rates(config, trainer)}')
+  if state.resumes:
+    last = state.resumes[-1]
+    redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
+    say(f'[{name}] resumed from {last["checkpoint"]} at step {state.step} of '
+        f'{config.epochs * trainer.steps_per_epoch}{redone}')
+  session = _Session(config, trainer, checkpointer, state, stop, writers, say, writes)
+  try:
+    session.train()
+    if stop.requested:
+      session.interrupt()
+    return session.finish(compute_devices) if writes else None
+  except loop.NonFiniteLoss as e:
+    raise ValueError(f'[{name}] {e} (epoch {(e.step - 1) // trainer.steps_per_epoch + 1}); '
+                     f'stopped. {session.kept()}; lower --learning_rate or add warm-up') from None
+  except tf.errors.OpError as e:
+    if not spec:
+      raise
+    raise session.lost_peer(e, spec, me) from None
+  finally:
+    writers.close()
+    checkpointer.close()
+
+
+@dataclasses.dataclass
+class RunState:
+  """Where a run stands: what a checkpoint stores besides the variables."""
+  settings: dict
+  step: int = 0                     # Training steps done.
+  history: results.History = dataclasses.field(default_factory=results.History)
+  epoch_sums: loop.Totals = loop.ZERO  # Of the epoch under way.
+  epoch_seconds: float = 0.0        # Training seconds of the epoch under way.
+  elapsed_seconds: float = 0.0      # Seconds since training began, over every attempt.
+  checkpoint_seconds: float = 0.0   # Of them, writing checkpoints.
+  resumes: list = dataclasses.field(default_factory=list)
+
+  def to_json(self):
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_json(cls, saved):
+    return cls(**{**saved, 'history': results.History(**saved['history']),
+                  'epoch_sums': loop.Totals(**saved['epoch_sums'])})
+
+
+def _start_or_resume(config, trainer, checkpointer, settings):
+  """A fresh RunState, or the newest checkpoint's, restored into the trainer."""
+  path = checkpoints.latest(config.run_dir) if config.resume else None
+  if not path:
+    return RunState(settings)
+  saved = checkpoints.read_state(path)
+  checkpoints.check_compatible(path, saved, settings)
+  checkpointer.restore(path)
+  state = RunState.from_json(saved)
+  trainer.seek(state.step)
+  state.resumes.append({
+      'checkpoint': os.path.basename(path), 'step': state.step,
+      'redone_steps': max(0, results.read_progress(config.run_dir) - state.step),
+      'cause': 'restart' if os.environ.get(processes.RESTART_ENV) else 'resume'})
+  return state
+
+
+def _resume_settings(config, trainer):
+  """What a checkpoint must have been written with to be resumed by this run."""
+  return {'strategy': config.strategy, 'model': config.model, 'dataset': config.dataset,
+          'global_batch_size': config.batch_size, 'seed': config.seed,
+          'steps_per_epoch': trainer.steps_per_epoch, 'num_workers': trainer.num_workers,
+          'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
+          **training_settings(config, trainer.step_batch_size)}
+
+
+class _Session:
+  """This process's stretch of a run: trains the remaining epochs, checkpointing as asked, and
+  stops cleanly between executions when asked to (SIGTERM, SIGINT)."""
+
+  def __init__(self, config, trainer, checkpointer, state, stop, writers, say, writes):
+    self.config, self.trainer, self.checkpointer, self.state = config, trainer, checkpointer, state
+    self.stop, self.writers, self.say, self.writes = stop, writers, say, writes
+    self.name = os.path.basename(config.run_dir)
+    self.saved_step = state.step if state.resumes else None
+    self.started = time.perf_counter() - state.elapsed_seconds
+    self.profiler = (profiling.StepProfiler(os.path.join(config.run_dir, 'train'),
+                                            *config.profile_steps)
+                     if config.profile_steps and writes else None)
+    self.epoch = 0
+    self.epoch_first = self.epoch_start = self.paused = self.last_report = 0.0
+
+  def elapsed(self):
+    return time.perf_counter() - self.started
+
+  def epoch_seconds(self):
+    """Training seconds of the epoch under way, without the time spent writing checkpoints."""
+    return self.state.epoch_seconds + time.perf_counter() - self.epoch_start - self.paused
+
+  def train(self):
+    state, config, trainer = self.state, self.config, self.trainer
+    spe = trainer.steps_per_epoch
+    for self.epoch in range(len(state.history.epoch_times) + 1, config.epochs + 1):
+      if trainer.any_worker(self.stop.requested):
+        return
+      self.epoch_first, self.paused = state.step, 0.0
+      self.epoch_start = self.last_report = time.perf_counter()
+      totals, done = trainer.train_epoch(
+          self.epoch * spe - state.step, config.steps_per_execution, self._between,
+          self.profiler, first_step=state.step + 1, before=state.epoch_sums)
+      seconds = self.epoch_seconds()
+      if state.step < self.epoch * spe:  # Stopped on request.
+        state.epoch_sums, state.epoch_seconds = totals, seconds
+        return
+      state.epoch_sums, state.epoch_seconds = loop.ZERO, 0.0
+      self._end_epoch(totals, seconds)
+    if self.profiler:
+      self.profiler.stop()  # The steps asked for may run past the end of training.
+      self.say(f'[{self.name}] profile of steps {self.profiler.first}-{self.profiler.last}: '
+               'TensorBoard\'s Profile tab')
+
+  def _between(self, done, read):
+    """After each execution: progress, a stop agreed by every worker, step checkpoints."""
+    state, config = self.state, self.config
+    state.step = self.epoch_first + done
+    if self.writes:
+      results.write_progress(config.run_dir, state.step)
+    if time.perf_counter() - self.last_report > PROGRESS_SECONDS:
+      self.say(f'[{self.name}] epoch {self.epoch}/{config.epochs}: training, step {state.step}, '
+               f'{time.perf_counter() - self.epoch_start:.0f} s so far')
+      self.last_report = time.perf_counter()
+    if self.trainer.any_worker(self.stop.requested):
+      return True
+    every = config.checkpoint_every_steps
+    if every and state.step // every > (self.saved_step or 0) // every:
+      state.epoch_sums, state.epoch_seconds = read(), self.epoch_seconds()
+      self._save()
+    return False
+
+  def _end_epoch(self, train, seconds):
+    state, config, history = self.state, self.config, self.state.history
+    validation = self.trainer.evaluate()
+    history.add(epoch_elapsed_seconds=self.elapsed(), epoch_times=seconds,
+                epoch_examples_per_second=train.examples / seconds,
                 train_loss=train.loss, train_accuracy=train.accuracy,
                 validation_loss=validation.loss, validation_accuracy=validation.accuracy,
-                epoch_learning_rate=trainer.learning_rate)
-    writers.epoch(epoch,
-                  {'loss': train.loss, 'accuracy': train.accuracy,
-                   'examples_per_second': rate,
-                   'time_seconds': seconds, 'learning_rate': trainer.learning_rate,
-                   'elapsed_seconds': history.epoch_elapsed_seconds[-1]},
-                  {'loss': validation.loss, 'accuracy': validation.accuracy})
-    say(f'[{name}] epoch {epoch}/{config.epochs}: loss {train.loss:.4f} '
-        f'accuracy {train.accuracy:.4f} val_loss {validation.loss:.4f} '
-        f'val_accuracy {validation.accuracy:.4f} {rate:,.0f} examples/s '
-        f'{seconds:.2f} s')
-  wall_time = time.perf_counter() - started
-  if profiler:
-    profiler.stop()  # The steps asked for may run past the end of training.
-    say(f'[{name}] profile of steps {profiler.first}-{profiler.last}: TensorBoard\'s Profile tab')
-  summary = results.summarize(history, config.target_accuracy)
-  writers.final(config.epochs, {
-      metric: summary[metric] for metric in ('examples_per_second', 'examples_per_second_min',
-                                             'examples_per_second_max', 'final_validation_accuracy',
-                                             'time_to_accuracy_seconds')} | {
-      'wall_time_seconds': wall_time})
-  writers.close()
-  if not writes:
-    return None
-  result = {
-      'strategy': config.strategy,
-      'run': name,
-      'model': config.model,
-      'dataset': config.dataset,
-      **training_settings(config, trainer.step_batch_size),
-      'seed': config.seed,
-      'num_workers': trainer.num_workers,
-      'cluster': spec,
-      'num_replicas_in_sync': strategy.num_replicas_in_sync,
-      'global_batch_size': config.batch_size,
-      'per_replica_batch_size': trainer.per_replica_batch_size,
-      'epochs': config.epochs,
-      'steps_per_epoch': steps_per_epoch,
-      'steps_per_execution': config.steps_per_execution,
-      'wall_time_seconds': wall_time,
-      'compute_devices': compute_devices,
-      'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
-      'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
-      'devices': devices.describe(),
-      'tf_version': tf.__version__,
-      'keras_version': keras.__version__,
-      'flags': config.flag_values,
-      **summary,
-  }
-  return results.write(config.run_dir, result)
+                epoch_learning_rate=self.trainer.learning_rate)
+    self.writers.epoch(self.epoch, *_epoch_scalars(history, -1))
+    self.say(f'[{self.name}] epoch {self.epoch}/{config.epochs}: loss {train.loss:.4f} '
+             f'accuracy {train.accuracy:.4f} val_loss {validation.loss:.4f} '
+             f'val_accuracy {validation.accuracy:.4f} '
+             f'{history.epoch_examples_per_second[-1]:,.0f} examples/s {seconds:.2f} s')
+    every_epochs, every_steps = config.checkpoint_every_epochs, config.checkpoint_every_steps
+    if ((every_epochs and self.epoch % every_epochs == 0) or
+        (every_steps and state.step // every_steps > (self.saved_step or 0) // every_steps)):
+      self._save()
+
+  def _save(self):
+    """A checkpoint of the run as it stands; never of weights that are no longer finite."""
+    state = self.state
+    if not self.trainer.weights_finite():
+      raise loop.NonFiniteLoss(state.step, what='weights')
+    started = time.perf_counter()
+    state.elapsed_seconds = self.elapsed()
+    self.checkpointer.save(state.step, state.to_json())
+    self.saved_step = state.step
+    seconds = time.perf_counter() - started
+    self.paused += seconds
+    state.checkpoint_seconds += seconds
+
+  def kept(self):
+    """Which checkpoint a failed run leaves to resume from."""
+    path = checkpoints.latest(self.config.run_dir)
+    if not path:
+      return 'No checkpoint was written'
+    return f'The last good checkpoint, {path}, is kept'
+
+  def interrupt(self):
+    """On SIGTERM or SIGINT: a checkpoint and an "interrupted" result.json, then the exit."""
+    if self.saved_step != self.state.step:
+      self._save()
+    if self.writes:
+      self._write_result('interrupted')
+    total = self.config.epochs * self.trainer.steps_per_epoch
+    raise processes.Interrupted(
+        self.stop.signum,
+        f'[{self.name}] interrupted at step {self.state.step} of {total}; checkpoint '
+        f'{checkpoints.latest(self.config.run_dir)} written: run the same command to resume')
+
+  def lost_peer(self, error, spec, me):
+    """The error for a peer task lost mid-training (a parameter server, an all-reduce peer)."""
+    silent = cluster.silent_peers(spec, me)
+    who = ', '.join(silent) or 'a peer task'
+    reason = processes.first_line(getattr(error, 'message', '') or str(error))
+    if self.trainer.coordinator:
+      return cluster.ClusterError(
+          f'[{self.name}] {who} lost at step {self.state.step} ({reason}); {self.kept()}: '
+          'restart the task and run the same command to resume')
+    return cluster.PeerLost(f'[{self.name}] {who} lost at step {self.state.step} ({reason})')
+
+  def finish(self, compute_devices):
+    summary = self._write_result('complete', compute_devices)
+    self.writers.final(self.config.epochs, {
+        metric: summary[metric] for metric in (
+            'examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
+            'final_validation_accuracy', 'time_to_accuracy_seconds', 'wall_time_seconds',
+            'restarts', 'redone_steps', 'retried_steps')})
+    os.remove(os.path.join(self.config.run_dir, results.PROGRESS))
+    return os.path.join(self.config.run_dir, 'result.json')
+
+  def _write_result(self, status, compute_devices=()):
+    state, config, trainer = self.state, self.config, self.trainer
+    result = {
+        'status': status,
+        'strategy': config.strategy,
+        'run': self.name,
+        'model': config.model,
+        'dataset': config.dataset,
+        **training_settings(config, trainer.step_batch_size),
+        'seed': config.seed,
+        'num_workers': trainer.num_workers,
+        'cluster': config.tf_config['cluster'] if config.tf_config else None,
+        'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
+        'global_batch_size': config.batch_size,
+        'per_replica_batch_size': trainer.per_replica_batch_size,
+        'epochs': config.epochs,
+        'epochs_done': len(state.history.epoch_times),
+        'steps_per_epoch': trainer.steps_per_epoch,
+        'steps_done': state.step,
+        'steps_per_execution': config.steps_per_execution,
+        'wall_time_seconds': self.elapsed(),
+        'checkpoint_seconds': state.checkpoint_seconds,
+        'checkpoint': checkpoints.latest(config.run_dir),
+        'resumes': state.resumes,
+        'restarts': sum(r['cause'] == 'restart' for r in state.resumes),
+        'redone_steps': sum(r['redone_steps'] for r in state.resumes),
+        # Under a coordinator, executions lost with a worker and begun again on another.
+        'retried_steps': int(trainer.steps_started.numpy()) - state.step,
+        'compute_devices': list(compute_devices),
+        'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
+        'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
+        'devices': devices.describe(),
+        'tf_version': tf.__version__,
+        'keras_version': keras.__version__,
+        'flags': config.flag_values,
+        **results.summarize(state.history, config.target_accuracy),
+    }
+    results.write(config.run_dir, result)
+    return result
+
+
+def _epoch_scalars(history, i):
+  """TensorBoard's train and validation scalars of epoch i of `history`."""
+  return ({'loss': history.train_loss[i], 'accuracy': history.train_accuracy[i],
+           'examples_per_second': history.epoch_examples_per_second[i],
+           'time_seconds': history.epoch_times[i],
+           'learning_rate': history.epoch_learning_rate[i],
+           'elapsed_seconds': history.epoch_elapsed_seconds[i]},
+          {'loss': history.validation_loss[i], 'accuracy': history.validation_accuracy[i]})
 
 
 def peak_learning_rate(config, step_batch_size):

@@ -1,0 +1,97 @@
+"""A run's checkpoints: weights, optimizer, step counters, and where the run stands.
+
+`<run>/checkpoints/ckpt-<step>` holds everything a resumed run needs to continue as if it had
+never stopped: the `Trainer`'s trackables and a JSON `run_state` (the per-epoch history, the
+sums of an unfinished epoch, elapsed training time, earlier resumes, and the settings the run
+was started with, so that a resume with other flags is refused instead of mixing two runs).
+
+Under MultiWorkerMirroredStrategy every worker must save (saving may need collectives); only
+the chief writes into the run directory, the others into a temporary directory they delete,
+as TensorFlow's multi-worker guide does. All tasks restore from the chief's checkpoints, so
+on several machines the run directory must be on storage they share.
+"""
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from training import processes
+
+DIRECTORY = 'checkpoints'
+KEEP = 3
+_STATE_KEY = 'run_state/.ATTRIBUTES/VARIABLE_VALUE'
+
+
+class CheckpointError(ValueError):
+  """A checkpoint cannot be used, or not for this run; the message says what to do."""
+
+
+def directory(run_dir):
+  return os.path.join(run_dir, DIRECTORY)
+
+
+def latest(run_dir):
+  """The prefix of the newest checkpoint of the run, or None."""
+  return tf.train.latest_checkpoint(directory(run_dir))
+
+
+def read_state(path):
+  """The run state stored in checkpoint `path`, read without building any model."""
+  try:
+    return json.loads(tf.train.load_checkpoint(path).get_tensor(_STATE_KEY))
+  except (tf.errors.OpError, ValueError, KeyError) as e:
+    raise CheckpointError(f'checkpoint {path} cannot be read ({_reason(e)}); it is left as it is: '
+                          f'remove {os.path.dirname(path)} to start the run over, or choose '
+                          'another --experiment') from None
+
+
+def check_compatible(path, state, settings):
+  """Refuses to resume a checkpoint written with other settings than `settings`."""
+  saved = state.get('settings', {})
+  for name, value in settings.items():
+    if saved.get(name) != value:
+      raise CheckpointError(
+          f'checkpoint {path} was written with {name}={saved.get(name)!r}, this run has '
+          f'{name}={value!r}; resume with the same flags, or choose another --experiment')
+
+
+class Checkpointer:
+  """Saves and restores `trackables` (name -> model, optimizer, variable) plus the run state."""
+
+  def __init__(self, run_dir, trackables, writes=True):
+    self._state = tf.Variable('', dtype=tf.string, trainable=False)
+    self._checkpoint = tf.train.Checkpoint(run_state=self._state, **trackables)
+    self.directory = directory(run_dir)
+    self._scratch = None if writes else tempfile.mkdtemp(prefix='checkpoint-')
+    self._manager = tf.train.CheckpointManager(self._checkpoint, self._scratch or self.directory,
+                                               max_to_keep=KEEP, checkpoint_name='ckpt')
+
+  def restore(self, path):
+    """Loads checkpoint `path` into the trackables; returns its run state."""
+    try:
+      self._checkpoint.restore(path).assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, AssertionError) as e:
+      raise CheckpointError(
+          f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
+          'with the flags it was written with, or choose another --experiment') from None
+    return json.loads(self._state.numpy())
+
+  def save(self, step, state):
+    """Writes checkpoint `ckpt-<step>`; the newest KEEP are kept. Returns its path."""
+    self._state.assign(json.dumps(state))
+    try:
+      return self._manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as e:
+      raise CheckpointError(f'cannot write a checkpoint into {self.directory} ({_reason(e)}); '
+                            'the earlier checkpoints are kept: free space there and run the '
+                            'same command to resume') from None
+
+  def close(self):
+    if self._scratch:
+      shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def _reason(error):
+  return processes.first_line(getattr(error, 'message', None) or str(error)) or type(error).__name__
