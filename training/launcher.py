@@ -165,11 +165,8 @@ def launch(argv, runs, experiment_dir, idle_timeout, verbose=False, resume=True,
   Runs finished earlier in the experiment are kept, unfinished ones resume from their
   checkpoints (unless not `resume`, when any earlier run is refused).
   """
-  states = {}
-  for run in runs:
-    run_dir = os.path.join(experiment_dir, run.name)
-    states[run.name] = (results.run_dir_state(run_dir) if resume else
-                        results.check_run_dir(run_dir, resume=False))
+  states = {run.name: results.check_run_dir(os.path.join(experiment_dir, run.name), resume)
+            for run in runs}
   hide = None if verbose else TF_LOG_LINE
   rows = []
   for i, run in enumerate(runs, 1):

@@ -69,12 +69,19 @@ CHECKPOINT_STATE = os.path.join('checkpoints', 'checkpoint')  # tf.train.Checkpo
 
 
 def run_dir_state(run_dir):
-  """'new', 'finished' (a complete result.json), 'checkpointed' (unfinished, resumable) or
-  'stale' (an unfinished run that never wrote a checkpoint)."""
-  if os.path.exists(os.path.join(run_dir, 'result.json')) and read(run_dir).get(
-      'status', 'complete') == 'complete':
-    return 'finished'
-  if os.path.exists(os.path.join(run_dir, CHECKPOINT_STATE)):
+  """'new'; 'finished' (a complete result.json); 'checkpointed' (unfinished, resumable);
+  'stale' (an unfinished run that never wrote a checkpoint); or 'foreign' (a result.json that
+  is neither complete nor resumable, e.g. not this program's)."""
+  checkpointed = os.path.exists(os.path.join(run_dir, CHECKPOINT_STATE))
+  if os.path.exists(os.path.join(run_dir, 'result.json')):
+    try:
+      status = read(run_dir).get('status')
+    except (OSError, ValueError, AttributeError):
+      status = None
+    if status == 'complete':
+      return 'finished'
+    return 'checkpointed' if status == 'interrupted' and checkpointed else 'foreign'
+  if checkpointed:
     return 'checkpointed'
   if any(os.path.exists(os.path.join(run_dir, name)) for name in RUN_FILES):
     return 'stale'
@@ -82,15 +89,13 @@ def run_dir_state(run_dir):
 
 
 def check_run_dir(run_dir, resume=True):
-  """A run never writes over a finished run, nor, without `resume`, over an unfinished one
-  (task logs of its own launcher may be there). Returns the run directory's state."""
+  """A run never writes over another run's files, nor, without `resume`, over an unfinished
+  run's (task logs of its own launcher may be there). Returns the run directory's state."""
   state = run_dir_state(run_dir)
-  if state == 'finished':
-    raise RunDirError(f'{run_dir} already holds a finished run; choose another --experiment or '
-                      'remove it')
-  if state != 'new' and not resume:
-    raise RunDirError(f'{run_dir} holds an unfinished run; drop --noresume to continue it (or '
-                      'start it over, without a checkpoint), or choose another --experiment')
+  if state == 'foreign' or (state != 'new' and not resume):
+    raise RunDirError(f'{run_dir} already holds a run; choose another --experiment or remove it'
+                      + ('' if state in ('foreign', 'finished') else
+                         ' (or drop --noresume to continue it)'))
   return state
 
 

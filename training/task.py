@@ -76,6 +76,9 @@ def run(config, say=print):
   writes = spec is None or me == cluster.chief(spec)
   if writes:
     dir_state = results.check_run_dir(config.run_dir, config.resume)
+    if dir_state == 'finished':
+      raise results.RunDirError(f'{config.run_dir} holds a finished run; choose another '
+                                '--experiment or remove it')
   if spec and module.SERVER_JOBS:
     os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
   if spec and me[0] in module.SERVER_JOBS:
