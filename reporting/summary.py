@@ -32,7 +32,8 @@ def parallel_units(run):
 def rows(runs, target_accuracy):
   """One row per complete run, in `runs` order."""
   complete = [run for run in runs if run['complete']]
-  throughput = {run['run']: results.spread(run['epoch_examples_per_second']) for run in complete}
+  throughput = {run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_warmup'))
+                for run in complete}
   table = []
   for run in complete:
     median, low, high = throughput[run['run']]

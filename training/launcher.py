@@ -23,9 +23,12 @@ def child_command(argv, run, experiment, in_process=True, defaults=()):
           '--in_process' if in_process else '--noin_process']
 
 
-# TensorFlow's C++ start-up lines, which TF_CPP_MIN_LOG_LEVEL no longer silences.
+# TensorFlow's C++ log lines, which TF_CPP_MIN_LOG_LEVEL no longer silences, and the lines that
+# continue its gRPC errors when a peer goes away.
 TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before '
-                         r'absl::InitializeLog|To enable the following instructions: )')
+                         r'absl::InitializeLog|To enable the following instructions: |Additional '
+                         r'GRPC error information from remote target|:UNKNOWN:Error received from '
+                         r'peer|This could happen if the remote target has been disconnected)')
 
 
 def start_single(group, argv, run, experiment_dir, hide, env):

@@ -11,6 +11,7 @@ its share of the global batch, `global_batch_size / num_workers`, and updates th
 on the parameter servers asynchronously.
 """
 import dataclasses
+import logging
 
 import numpy as np
 import tensorflow as tf
@@ -63,6 +64,7 @@ class Trainer:
     self.strategy = strategy
     self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
                         if isinstance(strategy, tf.distribute.ParameterServerStrategy) else None)
+    self.lost_executions = _LostExecutions() if self.coordinator else None
     self.num_workers = _num_workers(coordinated=self.coordinator is not None)
     # The examples one step processes: the global batch, or a worker's share of it.
     shares = self.num_workers if self.coordinator else 1
@@ -85,10 +87,6 @@ class Trainer:
       # counter's assign_add is one atomic operation, so the schedule sees every step.
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False,
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-      # Steps begun, counted as each execution starts: under a coordinator, an execution lost
-      # with its worker is begun again elsewhere, so this minus the steps done is the retried.
-      self.steps_started = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
       self._schedule = build_schedule(self.step_batch_size, self.steps_per_epoch)
       self.optimizer = build_optimizer(lambda: self._schedule(self.step))
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
@@ -103,15 +101,14 @@ class Trainer:
     # under mirroring it touches variables on other devices, which XLA cannot.
     compiled = (lambda f: tf.function(f, jit_compile=True)) if jit_compile else (lambda f: f)
     self._gradients = compiled(self._loss_gradients)
-    self._train_steps = tf.function(self._repeat(self._train_step, count_started=True))
+    self._train_steps = tf.function(self._repeat(self._train_step))
     self._eval_steps = tf.function(self._repeat(compiled(self._eval_step)))
     self._any = tf.function(lambda flag: strategy.reduce(
-        tf.distribute.ReduceOp.MAX, strategy.run(lambda f: f, args=(flag,)), axis=None))
+        tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(flag,)), axis=None))
 
   def trackables(self):
     """What a checkpoint holds to resume training exactly: weights, optimizer, counters."""
-    return {'model': self.model, 'optimizer': self.optimizer, 'step': self.step,
-            'steps_started': self.steps_started}
+    return {'model': self.model, 'optimizer': self.optimizer, 'step': self.step}
 
   def seek(self, step):
     """Training data continues from the batch of step `step` + 1, as after `step` steps.
@@ -220,12 +217,10 @@ class Trainer:
     return (self._train_steps.experimental_get_tracing_count()
             + self._eval_steps.experimental_get_tracing_count())
 
-  def _repeat(self, step, count_started=False):
+  def _repeat(self, step):
     """`num_steps` steps in one call: [loss sum, correct, examples, the index of the first
     step whose loss was not finite, or -1]."""
     def steps(iterator, num_steps):
-      if count_started:
-        self.steps_started.assign_add(tf.cast(num_steps, tf.int64))
       sums = tf.zeros([3])
       first_bad = tf.constant(-1.0)
       for i in tf.range(num_steps):
@@ -271,6 +266,23 @@ class Trainer:
   def _totals(sums):
     loss_sum, correct, examples = (float(v) for v in np.asarray(sums)[:3])
     return Totals(loss_sum, correct, examples)
+
+
+class _LostExecutions(logging.Filter):
+  """Counts the executions the coordinator puts back in its queue because their worker was
+  lost, to run them on another; it logs each as an error ("Worker %s failed with ..."), which
+  this filter keeps out of the output (the launcher says which worker went, in one line)."""
+
+  def __init__(self):
+    super().__init__()
+    self.count = 0
+    logging.getLogger('tensorflow').addFilter(self)
+
+  def filter(self, record):
+    if str(record.msg).startswith('Worker %s failed with'):
+      self.count += 1
+      return False
+    return not str(record.msg).startswith('Remote function on worker %s failed with')
 
 
 def _check_not_sharded(model):

@@ -15,20 +15,24 @@ class History:
   validation_accuracy: list = dataclasses.field(default_factory=list)
   epoch_learning_rate: list = dataclasses.field(default_factory=list)  # At each epoch's end.
   epoch_elapsed_seconds: list = dataclasses.field(default_factory=list)  # Since training began.
+  # 1 for an epoch that began a process's training (tracing, warm-up): the first, and the
+  # first after each resume.
+  epoch_warmup: list = dataclasses.field(default_factory=list)
 
   def add(self, **epoch):
     for name, value in epoch.items():
       getattr(self, name).append(value)
 
 
-def after_warmup(per_epoch):
-  """The epochs after the first (tracing, warm-up); the first if it is all there is."""
-  return per_epoch[1:] or per_epoch
+def after_warmup(per_epoch, warmup=None):
+  """The epochs but warm-up ones (default: the first); all of them if that leaves none."""
+  warmup = warmup or [1] + [0] * (len(per_epoch) - 1)
+  return [value for value, warm in zip(per_epoch, warmup) if not warm] or per_epoch
 
 
-def spread(per_epoch):
+def spread(per_epoch, warmup=None):
   """Median, min and max after warm-up: the headline figure and how much it moved."""
-  steady = after_warmup(per_epoch)
+  steady = after_warmup(per_epoch, warmup)
   if not steady:
     return None, None, None
   return statistics.median(steady), min(steady), max(steady)
@@ -42,7 +46,7 @@ def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
 
 def summarize(history, target_accuracy):
   """The headline figures (None where no epoch finished, as in a run interrupted early)."""
-  median, low, high = spread(history.epoch_examples_per_second)
+  median, low, high = spread(history.epoch_examples_per_second, history.epoch_warmup)
   last = lambda series: series[-1] if series else None
   return {
       'examples_per_second': median,
@@ -51,8 +55,9 @@ def summarize(history, target_accuracy):
       'target_accuracy': target_accuracy,
       'time_to_accuracy_seconds': time_to_accuracy(
           history.validation_accuracy, history.epoch_elapsed_seconds, target_accuracy),
-      'epoch_time_seconds': spread(history.epoch_times)[0],
-      'warmup_epochs_excluded': 1 if len(history.epoch_times) > 1 else 0,
+      'epoch_time_seconds': spread(history.epoch_times, history.epoch_warmup)[0],
+      'warmup_epochs_excluded': len(history.epoch_times) - len(
+          after_warmup(history.epoch_times, history.epoch_warmup)),
       'final_train_accuracy': last(history.train_accuracy),
       'final_validation_accuracy': last(history.validation_accuracy),
       'final_validation_loss': last(history.validation_loss),

@@ -165,6 +165,7 @@ class RunState:
   epoch_seconds: float = 0.0        # Training seconds of the epoch under way.
   elapsed_seconds: float = 0.0      # Seconds since training began, over every attempt.
   checkpoint_seconds: float = 0.0   # Of them, writing checkpoints.
+  retried_steps: int = 0            # Lost with a parameter-server worker, run again.
   resumes: list = dataclasses.field(default_factory=list)
 
   def to_json(self):
@@ -211,11 +212,12 @@ class _Session:
     self.stop, self.writers, self.say, self.writes = stop, writers, say, writes
     self.name = os.path.basename(config.run_dir)
     self.saved_step = state.step if state.resumes else None
+    self.retried_before = state.retried_steps
     self.started = time.perf_counter() - state.elapsed_seconds
     self.profiler = (profiling.StepProfiler(os.path.join(config.run_dir, 'train'),
                                             *config.profile_steps)
                      if config.profile_steps and writes else None)
-    self.epoch = 0
+    self.epoch = self.first_epoch = 0
     self.epoch_first = self.epoch_start = self.paused = self.last_report = 0.0
 
   def elapsed(self):
@@ -228,7 +230,8 @@ class _Session:
   def train(self):
     state, config, trainer = self.state, self.config, self.trainer
     spe = trainer.steps_per_epoch
-    for self.epoch in range(len(state.history.epoch_times) + 1, config.epochs + 1):
+    self.first_epoch = len(state.history.epoch_times) + 1
+    for self.epoch in range(self.first_epoch, config.epochs + 1):
       if trainer.any_worker(self.stop.requested):
         return
       self.epoch_first, self.paused = state.step, 0.0
@@ -272,7 +275,8 @@ class _Session:
                 epoch_examples_per_second=train.examples / seconds,
                 train_loss=train.loss, train_accuracy=train.accuracy,
                 validation_loss=validation.loss, validation_accuracy=validation.accuracy,
-                epoch_learning_rate=self.trainer.learning_rate)
+                epoch_learning_rate=self.trainer.learning_rate,
+                epoch_warmup=int(self.epoch == self.first_epoch))
     self.writers.epoch(self.epoch, *_epoch_scalars(history, -1))
     self.say(f'[{self.name}] epoch {self.epoch}/{config.epochs}: loss {train.loss:.4f} '
              f'accuracy {train.accuracy:.4f} val_loss {validation.loss:.4f} '
@@ -290,11 +294,16 @@ class _Session:
       raise loop.NonFiniteLoss(state.step, what='weights')
     started = time.perf_counter()
     state.elapsed_seconds = self.elapsed()
+    state.retried_steps = self.retried_steps()
     self.checkpointer.save(state.step, state.to_json())
     self.saved_step = state.step
     seconds = time.perf_counter() - started
     self.paused += seconds
     state.checkpoint_seconds += seconds
+
+  def retried_steps(self):
+    lost = self.trainer.lost_executions
+    return self.retried_before + (lost.count * self.config.steps_per_execution if lost else 0)
 
   def kept(self):
     """Which checkpoint a failed run leaves to resume from."""
@@ -362,8 +371,9 @@ class _Session:
         'resumes': state.resumes,
         'restarts': sum(r['cause'] == 'restart' for r in state.resumes),
         'redone_steps': sum(r['redone_steps'] for r in state.resumes),
-        # Under a coordinator, executions lost with a worker and begun again on another.
-        'retried_steps': int(trainer.steps_started.numpy()) - state.step,
+        # Under a coordinator: executions lost with a worker and run again on another, at
+        # most --steps_per_execution steps each.
+        'retried_steps': self.retried_steps(),
         'compute_devices': list(compute_devices),
         'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
         'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
@@ -383,7 +393,8 @@ def _epoch_scalars(history, i):
            'examples_per_second': history.epoch_examples_per_second[i],
            'time_seconds': history.epoch_times[i],
            'learning_rate': history.epoch_learning_rate[i],
-           'elapsed_seconds': history.epoch_elapsed_seconds[i]},
+           'elapsed_seconds': history.epoch_elapsed_seconds[i],
+           'warmup': history.epoch_warmup[i]},
           {'loss': history.validation_loss[i], 'accuracy': history.validation_accuracy[i]})
 
 
