@@ -89,6 +89,10 @@ def notes(runs, table):
   if len(kinds) > 1:
     said.append('Not a like-for-like comparison: the runs train different models or datasets ('
                 + '; '.join(f'{m} on {d}' for m, d in kinds) + ').')
+  recovered = results.recoveries(runs)
+  if recovered:
+    said.append('Recovered from faults (their time is in wall time, not in examples/s): '
+                + '; '.join(recovered) + '.')
   missing = [row['run'] for row in table if row['baseline'] is None]
   if missing:
     said.append(f'No {BASELINE} (or 1-replica) baseline with the same model, dataset and batch '

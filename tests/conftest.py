@@ -91,6 +91,23 @@ def kill_all(text):
       pass
 
 
+def wait_for_line(proc, prefix, timeout):
+  """Reads `proc`'s stdout until a line starts with `prefix`; bounded by `timeout`."""
+  import selectors
+  import time
+  selector = selectors.DefaultSelector()
+  selector.register(proc.stdout, selectors.EVENT_READ)
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if selector.select(timeout=1):
+      line = proc.stdout.readline()
+      if line.startswith(prefix):
+        return line
+      if not line:
+        break
+  raise AssertionError(f'no line starting with {prefix!r} within {timeout} s')
+
+
 @pytest.fixture
 def logdir(tmp_path):
   """A run directory root whose processes are all killed after the test, whatever happened."""

@@ -71,10 +71,22 @@ def assert_one_line_error(proc, *fragments):
     (['--mixed_precision=float16'], ['--mixed_precision', 'mixed_float16']),
     (['--intra_op_threads=-1'], ['--intra_op_threads=-1']),
     (['--inter_op_threads=-2'], ['--inter_op_threads=-2']),
+    # Checkpoints, restarts, disk space.
+    (['--checkpoint_every_epochs=-1'], ['--checkpoint_every_epochs=-1']),
+    (['--checkpoint_every_steps=-5'], ['--checkpoint_every_steps=-5']),
+    (['--max_restarts=-1'], ['--max_restarts=-1']),
+    (['--min_free_disk_mb=1e15'], ['--logdir', 'MB free', '--min_free_disk_mb']),
 ])
 def test_flag_errors(tmp_path, args, fragments):
   proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)
   assert_one_line_error(proc, *fragments)
+  assert os.listdir(tmp_path) == []
+
+
+def test_malformed_fault_injection(tmp_path):
+  proc = run_py('--strategies=one_device', f'--logdir={tmp_path}', timeout=60,
+                env=dict(os.environ, STRATEGY_COMPARISON_FAULT='worker-1'))
+  assert_one_line_error(proc, 'STRATEGY_COMPARISON_FAULT=worker-1', 'TASK@STEP')
   assert os.listdir(tmp_path) == []
 
 

@@ -9,7 +9,8 @@ import time
 import portpicker
 import pytest
 
-from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_until_gone)
+from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_for_line,
+                            wait_until_gone)
 from training import launcher
 
 pytestmark = pytest.mark.slow
@@ -125,22 +126,6 @@ def test_parameter_server_chief_names_missing_servers(logdir):
   errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
   assert len(errors) == 1, stderr
   assert f'worker 0 ({spec["worker"][0]})' in errors[0] and f'ps 0 ({spec["ps"][0]})' in errors[0]
-
-
-def wait_for_line(proc, prefix, timeout):
-  """Reads `proc`'s stdout until a line starts with `prefix`; bounded by `timeout`."""
-  import selectors
-  selector = selectors.DefaultSelector()
-  selector.register(proc.stdout, selectors.EVENT_READ)
-  deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    if selector.select(timeout=1):
-      line = proc.stdout.readline()
-      if line.startswith(prefix):
-        return line
-      if not line:
-        break
-  raise AssertionError(f'no line starting with {prefix!r} within {timeout} s')
 
 
 def start_long_run(strategy, logdir):

@@ -185,7 +185,7 @@ def launch(argv, runs, experiment_dir, idle_timeout, verbose=False, resume=True,
   report_failed = False
   if len(failed) < len(rows):
     print(f'\n{table(rows)}\n', flush=True)
-    for line in recoveries(rows):
+    for line in results.recoveries(rows):
       print(line, flush=True)
     report_failed = supervise(
         idle_timeout, lambda group: start_report(group, argv, experiment_dir, hide)) is not None
@@ -195,21 +195,6 @@ def launch(argv, runs, experiment_dir, idle_timeout, verbose=False, resume=True,
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}',
           file=sys.stderr)
   return len(failed) + report_failed
-
-
-def recoveries(rows):
-  """A line for each run that recovered from faults: what it cost."""
-  lines = []
-  for row in rows:
-    done = [f'{row[key]} {what}' for key, what in (
-        ('restarts', 'restart(s) from a checkpoint'), ('redone_steps', 'step(s) redone'),
-        ('retried_steps', 'step(s) retried on another worker')) if row.get(key)]
-    resumed = sum(r['cause'] == 'resume' for r in row.get('resumes', []))
-    if resumed:
-      done.append(f'resumed {resumed} time(s)')
-    if done:
-      lines.append(f'{row["run"]}: {", ".join(done)}')
-  return lines
 
 
 def table(rows):

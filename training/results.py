@@ -122,6 +122,20 @@ def read(run_dir):
     return json.load(f)
 
 
+def recoveries(runs):
+  """'run: what recovering from faults cost', for each run (result.json, or the report's run
+  record) that lost a task, was restarted, or was resumed."""
+  lines = []
+  for run in runs:
+    done = [f'{int(run[key])} {what}' for key, what in (
+        ('restarts', 'restart(s) from a checkpoint'), ('redone_steps', 'step(s) redone'),
+        ('retried_steps', 'step(s) retried on another worker'),
+        ('resumed', 'resume(s) after an interruption')) if run.get(key)]
+    if done:
+      lines.append(f'{run["run"]}: {", ".join(done)}')
+  return lines
+
+
 PROGRESS = 'progress.json'
 
 

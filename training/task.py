@@ -341,7 +341,7 @@ class _Session:
         metric: summary[metric] for metric in (
             'examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
             'final_validation_accuracy', 'time_to_accuracy_seconds', 'wall_time_seconds',
-            'restarts', 'redone_steps', 'retried_steps')})
+            'restarts', 'resumed', 'redone_steps', 'retried_steps')})
     os.remove(os.path.join(self.config.run_dir, results.PROGRESS))
     return os.path.join(self.config.run_dir, 'result.json')
 
@@ -370,6 +370,7 @@ class _Session:
         'checkpoint': checkpoints.latest(config.run_dir),
         'resumes': state.resumes,
         'restarts': sum(r['cause'] == 'restart' for r in state.resumes),
+        'resumed': sum(r['cause'] == 'resume' for r in state.resumes),
         'redone_steps': sum(r['redone_steps'] for r in state.resumes),
         # Under a coordinator: executions lost with a worker and run again on another, at
         # most --steps_per_execution steps each.

@@ -1,0 +1,224 @@
+"""Fault tolerance end to end: checkpoints and resume, lost tasks, interruption, divergence.
+
+The faults are real: STRATEGY_COMPARISON_FAULT=TASK@STEP makes the launcher SIGKILL a task's
+process once the run has trained that many steps, and a SIGTERM goes to the launcher itself.
+Every run is bounded in time and every test ends with no process of its logdir alive.
+"""
+import glob
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_for_line,
+                            wait_until_gone)
+from tests.test_bad_input import assert_one_line_error
+
+pytestmark = pytest.mark.slow
+
+STEPS = ['--steps_per_execution=5']
+
+
+def with_fault(spec):
+  return dict(os.environ, STRATEGY_COMPARISON_FAULT=spec)
+
+
+def logged_steps(event_dir, tag):
+  """Every step `tag` was written at, in every event file of `event_dir`: a duplicated or
+  reset step shows up here, where TensorBoard's loader might hide it."""
+  from tensorboard.backend.event_processing import event_file_loader
+  steps = []
+  for path in sorted(glob.glob(os.path.join(event_dir, 'events.out.tfevents.*'))):
+    for event in event_file_loader.EventFileLoader(path).Load():
+      steps += [event.step for value in event.summary.value if value.tag == tag]
+  return sorted(steps)
+
+
+def assert_continuous(run_dir, epochs):
+  for sub in ('train', 'validation'):
+    assert logged_steps(os.path.join(run_dir, sub), 'epoch_loss') == list(range(1, epochs + 1))
+  assert logged_steps(run_dir, 'wall_time_seconds') == [epochs]
+
+
+def checkpoint_steps(run_dir):
+  return sorted(int(path.rsplit('-', 1)[1].split('.')[0])
+                for path in glob.glob(os.path.join(run_dir, 'checkpoints', 'ckpt-*.index')))
+
+
+def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
+  args = ['--strategies=mirrored', '--epochs=6', '--steps_per_execution=2', f'--logdir={logdir}']
+  proc = subprocess.Popen([sys.executable, RUN_PY, *args, '--experiment=stopped'],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  try:
+    wait_for_line(proc, '[mirrored] epoch 2/6', timeout=180)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+    proc.communicate()
+  assert proc.returncode == 128 + signal.SIGTERM
+  assert 'interrupted at step' in stderr and 'run the same command to resume' in stderr
+  assert wait_until_gone(str(logdir)) == []
+  run_dir = os.path.join(logdir, 'stopped', 'mirrored')
+  stopped = read_result(run_dir)
+  assert stopped['status'] == 'interrupted'
+  assert stopped['epochs_done'] >= 2 and stopped['steps_done'] > 2 * 22
+  assert checkpoint_steps(run_dir)[-1] == stopped['steps_done']
+
+  resumed = run_py(*args, '--experiment=stopped', timeout=300)
+  assert resumed.returncode == 0, resumed.stderr
+  assert '=== mirrored (1/1): resuming ===' in resumed.stdout
+  result = read_result(run_dir)
+  assert result['status'] == 'complete'
+  assert (result['epochs_done'], result['steps_done']) == (6, 6 * 22)
+  assert [r['step'] for r in result['resumes']] == [stopped['steps_done']]
+  assert result['resumes'][0]['cause'] == 'resume' and result['redone_steps'] == 0
+  assert len(result['validation_accuracy']) == 6
+  assert_continuous(run_dir, 6)
+
+  # The same seed without the interruption: the same run (the data resumes at its step).
+  whole = run_py(*args, '--experiment=whole', timeout=300)
+  assert whole.returncode == 0, whole.stderr
+  reference = read_result(os.path.join(logdir, 'whole', 'mirrored'))
+  assert result['train_loss'] == pytest.approx(reference['train_loss'], rel=1e-4)
+  assert result['validation_accuracy'] == pytest.approx(reference['validation_accuracy'],
+                                                        abs=1e-6)
+  assert wait_until_gone(str(logdir)) == []
+
+
+def test_multi_worker_mirrored_restarts_every_task_from_the_last_checkpoint(logdir):
+  proc = run_py('--strategies=multi_worker_mirrored', '--epochs=4', *STEPS, f'--logdir={logdir}',
+                '--experiment=mwm', env=with_fault('worker-1@30'), timeout=600)
+  assert proc.returncode == 0, proc.stderr
+  assert 'killed worker-1 after step 30' in proc.stdout
+  assert 'restarting multi_worker_mirrored from its last checkpoint (1/3)' in proc.stderr
+  run_dir = os.path.join(logdir, 'mwm', 'multi_worker_mirrored')
+  result = read_result(run_dir)
+  assert (result['status'], result['epochs_done'], result['steps_done']) == ('complete', 4, 88)
+  assert result['restarts'] == 1
+  # Killed at an execution boundary at or after step 30; the checkpoint of epoch 1 is step 22.
+  assert result['resumes'][0]['step'] == 22 and result['resumes'][0]['cause'] == 'restart'
+  assert result['redone_steps'] >= 30 - 22
+  assert_continuous(run_dir, 4)
+  assert '1 restart(s) from a checkpoint' in proc.stdout
+  with open(os.path.join(logdir, 'mwm', 'summary.md')) as f:
+    assert 'restart' in f.read()
+  assert wait_until_gone(str(logdir)) == []
+
+
+def test_parameter_server_carries_on_while_a_lost_worker_restarts(logdir):
+  proc = run_py('--strategies=parameter_server', '--epochs=5', *STEPS, f'--logdir={logdir}',
+                '--experiment=ps', env=with_fault('worker-1@40'), timeout=600)
+  assert proc.returncode == 0, proc.stderr
+  assert 'killed worker-1 after step 40' in proc.stdout
+  assert 'worker-1 failed (killed by SIGKILL); restarting it (1/3)' in proc.stderr
+  result = read_result(os.path.join(logdir, 'ps', 'parameter_server'))
+  assert (result['status'], result['epochs_done'], result['steps_done']) == ('complete', 5, 220)
+  assert result['restarts'] == 0 and result['resumes'] == []
+  assert result['retried_steps'] >= 5  # At least one execution ran again on worker 0.
+  assert result['final_validation_accuracy'] > 0.8
+  assert 'step(s) retried on another worker' in proc.stdout
+  assert_continuous(os.path.join(logdir, 'ps', 'parameter_server'), 5)
+  assert wait_until_gone(str(logdir)) == []
+
+
+def test_a_lost_ps_task_ends_the_run_and_leaves_a_resumable_checkpoint(logdir):
+  args = ['--strategies=parameter_server', '--epochs=3', *STEPS, f'--logdir={logdir}',
+          '--experiment=ps']
+  proc = run_py(*args, env=with_fault('ps-0@60'), timeout=600)
+  errors = [line for line in proc.stderr.splitlines() if line.startswith('run.py:')]
+  assert proc.returncode == 2, proc.stderr
+  assert len(errors) == 1, proc.stderr
+  assert 'ps 0 (localhost:' in errors[0] and 'lost at step' in errors[0]
+  assert 'checkpoints/ckpt-44, is kept' in errors[0]
+  assert 'restarting' not in proc.stderr
+  assert wait_until_gone(str(logdir)) == []
+
+  resumed = run_py(*args, timeout=600)
+  assert resumed.returncode == 0, resumed.stderr
+  result = read_result(os.path.join(logdir, 'ps', 'parameter_server'))
+  assert (result['status'], result['epochs_done']) == ('complete', 3)
+  assert [r['step'] for r in result['resumes']] == [44]
+  assert wait_until_gone(str(logdir)) == []
+
+
+def test_step_checkpoints_keep_the_newest_three(logdir):
+  proc = run_py('--strategies=one_device', '--epochs=2', '--steps_per_execution=10',
+                '--checkpoint_every_steps=10', '--checkpoint_every_epochs=0',
+                f'--logdir={logdir}', '--experiment=steps', timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  # Executions end at steps 10, 20, 22 (epoch end), 32, 42, 44: each crossing of a multiple of
+  # 10 is saved, at 10, 20, 32 and 42; the newest three are kept.
+  assert checkpoint_steps(os.path.join(logdir, 'steps', 'one_device')) == [20, 32, 42]
+
+
+@pytest.fixture
+def unfinished_run(logdir):
+  """A one_device run killed at step 30 with no restart: its checkpoint of epoch 1 (step 22)."""
+  args = ['--strategies=one_device', '--epochs=3', *STEPS, f'--logdir={logdir}',
+          '--experiment=exp']
+  proc = run_py(*args, '--max_restarts=0', env=with_fault('one_device@30'), timeout=300)
+  assert proc.returncode != 0
+  assert 'one_device failed: killed by SIGKILL' in proc.stderr
+  run_dir = os.path.join(logdir, 'exp', 'one_device')
+  assert checkpoint_steps(run_dir) == [22]
+  return args, run_dir
+
+
+def digest(directory):
+  return {path: hashlib.sha256(open(path, 'rb').read()).hexdigest()
+          for path in glob.glob(os.path.join(directory, '*'))}
+
+
+def test_a_corrupted_checkpoint_is_refused_and_left_alone(unfinished_run):
+  args, run_dir = unfinished_run
+  data = glob.glob(os.path.join(run_dir, 'checkpoints', 'ckpt-22.data-*'))[0]
+  with open(data, 'r+b') as f:
+    f.truncate(os.path.getsize(data) // 2)
+  before = digest(os.path.join(run_dir, 'checkpoints'))
+  proc = run_py(*args, timeout=300)
+  assert_one_line_error(proc, 'ckpt-22', 'it is left as it is')
+  assert proc.returncode == 2
+  assert digest(os.path.join(run_dir, 'checkpoints')) == before
+
+
+def test_a_checkpoint_of_other_settings_is_refused_and_left_alone(unfinished_run):
+  args, run_dir = unfinished_run
+  before = digest(os.path.join(run_dir, 'checkpoints'))
+  proc = run_py(*args, '--model=mlp', timeout=300)
+  assert_one_line_error(proc, 'ckpt-22', "model='cnn'", "model='mlp'", 'same flags')
+  assert digest(os.path.join(run_dir, 'checkpoints')) == before
+
+
+def test_noresume_refuses_an_unfinished_run(unfinished_run):
+  args, run_dir = unfinished_run
+  proc = run_py(*args, '--noresume', timeout=120)
+  assert_one_line_error(proc, run_dir, 'drop --noresume')
+
+
+def test_a_killed_run_restarts_from_its_checkpoint_and_finished_runs_are_kept(logdir):
+  args = ['--strategies=one_device', '--epochs=3', *STEPS, f'--logdir={logdir}',
+          '--experiment=exp']
+  proc = run_py(*args, env=with_fault('one_device@30'), timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  run_dir = os.path.join(logdir, 'exp', 'one_device')
+  result = read_result(run_dir)
+  assert result['restarts'] == 1 and result['resumes'][0]['step'] == 22
+  assert_continuous(run_dir, 3)
+  again = run_py(*args, timeout=300)
+  assert again.returncode == 0, again.stderr
+  assert '=== one_device (1/1): finished earlier, kept ===' in again.stdout
+  assert read_result(run_dir) == result
+
+
+def test_divergence_stops_at_its_step_and_keeps_the_last_good_checkpoint(logdir):
+  proc = run_py('--strategies=one_device', '--optimizer=sgd', '--learning_rate=1e30',
+                '--steps_per_execution=1', '--checkpoint_every_steps=1', f'--logdir={logdir}',
+                '--experiment=nan', timeout=300)
+  assert_one_line_error(proc, 'NaN or infinite at step 2', 'ckpt-1, is kept', '--learning_rate')
+  assert proc.returncode == 2
+  assert checkpoint_steps(os.path.join(logdir, 'nan', 'one_device')) == [1]
