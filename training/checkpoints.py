@@ -41,7 +41,7 @@ def read_state(path):
   """The run state stored in checkpoint `path`, read without building any model."""
   try:
     return json.loads(tf.train.load_checkpoint(path).get_tensor(_STATE_KEY))
-  except (tf.errors.OpError, ValueError, KeyError) as e:
+  except Exception as e:  # pylint: disable=broad-except  # A damaged file fails in many ways.
     raise CheckpointError(f'checkpoint {path} cannot be read ({_reason(e)}); it is left as it is: '
                           f'remove {os.path.dirname(path)} to start the run over, or choose '
                           'another --experiment') from None
@@ -72,7 +72,7 @@ class Checkpointer:
     """Loads checkpoint `path` into the trackables; returns its run state."""
     try:
       self._checkpoint.restore(path).assert_existing_objects_matched()
-    except (tf.errors.OpError, ValueError, AssertionError) as e:
+    except Exception as e:  # pylint: disable=broad-except  # As in read_state.
       raise CheckpointError(
           f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
           'with the flags it was written with, or choose another --experiment') from None

@@ -270,8 +270,14 @@ class Trainer:
 
 class _LostExecutions(logging.Filter):
   """Counts the executions the coordinator puts back in its queue because their worker was
-  lost, to run them on another; it logs each as an error ("Worker %s failed with ..."), which
-  this filter keeps out of the output (the launcher says which worker went, in one line)."""
+  lost, to run them on another: it logs each as an error ("Worker %s failed with ..."). This
+  filter keeps those, and the coordinator's other multi-line reports of errors that reach
+  the loop anyway, out of the output: the launcher says which worker went, the run what a
+  lost ps task means, each in one line."""
+
+  QUIET = ('Remote function on worker %s failed with',
+           'encountered the following error when processing closure',
+           'Start cancelling closures due to error')
 
   def __init__(self):
     super().__init__()
@@ -279,10 +285,11 @@ class _LostExecutions(logging.Filter):
     logging.getLogger('tensorflow').addFilter(self)
 
   def filter(self, record):
-    if str(record.msg).startswith('Worker %s failed with'):
+    message = str(record.msg)
+    if message.startswith('Worker %s failed with'):
       self.count += 1
       return False
-    return not str(record.msg).startswith('Remote function on worker %s failed with')
+    return not any(quiet in message for quiet in self.QUIET)
 
 
 def _check_not_sharded(model):

@@ -328,7 +328,7 @@ class _Session:
     """The error for a peer task lost mid-training (a parameter server, an all-reduce peer)."""
     silent = cluster.silent_peers(spec, me)
     who = ', '.join(silent) or 'a peer task'
-    reason = processes.first_line(getattr(error, 'message', '') or str(error))
+    reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
     if self.trainer.coordinator:
       return cluster.ClusterError(
           f'[{self.name}] {who} lost at step {self.state.step} ({reason}); {self.kept()}: '
