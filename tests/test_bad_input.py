@@ -1,4 +1,5 @@
 """Bad input: one line on stderr naming the problem, non-zero exit, no traceback, no run."""
+import glob
 import os
 
 import pytest
@@ -88,6 +89,27 @@ def test_malformed_fault_injection(tmp_path):
                 env=dict(os.environ, STRATEGY_COMPARISON_FAULT='worker-1'))
   assert_one_line_error(proc, 'STRATEGY_COMPARISON_FAULT=worker-1', 'TASK@STEP')
   assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('arrays, fragments', [
+    (None, ['dataset mnist', 'cannot read', 'replace them']),  # Truncated.
+    ({'x_train': (4, 28), 'y_train': (4,), 'x_test': (2, 28, 28), 'y_test': (2,)},
+     ['dataset mnist', 'image shapes', 'disagree']),
+])
+def test_damaged_data_dir(tmp_path, arrays, fragments):
+  import numpy as np
+  data_dir = tmp_path / 'data'
+  data_dir.mkdir()
+  if arrays is None:
+    np.savez(data_dir / 'mnist.npz', x_train=np.zeros((60, 28, 28), np.uint8))
+    (data_dir / 'mnist.npz').write_bytes((data_dir / 'mnist.npz').read_bytes()[:300])
+  else:
+    np.savez(data_dir / 'mnist.npz', **{k: np.zeros(v, np.uint8) for k, v in arrays.items()})
+  proc = run_py('--strategies=one_device', '--dataset=mnist', f'--data_dir={data_dir}',
+                '--nodownload', f'--logdir={tmp_path}/runs', timeout=120)
+  assert_one_line_error(proc, *fragments)
+  assert not glob.glob(f'{tmp_path}/runs/*/one_device/result.json')
 
 
 def test_missing_data_dir(tmp_path):

@@ -81,8 +81,8 @@ def test_hand_started_multi_worker_mirrored(logdir):
   assert result['num_workers'] == 2 and result['num_replicas_in_sync'] == 2
   entries = sorted(os.listdir(run_dir))
   assert [e for e in entries if not e.startswith('events.out.tfevents.')] == [
-      'result.json', 'train', 'validation']
-  assert len(entries) == 4  # And one event file: the chief's HParams. Nothing of worker 1.
+      'checkpoints', 'result.json', 'train', 'validation']
+  assert len(entries) == 5  # And one event file: the chief's HParams. Nothing of worker 1.
   # Only the chief (worker 0) reports; worker 1 trains silently in step with it.
   assert '[multi_worker_mirrored] epoch 2/2' in outputs[0][0]
   assert 'epoch' not in outputs[1][0]
@@ -128,10 +128,11 @@ def test_parameter_server_chief_names_missing_servers(logdir):
   assert f'worker 0 ({spec["worker"][0]})' in errors[0] and f'ps 0 ({spec["ps"][0]})' in errors[0]
 
 
-def start_long_run(strategy, logdir):
+def start_long_run(strategy, logdir, *args):
   """A launcher training `strategy` far longer than a test waits, once its first epoch ended."""
   proc = subprocess.Popen(
-      [sys.executable, RUN_PY, f'--strategies={strategy}', '--epochs=200', f'--logdir={logdir}'],
+      [sys.executable, RUN_PY, f'--strategies={strategy}', '--epochs=200', f'--logdir={logdir}',
+       *args],
       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   try:
     wait_for_line(proc, f'[{strategy}] epoch 1/200', timeout=180)
@@ -144,19 +145,25 @@ def start_long_run(strategy, logdir):
 
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
 def test_stopping_the_launcher_leaves_no_process(logdir, sig):
+  """The coordinator checkpoints and records the run as interrupted before the servers go."""
   proc = start_long_run('parameter_server', logdir)
   try:
     proc.send_signal(sig)
-    proc.wait(timeout=60)
+    proc.wait(timeout=90)
   finally:
     proc.kill()
     proc.communicate(timeout=30)
-  assert proc.returncode != 0
+  assert proc.returncode == 128 + sig
   assert wait_until_gone(str(logdir), timeout=30) == []
+  [experiment] = os.listdir(logdir)
+  result = read_result(os.path.join(logdir, experiment, 'parameter_server'))
+  assert result['status'] == 'interrupted' and result['epochs_done'] >= 1
+  assert os.path.exists(result['checkpoint'] + '.index')
 
 
 def test_a_failing_worker_stops_the_whole_cluster(logdir):
-  proc = start_long_run('multi_worker_mirrored', logdir)
+  """Without restarts (tests/test_fault_tolerance.py has them)."""
+  proc = start_long_run('multi_worker_mirrored', logdir, '--max_restarts=0')
   try:
     worker_1 = next(pid for pid in _task_pids(str(logdir)) if _task_of(pid) == ('worker', 1))
     os.kill(worker_1, signal.SIGKILL)
@@ -164,7 +171,7 @@ def test_a_failing_worker_stops_the_whole_cluster(logdir):
   finally:
     proc.kill()
   assert proc.returncode != 0
-  assert 'worker-1 failed' in stderr
+  assert 'worker-1 failed: killed by SIGKILL' in stderr
   assert wait_until_gone(str(logdir), timeout=30) == []
 
 
