@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 
 from absl import app
@@ -227,6 +228,14 @@ def check_paths():
   if not os.access(parent, os.W_OK | os.X_OK):
     raise ValueError(f'--logdir={LOGDIR.value} cannot be written ({parent} is read-only); '
                      'choose another --logdir')
+  try:  # What permissions cannot show: a read-only or full file system, a quota.
+    with tempfile.TemporaryFile(dir=parent) as probe:
+      probe.write(b'\0' * 4096)
+      probe.flush()
+      os.fsync(probe.fileno())
+  except OSError as e:
+    raise ValueError(f'--logdir={LOGDIR.value} cannot be written ({e.strerror} in {parent}); '
+                     'free space or choose another --logdir') from None
   free_mb = shutil.disk_usage(parent).free / 2**20
   if free_mb < MIN_FREE_DISK_MB.value:
     raise ValueError(f'--logdir={LOGDIR.value} has {free_mb:,.0f} MB free, less than '

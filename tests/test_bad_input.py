@@ -112,6 +112,20 @@ def test_damaged_data_dir(tmp_path, arrays, fragments):
   assert not glob.glob(f'{tmp_path}/runs/*/one_device/result.json')
 
 
+def test_logdir_that_cannot_take_a_byte(tmp_path):
+  """A write that fails as on a full disk (EFBIG under RLIMIT_FSIZE=0): refused before training."""
+  import resource
+  import subprocess
+  import sys
+  from tests.conftest import RUN_PY
+  proc = subprocess.run(
+      [sys.executable, RUN_PY, '--strategies=one_device', f'--logdir={tmp_path}/runs'],
+      capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+      preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0)))
+  assert_one_line_error(proc, f'--logdir={tmp_path}/runs cannot be written', 'File too large')
+  assert os.listdir(tmp_path) == []
+
+
 def test_missing_data_dir(tmp_path):
   proc = run_py(f'--data_dir={tmp_path}/absent', f'--logdir={tmp_path}/runs', timeout=60)
   assert_one_line_error(proc, '--data_dir', 'absent', 'not a directory')
