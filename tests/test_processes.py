@@ -374,3 +374,88 @@ def test_raise_on_signals_turns_both_into_keyboard_interrupt(reap, sig):
   out, err = proc.communicate(timeout=10)
   assert out == f'caught {int(sig)}\n'
   assert proc.returncode == 0, err
+
+
+# --- restarts, fault injection, graceful stop ---------------------------------------------------
+
+def test_a_child_that_dies_is_restarted_the_same_way(tmp_path, capsys):
+  """First run: SIGKILLs itself; the restart, with the same command, finds the marker and ends."""
+  marker = tmp_path / 'ran-once'
+  child = py('''
+      import os, signal, sys
+      if not os.path.exists(sys.argv[1]):
+        open(sys.argv[1], 'w').close()
+        print('first', flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+      print('second', flush=True)
+      ''', marker)
+  with ProcessGroup() as group:
+    group.start('worker-1', child, log_path=str(tmp_path / 'w.log'), restarts=2)
+    group.wait(idle_timeout=10)
+    assert group.restarted == {'worker-1': 1}
+  out, err = capsys.readouterr()
+  assert out == 'first\nsecond\n'
+  assert err == 'run.py: worker-1 failed (killed by SIGKILL); restarting it (1/2)\n'
+  assert (tmp_path / 'w.log').read_text() == 'first\nsecond\n'  # Appended, not overwritten.
+
+
+def test_restarts_run_out_and_a_refusal_is_never_restarted(capsys):
+  with ProcessGroup() as group:
+    group.start('crash', py('import os, signal; os.kill(os.getpid(), signal.SIGKILL)'),
+                restarts=1)
+    with pytest.raises(TaskError) as e:
+      group.wait(idle_timeout=10)
+  assert e.value.died and e.value.returncode == -signal.SIGKILL
+  assert str(e.value) == 'crash failed: killed by SIGKILL'
+  with ProcessGroup() as group:
+    group.start('refuse', py('import sys; print("bad flag", file=sys.stderr); sys.exit(2)'),
+                restarts=3)
+    with pytest.raises(TaskError) as e:
+      group.wait(idle_timeout=10)
+  assert not e.value.died and group.restarted == {'refuse': 0}
+
+
+def test_a_non_essential_child_may_fail_while_the_others_finish(capsys):
+  with ProcessGroup() as group:
+    group.start('ps-0', py('import sys; sys.exit(1)'), essential=False)
+    group.start('chief-0', py('import time; time.sleep(0.5); print("done", flush=True)'))
+    group.wait(idle_timeout=10, names=['chief-0'])
+  assert capsys.readouterr().out == 'done\n'
+
+
+def test_kill_and_tick_inject_a_fault(capsys):
+  ticks = []
+
+  def tick(group):
+    ticks.append(group.kill('victim') if len(ticks) == 2 else None)
+
+  with ProcessGroup() as group:
+    group.start('victim', py('import time; print("up", flush=True); time.sleep(60)'))
+    with pytest.raises(TaskError, match='victim failed: killed by SIGKILL'):
+      group.wait(idle_timeout=10, tick=tick)
+  assert ticks[2] is True
+
+
+def test_stop_lets_children_finish_their_last_words_then_ends_all(tmp_path, reap):
+  trainer = py('''
+      import signal, sys, time
+      def stop(signum, frame):
+        print('checkpoint written', flush=True)
+        sys.exit(128 + signum)
+      signal.signal(signal.SIGTERM, stop)
+      print('training', flush=True)
+      time.sleep(60)
+      ''')
+  server = py('import os, time; print(os.getpid(), flush=True); time.sleep(60)')
+  log = tmp_path / 'trainer.log'
+  with ProcessGroup() as group:
+    group.start('trainer', trainer, log_path=str(log))
+    group.start('server', server, echo=False, log_path=str(tmp_path / 'server.log'))
+    time.sleep(1.5)  # Both have started and printed.
+    started = time.monotonic()
+    group.stop(['trainer'], grace_seconds=20)
+    assert time.monotonic() - started < 15
+  assert log.read_text() == 'training\ncheckpoint written\n'
+  server_pid = int((tmp_path / 'server.log').read_text())
+  reap[0].append(server_pid)
+  assert not alive(server_pid)
