@@ -342,7 +342,8 @@ class _Session:
             'examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
             'final_validation_accuracy', 'time_to_accuracy_seconds', 'wall_time_seconds',
             'restarts', 'resumed', 'redone_steps', 'retried_steps')})
-    os.remove(os.path.join(self.config.run_dir, results.PROGRESS))
+    with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
+      os.remove(os.path.join(self.config.run_dir, results.PROGRESS))
     return os.path.join(self.config.run_dir, 'result.json')
 
   def _write_result(self, status, compute_devices=()):
