@@ -2,6 +2,7 @@
 import contextlib
 import dataclasses
 import os
+import signal
 import time
 
 import keras
@@ -139,8 +140,7 @@ def run(config, say=print):
         f'{config.epochs * trainer.steps_per_epoch}{redone}')
   session = _Session(config, trainer, checkpointer, state, stop, writers, say, writes)
   try:
-    session.train()
-    if stop.requested:
+    if session.train():
       session.interrupt()
     return session.finish(compute_devices) if writes else None
   except loop.NonFiniteLoss as e:
@@ -228,12 +228,13 @@ class _Session:
     return self.state.epoch_seconds + time.perf_counter() - self.epoch_start - self.paused
 
   def train(self):
+    """Trains to the last epoch; returns True if stopped on request (on any worker) before."""
     state, config, trainer = self.state, self.config, self.trainer
     spe = trainer.steps_per_epoch
     self.first_epoch = len(state.history.epoch_times) + 1
     for self.epoch in range(self.first_epoch, config.epochs + 1):
       if trainer.any_worker(self.stop.requested):
-        return
+        return True
       self.epoch_first, self.paused = state.step, 0.0
       self.epoch_start = self.last_report = time.perf_counter()
       totals, done = trainer.train_epoch(
@@ -242,13 +243,14 @@ class _Session:
       seconds = self.epoch_seconds()
       if state.step < self.epoch * spe:  # Stopped on request.
         state.epoch_sums, state.epoch_seconds = totals, seconds
-        return
+        return True
       state.epoch_sums, state.epoch_seconds = loop.ZERO, 0.0
       self._end_epoch(totals, seconds)
     if self.profiler:
       self.profiler.stop()  # The steps asked for may run past the end of training.
       self.say(f'[{self.name}] profile of steps {self.profiler.first}-{self.profiler.last}: '
                'TensorBoard\'s Profile tab')
+    return False
 
   def _between(self, done, read):
     """After each execution: progress, a stop agreed by every worker, step checkpoints."""
@@ -320,7 +322,7 @@ class _Session:
       self._write_result('interrupted')
     total = self.config.epochs * self.trainer.steps_per_epoch
     raise processes.Interrupted(
-        self.stop.signum,
+        self.stop.signum or signal.SIGTERM,  # A worker stopping because another was asked.
         f'[{self.name}] interrupted at step {self.state.step} of {total}; checkpoint '
         f'{checkpoints.latest(self.config.run_dir)} written: run the same command to resume')
 
