@@ -12,6 +12,7 @@ matplotlib.use('Agg')  # Before pyplot: never look for a display.
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
+import strategies  # noqa: E402
 from reporting import summary  # noqa: E402
 
 FIGSIZE = (8, 5)
@@ -50,7 +51,7 @@ _n = summary.parallel_units  # N of the scaling-efficiency formula.
 
 
 def _unit(strategy, n=1):
-  return ('worker' if strategy == 'parameter_server' else 'replica') + ('s' if n != 1 else '')
+  return strategies.describe(strategy).unit + ('s' if n != 1 else '')
 
 
 def _lines(rows, key, x):

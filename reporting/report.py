@@ -32,7 +32,7 @@ def build(experiment_dir, target_accuracy):
 
 def _to_tensorboard(experiment_dir, summary_path, images):
   import tensorflow as tf
-  from reporting import environment
+  from records import environment
   writer = tf.summary.create_file_writer(os.path.join(experiment_dir, 'report'))
   with writer.as_default(step=0):
     with open(summary_path) as f:

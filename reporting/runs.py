@@ -34,7 +34,7 @@ def load(experiment_dir):
         'run': name, 'started': root.FirstEventTimestamp(), **hparams,
         'epoch_examples_per_second': train.get('epoch_examples_per_second', []),
         'epoch_elapsed_seconds': train.get('epoch_elapsed_seconds', []),
-        'epoch_warmup': train.get('epoch_warmup'),
+        'epoch_startup': train.get('epoch_startup'),
         'validation_accuracy': validation.get('epoch_accuracy', []),
         'complete': 'wall_time_seconds' in final,
         **{metric: values[-1] for metric, values in final.items()},

@@ -7,11 +7,12 @@ and dataset and the same global batch (strong scaling) or, failing that, the sam
 replica (weak scaling). Without such a baseline, efficiency is not available: never guessed.
 """
 import csv
-import json
 import os
 
 import strategies
-from training import results
+from records import files
+from records import results
+from records import tables
 
 COLUMNS = ('run', 'strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_size',
            'examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
@@ -25,14 +26,14 @@ CONVERGENCE_COLUMNS = ('condition', 'run', 'strategy', 'num_replicas_in_sync', '
 
 def parallel_units(run):
   """N of the efficiency formula: replicas in sync, times workers under a coordinator."""
-  coordinated = bool(getattr(strategies.get(run['strategy']), 'SERVER_JOBS', ()))
-  return run['num_replicas_in_sync'] * (run['num_workers'] if coordinated else 1)
+  return strategies.describe(run['strategy']).parallel_units(run['num_replicas_in_sync'],
+                                                             run['num_workers'])
 
 
 def rows(runs, target_accuracy):
   """One row per complete run, in `runs` order."""
   complete = [run for run in runs if run['complete']]
-  throughput = {run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_warmup'))
+  throughput = {run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_startup'))
                 for run in complete}
   table = []
   for run in complete:
@@ -103,10 +104,9 @@ def notes(runs, table):
 def write(experiment_dir, table, said, target_accuracy, plots=()):
   """summary.json, summary.csv and summary.md in the experiment directory."""
   name = os.path.basename(os.path.normpath(experiment_dir))
-  with open(os.path.join(experiment_dir, 'summary.json'), 'w') as f:
-    json.dump({'experiment': name, 'target_accuracy': target_accuracy, 'notes': said,
-               'rows': table, 'convergence': convergence(table)}, f, indent=2)
-    f.write('\n')
+  files.write_json(os.path.join(experiment_dir, 'summary.json'), {
+      'experiment': name, 'target_accuracy': target_accuracy, 'notes': said, 'rows': table,
+      'convergence': convergence(table)})
   with open(os.path.join(experiment_dir, 'summary.csv'), 'w', newline='') as f:
     writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction='ignore')
     writer.writeheader()
@@ -121,17 +121,18 @@ def markdown(name, table, said, target_accuracy, plots=()):
             'efficiency', 'val accuracy', 'wall time (s)', f'time to {target_accuracy:g} (s)']
   lines = [f'# Strategy comparison: {name}', '']
   lines += [f'> {note}' for note in said] + ([''] if said else [])
-  lines += ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+  cells = []
   for row in table:
-    lines.append('| ' + ' | '.join([
+    cells.append([
         row['run'], str(row['num_workers']), str(row['num_replicas_in_sync']),
         str(row['global_batch_size']),
         f'{row["examples_per_second"]:,.0f} ({row["examples_per_second_min"]:,.0f}-'
         f'{row["examples_per_second_max"]:,.0f})',
         _maybe(row['speedup'], '{:.2f}x'), _maybe(row['scaling_efficiency'], '{:.0%}'),
         f'{row["final_validation_accuracy"]:.4f}', f'{row["wall_time_seconds"]:.1f}',
-        _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached')]) + ' |')
-  lines += ['', 'Throughput is the median over the epochs after the first (tracing and warm-up). '
+        _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached')])
+  lines += [tables.render(header, cells, markdown=True), '',
+            'Throughput is the median over the epochs after the first (tracing and warm-up). '
             f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
             'in sync (workers for parameter_server).', '']
   lines += _convergence_markdown(convergence(table), target_accuracy)
@@ -145,15 +146,15 @@ def _convergence_markdown(study, target_accuracy):
   header = ['condition', 'run', 'global batch', 'optimizer', 'peak learning rate',
             'val accuracy', f'change vs {study[0]["condition"]}',
             f'time to {target_accuracy:g} (s)', 'examples/s']
-  lines = ['## Convergence', '', '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+  cells = []
   for row in study:
-    lines.append('| ' + ' | '.join([
+    cells.append([
         row['condition'], row['run'], str(row['global_batch_size']), str(row['optimizer']),
         _maybe(row['peak_learning_rate'], '{:.4g}'), f'{row["final_validation_accuracy"]:.4f}',
         f'{row["accuracy_change"]:+.4f}',
         _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
-        f'{row["examples_per_second"]:,.0f}']) + ' |')
-  return lines + ['', 'Same epochs for every condition: a larger global batch takes fewer, '
+        f'{row["examples_per_second"]:,.0f}'])
+  return ['## Convergence', '', tables.render(header, cells, markdown=True), '', 'Same epochs for every condition: a larger global batch takes fewer, '
                   'larger steps. Peak learning rate: after --lr_scaling, the end of the warm-up.',
                   '']
 

@@ -1,17 +1,19 @@
 """Strategy registry: every module in this package is a strategy, named after its file.
 
 A strategy module defines:
-  create(devices) -> tf.distribute.Strategy   (devices: the local compute devices to use)
-  USES_ALL_DEVICES: bool    False when a process of the strategy computes on one device
-  JOBS: tuple               the TF_CONFIG jobs of its cluster; () for a single process
-and, for a multi-worker strategy,
-  SERVER_JOBS: tuple        jobs whose tasks only serve (parameter-server workers and ps)
-  cluster_jobs(num_workers) -> {job: task count} for a local cluster
-and may define absl flags for its own options. Modules import TensorFlow only inside
-`create`, so the launcher lists strategies and parses flags without loading TensorFlow.
+  DESCRIPTOR: Descriptor    what it is: its kind, its cluster jobs, what it cannot do
+  create(devices, options) -> tf.distribute.Strategy
+                            devices: the local compute devices to use; options: the values
+                            of the module's own absl flags, by flag name
+and may define absl flags for its own options (read only through `options`). Modules import
+TensorFlow only inside `create`, so the launcher lists strategies and parses flags without
+loading TensorFlow.
 """
 import importlib
 import pkgutil
+
+from strategies._descriptor import (ALL_REDUCE_CLUSTER, MULTI_DEVICE, ONE_DEVICE,  # noqa: F401
+                                    PARAMETER_SERVER_CLUSTER, Descriptor)
 
 _MODULES = {m.name: importlib.import_module(f'{__name__}.{m.name}')
             for m in pkgutil.iter_modules(__path__) if not m.name.startswith('_')}
@@ -22,6 +24,16 @@ def names():
 
 
 def get(name):
+  """The strategy's module: its `DESCRIPTOR` and `create`."""
   if name not in _MODULES:
     raise ValueError(f'unknown strategy {name!r}; choose from {", ".join(names())}')
   return _MODULES[name]
+
+
+def describe(name):
+  return get(name).DESCRIPTOR
+
+
+def module_names():
+  """The modules' names, whose absl flags are the strategies' options."""
+  return [module.__name__ for module in _MODULES.values()]

@@ -1,18 +1,20 @@
 """CentralStorageStrategy: variables live on one device, computation is mirrored on all."""
 from absl import flags
 
-USES_ALL_DEVICES = True
-JOBS = ()  # Single process: no TF_CONFIG cluster.
+import strategies
 
-PARAMETER_DEVICE = flags.DEFINE_string(
+# Keras' LossScaleOptimizer keeps variables that central_storage cannot update.
+DESCRIPTOR = strategies.Descriptor(strategies.MULTI_DEVICE, loss_scaling=False)
+
+flags.DEFINE_string(
     'parameter_device', '',
     'central_storage: the device holding the variables, e.g. /cpu:0 or /gpu:0. Empty lets '
     'TensorFlow choose: the one GPU if there is exactly one, else the CPU.')
 
 
-def create(devices):
+def create(devices, options):
   import tensorflow as tf
-  parameter_device = PARAMETER_DEVICE.value or None
+  parameter_device = options['parameter_device'] or None
   if parameter_device:
     known = {d.name for d in tf.config.list_logical_devices()}
     canonical = tf.DeviceSpec.from_string(parameter_device)

@@ -5,29 +5,27 @@ On CPUs each worker is one replica; with GPUs, each worker mirrors over its GPUs
 """
 from absl import flags
 
-USES_ALL_DEVICES = False
-JOBS = ('chief', 'worker')  # Job names TF_CONFIG may hold for this strategy.
-SERVER_JOBS = ()  # Every task trains.
+import strategies
 
-COMMUNICATION = flags.DEFINE_enum(
+flags.DEFINE_enum(
     'communication', 'auto', ['auto', 'ring', 'nccl'],
     'multi_worker_mirrored: collective implementation. nccl needs GPUs; ring is gRPC.')
 
 
-def cluster_jobs(num_workers):
-  """The tasks a local cluster of `num_workers` needs."""
-  return {'worker': num_workers}
+DESCRIPTOR = strategies.Descriptor(
+    strategies.ALL_REDUCE_CLUSTER, jobs=('chief', 'worker'),  # Every task trains.
+    local_jobs=lambda num_workers, options: {'worker': num_workers})
 
 
-def create(devices):
+def create(devices, options):
   import tensorflow as tf
-  if COMMUNICATION.value == 'nccl' and not any('GPU' in d.upper() for d in devices):
+  if options['communication'] == 'nccl' and not any('GPU' in d.upper() for d in devices):
     raise ValueError('--communication=nccl needs GPUs, but the devices are CPUs; use auto or ring')
   implementation = {
       'auto': tf.distribute.experimental.CommunicationImplementation.AUTO,
       'ring': tf.distribute.experimental.CommunicationImplementation.RING,
       'nccl': tf.distribute.experimental.CommunicationImplementation.NCCL,
-  }[COMMUNICATION.value]
+  }[options['communication']]
   return tf.distribute.MultiWorkerMirroredStrategy(
       communication_options=tf.distribute.experimental.CommunicationOptions(
           implementation=implementation))

@@ -1,8 +1,10 @@
 """OneDeviceStrategy: the single-device baseline every other strategy is measured against."""
-USES_ALL_DEVICES = False
-JOBS = ()  # Single process: no TF_CONFIG cluster.
+import strategies
+
+DESCRIPTOR = strategies.Descriptor(strategies.ONE_DEVICE)
 
 
-def create(devices):
+def create(devices, options):
+  del options  # It has none.
   import tensorflow as tf
   return tf.distribute.OneDeviceStrategy(devices[0])

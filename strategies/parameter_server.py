@@ -5,24 +5,25 @@ A coordinator (the `chief` task) schedules each step on whichever worker is free
 """
 from absl import flags
 
-USES_ALL_DEVICES = False
-JOBS = ('chief', 'worker', 'ps')
-SERVER_JOBS = ('worker', 'ps')  # These tasks serve; the chief trains and records.
+import strategies
 
-NUM_PS = flags.DEFINE_integer('num_ps', 1, 'parameter_server: parameter server tasks.',
+flags.DEFINE_integer('num_ps', 1, 'parameter_server: parameter server tasks.',
                               lower_bound=1)
-VARIABLE_PARTITIONER = flags.DEFINE_enum(
+flags.DEFINE_enum(
     'variable_partitioner', 'none', ['none', 'min_size', 'fixed_shards'],
     'parameter_server: how variables are split over the ps tasks. min_size: shards of at '
     'least 256 KiB, at most one per ps; fixed_shards: every variable in --num_ps shards.')
 MIN_SHARD_BYTES = 256 << 10
 
 
-def cluster_jobs(num_workers):
-  return {'chief': 1, 'worker': num_workers, 'ps': NUM_PS.value}
+DESCRIPTOR = strategies.Descriptor(
+    strategies.PARAMETER_SERVER_CLUSTER, jobs=('chief', 'worker', 'ps'),
+    serving_jobs=('worker', 'ps'),  # These tasks serve; the chief coordinates and records.
+    local_jobs=lambda num_workers, options: {'chief': 1, 'worker': num_workers,
+                                             'ps': options['num_ps']})
 
 
-def create(devices):
+def create(devices, options):
   del devices  # The workers' devices are their own; the coordinator computes nothing.
   import tensorflow as tf
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -33,5 +34,5 @@ def create(devices):
           min_shard_bytes=MIN_SHARD_BYTES, max_shards=num_ps),
       'fixed_shards': lambda: tf.distribute.experimental.partitioners.FixedShardsPartitioner(
           num_shards=num_ps),
-  }[VARIABLE_PARTITIONER.value]()
+  }[options['variable_partitioner']]()
   return tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)

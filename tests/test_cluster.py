@@ -1,4 +1,4 @@
-"""Unit tests for training/cluster.py: TF_CONFIG validation, local clusters and bounded waits.
+"""Unit tests for orchestration/cluster.py: TF_CONFIG validation, local clusters and bounded waits.
 
 No TensorFlow and no network beyond 127.0.0.1/localhost: "servers" are plain listening sockets
 opened here, and "closed" ports are free ports from portpicker that nothing binds. Every wait is
@@ -18,7 +18,7 @@ import time
 import portpicker
 import pytest
 
-from training import cluster
+from orchestration import cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = ('chief', 'worker', 'ps')
@@ -312,7 +312,7 @@ def test_serve_until_chief_leaves_returns_after_chief_goes():
 WATCHDOG_CHILD = r'''
 import json, socket, sys, time
 sys.path.insert(0, sys.argv[1])
-from training import cluster
+from orchestration import cluster
 closed, sleep_seconds = sys.argv[2], float(sys.argv[3])
 chief = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 chief.bind(('127.0.0.1', 0))

@@ -8,7 +8,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from reporting import environment
+from records import environment
 
 TOPOLOGY = ('\tGPU0\tGPU1\tCPU Affinity\n'
             'GPU0\t X \tNV12\t0-31\n'

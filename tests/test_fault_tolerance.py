@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_for_line,
+from tests.conftest import (RUN_PY, read_result, run_py, wait_for_line,
                             wait_until_gone)
 from tests.test_bad_input import assert_one_line_error
 

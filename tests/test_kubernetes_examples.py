@@ -11,7 +11,7 @@ import yaml
 
 import strategies
 from tests.conftest import ROOT, RUN_PY
-from training import cluster
+from orchestration import cluster
 
 EXAMPLES = os.path.join(ROOT, 'examples', 'kubernetes')
 MANIFESTS = sorted(glob.glob(os.path.join(EXAMPLES, '*.yaml')))

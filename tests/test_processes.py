@@ -1,4 +1,4 @@
-"""Unit tests for training/processes.py: relayed output, errors, hangs and clean-up of children.
+"""Unit tests for orchestration/processes.py: relayed output, errors, hangs and clean-up of children.
 
 Children are tiny `python -c` scripts. Every wait is bounded, and every process a test starts is
 killed by the end of the test, pass or fail (the `reap` fixture SIGKILLs whatever is left).
@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from training import processes
-from training.processes import ProcessGroup, TaskError
+from orchestration import processes
+from orchestration.processes import ProcessGroup, TaskError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -300,7 +300,7 @@ time.sleep(60)
 GRANDCHILD = '''
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from training import processes
+from orchestration import processes
 processes.die_with_parent()
 print('armed', flush=True)
 time.sleep(60)
@@ -354,7 +354,7 @@ def test_die_with_parent_without_env_is_a_no_op():
 RAISE_ON_SIGNALS = '''
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from training import processes
+from orchestration import processes
 processes.raise_on_signals()
 try:
   print('ready', flush=True)

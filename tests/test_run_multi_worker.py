@@ -4,14 +4,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import portpicker
 import pytest
 
 from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_for_line,
                             wait_until_gone)
-from training import launcher
 
 pytestmark = pytest.mark.slow
 

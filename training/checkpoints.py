@@ -10,6 +10,7 @@ the chief writes into the run directory, the others into a temporary directory t
 as TensorFlow's multi-worker guide does. All tasks restore from the chief's checkpoints, so
 on several machines the run directory must be on storage they share.
 """
+import dataclasses
 import json
 import os
 import shutil
@@ -17,7 +18,9 @@ import tempfile
 
 import tensorflow as tf
 
-from training import processes
+from orchestration import processes
+from records import results
+from training import loop
 
 DIRECTORY = 'checkpoints'
 KEEP = 3
@@ -47,6 +50,45 @@ def read_state(path):
                           'another --experiment') from None
 
 
+@dataclasses.dataclass
+class RunState:
+  """Where a run stands: what a checkpoint stores besides the variables."""
+  settings: dict                    # What the run was started with; a resume must match.
+  step: int = 0                     # Training steps done.
+  history: results.History = dataclasses.field(default_factory=results.History)
+  epoch_sums: loop.Totals = loop.ZERO  # Of the epoch under way.
+  epoch_seconds: float = 0.0        # Training seconds of the epoch under way.
+  elapsed_seconds: float = 0.0      # Seconds since training began, over every attempt.
+  checkpoint_seconds: float = 0.0   # Of them, writing checkpoints.
+  retried_steps: int = 0            # Lost with a parameter-server worker, run again.
+  resumes: list = dataclasses.field(default_factory=list)
+
+  def to_json(self):
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_json(cls, saved):
+    return cls(**{**saved, 'history': results.History(**saved['history']),
+                  'epoch_sums': loop.Totals(**saved['epoch_sums'])})
+
+
+def start_or_resume(run_dir, resume, trainer, checkpointer, settings):
+  """A fresh RunState, or (with `resume`) the newest checkpoint's, restored into `trainer`."""
+  path = latest(run_dir) if resume else None
+  if not path:
+    return RunState(settings)
+  saved = read_state(path)
+  check_compatible(path, saved, settings)
+  checkpointer.restore(path)
+  state = RunState.from_json(saved)
+  trainer.seek(state.step)
+  state.resumes.append({
+      'checkpoint': os.path.basename(path), 'step': state.step,
+      'redone_steps': max(0, results.read_progress(run_dir) - state.step),
+      'cause': 'restart' if os.environ.get(processes.RESTART_ENV) else 'resume'})
+  return state
+
+
 def check_compatible(path, state, settings):
   """Refuses to resume a checkpoint written with other settings than `settings`."""
   saved = state.get('settings', {})
@@ -69,14 +111,13 @@ class Checkpointer:
                                                max_to_keep=KEEP, checkpoint_name='ckpt')
 
   def restore(self, path):
-    """Loads checkpoint `path` into the trackables; returns its run state."""
+    """Loads checkpoint `path` into the trackables (its run state is `read_state`'s)."""
     try:
       self._checkpoint.restore(path).assert_existing_objects_matched()
     except Exception as e:  # pylint: disable=broad-except  # As in read_state.
       raise CheckpointError(
           f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
           'with the flags it was written with, or choose another --experiment') from None
-    return json.loads(self._state.numpy())
 
   def save(self, step, state):
     """Writes checkpoint `ckpt-<step>`; the newest KEEP are kept. Returns its path."""

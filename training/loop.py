@@ -11,12 +11,12 @@ its share of the global batch, `global_batch_size / num_workers`, and updates th
 on the parameter servers asynchronously.
 """
 import dataclasses
-import logging
 
 import numpy as np
 import tensorflow as tf
 
 from data import pipeline
+from training import coordinator_log
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,17 +55,18 @@ class Trainer:
   """Builds model, optimizer and distributed inputs under a strategy and runs steps."""
 
   def __init__(self, strategy, build_model, build_optimizer, build_schedule, arrays,
-               global_batch_size, seed, steps_per_epoch=0, jit_compile=False):
+               global_batch_size, seed, steps_per_epoch=0, jit_compile=False, num_workers=1):
     """`build_schedule(step_batch_size, steps_per_epoch)`: the learning rate of each step, which
     may depend on the batch of one update and on how many updates an epoch makes;
     `build_optimizer(learning_rate)`: the optimizer, given a callable returning the rate now.
     `steps_per_epoch` 0 means one pass over the training set. `jit_compile` compiles each
-    replica's forward and backward pass with XLA."""
+    replica's forward and backward pass with XLA. `num_workers`: the tasks that compute (all
+    of an all-reduce cluster's, a parameter-server cluster's workers)."""
     self.strategy = strategy
     self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
                         if isinstance(strategy, tf.distribute.ParameterServerStrategy) else None)
-    self.lost_executions = _LostExecutions() if self.coordinator else None
-    self.num_workers = _num_workers(coordinated=self.coordinator is not None)
+    self.lost_executions = coordinator_log.LostExecutions() if self.coordinator else None
+    self.num_workers = num_workers
     # The examples one step processes: the global batch, or a worker's share of it.
     shares = self.num_workers if self.coordinator else 1
     divisor = strategy.num_replicas_in_sync * shares
@@ -134,15 +135,16 @@ class Trainer:
     return float(self._schedule(self.step))
 
   def train_epoch(self, num_steps, steps_per_execution, between=lambda done, read: False,
-                  profiler=None, first_step=1, before=ZERO):
+                  before=lambda first, last: None, first_step=1, earlier=ZERO):
     """Runs `num_steps` steps in calls of `steps_per_execution`; returns their Totals plus
-    `before` (an epoch's earlier part, when it resumes) and the steps it ran.
+    `earlier` (an epoch's earlier part, when it resumes) and the steps it ran.
 
-    `between(done, read)` is called after each execution, `done` steps into this call;
-    `read()` gives the Totals so far (a host synchronisation: call it only when needed).
-    When `between` returns True the epoch stops there. `profiler` (a
-    profiling.StepProfiler) hears of each execution's steps, numbered from `first_step`.
-    Raises NonFiniteLoss, naming the step, when the loss is read and is not finite.
+    `before(first, last)` is called before each execution, with its steps numbered from
+    `first_step`; `between(done, read)` after each, `done` steps into this call; `read()`
+    gives the Totals so far (a host synchronisation: call it only when needed). When
+    `between` returns True the epoch stops there. Under a coordinator, executions run
+    asynchronously and `before` is not called. Raises NonFiniteLoss, naming the step, when
+    the loss is read and is not finite.
     """
     if self._train_iterator is None:
       # Parameter-server workers each read the whole set, so each shuffles in its own order.
@@ -152,17 +154,14 @@ class Trainer:
     chunks = [min(steps_per_execution, num_steps - done)
               for done in range(0, num_steps, steps_per_execution)]
     executions = []  # (first step, sums of its steps + the index of a first non-finite loss)
-    read = lambda: before + self._read(executions)
+    read = lambda: earlier + self._read(executions)
     if self.coordinator:
       return self._train_coordinated(chunks, between, first_step, executions, read)
     done = 0
     for chunk in chunks:
-      if profiler:
-        profiler.before(first_step + done, first_step + done + chunk - 1)
+      before(first_step + done, first_step + done + chunk - 1)
       executions.append((first_step + done,
                          self._train_steps(self._train_iterator, tf.constant(chunk))))
-      if profiler:
-        profiler.after(first_step + done + chunk - 1)
       done += chunk
       if between(done, read):
         break
@@ -268,30 +267,6 @@ class Trainer:
     return Totals(loss_sum, correct, examples)
 
 
-class _LostExecutions(logging.Filter):
-  """Counts the executions the coordinator puts back in its queue because their worker was
-  lost, to run them on another: it logs each as an error ("Worker %s failed with ..."). This
-  filter keeps those, and the coordinator's other multi-line reports of errors that reach
-  the loop anyway, out of the output: the launcher says which worker went, the run what a
-  lost ps task means, each in one line."""
-
-  QUIET = ('Remote function on worker %s failed with',
-           'encountered the following error when processing closure',
-           'Start cancelling closures due to error')
-
-  def __init__(self):
-    super().__init__()
-    self.count = 0
-    logging.getLogger('tensorflow').addFilter(self)
-
-  def filter(self, record):
-    message = str(record.msg)
-    if message.startswith('Worker %s failed with'):
-      self.count += 1
-      return False
-    return not any(quiet in message for quiet in self.QUIET)
-
-
 def _check_not_sharded(model):
   """Keras 3 optimizers cannot update variables a partitioner split into shards."""
   sharded = [v.path for v in model.trainable_variables
@@ -302,9 +277,3 @@ def _check_not_sharded(model):
         'ps tasks, but Keras 3 optimizers cannot update sharded variables; use '
         '--variable_partitioner=none, or min_size when every variable is under 256 KiB')
 
-
-def _num_workers(coordinated):
-  """Tasks that compute: all workers (and the chief) for all-reduce, the workers for ps."""
-  jobs = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().as_dict()
-  computing = ('worker',) if coordinated else ('chief', 'worker')
-  return sum(len(jobs.get(job, [])) for job in computing) or 1

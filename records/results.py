@@ -1,8 +1,9 @@
 """The per-epoch record of a run, its headline figures, and `result.json`."""
 import dataclasses
-import json
 import os
 import statistics
+
+from records import files
 
 
 @dataclasses.dataclass
@@ -15,24 +16,25 @@ class History:
   validation_accuracy: list = dataclasses.field(default_factory=list)
   epoch_learning_rate: list = dataclasses.field(default_factory=list)  # At each epoch's end.
   epoch_elapsed_seconds: list = dataclasses.field(default_factory=list)  # Since training began.
-  # 1 for an epoch that began a process's training (tracing, warm-up): the first, and the
-  # first after each resume.
-  epoch_warmup: list = dataclasses.field(default_factory=list)
+  # 1 for a start-up epoch: one that began a process's training (tracing, caches filling),
+  # the first and the first after each resume, left out of the throughput medians. Not the
+  # learning-rate warm-up (--warmup_epochs).
+  epoch_startup: list = dataclasses.field(default_factory=list)
 
   def add(self, **epoch):
     for name, value in epoch.items():
       getattr(self, name).append(value)
 
 
-def after_warmup(per_epoch, warmup=None):
-  """The epochs but warm-up ones (default: the first); all of them if that leaves none."""
-  warmup = warmup or [1] + [0] * (len(per_epoch) - 1)
-  return [value for value, warm in zip(per_epoch, warmup) if not warm] or per_epoch
+def after_startup(per_epoch, startup=None):
+  """The epochs but start-up ones (default: the first); all of them if that leaves none."""
+  startup = startup or [1] + [0] * (len(per_epoch) - 1)
+  return [value for value, first in zip(per_epoch, startup) if not first] or per_epoch
 
 
-def spread(per_epoch, warmup=None):
-  """Median, min and max after warm-up: the headline figure and how much it moved."""
-  steady = after_warmup(per_epoch, warmup)
+def spread(per_epoch, startup=None):
+  """Median, min and max after start-up: the headline figure and how much it moved."""
+  steady = after_startup(per_epoch, startup)
   if not steady:
     return None, None, None
   return statistics.median(steady), min(steady), max(steady)
@@ -46,7 +48,7 @@ def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
 
 def summarize(history, target_accuracy):
   """The headline figures (None where no epoch finished, as in a run interrupted early)."""
-  median, low, high = spread(history.epoch_examples_per_second, history.epoch_warmup)
+  median, low, high = spread(history.epoch_examples_per_second, history.epoch_startup)
   last = lambda series: series[-1] if series else None
   return {
       'examples_per_second': median,
@@ -55,9 +57,9 @@ def summarize(history, target_accuracy):
       'target_accuracy': target_accuracy,
       'time_to_accuracy_seconds': time_to_accuracy(
           history.validation_accuracy, history.epoch_elapsed_seconds, target_accuracy),
-      'epoch_time_seconds': spread(history.epoch_times, history.epoch_warmup)[0],
-      'warmup_epochs_excluded': len(history.epoch_times) - len(
-          after_warmup(history.epoch_times, history.epoch_warmup)),
+      'epoch_time_seconds': spread(history.epoch_times, history.epoch_startup)[0],
+      'startup_epochs_excluded': len(history.epoch_times) - len(
+          after_startup(history.epoch_times, history.epoch_startup)),
       'final_train_accuracy': last(history.train_accuracy),
       'final_validation_accuracy': last(history.validation_accuracy),
       'final_validation_loss': last(history.validation_loss),
@@ -105,21 +107,11 @@ def check_run_dir(run_dir, resume=True):
 
 
 def write(run_dir, result):
-  """Writes result.json atomically: a reader never sees a half-written file."""
-  return write_json(os.path.join(run_dir, 'result.json'), result)
-
-
-def write_json(path, value):
-  with open(path + '.tmp', 'w') as f:
-    json.dump(value, f, indent=2, sort_keys=True)
-    f.write('\n')
-  os.replace(path + '.tmp', path)
-  return path
+  return files.write_json(os.path.join(run_dir, 'result.json'), result)
 
 
 def read(run_dir):
-  with open(os.path.join(run_dir, 'result.json')) as f:
-    return json.load(f)
+  return files.read_json(os.path.join(run_dir, 'result.json'))
 
 
 def recoveries(runs):
@@ -142,13 +134,12 @@ PROGRESS = 'progress.json'
 def write_progress(run_dir, step):
   """How far an unfinished run got, for the launcher's fault injection and the work a restart
   redoes (the steps past the checkpoint it resumes from)."""
-  write_json(os.path.join(run_dir, PROGRESS), {'step': step})
+  files.write_json(os.path.join(run_dir, PROGRESS), {'step': step})
 
 
 def read_progress(run_dir):
   """The step an unfinished run last reported, or 0."""
   try:
-    with open(os.path.join(run_dir, PROGRESS)) as f:
-      return int(json.load(f)['step'])
+    return int(files.read_json(os.path.join(run_dir, PROGRESS))['step'])
   except (OSError, ValueError, KeyError, TypeError):
     return 0

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from training import sweep
+from orchestration import plan as sweep
 
 
 def names(runs):
@@ -97,7 +97,7 @@ def test_ghost_batches_must_tile_the_per_replica_batch_where_it_is_known():
 
 
 def test_local_all_reduce_workers_share_the_cores_and_user_flags_win():
-  from training import launcher
+  from orchestration import launcher
   run = sweep.plan(['multi_worker_mirrored'], [0], [2], [64])[0]
   threads = launcher.local_threads('multi_worker_mirrored', 2)
   assert threads == [f'--intra_op_threads={max(1, os.cpu_count() // 2)}', '--inter_op_threads=2']

@@ -4,14 +4,13 @@ Written once per experiment (by the first run's chief) so that figures can be re
 the hardware, the software versions and the communication settings that produced them.
 TensorFlow is imported only inside `describe`: the report side reads the file without it.
 """
-import json
 import os
 import platform
 import shutil
 import socket
 import subprocess
-import sys
-import tempfile
+
+from records import files
 
 _ENV_NAMES = ('TF_GPU_THREAD_MODE', 'TF_CPP_MIN_LOG_LEVEL', 'CUDA_VISIBLE_DEVICES',
               'TF_FORCE_GPU_ALLOW_GROWTH')
@@ -81,21 +80,12 @@ def describe(cluster_spec=None) -> dict:
 
 
 def write_once(experiment_dir, info) -> bool:
-  """Writes <experiment_dir>/environment.json (atomically: tmp file + os.replace) unless it exists; True if written."""
+  """Writes <experiment_dir>/environment.json unless it exists; True if written."""
   path = os.path.join(experiment_dir, 'environment.json')
   if os.path.exists(path):
     return False
   os.makedirs(experiment_dir, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix='.environment.', suffix='.tmp', dir=experiment_dir)
-  try:
-    with os.fdopen(fd, 'w') as f:
-      json.dump(info, f, indent=2, sort_keys=True)
-      f.write('\n')
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+  files.write_json(path, info)
   return True
 
 

@@ -4,23 +4,26 @@ A single-process strategy is one child. A multi-worker strategy is a local clust
 per task on free localhost ports, each with its own TF_CONFIG, exactly as a scheduler would
 start them on several machines; each task's output is saved in `<run>/logs/<task>.log`.
 """
+import dataclasses
 import os
 import re
 import sys
 
-import strategies
-from training import cluster
-from training import processes
-from training import results
+from orchestration import cluster
+from orchestration import processes
+from records import files
+from records import results
+from records import tables
 
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
+CONFIG = 'config.json'
 
 
-def child_command(argv, run, experiment, in_process=True, defaults=()):
-  """The command that makes a fresh process (part of) `run`: `defaults`, then the user's flags
-  (which override them), then the run's own."""
-  return [sys.executable, RUN_PY, *defaults, *argv[1:], *run.flags(), f'--experiment={experiment}',
-          '--in_process' if in_process else '--noin_process']
+def child_command(run_dir, verbosity=None):
+  """The command that makes a fresh process (part of) the run whose config.json is in
+  `run_dir`."""
+  return [sys.executable, RUN_PY, f'--run_config={os.path.join(run_dir, CONFIG)}',
+          *([] if verbosity is None else [f'--verbosity={verbosity}'])]
 
 
 # TensorFlow's C++ log lines, which TF_CPP_MIN_LOG_LEVEL no longer silences, and the lines that
@@ -31,57 +34,67 @@ TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log
                          r'peer|This could happen if the remote target has been disconnected)')
 
 
-def start_single(group, argv, run, experiment_dir, hide, env):
+def start_single(group, run, hide, env, verbosity=None):
   """One child is the run; returns the names of the children to wait for."""
-  group.start(run.name, child_command(argv, run, os.path.basename(experiment_dir)), env=env,
-              hide=hide)
+  group.start(run.name, child_command(run.run_dir, verbosity), env=env, hide=hide)
   return [run.name]
 
 
-def local_threads(strategy, num_workers):
-  """Thread flags for the tasks of a local all-reduce cluster, which share this machine's cores.
+def local_threads(run):
+  """`run` with the thread settings of a task of a local all-reduce cluster, whose tasks share
+  this machine's cores.
 
   Measured on 2 cores, 2 multi_worker_mirrored workers, cnn on synthetic 28x28x1, global batch
   256, two rounds (examples/s): TensorFlow's defaults 1,019 / 1,117; intra 1, inter 1: 1,170 /
   1,181; intra 1, inter 2: 1,288 / 1,205; intra 2, inter 1: 1,015 / 963 (README). Each worker's
   ops spread over every core fight the other worker's; one core's share each, and two ops at
   once, scaled best.
-  Parameter-server tasks keep their own settings (training/task.py). Thread flags the user
-  gives come later on the command line, and win.
+  Parameter-server tasks keep their own settings (training/serving.py). Thread flags the user
+  gives win.
   """
-  if getattr(strategies.get(strategy), 'SERVER_JOBS', ()):
-    return []
-  return [f'--intra_op_threads={max(1, (os.cpu_count() or 1) // num_workers)}',
-          '--inter_op_threads=2']
+  descriptor = run.distribution.descriptor
+  if not descriptor.cluster or descriptor.coordinated:
+    return run
+  given = run.performance
+  return dataclasses.replace(run, performance=dataclasses.replace(
+      given, intra_op_threads=_default(given.intra_op_threads,
+                                       max(1, (os.cpu_count() or 1) // run.distribution.num_workers)),
+      inter_op_threads=_default(given.inter_op_threads, 2)))
 
 
-def start_cluster(group, argv, run, experiment_dir, hide, env, worker_restarts=0):
+def _default(given, default):
+  return default if given is None else given
+
+
+def start_cluster(group, run, hide, env, worker_restarts=0, verbosity=None):
   """One child per task of a localhost cluster; returns the names of the training tasks.
 
   Parameter-server workers that die are started again (up to `worker_restarts` times) on
   their address while the coordinator carries on; the loss of a ps task is the
   coordinator's to report.
   """
-  module = strategies.get(run.strategy)
-  spec = cluster.local(module.cluster_jobs(run.num_workers))
-  logs = os.path.join(experiment_dir, run.name, 'logs')
+  descriptor = run.distribution.descriptor
+  spec = cluster.local(descriptor.local_jobs(run.distribution.num_workers,
+                                             run.distribution.options))
+  logs = os.path.join(run.run_dir, 'logs')
   os.makedirs(logs, exist_ok=True)
-  command = child_command(argv, run, os.path.basename(experiment_dir), in_process=False,
-                          defaults=local_threads(run.strategy, run.num_workers))
+  command = child_command(run.run_dir, verbosity)
   for job, index, name in cluster.tasks(spec):
-    serves = job in module.SERVER_JOBS
+    serves = job in descriptor.serving_jobs
     group.start(name, command, env=dict(env, TF_CONFIG=cluster.tf_config(spec, job, index)),
                 log_path=os.path.join(logs, f'{name}.log'),
                 echo=(job, index) == cluster.chief(spec), hide=hide,
                 restarts=worker_restarts if serves and job == 'worker' else 0,
                 essential=not serves)
-  return [name for job, _, name in cluster.tasks(spec) if job not in module.SERVER_JOBS]
+  return [name for job, _, name in cluster.tasks(spec) if job not in descriptor.serving_jobs]
 
 
-def start_report(group, argv, experiment_dir, hide):
+def start_report(group, experiment, hide):
   """The report is built by `run.py --report_only`, from the event files, like a user would."""
-  group.start('report', [sys.executable, RUN_PY, *argv[1:], '--report_only',
-                         f'--experiment={os.path.basename(experiment_dir)}'], hide=hide)
+  group.start('report', [sys.executable, RUN_PY, '--report_only', f'--logdir={experiment.logdir}',
+                         f'--experiment={os.path.basename(experiment.directory)}',
+                         f'--target_accuracy={experiment.target_accuracy}',
+                         f'--min_free_disk_mb={experiment.min_free_disk_mb}'], hide=hide)
   return ['report']
 
 
@@ -112,19 +125,19 @@ def supervise(idle_timeout, start, tick=None):
     return e
 
 
-def run_with_restarts(argv, run, experiment_dir, idle_timeout, hide, max_restarts):
+def run_with_restarts(run, experiment, hide):
   """One run; a run whose task died is started again, resuming from its last checkpoint, up
-  to `max_restarts` times. Returns the error that ended it, or None."""
-  fault = Fault.from_environment(os.path.join(experiment_dir, run.name))
-  cluster_run = bool(strategies.get(run.strategy).JOBS)
+  to `--max_restarts` times. Returns the error that ended it, or None."""
+  fault = Fault.from_environment(run.run_dir)
+  max_restarts, verbosity = experiment.max_restarts, experiment.verbosity
   for attempt in range(max_restarts + 1):
     env = dict(os.environ, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
-    if cluster_run:
-      start = lambda group: start_cluster(group, argv, run, experiment_dir, hide, env,
-                                          worker_restarts=max_restarts)
+    if run.distribution.descriptor.cluster:
+      start = lambda group: start_cluster(group, run, hide, env, worker_restarts=max_restarts,
+                                          verbosity=verbosity)
     else:
-      start = lambda group: start_single(group, argv, run, experiment_dir, hide, env)
-    error = supervise(idle_timeout, start, tick=fault.tick if fault else None)
+      start = lambda group: start_single(group, run, hide, env, verbosity)
+    error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
     if error is None or not error.died or attempt == max_restarts:
       return error
     print(f'run.py: restarting {run.name} from its last checkpoint '
@@ -161,26 +174,28 @@ class Fault:
         print(f'run.py: {FAULT_ENV}: killed {self.task} after step {self.step}', flush=True)
 
 
-def launch(argv, runs, experiment_dir, idle_timeout, verbose=False, resume=True,
-           max_restarts=0):
-  """Runs one after another, then the report; returns how many of them failed.
+def launch(experiment):
+  """The experiment's runs one after another, then the report; returns how many failed.
 
   Runs finished earlier in the experiment are kept, unfinished ones resume from their
-  checkpoints (unless not `resume`, when any earlier run is refused).
+  checkpoints (unless not `resume`, when any earlier run is refused). Each run's children
+  are started with its configuration, written to `<run>/config.json`.
   """
-  states = {run.name: results.check_run_dir(os.path.join(experiment_dir, run.name), resume)
-            for run in runs}
+  runs = [local_threads(run) for run in experiment.runs]
+  states = {run.name: results.check_run_dir(run.run_dir, experiment.resume) for run in runs}
+  verbose = experiment.verbosity is not None and experiment.verbosity >= 0
   hide = None if verbose else TF_LOG_LINE
   rows = []
   for i, run in enumerate(runs, 1):
-    run_dir = os.path.join(experiment_dir, run.name)
     note = {'finished': ': finished earlier, kept', 'checkpointed': ': resuming'}
     print(f'=== {run.name} ({i}/{len(runs)}){note.get(states[run.name], "")} ===', flush=True)
     error = None
     if states[run.name] != 'finished':
-      error = run_with_restarts(argv, run, experiment_dir, idle_timeout, hide, max_restarts)
-    rows.append({'run': run.name, 'strategy': run.strategy, 'error': str(error)} if error else
-                results.read(run_dir))
+      os.makedirs(run.run_dir, exist_ok=True)
+      files.write_json(os.path.join(run.run_dir, CONFIG), run.to_json())
+      error = run_with_restarts(run, experiment, hide)
+    rows.append({'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
+                if error else results.read(run.run_dir))
   failed = [row['run'] for row in rows if 'error' in row]
   report_failed = False
   if len(failed) < len(rows):
@@ -188,9 +203,9 @@ def launch(argv, runs, experiment_dir, idle_timeout, verbose=False, resume=True,
     for line in results.recoveries(rows):
       print(line, flush=True)
     report_failed = supervise(
-        idle_timeout, lambda group: start_report(group, argv, experiment_dir, hide)) is not None
-    print(f'Results and TensorBoard logs: {experiment_dir}\n'
-          f'Open them with: tensorboard --logdir {experiment_dir}')
+        experiment.idle_timeout, lambda group: start_report(group, experiment, hide)) is not None
+    print(f'Results and TensorBoard logs: {experiment.directory}\n'
+          f'Open them with: tensorboard --logdir {experiment.directory}')
   if failed and len(rows) > 1:
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}',
           file=sys.stderr)
@@ -200,15 +215,12 @@ def launch(argv, runs, experiment_dir, idle_timeout, verbose=False, resume=True,
 def table(rows):
   """A plain-text table, one row per run, of the figures a comparison needs."""
   header = ('run', 'workers', 'replicas', 'examples/s', 'epoch time (s)', 'val accuracy')
-  lines = []
+  cells = []
   for row in rows:
     if 'error' in row:
-      lines.append((row['run'], '-', '-', '-', '-', 'FAILED'))
+      cells.append((row['run'], '-', '-', '-', '-', 'FAILED'))
     else:
-      lines.append((row['run'], str(row['num_workers']), str(row['num_replicas_in_sync']),
+      cells.append((row['run'], str(row['num_workers']), str(row['num_replicas_in_sync']),
                     f'{row["examples_per_second"]:,.0f}', f'{row["epoch_time_seconds"]:.3f}',
                     f'{row["final_validation_accuracy"]:.4f}'))
-  widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
-  fmt = lambda r: '  '.join(c.ljust(w) if i == 0 else c.rjust(w)
-                            for i, (c, w) in enumerate(zip(r, widths)))
-  return '\n'.join([fmt(header), fmt(['-' * w for w in widths]), *map(fmt, lines)])
+  return tables.render(header, cells)

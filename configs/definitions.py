@@ -1,0 +1,216 @@
+"""One typed configuration of a run, built once (configs/from_flags.py) and validated once.
+
+Every process of a run works from the same `RunConfig`: the launcher writes it to
+`<run>/config.json`, which is also the record of exactly what ran, and each child reads it
+back (`RunConfig.from_json`). Field names are the names of the flags that set them, so an
+error can name the flag to change. Free of TensorFlow: the launcher builds and checks runs
+without loading it.
+"""
+import dataclasses
+import typing
+
+import models
+import strategies
+
+
+class ConfigError(ValueError):
+  """The configuration cannot run; the message names the flag and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+  dataset: str = 'digits'
+  data_dir: str = ''                  # keras.datasets files; '' for keras' own cache
+  download: bool = True
+  image_shape: tuple = (28, 28, 1)    # synthetic
+  num_classes: int = 10               # synthetic
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  model: str = 'cnn'
+  batch_norm: bool = False
+  ghost_batch_size: int = 0
+  bn_momentum: float = 0.99
+
+
+@dataclasses.dataclass(frozen=True)
+class Optimizer:
+  optimizer: str = 'adam'
+  learning_rate: float = 0.001        # at base_batch_size, when lr_scaling scales it
+  momentum: float = 0.9               # momentum, lars
+  beta_1: float = 0.9                 # adam, lamb
+  beta_2: float = 0.999               # adam, lamb
+  epsilon: float = 1e-7               # adam, lamb, lars
+  weight_decay: float = 0.0           # all
+  trust_coefficient: float = 0.001    # lars
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  lr_scaling: str = 'none'            # none, linear or sqrt: large-batch scaling of the rate
+  base_batch_size: int = 0            # the batch learning_rate was chosen for
+  warmup_epochs: float = 0.0          # the learning-rate warm-up
+  lr_schedule: str = 'constant'       # after the warm-up: constant, cosine or step
+
+
+@dataclasses.dataclass(frozen=True)
+class Performance:
+  steps_per_execution: int = 10
+  jit_compile: bool = False
+  mixed_precision: str = 'float32'    # a Keras dtype policy
+  profile_steps: tuple = ()           # (first, last) training steps to trace, or ()
+  intra_op_threads: typing.Optional[int] = None  # None: not given (0: TensorFlow's choice)
+  inter_op_threads: typing.Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpointing:
+  checkpoint_every_epochs: int = 1
+  checkpoint_every_steps: int = 0
+  resume: bool = True                 # continue from the run's newest checkpoint, if any
+
+
+@dataclasses.dataclass(frozen=True)
+class Distribution:
+  strategy: str = 'one_device'
+  num_replicas: int = 0               # local devices of a multi-device strategy (0: all, or 2 CPUs)
+  num_workers: int = 2                # computing tasks of a cluster strategy
+  options: dict = dataclasses.field(default_factory=dict)  # the strategy module's own flags
+  startup_timeout: float = 300.0
+
+  @property
+  def descriptor(self):
+    return strategies.describe(self.strategy)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """Everything one run is: what it trains, how, where, and what it records."""
+  name: str = 'one_device'
+  run_dir: str = 'runs/one_device'
+  condition: str = ''                 # what the run stands for in a study, e.g. "lamb"
+  epochs: int = 5
+  batch_size: int = 64                # the global batch
+  steps_per_epoch: int = 0            # 0: one pass over the training set
+  seed: int = 0
+  target_accuracy: float = 0.9
+  data: Data = Data()
+  model: Model = Model()
+  optimizer: Optimizer = Optimizer()
+  schedule: Schedule = Schedule()
+  performance: Performance = Performance()
+  checkpoints: Checkpointing = Checkpointing()
+  distribution: Distribution = Distribution()
+  flags: dict = dataclasses.field(default_factory=dict)  # the flags that made it, as given
+
+  def validate(self):
+    """Raises ConfigError for a run that cannot work as configured; returns the config."""
+    for check in _CHECKS:
+      message = check(self)
+      if message:
+        raise ConfigError(message)
+    return self
+
+  def to_json(self):
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_json(cls, saved):
+    return _from_dict(cls, saved)
+
+
+def _from_dict(cls, saved):
+  hints = typing.get_type_hints(cls)
+  values = {}
+  for field in dataclasses.fields(cls):
+    if field.name not in saved:
+      continue
+    value, kind = saved[field.name], hints[field.name]
+    if dataclasses.is_dataclass(kind):
+      value = _from_dict(kind, value)
+    elif kind is tuple:
+      value = tuple(value)
+    values[field.name] = value
+  return cls(**values)
+
+
+def _in(low, high, closed_low=True, closed_high=False):
+  def check(value):
+    return (low <= value if closed_low else low < value) and (
+        value <= high if closed_high else value < high)
+  return check, f'{"[" if closed_low else "("}{low}, {high}{"]" if closed_high else ")"}'
+
+
+_RANGES = {
+    ('optimizer', 'momentum'): _in(0, 1), ('optimizer', 'beta_1'): _in(0, 1),
+    ('optimizer', 'beta_2'): _in(0, 1), ('optimizer', 'epsilon'): _in(0, 1),
+    ('optimizer', 'weight_decay'): _in(0, 1), ('model', 'bn_momentum'): _in(0, 1),
+    ('optimizer', 'trust_coefficient'): _in(0, 1, closed_low=False, closed_high=True),
+    (None, 'target_accuracy'): _in(0, 1, closed_low=False, closed_high=True),
+}
+
+
+def _ranges(config):
+  for (group, name), (inside, interval) in _RANGES.items():
+    value = getattr(getattr(config, group) if group else config, name)
+    if not inside(value):
+      return f'--{name}={value}: give a value in {interval}'
+  return None
+
+
+def _shapes(config):
+  shape = config.data.image_shape
+  if len(shape) != 3 or not all(isinstance(s, int) and s > 0 for s in shape):
+    return ('--image_shape: give three positive integers: height,width,channels, not '
+            f'{",".join(map(str, shape))}')
+  steps = config.performance.profile_steps
+  if steps and len(steps) != 2:
+    return '--profile_steps: give first,last: two step numbers, 1 <= first <= last'
+  if steps and not 0 < steps[0] <= steps[1]:
+    return f'--profile_steps={steps[0]},{steps[1]}: give two step numbers, 1 <= first <= last'
+  return None
+
+
+def _schedule(config):
+  schedule = config.schedule
+  if schedule.lr_scaling != 'none' and not schedule.base_batch_size:
+    return '--lr_scaling needs --base_batch_size: the batch --learning_rate was tuned for'
+  if schedule.warmup_epochs and schedule.lr_scaling == 'none':
+    return ('--warmup_epochs ramps up to the scaled learning rate; give --lr_scaling=linear or '
+            'sqrt (and --base_batch_size)')
+  if schedule.warmup_epochs > config.epochs:
+    return '--warmup_epochs must not exceed --epochs'
+  return None
+
+
+def _batch(config):
+  """The global batch splits evenly over the replicas (or workers), and into ghost batches."""
+  dist = config.distribution
+  parts = dist.descriptor.batch_parts(dist.num_replicas, dist.num_workers)
+  if parts and config.batch_size % parts:
+    unit = 'workers' if dist.descriptor.cluster else 'replicas'
+    return (f'run {config.name}: --batch_size={config.batch_size} cannot be split evenly over '
+            f'{parts} {unit}; use a multiple of {parts}')
+  if parts:  # Else the replicas are counted at run time, where the check is made again.
+    try:
+      models.check_ghost_batch_size(config.model.ghost_batch_size, config.batch_size // parts,
+                                    config.name)
+    except ValueError as e:
+      return str(e)
+  return None
+
+
+def _strategy(config):
+  """What the strategy cannot do (its descriptor says)."""
+  descriptor = config.distribution.descriptor
+  if config.performance.mixed_precision == 'mixed_float16' and not descriptor.loss_scaling:
+    return (f'--mixed_precision=mixed_float16 needs Keras\' LossScaleOptimizer, whose variables '
+            f'{config.distribution.strategy} cannot update; use mixed_bfloat16 there')
+  if config.performance.profile_steps and descriptor.coordinated:
+    return (f'--profile_steps traces this process, but under {config.distribution.strategy} '
+            'the steps run in the worker processes; profile another strategy')
+  return None
+
+
+_CHECKS = (_ranges, _shapes, _schedule, _batch, _strategy)

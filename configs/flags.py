@@ -1,0 +1,181 @@
+"""Every flag of run.py, defined once. Their values are read only by configs/from_flags.py.
+
+The validators here check what a flag's text must look like (a known name, integers); what a
+run's values must satisfy together is `RunConfig.validate`'s (configs/definitions.py).
+"""
+from absl import flags
+
+import data
+import models
+import strategies
+from training import optimizers
+
+flags.DEFINE_list(
+    'strategies', 'one_device,mirrored,central_storage,multi_worker_mirrored,parameter_server',
+    f'Comma list of strategies to compare, out of: {", ".join(strategies.names())}.')
+flags.DEFINE_enum(
+    'model', 'cnn', models.names(), 'The Keras model every strategy trains.')
+flags.DEFINE_enum(
+    'dataset', 'digits', data.names(),
+    'digits: bundled with scikit-learn, no network. synthetic: random images of --image_shape '
+    'for pure throughput. mnist, fashion_mnist, cifar10: keras.datasets files from --data_dir, '
+    'downloaded when missing (needs the network).')
+flags.DEFINE_string(
+    'data_dir', '', 'Directory with the keras.datasets files (mnist.npz, fashion-mnist/, '
+    'cifar-10-batches-py/). Empty: keras\' own cache, ~/.keras/datasets.')
+flags.DEFINE_bool(
+    'download', True, 'Download a missing dataset through keras.datasets.')
+flags.DEFINE_list(
+    'image_shape', '28,28,1', 'synthetic: height,width,channels.')
+flags.DEFINE_integer(
+    'num_classes', 10, 'synthetic: number of classes.', lower_bound=2)
+flags.DEFINE_integer(
+    'epochs', 5, 'Training epochs.', lower_bound=1)
+flags.DEFINE_list(
+    'batch_size', '64', 'GLOBAL batch size: the same for every strategy, split across replicas. '
+    'A comma list sweeps it.')
+flags.DEFINE_integer(
+    'steps_per_epoch', 0, 'Steps per epoch; 0 means one pass over the training set.',
+    lower_bound=0)
+flags.DEFINE_integer(
+    'steps_per_execution', 10, 'Training steps per tf.function call (fewer host round trips).',
+    lower_bound=1)
+flags.DEFINE_float(
+    'learning_rate', 0.001, 'Learning rate (at --base_batch_size, when --lr_scaling scales it).',
+    lower_bound=0)
+flags.DEFINE_enum(
+    'optimizer', 'adam', optimizers.NAMES,
+    'Optimizer. momentum: SGD with --momentum. lamb: Keras\' LAMB (You et al. 2019). lars: '
+    'layer-wise adaptive rate scaling (You et al. 2017), SGD with --momentum and a trust ratio.')
+flags.DEFINE_float(
+    'momentum', 0.9, 'momentum and lars: momentum, in [0, 1).')
+flags.DEFINE_float(
+    'beta_1', 0.9, 'adam and lamb: first-moment decay, in [0, 1).')
+flags.DEFINE_float(
+    'beta_2', 0.999, 'adam and lamb: second-moment decay, in [0, 1).')
+flags.DEFINE_float(
+    'epsilon', 1e-7, 'adam, lamb, lars: the small constant of the '
+                             'denominator, in [0, 1).')
+flags.DEFINE_float(
+    'weight_decay', 0.0, 'Weight decay: decoupled (AdamW-style) for sgd, momentum, adam and '
+    'lamb; inside the trust ratio for lars. In [0, 1).')
+flags.DEFINE_float(
+    'trust_coefficient', 0.001, 'lars: eta, the trust coefficient, in (0, 1].')
+flags.DEFINE_enum(
+    'lr_scaling', 'none', ['none', 'linear', 'sqrt'],
+    'Scale --learning_rate by k = (batch of one update) / --base_batch_size (linear), by '
+    'sqrt(k) (sqrt), or not (none). With --base_batch_size the per-replica batch, k is the '
+    'number of replicas in sync (Goyal et al. 2017).')
+flags.DEFINE_integer(
+    'base_batch_size', 0, 'The batch --learning_rate was tuned for; needed by --lr_scaling.',
+    lower_bound=0)
+flags.DEFINE_float(
+    'warmup_epochs', 0, 'Epochs over which the learning rate ramps linearly, every step, from '
+    '--learning_rate to the scaled rate (needs --lr_scaling).', lower_bound=0)
+flags.DEFINE_enum(
+    'lr_schedule', 'constant', ['constant', 'cosine', 'step'],
+    'The learning rate after the warm-up: constant; cosine, a half cosine to 0 at the end; '
+    'step, divided by 10 at 1/2 and 3/4 of the steps after the warm-up.')
+flags.DEFINE_bool(
+    'batch_norm', False, 'Add BatchNormalization after each convolution or hidden layer of '
+    'models that have none (cnn, mlp).')
+flags.DEFINE_float(
+    'bn_momentum', 0.99, 'Momentum of the batch-norm moving statistics used at inference, in '
+    '[0, 1). Keras\' 0.99 needs hundreds of steps to settle; lower it for short runs.')
+flags.DEFINE_integer(
+    'ghost_batch_size', 0, 'Ghost Batch Normalization (Hoffer et al. 2017): batch statistics '
+    'over virtual batches of this many examples of each replica\'s batch (must divide it). '
+    'Implies --batch_norm. 0: off.', lower_bound=0)
+flags.DEFINE_bool(
+    'jit_compile', False, 'Compile each replica\'s training and evaluation step with XLA.')
+flags.DEFINE_enum(
+    'mixed_precision', 'float32', ['float32', 'mixed_float16', 'mixed_bfloat16'],
+    'Keras dtype policy: compute in float16 or bfloat16 with float32 variables (mixed_float16 '
+    'adds dynamic loss scaling), or all float32.')
+flags.DEFINE_list(
+    'profile_steps', [], 'first,last: trace these training steps (1-based, over the whole run) '
+    'with the TensorFlow profiler into <run>/train, for TensorBoard\'s Profile tab; whole '
+    'executions of --steps_per_execution are traced. Empty: no trace.')
+flags.DEFINE_integer(
+    'intra_op_threads', 0, 'Threads one TensorFlow op may use (0: TensorFlow\'s choice, the '
+    'cores).', lower_bound=0)
+flags.DEFINE_integer(
+    'inter_op_threads', 0, 'TensorFlow ops run at once (0: TensorFlow\'s choice).',
+    lower_bound=0)
+flags.DEFINE_integer(
+    'seed', 0, 'Seed for weights and data order: same seed, same run.')
+flags.DEFINE_list(
+    'num_replicas', '0', 'Devices per worker for mirrored and central_storage: that many GPUs '
+    '(0: all), or without GPUs that many logical CPU devices (0: 2). A comma list sweeps it.')
+flags.DEFINE_list(
+    'num_workers', '2', 'multi_worker_mirrored and parameter_server: worker tasks of the local '
+    'cluster run.py launches (with TF_CONFIG set, the cluster there decides). A comma list '
+    'sweeps it.')
+flags.DEFINE_enum(
+    'scaling', 'strong', ['strong', 'weak'],
+    'strong: --batch_size is the global batch of every run. weak: --batch_size is per replica '
+    '(per worker for the cluster strategies), so the global batch grows with them.')
+flags.DEFINE_float(
+    'target_accuracy', 0.9, 'Validation accuracy for time-to-accuracy: the seconds until a run '
+    'first reaches it.')
+flags.DEFINE_multi_string(
+    'variant', [], 'A study: "NAME: --flag=value ..." runs the experiment\'s runs once more with '
+    'these flags on top of the others, named NAME-<run>; repeat it for each condition (see '
+    'configs/convergence.cfg). Without it, the runs run once as given.')
+flags.DEFINE_string(
+    'condition', '', 'What the run stands for in a study (the report\'s "condition"); '
+    '--variant sets it to the variant\'s NAME.')
+flags.DEFINE_bool(
+    'report_only', False, 'Rebuild the report and plots of --experiment from its event files '
+    '(e.g. runs done on a cluster) and train nothing.')
+flags.DEFINE_string(
+    'logdir', 'runs', 'Root directory of all experiments.')
+flags.DEFINE_string(
+    'experiment', '', 'Experiment name; default: a timestamp.')
+flags.DEFINE_string(
+    'run_name', '', 'Run directory name; default: the strategy.')
+flags.DEFINE_bool(
+    'in_process', False, 'Run the one strategy given in this process instead of a child.')
+flags.DEFINE_float(
+    'startup_timeout', 300, 'Seconds a cluster task may wait for its peers before it gives up '
+    'and names the tasks that did not answer.', lower_bound=1)
+flags.DEFINE_integer(
+    'checkpoint_every_epochs', 1, 'Write a checkpoint (model, optimizer, step, data position, '
+    'history) into <run>/checkpoints every this many epochs; 0: not by epoch. SIGTERM and SIGINT '
+    'always write one.', lower_bound=0)
+flags.DEFINE_integer(
+    'checkpoint_every_steps', 0, 'Also write a checkpoint every this many training steps (at the '
+    'end of the execution that reaches them); 0: not by step.', lower_bound=0)
+flags.DEFINE_bool(
+    'resume', True, 'Continue an unfinished run of --experiment from its newest checkpoint and '
+    'keep its finished runs. --noresume refuses a run directory that holds any run.')
+flags.DEFINE_integer(
+    'max_restarts', 3, 'Times the launcher starts a run again, from its last checkpoint, when one '
+    'of its tasks dies (a parameter-server worker: just that worker).', lower_bound=0)
+flags.DEFINE_float(
+    'min_free_disk_mb', 100, 'Refuse to start when the --logdir file system has less free space '
+    'than this (MB), rather than fail at the first checkpoint.', lower_bound=0)
+flags.DEFINE_float(
+    'idle_timeout', 900, 'Seconds a run may print nothing before it is declared hung and stopped.',
+    lower_bound=1)
+flags.DEFINE_string(
+    'run_config', '', 'Internal: the launcher starts each process of a run with the run\'s '
+    '<run>/config.json; set, every other flag is ignored.')
+
+
+@flags.validator('strategies')
+def _known_strategies(names):
+  unknown = [n for n in names if n not in strategies.names()] if names else ['(none)']
+  if unknown:
+    raise flags.ValidationError(f'unknown strategy {", ".join(unknown)}; give a comma list out of '
+                                f'{", ".join(strategies.names())}')
+  return True
+
+
+for _name, _least in (('batch_size', 1), ('num_replicas', 0), ('num_workers', 1),
+                      ('image_shape', 1), ('profile_steps', 0)):
+  flags.register_validator(
+      _name, lambda v, least=_least: all(s.strip().isdigit() and int(s) >= least for s in v),
+      f'give integers of at least {_least}, comma-separated')
+for _name in ('batch_size', 'num_replicas', 'num_workers'):
+  flags.register_validator(_name, bool, 'give at least one value')

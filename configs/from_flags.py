@@ -1,0 +1,147 @@
+"""Flags to configuration: the one module that reads flag values.
+
+`experiment()` maps the parsed flags onto the experiment's validated `RunConfig`s (each
+strategy crossed with the swept values, once per `--variant`); `task()` onto the one run of a
+process started by hand or by a scheduler; `run()` reads the run a launcher's child was
+started with. Nothing else reads `FLAGS`.
+"""
+import copy
+import dataclasses
+import os
+import sys
+import time
+
+from absl import flags
+
+import strategies
+from configs import definitions
+from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
+from configs import plan
+from orchestration import cluster
+from records import files
+
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  """What the launcher needs besides the runs themselves."""
+  directory: str
+  runs: tuple
+  logdir: str = 'runs'
+  target_accuracy: float = 0.9
+  idle_timeout: float = 900.0
+  max_restarts: int = 3
+  resume: bool = True
+  min_free_disk_mb: float = 100.0
+  verbosity: int = None           # --verbosity when given, passed on to the children
+
+
+def action(values=FLAGS):
+  """What run.py is asked to do: 'run_config', 'report_only', 'in_process' or 'launch'."""
+  for name in ('run_config', 'report_only', 'in_process'):
+    if values[name].value:
+      return name
+  return 'launch'
+
+
+def experiment(values=FLAGS):
+  """The experiment the flags describe; ValueError (ConfigError) for one that cannot run."""
+  name = values.experiment or time.strftime('%Y%m%d-%H%M%S')
+  if values.report_only and not values.experiment:
+    raise ValueError('--report_only needs --experiment: the experiment to report on')
+  directory = os.path.join(values.logdir, name)
+  return Experiment(
+      directory=directory, runs=tuple(_runs(values, directory)), logdir=values.logdir,
+      target_accuracy=values.target_accuracy, idle_timeout=values.idle_timeout,
+      max_restarts=values.max_restarts, resume=values.resume,
+      min_free_disk_mb=values.min_free_disk_mb,
+      verbosity=values.verbosity if values['verbosity'].present else None)
+
+
+def run(values=FLAGS):
+  """The run a child process was started with (--run_config)."""
+  return definitions.RunConfig.from_json(files.read_json(values.run_config))
+
+
+def _runs(values, directory):
+  """The runs: as the flags give them, or once per --variant with its flags on top."""
+  if not values.variant:
+    return plan.named(_plan(values, directory), values.run_name)
+  runs = []
+  for spec in values.variant:
+    name, args = plan.parse_variant(spec)
+    if any(run.condition == name for run in runs):
+      raise ValueError(f'--variant={name} is given twice; give each variant its own name')
+    variant = copy.deepcopy(values)
+    try:
+      variant([sys.argv[0], *args])
+      runs += plan.in_variant(_plan(variant, directory), name)
+    except (flags.Error, ValueError) as e:
+      raise ValueError(f'--variant={name}: {e}') from None
+  return runs
+
+
+def _plan(values, directory):
+  ints = lambda strings: [int(s) for s in strings]
+  options = {name: _own_flags(values, strategies.get(name).__name__)
+             for name in values.strategies}
+  return plan.plan(_base(values, directory), values.strategies, ints(values.num_replicas),
+                   ints(values.num_workers), ints(values.batch_size),
+                   weak=values.scaling == 'weak', options=options)
+
+
+def _base(v, directory):
+  """Every setting but the strategy, its devices and workers and the batch (the plan's)."""
+  given = lambda name: v[name].value if v[name].present else None
+  return definitions.RunConfig(
+      run_dir=os.path.join(directory, '_'), condition=v.condition, epochs=v.epochs,
+      steps_per_epoch=v.steps_per_epoch, seed=v.seed, target_accuracy=v.target_accuracy,
+      data=definitions.Data(v.dataset, v.data_dir, v.download,
+                            tuple(int(s) for s in v.image_shape), v.num_classes),
+      model=definitions.Model(v.model, v.batch_norm, v.ghost_batch_size, v.bn_momentum),
+      optimizer=definitions.Optimizer(v.optimizer, v.learning_rate, v.momentum, v.beta_1,
+                                      v.beta_2, v.epsilon, v.weight_decay, v.trust_coefficient),
+      schedule=definitions.Schedule(v.lr_scaling, v.base_batch_size, v.warmup_epochs,
+                                    v.lr_schedule),
+      performance=definitions.Performance(
+          v.steps_per_execution, v.jit_compile, v.mixed_precision,
+          tuple(int(s) for s in v.profile_steps), given('intra_op_threads'),
+          given('inter_op_threads')),
+      checkpoints=definitions.Checkpointing(v.checkpoint_every_epochs, v.checkpoint_every_steps,
+                                            v.resume),
+      distribution=definitions.Distribution(startup_timeout=v.startup_timeout),
+      flags=_own_flags(v, 'configs.flags'))
+
+
+def _own_flags(values, module):
+  """{name: value} of the flags `module` defines; lists as the comma text they were given as."""
+  return {f.name: ','.join(map(str, f.value)) if isinstance(f.value, list) else f.value
+          for f in values.get_key_flags_for_module(module)}
+
+
+
+def task(tf_config_text=None, values=FLAGS):
+  """The experiment of the one run this process is, and its parsed TF_CONFIG (or None):
+  --in_process, or one task of a TF_CONFIG cluster, whose computing tasks are the run's
+  workers whatever --num_workers says."""
+  where = 'with TF_CONFIG set' if tf_config_text else 'with --in_process'
+  if len(values.strategies) != 1:
+    raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
+  swept = [f'--{name}' for name in ('batch_size', 'num_replicas', 'num_workers')
+           if len(values[name].value) > 1]
+  if swept:
+    raise ValueError(f'{where}, run.py is one run; give one value to {", ".join(swept)}')
+  name = values.strategies[0]
+  descriptor = strategies.describe(name)
+  if tf_config_text and not descriptor.cluster:
+    raise ValueError(f'TF_CONFIG is set, but {name} runs in one process; unset TF_CONFIG or '
+                     f'use multi_worker_mirrored or parameter_server')
+  if descriptor.cluster and not tf_config_text:
+    raise ValueError(f'{name} --in_process needs TF_CONFIG; without --in_process run.py '
+                     'launches a local cluster itself')
+  tf_config = cluster.parse(tf_config_text, descriptor.jobs) if tf_config_text else None
+  if tf_config:
+    values = copy.deepcopy(values)
+    values.num_workers = [str(descriptor.num_workers(tf_config['cluster']))]
+  return experiment(values), tf_config

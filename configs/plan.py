@@ -1,0 +1,100 @@
+"""The runs of an experiment: each strategy crossed with the swept values that apply to it.
+
+`--num_replicas` applies to the single-process multi-device strategies, `--num_workers` to
+the cluster strategies, `--batch_size` to all. A run is named after its strategy plus the
+swept values, e.g. `mirrored-r4-b512`, so runs stay readable side by side in TensorBoard.
+
+Strong scaling keeps the global batch; weak scaling keeps the batch per replica (per worker
+for the cluster strategies): `--batch_size` is then multiplied by the replicas or workers.
+
+A study (`--variant="NAME: --flag=value ..."`, repeated) plans the runs once per variant, with
+the variant's flags on top of the others, and names them NAME-<run>, e.g. `lamb-mirrored`.
+"""
+import dataclasses
+import itertools
+import os
+import re
+import shlex
+
+import strategies
+
+# Flags that say where and what a run is; a variant changes how it trains, not these.
+NOT_IN_VARIANT = ('variant', 'condition', 'logdir', 'experiment', 'run_name', 'in_process',
+                  'report_only', 'flagfile', 'run_config')
+
+
+def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=False, options=None):
+  """Every run, in order, as a validated RunConfig made from `base`: its strategy, devices,
+  workers and batch replaced; `options[strategy]` are that strategy's own flag values.
+
+  Raises ValueError (ConfigError) for a run that cannot work, e.g. a batch that cannot be
+  split evenly.
+  """
+  if weak and 0 in num_replicas:
+    raise ValueError('--scaling=weak needs the replica count: give --num_replicas explicitly')
+  experiment_dir = os.path.dirname(base.run_dir)
+  runs = []
+  for strategy in strategy_names:
+    descriptor = strategies.describe(strategy)
+    replicas = num_replicas if descriptor.mirrors_local_devices else num_replicas[:1]
+    workers = num_workers if descriptor.cluster else num_workers[:1]
+    for r, w, b in itertools.product(replicas, workers, batch_sizes):
+      b = b * descriptor.batch_parts(r, w) if weak else b
+      name = strategy + ''.join(f'-{tag}{value}' for tag, value, values in (
+          ('r', r, replicas), ('w', w, workers), ('b', b, batch_sizes)) if len(values) > 1)
+      runs.append(_run(base, name, os.path.join(experiment_dir, name), strategy, r, w, b,
+                       (options or {}).get(strategy, {})))
+  return runs
+
+
+def _run(base, name, run_dir, strategy, num_replicas, num_workers, batch_size, options):
+  config = dataclasses.replace(
+      base, name=name, run_dir=run_dir, batch_size=batch_size,
+      distribution=dataclasses.replace(base.distribution, strategy=strategy, options=options,
+                                       num_replicas=num_replicas, num_workers=num_workers),
+      # The flags as this run's own process would have been given them.
+      flags={**base.flags, 'strategies': strategy, 'run_name': name,
+             'num_replicas': num_replicas, 'num_workers': num_workers, 'batch_size': batch_size,
+             **options})
+  return config.validate()
+
+
+def named(runs, run_name):
+  """`runs` with the one run renamed `run_name` (--run_name names a run, not a sweep)."""
+  if not run_name:
+    return runs
+  if len(runs) != 1:
+    raise ValueError(f'--run_name={run_name} names one run, but the flags plan {len(runs)}; '
+                     'drop --run_name or plan one run')
+  run = runs[0]
+  return [dataclasses.replace(run, name=run_name, flags={**run.flags, 'run_name': run_name},
+                              run_dir=os.path.join(os.path.dirname(run.run_dir), run_name))]
+
+
+def parse_variant(spec):
+  """'NAME: --flag=value ...' -> (NAME, [flag, ...]); ValueError naming what is wrong."""
+  name, colon, rest = spec.partition(':')
+  name = name.strip()
+  if not colon or not re.fullmatch(r'[A-Za-z0-9_.]+', name):
+    raise ValueError(f'--variant={spec!r}: give "NAME: --flag=value ...", NAME made of letters, '
+                     'digits, _ and .')
+  try:
+    args = shlex.split(rest)
+  except ValueError as e:
+    raise ValueError(f'--variant={name}: {e}') from None
+  for arg in args:
+    flag = arg[2:].split('=', 1)[0]
+    if not arg.startswith('--'):
+      raise ValueError(f'--variant={name}: {arg!r} is not a flag; give --flag=value')
+    if flag.removeprefix('no') in NOT_IN_VARIANT:
+      raise ValueError(f'--variant={name}: --{flag} cannot be set per variant; set it once for '
+                       'the study')
+  return name, args
+
+
+def in_variant(runs, name):
+  """`runs` as the runs of variant `name`: renamed NAME-<run>, their condition `name`."""
+  return [dataclasses.replace(
+      run, name=f'{name}-{run.name}', condition=name,
+      run_dir=os.path.join(os.path.dirname(run.run_dir), f'{name}-{run.name}'),
+      flags={**run.flags, 'condition': name, 'run_name': f'{name}-{run.name}'}) for run in runs]

@@ -1,0 +1,13 @@
+"""The one table renderer: the launcher's plain-text comparison and the report's Markdown."""
+
+
+def render(header, rows, markdown=False):
+  """`rows` of cell strings under `header`: a Markdown pipe table, or plain text with the
+  first column left-aligned and the figures right-aligned."""
+  if markdown:
+    line = lambda cells: '| ' + ' | '.join(cells) + ' |'
+    return '\n'.join([line(header), '|' + '---|' * len(header), *map(line, rows)])
+  widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+  fmt = lambda r: '  '.join(c.ljust(w) if i == 0 else c.rjust(w)
+                            for i, (c, w) in enumerate(zip(r, widths)))
+  return '\n'.join([fmt(header), fmt(['-' * w for w in widths]), *map(fmt, rows)])

@@ -1,0 +1,58 @@
+"""What a strategy is, said once, so nothing outside strategies/ tests a strategy's name."""
+import dataclasses
+import typing
+
+ONE_DEVICE = 'one_device'                # one process, one device
+MULTI_DEVICE = 'multi_device'            # one process mirroring over its local devices
+ALL_REDUCE_CLUSTER = 'all_reduce_cluster'  # a TF_CONFIG cluster whose every task trains
+PARAMETER_SERVER_CLUSTER = 'parameter_server_cluster'  # a coordinator, serving workers and ps
+
+
+@dataclasses.dataclass(frozen=True)
+class Descriptor:
+  """A strategy's kind, its cluster, and what it cannot do.
+
+  `local_jobs(num_workers, options)` gives the tasks of a localhost cluster, {job: count};
+  `options` are the values of the strategy module's own flags.
+  """
+  kind: str
+  jobs: tuple = ()           # The TF_CONFIG jobs its cluster may hold; () for one process.
+  serving_jobs: tuple = ()   # Jobs whose tasks only serve; the others train.
+  local_jobs: typing.Callable = None
+  loss_scaling: bool = True  # Keras' LossScaleOptimizer (mixed_float16) can update its variables.
+
+  @property
+  def cluster(self):
+    """Its tasks are processes of a TF_CONFIG cluster."""
+    return bool(self.jobs)
+
+  @property
+  def coordinated(self):
+    """A coordinator schedules steps on workers; the steps run outside the coordinator."""
+    return bool(self.serving_jobs)
+
+  @property
+  def mirrors_local_devices(self):
+    """A process replicates over its local devices (GPUs, or logical CPU devices)."""
+    return self.kind == MULTI_DEVICE
+
+  @property
+  def unit(self):
+    """What N counts in speed-up and efficiency: workers under a coordinator, else replicas."""
+    return 'worker' if self.coordinated else 'replica'
+
+  def parallel_units(self, num_replicas_in_sync, num_workers):
+    """N of the scaling-efficiency formula."""
+    return num_replicas_in_sync * (num_workers if self.coordinated else 1)
+
+  def num_workers(self, cluster_spec):
+    """The tasks of a TF_CONFIG cluster that compute: its workers (and chief, under all-reduce)."""
+    computing = ('worker',) if self.coordinated else ('chief', 'worker')
+    return sum(len(cluster_spec.get(job, [])) for job in computing) or 1
+
+  def batch_parts(self, num_replicas, num_workers):
+    """Into how many equal parts the global batch is split, as far as a plan can know (0: the
+    replicas are counted at run time)."""
+    if self.cluster:
+      return num_workers
+    return num_replicas if self.mirrors_local_devices else 1

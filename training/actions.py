@@ -1,0 +1,129 @@
+"""The controller's actions, one job each: stop agreement, progress, epoch summaries,
+checkpoints and the profiler (see training/controller.py for when each is called)."""
+import time
+
+from records import results
+from training import controller as controller_lib
+from training import loop
+from training import record
+
+PROGRESS_SECONDS = 30  # A long epoch reports this often, so it never looks hung.
+
+
+class StopAgreement(controller_lib.Action):
+  """Stops every task between executions once any was asked to (SIGTERM, SIGINT): the
+  all-reduce workers agree on it, so they all stop after the same step."""
+
+  def __init__(self, trainer, requests):
+    self.trainer, self.requests = trainer, requests
+
+  def before_epoch(self, controller):
+    return self.trainer.any_worker(self.requests.requested)
+
+  def after_execution(self, controller, read):
+    return self.trainer.any_worker(self.requests.requested)
+
+
+class Progress(controller_lib.Action):
+  """`<run>/progress.json` after each execution (for the launcher: fault injection, steps a
+  restart redoes) when `run_dir` is given, and a line every PROGRESS_SECONDS."""
+
+  def __init__(self, run_dir, say, name):
+    self.run_dir, self.say, self.name = run_dir, say, name
+    self._last_report = 0.0
+
+  def before_epoch(self, controller):
+    self._last_report = time.perf_counter()
+    return False
+
+  def after_execution(self, controller, read):
+    if self.run_dir:
+      results.write_progress(self.run_dir, controller.state.step)
+    if time.perf_counter() - self._last_report > PROGRESS_SECONDS:
+      self.say(f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: training, step '
+               f'{controller.state.step}, {controller.epoch_clock():.0f} s so far')
+      self._last_report = time.perf_counter()
+    return False
+
+
+class EpochSummary(controller_lib.Action):
+  """Each epoch's figures: TensorBoard scalars and one line."""
+
+  def __init__(self, writers, say, name):
+    self.writers, self.say, self.name = writers, say, name
+
+  def after_epoch(self, controller):
+    history = controller.state.history
+    train, validation = record.epoch_scalars(history, -1)
+    self.writers.epoch(controller.epoch, train, validation)
+    self.say(f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: loss '
+             f'{train["loss"]:.4f} accuracy {train["accuracy"]:.4f} val_loss '
+             f'{validation["loss"]:.4f} val_accuracy {validation["accuracy"]:.4f} '
+             f'{train["examples_per_second"]:,.0f} examples/s {train["time_seconds"]:.2f} s')
+
+
+class Checkpoints(controller_lib.Action):
+  """A checkpoint every `every_epochs` epochs and every `every_steps` steps (at the end of the
+  execution that reaches them), and on demand (`save`)."""
+
+  def __init__(self, checkpointer, trainer, every_epochs, every_steps, steps_per_execution,
+               state):
+    self.checkpointer, self.trainer = checkpointer, trainer
+    self.every_epochs, self.every_steps = every_epochs, every_steps
+    self.steps_per_execution = steps_per_execution
+    self.saved_step = state.step if state.resumes else None
+    self._retried_before = state.retried_steps
+
+  def _step_due(self, step):
+    every = self.every_steps
+    return every and step // every > (self.saved_step or 0) // every
+
+  def after_execution(self, controller, read):
+    state = controller.state
+    if self._step_due(state.step):
+      state.epoch_sums, state.epoch_seconds = read(), controller.epoch_seconds()
+      self.save(controller)
+    return False
+
+  def after_epoch(self, controller):
+    if ((self.every_epochs and controller.epoch % self.every_epochs == 0) or
+        self._step_due(controller.state.step)):
+      self.save(controller)
+
+  def save(self, controller):
+    """A checkpoint of the run as it stands; never of weights that are no longer finite."""
+    state = controller.state
+    if not self.trainer.weights_finite():
+      raise loop.NonFiniteLoss(state.step, what='weights')
+    started = time.perf_counter()
+    state.elapsed_seconds = controller.elapsed()
+    state.retried_steps = self.retried_steps()
+    self.checkpointer.save(state.step, state.to_json())
+    self.saved_step = state.step
+    seconds = time.perf_counter() - started
+    controller.pause(seconds)
+    state.checkpoint_seconds += seconds
+
+  def retried_steps(self):
+    """Steps lost with a parameter-server worker and run again, over every attempt."""
+    lost = self.trainer.lost_executions
+    return self._retried_before + (lost.count * self.steps_per_execution if lost else 0)
+
+
+class Profile(controller_lib.Action):
+  """A TensorFlow profiler trace of the executions that hold the chosen steps."""
+
+  def __init__(self, profiler, say, name):
+    self.profiler, self.say, self.name = profiler, say, name
+
+  def before_execution(self, controller, first, last):
+    self.profiler.before(first, last)
+
+  def after_execution(self, controller, read):
+    self.profiler.after(controller.state.step)
+    return False
+
+  def end(self, controller):
+    self.profiler.stop()  # The steps asked for may run past the end of training.
+    self.say(f'[{self.name}] profile of steps {self.profiler.first}-{self.profiler.last}: '
+             'TensorBoard\'s Profile tab')

@@ -1,0 +1,106 @@
+"""What a run records, built from one source: `settings`, the values that distinguish the run.
+
+They are the HParams dashboard's columns, the head of `result.json`, and (all but what may
+change between attempts) what a checkpoint must have been written with to be resumed.
+"""
+import dataclasses
+
+import keras
+import tensorflow as tf
+
+from records import results
+from training import checkpoints
+from training import devices
+from training import schedules
+
+# May differ when a run resumes: more epochs, other executions, derived values, the
+# strategy's own options (e.g. --num_packs).
+NOT_CHECKED_ON_RESUME = ('epochs', 'steps_per_execution', 'per_replica_batch_size')
+
+
+def peak_learning_rate(config, step_batch_size):
+  """`--learning_rate` scaled for the batch one update averages over (--lr_scaling)."""
+  return config.optimizer.learning_rate * schedules.scale_factor(
+      config.schedule.lr_scaling, step_batch_size, config.schedule.base_batch_size)
+
+
+def settings(config, trainer):
+  """The run's distinguishing values: its strategy, scale, model, data and how it trains."""
+  model = config.model
+  return {
+      'strategy': config.distribution.strategy, 'model': model.model,
+      'dataset': config.data.dataset, 'condition': config.condition, 'seed': config.seed,
+      'num_workers': trainer.num_workers,
+      'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
+      'global_batch_size': config.batch_size,
+      'per_replica_batch_size': trainer.per_replica_batch_size,
+      'epochs': config.epochs, 'steps_per_epoch': trainer.steps_per_epoch,
+      'steps_per_execution': config.performance.steps_per_execution,
+      **dataclasses.asdict(config.optimizer),
+      'peak_learning_rate': peak_learning_rate(config, trainer.step_batch_size),
+      **dataclasses.asdict(config.schedule),
+      'batch_norm': model.batch_norm or bool(model.ghost_batch_size),
+      'ghost_batch_size': model.ghost_batch_size, 'bn_momentum': model.bn_momentum,
+      'jit_compile': config.performance.jit_compile,
+      'mixed_precision': config.performance.mixed_precision,
+  }
+
+
+def resume_settings(config, trainer):
+  """What a checkpoint must have been written with to be resumed by this run."""
+  return {name: value for name, value in settings(config, trainer).items()
+          if name not in NOT_CHECKED_ON_RESUME}
+
+
+def hparams(config, trainer):
+  """The settings and the strategy's own options, as TensorBoard's HParams takes them."""
+  values = {**settings(config, trainer), **config.distribution.options}
+  return {name: value if isinstance(value, (bool, int, float, str)) else str(value)
+          for name, value in values.items()}
+
+
+def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_config,
+           compute_devices=()):
+  """result.json: the settings, where the run got to, what faults cost, the measurements."""
+  resumes = state.resumes
+  return {
+      'status': status, 'run': config.name, **settings(config, trainer),
+      'options': config.distribution.options,
+      'cluster': tf_config['cluster'] if tf_config else None,
+      'epochs_done': len(state.history.epoch_times), 'steps_done': state.step,
+      'wall_time_seconds': wall_time_seconds,
+      'checkpoint_seconds': state.checkpoint_seconds,
+      'checkpoint': checkpoints.latest(config.run_dir),
+      'resumes': resumes,
+      'restarts': sum(r['cause'] == 'restart' for r in resumes),
+      'resumed': sum(r['cause'] == 'resume' for r in resumes),
+      'redone_steps': sum(r['redone_steps'] for r in resumes),
+      # Under a coordinator: executions lost with a worker and run again on another, at most
+      # --steps_per_execution steps each.
+      'retried_steps': retried_steps,
+      'compute_devices': list(compute_devices),
+      'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
+      'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
+      'devices': devices.describe(),
+      'tf_version': tf.__version__,
+      'keras_version': keras.__version__,
+      'flags': config.flags,
+      **results.summarize(state.history, config.target_accuracy),
+  }
+
+
+# The headline figures, also written as the HParams dashboard's metrics.
+FINAL_METRICS = ('examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
+                 'final_validation_accuracy', 'time_to_accuracy_seconds', 'wall_time_seconds',
+                 'restarts', 'resumed', 'redone_steps', 'retried_steps')
+
+
+def epoch_scalars(history, i):
+  """TensorBoard's train and validation scalars of epoch i of `history`."""
+  return ({'loss': history.train_loss[i], 'accuracy': history.train_accuracy[i],
+           'examples_per_second': history.epoch_examples_per_second[i],
+           'time_seconds': history.epoch_times[i],
+           'learning_rate': history.epoch_learning_rate[i],
+           'elapsed_seconds': history.epoch_elapsed_seconds[i],
+           'startup': history.epoch_startup[i]},
+          {'loss': history.validation_loss[i], 'accuracy': history.validation_accuracy[i]})
