@@ -125,10 +125,10 @@ def supervise(idle_timeout, start, tick=None):
     return e
 
 
-def run_with_restarts(run, experiment, hide):
+def run_with_restarts(run, experiment, hide, fault=None):
   """One run; a run whose task died is started again, resuming from its last checkpoint, up
-  to `--max_restarts` times. Returns the error that ended it, or None."""
-  fault = Fault.from_environment(run.run_dir)
+  to `--max_restarts` times. Returns the error that ended it, or None. `fault`: a test's
+  Fault to inject."""
   max_restarts, verbosity = experiment.max_restarts, experiment.verbosity
   for attempt in range(max_restarts + 1):
     env = dict(os.environ, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
@@ -157,15 +157,16 @@ class Fault:
     self.run_dir, self.task, self.step = run_dir, task, step
     self.fired = False
 
-  @classmethod
-  def from_environment(cls, run_dir):
+  @staticmethod
+  def from_environment():
+    """A `Fault(run_dir)` factory, or None without STRATEGY_COMPARISON_FAULT."""
     spec = os.environ.get(FAULT_ENV)
     if not spec:
       return None
     task, _, step = spec.partition('@')
     if not task or not step.isdigit():
       raise ValueError(f'{FAULT_ENV}={spec} is not TASK@STEP, e.g. worker-1@30')
-    return cls(run_dir, task, int(step))
+    return lambda run_dir: Fault(run_dir, task, int(step))
 
   def tick(self, group):
     if not self.fired and results.read_progress(self.run_dir) >= self.step:
@@ -182,6 +183,7 @@ def launch(experiment):
   are started with its configuration, written to `<run>/config.json`.
   """
   runs = [local_threads(run) for run in experiment.runs]
+  fault = Fault.from_environment()
   states = {run.name: results.check_run_dir(run.run_dir, experiment.resume) for run in runs}
   verbose = experiment.verbosity is not None and experiment.verbosity >= 0
   hide = None if verbose else TF_LOG_LINE
@@ -193,7 +195,7 @@ def launch(experiment):
     if states[run.name] != 'finished':
       os.makedirs(run.run_dir, exist_ok=True)
       files.write_json(os.path.join(run.run_dir, CONFIG), run.to_json())
-      error = run_with_restarts(run, experiment, hide)
+      error = run_with_restarts(run, experiment, hide, fault and fault(run.run_dir))
     rows.append({'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
                 if error else results.read(run.run_dir))
   failed = [row['run'] for row in rows if 'error' in row]

@@ -11,12 +11,13 @@ PLAN = '''
 import json, sys
 sys.argv = ['run.py']
 sys.path.insert(0, {root!r})
-import run
+import run  # Defines the flags, as run.py does.
 from absl import flags
+from configs import from_flags
 flags.FLAGS(['run.py', '--flagfile=configs/{name}.cfg'])
-runs = run.plan()
+runs = from_flags.experiment().runs
 print(json.dumps({{'runs': [[r.name, r.batch_size] for r in runs],
-                  'dataset': run.DATASET.value, 'model': run.MODEL.value}}))
+                  'dataset': runs[0].data.dataset, 'model': runs[0].model.model}}))
 '''
 
 

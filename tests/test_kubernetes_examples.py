@@ -111,7 +111,7 @@ def test_strategy_is_the_multi_worker_one_of_the_file_name(path):
   expected = ('multi_worker_mirrored' if 'multi-worker-mirrored' in name else
               'parameter_server' if 'parameter-server' in name else None)
   assert expected, f'{name} names no multi-worker strategy'
-  assert strategies.get(expected).JOBS  # A cluster strategy: it reads TF_CONFIG.
+  assert strategies.describe(expected).cluster  # A cluster strategy: it reads TF_CONFIG.
   assert flag_values(name, 'strategies') == {expected}
   # Every container of the manifest is a task of that one strategy.
   for c in containers(name):
