@@ -81,7 +81,7 @@ def main(argv):
 
 def run_main(argv):
   """main, with expected errors as one line on stderr (a traceback only with --verbosity=1)."""
-  if not flags.FLAGS['verbosity'].present:
+  if not from_flags.verbosity_given():
     logging.set_verbosity(logging.WARNING)  # Quiet by default; --verbosity=0 shows INFO.
   try:
     sys.exit(main(argv))

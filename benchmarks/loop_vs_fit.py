@@ -1,7 +1,14 @@
 """Does the project's loop cost anything? Its throughput against Keras' own `model.fit`.
 
   python benchmarks/loop_vs_fit.py                      # cnn, synthetic 28x28x1, global batch 256
+  python benchmarks/loop_vs_fit.py --batch_size=512 --num_replicas=4
   python benchmarks/loop_vs_fit.py --output=loop_vs_fit.json --repetitions=7
+
+It takes run.py's flags (configs/flags.py) and reads them as the runs configs/from_flags.py
+plans: --model, --image_shape of its synthetic images, --batch_size, --steps_per_execution,
+--num_replicas and the strategies' own options (--cross_device_ops, --parameter_device, ...);
+run.py's other flags do not apply. Its defaults for them: cnn, 28x28x1, global batch 256, 10
+steps per execution, 2 replicas. Its own flags: --steps, --repetitions, --output.
 
 In ONE process, on the same model, data, global batch and steps per execution, it times
 windows of --steps training steps for: this project's loop (training/loop.py) and Keras 3
@@ -25,31 +32,50 @@ from absl import logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-MODEL = flags.DEFINE_string('model', 'cnn', 'A model of models/.')
-IMAGE_SHAPE = flags.DEFINE_list('image_shape', '28,28,1', 'Synthetic images: height,width,channels.')
-BATCH_SIZE = flags.DEFINE_integer('batch_size', 256, 'Global batch.', lower_bound=1)
+import strategies  # noqa: E402
+from configs import flags as defined_flags  # noqa: E402
+from configs import from_flags  # noqa: E402
+
+# --help lists run.py's flags and each strategy's own, which this benchmark takes.
+for _module in (defined_flags.__name__, *strategies.module_names()):
+  flags.adopt_module_key_flags(sys.modules[_module])
+
 STEPS = flags.DEFINE_integer('steps', 20, 'Training steps per timed window.', lower_bound=1)
-STEPS_PER_EXECUTION = flags.DEFINE_integer(
-    'steps_per_execution', 10, 'Steps per tf.function call, for the loop and for fit alike.',
-    lower_bound=1)
 REPETITIONS = flags.DEFINE_integer('repetitions', 5, 'Timed windows per configuration.',
                                    lower_bound=1)
-NUM_REPLICAS = flags.DEFINE_integer('num_replicas', 2, 'Logical CPU devices for mirrored and '
-                                    'central_storage.', lower_bound=2)
 OUTPUT = flags.DEFINE_string('output', '', 'Write the figures as JSON to this file too.')
 
+# Mirrored on the first device only and no strategy at all are made here; the others are the
+# registry's, as run.py builds them.
 STRATEGIES = ('no_strategy', 'one_device', 'mirrored_1', 'mirrored', 'central_storage')
+REGISTERED = ('one_device', 'mirrored', 'central_storage')
+
+# The benchmark's defaults for run.py's flags; --strategies plans one run per registered
+# strategy, which carries that strategy's options.
+for _name, _value in {'strategies': ','.join(REGISTERED), 'model': 'cnn',
+                      'image_shape': '28,28,1', 'batch_size': '256', 'steps_per_execution': 10,
+                      'num_replicas': '2'}.items():
+  flags.FLAGS.set_default(_name, _value)
 
 
-def create_strategy(name, devices):
+def planned_runs():
+  """The RunConfigs run.py's flags plan, by strategy; one setting, one run per strategy."""
+  runs = from_flags.experiment().runs
+  if [run.name for run in runs] != list(REGISTERED):
+    raise app.UsageError(f'the benchmark compares {", ".join(STRATEGIES)} at one setting: leave '
+                         '--strategies, --variant and --run_name unset and give one value to '
+                         '--batch_size and --num_replicas')
+  return {run.name: run for run in runs}
+
+
+def create_strategy(name, devices, options):
+  """Strategy `name` of STRATEGIES; `options`: each registered strategy's own flag values."""
   import tensorflow as tf
-  return {
-      'no_strategy': tf.distribute.get_strategy,
-      'one_device': lambda: tf.distribute.OneDeviceStrategy(devices[0]),
-      'mirrored_1': lambda: tf.distribute.MirroredStrategy(devices[:1]),
-      'mirrored': lambda: tf.distribute.MirroredStrategy(devices),
-      'central_storage': lambda: tf.distribute.experimental.CentralStorageStrategy(devices),
-  }[name]()
+  if name == 'no_strategy':
+    return tf.distribute.get_strategy()
+  if name == 'mirrored_1':
+    return strategies.get('mirrored').create(devices[:1], options['mirrored'])
+  return strategies.get(name).create(devices, options[name])
 
 
 class LoopRun:
@@ -137,8 +163,8 @@ def measure(runs, steps, batch_size, repetitions):
   return rates
 
 
-def host_overhead_ms(devices, steps_per_execution):
-  """Milliseconds per step of the loop on a model with next to no compute."""
+def host_overhead_ms(strategy, steps_per_execution):
+  """Milliseconds per step of the loop under `strategy` on a model with next to no compute."""
   import keras
   import numpy as np
   import data
@@ -147,7 +173,6 @@ def host_overhead_ms(devices, steps_per_execution):
                      examples_per_epoch=64)
   build = lambda: keras.Sequential([keras.Input((1, 1, 1)), keras.layers.Flatten(),
                                     keras.layers.Dense(10)])
-  strategy = create_strategy('one_device', devices)
   result = {}
   for spe in sorted({1, steps_per_execution}):
     run = LoopRun(strategy, build, tiny, 8, spe)
@@ -162,25 +187,31 @@ def main(argv):
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   logging.set_verbosity(logging.WARNING)
   warnings.filterwarnings('ignore', message='`shuffle=True` was passed')
+  planned = planned_runs()
+  config = planned['mirrored']  # All share the model, data, batch and devices.
+  options = {name: run.distribution.options for name, run in planned.items()}
   import data
   import models
   from training import devices
-  shape = tuple(int(s) for s in IMAGE_SHAPE.value)
-  device_names = devices.configure(NUM_REPLICAS.value)
+  device_names = devices.configure(config.distribution.num_replicas)
+  if len(device_names) < 2:
+    raise app.UsageError('--num_replicas: mirrored and central_storage need 2 devices or more '
+                         '(mirrored_1 is mirrored on one)')
+  shape = config.data.image_shape
+  batch_size, steps_per_execution = config.batch_size, config.performance.steps_per_execution
   arrays = data.load('synthetic', data.Options(image_shape=shape))
-  build = lambda: models.build(MODEL.value, arrays.input_shape, arrays.num_classes)
+  build = lambda: models.build(config.model.model, arrays.input_shape, arrays.num_classes)
   runs = {}
   for name in STRATEGIES:
-    strategy = create_strategy(name, device_names)
+    strategy = create_strategy(name, device_names, options)
     for method, kind in (('loop', LoopRun), ('fit', FitRun)):
-      runs[name, method] = kind(strategy, build, arrays, BATCH_SIZE.value,
-                                STEPS_PER_EXECUTION.value)
-  rates = measure(runs, STEPS.value, BATCH_SIZE.value, REPETITIONS.value)
+      runs[name, method] = kind(strategy, build, arrays, batch_size, steps_per_execution)
+  rates = measure(runs, STEPS.value, batch_size, REPETITIONS.value)
   baseline = rates['no_strategy', 'loop']
-  figures = {'model': MODEL.value, 'image_shape': list(shape), 'global_batch_size': BATCH_SIZE.value,
-             'steps_per_window': STEPS.value, 'steps_per_execution': STEPS_PER_EXECUTION.value,
-             'repetitions': REPETITIONS.value, 'num_replicas': NUM_REPLICAS.value,
-             'strategies': {}}
+  figures = {'model': config.model.model, 'image_shape': list(shape),
+             'global_batch_size': batch_size, 'steps_per_window': STEPS.value,
+             'steps_per_execution': steps_per_execution, 'repetitions': REPETITIONS.value,
+             'num_replicas': len(device_names), 'strategies': {}}
   for name in STRATEGIES:
     loop, fit = rates[name, 'loop'], rates[name, 'fit']
     figures['strategies'][name] = {
@@ -188,7 +219,8 @@ def main(argv):
         'fit_steps_per_execution': runs[name, 'fit'].steps_per_execution,
         'loop_over_fit': spread([a / b for a, b in zip(loop, fit)]),
         'over_no_strategy': spread([a / b for a, b in zip(loop, baseline)])}
-  figures['host_overhead_ms_per_step'] = host_overhead_ms(device_names, STEPS_PER_EXECUTION.value)
+  figures['host_overhead_ms_per_step'] = host_overhead_ms(
+      create_strategy('one_device', device_names, options), steps_per_execution)
   print(table(figures))
   if OUTPUT.value:
     with open(OUTPUT.value, 'w') as f:

@@ -45,6 +45,10 @@ def action(values=FLAGS):
   return 'launch'
 
 
+def verbosity_given(values=FLAGS):
+  return values['verbosity'].present
+
+
 def experiment(values=FLAGS):
   """The experiment the flags describe; ValueError (ConfigError) for one that cannot run."""
   name = values.experiment or time.strftime('%Y%m%d-%H%M%S')

@@ -11,18 +11,14 @@ import sys
 
 from orchestration import cluster
 from orchestration import processes
-from records import files
 from records import results
 from records import tables
 
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
-CONFIG = 'config.json'
-
-
 def child_command(run_dir, verbosity=None):
   """The command that makes a fresh process (part of) the run whose config.json is in
   `run_dir`."""
-  return [sys.executable, RUN_PY, f'--run_config={os.path.join(run_dir, CONFIG)}',
+  return [sys.executable, RUN_PY, f'--run_config={os.path.join(run_dir, results.CONFIG)}',
           *([] if verbosity is None else [f'--verbosity={verbosity}'])]
 
 
@@ -193,9 +189,10 @@ def launch(experiment):
     print(f'=== {run.name} ({i}/{len(runs)}){note.get(states[run.name], "")} ===', flush=True)
     error = None
     if states[run.name] != 'finished':
-      os.makedirs(run.run_dir, exist_ok=True)
-      files.write_json(os.path.join(run.run_dir, CONFIG), run.to_json())
+      results.write_config(run.run_dir, run.to_json())
       error = run_with_restarts(run, experiment, hide, fault and fault(run.run_dir))
+      if error and results.run_dir_state(run.run_dir) == 'new':
+        results.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
     rows.append({'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
                 if error else results.read(run.run_dir))
   failed = [row['run'] for row in rows if 'error' in row]

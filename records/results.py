@@ -1,4 +1,5 @@
 """The per-epoch record of a run, its headline figures, and `result.json`."""
+import contextlib
 import dataclasses
 import os
 import statistics
@@ -104,6 +105,24 @@ def check_run_dir(run_dir, resume=True):
                       + ('' if state in ('foreign', 'finished') else
                          ' (or drop --noresume to continue it)'))
   return state
+
+
+CONFIG = 'config.json'
+
+
+def write_config(run_dir, config):
+  """`<run>/config.json`: the run's whole configuration (a RunConfig's `to_json()`), with which
+  every process of the run is started; also the record of exactly what ran."""
+  os.makedirs(run_dir, exist_ok=True)
+  return files.write_json(os.path.join(run_dir, CONFIG), config)
+
+
+def remove_config(run_dir):
+  """Removes the config.json of a run that never began, and its directory if that empties it."""
+  with contextlib.suppress(FileNotFoundError):
+    os.remove(os.path.join(run_dir, CONFIG))
+  with contextlib.suppress(OSError):
+    os.rmdir(run_dir)
 
 
 def write(run_dir, result):

@@ -57,7 +57,7 @@ def run(config, tf_config=None, say=print):
   if writes:
     if dir_state == 'stale' and not state.resumes:
       say(f'[{name}] no checkpoint of the earlier, unfinished attempt: starting it over')
-    os.makedirs(config.run_dir, exist_ok=True)
+    results.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
     summaries.clear(config.run_dir)
     environment.write_once(os.path.dirname(config.run_dir), environment.describe(spec))
   else:

@@ -1,0 +1,307 @@
+"""The controller's outer loop and its actions, in this process on one CPU device: epochs and
+steps, the order of the hooks, stopping, and what Progress, EpochSummary, Checkpoints and
+Profile do at their points."""
+import json
+import math
+import types
+
+import pytest
+
+from tests import tiny_training
+from tests.tiny_training import BATCH, STEPS_PER_EPOCH, STEPS_PER_EXECUTION
+
+SPE, SPX = STEPS_PER_EPOCH, STEPS_PER_EXECUTION
+
+
+@pytest.fixture(scope='module')
+def arrays():
+  return tiny_training.arrays()
+
+
+def controller(trainer, actions, epochs=2, state=None):
+  from training import checkpoints
+  from training import controller as controller_lib
+  state = state or checkpoints.RunState({})
+  return controller_lib.Controller(trainer, state, epochs, SPX, actions)
+
+
+def action_class():
+  from training import controller as controller_lib
+  return controller_lib.Action
+
+
+class Recorder:
+  """Every hook call, with the step the run stands at."""
+
+  def __init__(self, stop_at_step=None):
+    self.calls, self.stop_at_step = [], stop_at_step
+
+  def before_epoch(self, c):
+    self.calls.append(('before_epoch', c.epoch, c.state.step))
+    return False
+
+  def before_execution(self, c, first, last):
+    self.calls.append(('before_execution', first, last))
+
+  def after_execution(self, c, read):
+    self.calls.append(('after_execution', c.state.step, read().examples))
+    return c.state.step == self.stop_at_step
+
+  def after_epoch(self, c):
+    self.calls.append(('after_epoch', c.epoch, len(c.state.history.train_loss)))
+
+  def end(self, c):
+    self.calls.append(('end', c.state.step))
+
+
+class FakeClock:
+  """perf_counter for the controller and actions: time moves only when a test moves it."""
+
+  def __init__(self):
+    self.now = 1000.0
+
+  def perf_counter(self):
+    return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+  from training import actions
+  from training import controller as controller_lib
+  fake = FakeClock()
+  monkeypatch.setattr(controller_lib, 'time', fake)
+  monkeypatch.setattr(actions, 'time', fake)
+  return fake
+
+
+def ticking(clock):
+  """An action that makes every training step take one (fake) second."""
+  class Tick(action_class()):
+    def before_execution(self, c, first, last):
+      clock.now += last - first + 1
+  return Tick()
+
+
+class FakeCheckpointer:
+  """What Checkpoints hands a Checkpointer, kept; each save takes `seconds` of the clock."""
+
+  def __init__(self, clock=None, seconds=0.0):
+    self.saves, self.clock, self.seconds = [], clock, seconds
+
+  def save(self, step, state):
+    self.saves.append((step, json.loads(json.dumps(state))))
+    if self.clock:
+      self.clock.now += self.seconds
+
+
+def test_trains_every_epoch_in_executions_and_records_each(arrays):
+  from training import loop
+  trainer = tiny_training.trainer(examples=arrays)
+  assert trainer.steps_per_epoch == SPE
+  run = controller(trainer, [], epochs=3)
+  assert run.total_steps == 3 * SPE
+  assert run.train() is False
+  state = run.state
+  assert state.step == int(trainer.step.numpy()) == 3 * SPE
+  history = state.history
+  for name, values in vars(history).items():
+    assert len(values) == 3, name
+  assert history.epoch_startup == [1, 0, 0]
+  assert all(math.isfinite(v) and v > 0 for v in history.train_loss + history.validation_loss)
+  assert all(0 <= a <= 1 for a in history.train_accuracy + history.validation_accuracy)
+  assert history.epoch_learning_rate == pytest.approx([0.1] * 3)
+  assert history.epoch_elapsed_seconds == sorted(history.epoch_elapsed_seconds)
+  assert (state.epoch_sums, state.epoch_seconds) == (loop.ZERO, 0.0)  # No epoch under way.
+
+
+def test_hooks_are_called_in_order_at_their_steps(arrays):
+  recorder = Recorder()
+  assert controller(tiny_training.trainer(examples=arrays), [recorder]).train() is False
+  epoch = lambda n, first: [
+      ('before_epoch', n, first),
+      ('before_execution', first + 1, first + 3), ('after_execution', first + 3, 3 * BATCH),
+      ('before_execution', first + 4, first + 6), ('after_execution', first + 6, 6 * BATCH),
+      ('before_execution', first + 7, first + 8), ('after_execution', first + 8, 8 * BATCH),
+      ('after_epoch', n, n)]
+  assert recorder.calls == [*epoch(1, 0), *epoch(2, SPE), ('end', 2 * SPE)]
+
+
+def test_an_action_stops_training_mid_epoch_and_every_action_sees_that_point(arrays):
+  stopper, after_it = Recorder(stop_at_step=SPE + SPX), Recorder()
+  trainer = tiny_training.trainer(examples=arrays)
+  run = controller(trainer, [stopper, after_it])
+  assert run.train() is True
+  state = run.state
+  assert state.step == int(trainer.step.numpy()) == SPE + SPX
+  assert len(state.history.train_loss) == 1
+  # The unfinished epoch's sums are kept, to continue it from a checkpoint.
+  assert state.epoch_sums.examples == SPX * BATCH
+  assert math.isfinite(state.epoch_sums.loss) and state.epoch_sums.loss > 0
+  # The actions after the one that stopped it were called at that point too; then nothing.
+  assert after_it.calls == stopper.calls
+  assert stopper.calls[-1] == ('after_execution', SPE + SPX, SPX * BATCH)
+  assert not [c for c in stopper.calls if c[0] in ('end', 'after_epoch') and c[1] == 2]
+
+
+def test_a_new_controller_finishes_the_stopped_epoch_as_if_never_stopped(arrays):
+  whole = controller(tiny_training.trainer(examples=arrays), [])
+  whole.train()
+  trainer = tiny_training.trainer(examples=arrays)
+  first = controller(trainer, [Recorder(stop_at_step=SPE + SPX)])
+  assert first.train() is True
+  recorder = Recorder()
+  second = controller(trainer, [recorder], state=first.state)
+  assert second.train() is False
+  assert recorder.calls[:2] == [('before_epoch', 2, SPE + SPX),
+                                ('before_execution', SPE + SPX + 1, SPE + 2 * SPX)]
+  # read() adds the epoch's earlier part: the epoch's examples so far, not this call's.
+  assert recorder.calls[2] == ('after_execution', SPE + 2 * SPX, 2 * SPX * BATCH)
+  history = second.state.history
+  assert second.state.step == 2 * SPE
+  assert history.epoch_startup == [1, 1]  # The first epoch of this process is a start-up one.
+  assert history.train_loss == pytest.approx(whole.state.history.train_loss, rel=1e-6)
+  assert history.validation_loss == pytest.approx(whole.state.history.validation_loss, rel=1e-6)
+
+
+def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
+  from training import actions
+  from training import loop
+  trainer = tiny_training.trainer(examples=arrays)
+  requests = types.SimpleNamespace(requested=False)
+
+  class Signal(action_class()):
+    """A SIGTERM arriving during the last execution of epoch 1."""
+    def after_execution(self, c, read):
+      requests.requested = requests.requested or c.state.step == SPE
+      return False
+
+  run = controller(trainer, [Signal(), actions.StopAgreement(trainer, requests)], epochs=3)
+  assert run.train() is True
+  # Epoch 1 was whole, so it ends and is recorded; epoch 2 never starts.
+  assert run.state.step == SPE
+  assert len(run.state.history.train_loss) == 1
+  assert run.state.epoch_sums == loop.ZERO
+
+
+def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkeypatch):
+  from records import results
+  from training import actions
+  monkeypatch.setattr(actions, 'PROGRESS_SECONDS', -1)  # A line after every execution.
+  lines, steps = [], []
+
+  class Reader(action_class()):
+    def after_execution(self, c, read):
+      steps.append(results.read_progress(str(tmp_path)))
+      return False
+
+  run = controller(tiny_training.trainer(examples=arrays),
+                   [actions.Progress(str(tmp_path), lines.append, 'tiny'), Reader()])
+  run.train()
+  assert steps == [3, 6, 8, 11, 14, 16]
+  with open(tmp_path / results.PROGRESS) as f:
+    assert json.load(f) == {'step': 2 * SPE}
+  assert len(lines) == 6
+  assert lines[0].startswith('[tiny] epoch 1/2: training, step 3, ')
+  assert lines[-1].startswith('[tiny] epoch 2/2: training, step 16, ')
+
+
+def test_progress_without_a_run_dir_writes_nothing(arrays, tmp_path, monkeypatch):
+  from training import actions
+  monkeypatch.chdir(tmp_path)
+  controller(tiny_training.trainer(examples=arrays),
+             [actions.Progress(None, lambda line: None, 'tiny')], epochs=1).train()
+  assert list(tmp_path.iterdir()) == []
+
+
+def test_epoch_summary_writes_each_epoch_at_its_number(arrays):
+  from training import actions
+  writes, lines = [], []
+  writers = types.SimpleNamespace(epoch=lambda step, train, validation: writes.append(
+      (step, train, validation)))
+  run = controller(tiny_training.trainer(examples=arrays),
+                   [actions.EpochSummary(writers, lines.append, 'tiny')], epochs=3)
+  run.train()
+  history = run.state.history
+  assert [step for step, _, _ in writes] == [1, 2, 3]
+  assert [train['loss'] for _, train, _ in writes] == history.train_loss
+  assert [validation['accuracy'] for _, _, validation in writes] == history.validation_accuracy
+  assert [train['startup'] for _, train, _ in writes] == [1, 0, 0]
+  assert [line.split(':')[0] for line in lines] == [f'[tiny] epoch {n}/3' for n in (1, 2, 3)]
+  assert f'loss {history.train_loss[2]:.4f}' in lines[2]
+
+
+def test_checkpoints_are_written_every_epochs_and_every_steps(arrays):
+  from training import actions
+  from training import checkpoints
+  trainer = tiny_training.trainer(examples=arrays)
+  state = checkpoints.RunState({'seed': 0})
+  checkpointer = FakeCheckpointer()
+  saver = actions.Checkpoints(checkpointer, trainer, 2, 5, SPX, state)
+  run = controller(trainer, [saver], epochs=3, state=state)
+  run.train()
+  # Executions end at 3, 6, 8 | 11, 14, 16 | 19, 22, 24: every 5 steps at the execution that
+  # reaches them (6, 11, 16, 22), and at the end of epoch 2.
+  saves = checkpointer.saves
+  assert sorted({step for step, _ in saves}) == [6, 11, 16, 22]
+  assert saver.saved_step == 22
+  by_step = dict(saves)  # The last save of a step wins, as the file it overwrites would.
+  # Mid-epoch: the epoch's sums so far, to continue it; at 16, epoch 2 is whole and recorded.
+  assert len(by_step[11]['history']['train_loss']) == 1
+  assert by_step[11]['epoch_sums']['examples'] == SPX * BATCH
+  assert by_step[11]['step'] == 11 and by_step[11]['settings'] == {'seed': 0}
+  assert len(by_step[16]['history']['train_loss']) == 2
+  assert by_step[16]['epoch_sums']['examples'] == 0
+  assert state.checkpoint_seconds >= 0 and state.retried_steps == 0
+
+
+def test_epoch_time_is_the_training_time_of_the_epoch(arrays, clock):
+  run = controller(tiny_training.trainer(examples=arrays), [ticking(clock)])
+  run.train()
+  assert run.state.history.epoch_times == [SPE, SPE]
+  assert run.state.history.epoch_elapsed_seconds == [SPE, 2 * SPE]
+  assert run.state.history.epoch_examples_per_second == [BATCH, BATCH]
+
+
+def test_checkpoint_time_is_left_out_of_the_epoch_time_at_epoch_ends(arrays, clock):
+  from training import actions
+  from training import checkpoints
+  trainer = tiny_training.trainer(examples=arrays)
+  state = checkpoints.RunState({})
+  saver = actions.Checkpoints(FakeCheckpointer(clock, 100.0), trainer, 1, 0, SPX, state)
+  run = controller(trainer, [ticking(clock), saver], state=state)
+  run.train()
+  assert state.history.epoch_times == [SPE, SPE]
+  assert state.checkpoint_seconds == 200.0
+  # Elapsed time is wall time: the first checkpoint's 100 s are in epoch 2's.
+  assert state.history.epoch_elapsed_seconds == [SPE, 2 * SPE + 100]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    'source bug: actions.Checkpoints.after_execution sets state.epoch_seconds to '
+    'controller.epoch_seconds(), which Controller.epoch_seconds() then adds again as the '
+    'epoch\'s earlier part: with --checkpoint_every_steps the epoch time counts the time '
+    'before each mid-epoch checkpoint twice (here [14, 19] instead of [8, 8])'))
+def test_a_mid_epoch_checkpoint_leaves_the_epoch_time_as_it_is(arrays, clock):
+  from training import actions
+  from training import checkpoints
+  trainer = tiny_training.trainer(examples=arrays)
+  state = checkpoints.RunState({})
+  saver = actions.Checkpoints(FakeCheckpointer(clock, 100.0), trainer, 0, 5, SPX, state)
+  run = controller(trainer, [ticking(clock), saver], state=state)
+  run.train()
+  assert state.checkpoint_seconds == 300.0  # Saved at steps 6, 11 and 16.
+  assert state.history.epoch_times == [SPE, SPE]
+
+
+def test_profile_traces_the_executions_and_stops_at_the_end(arrays):
+  from training import actions
+  calls, lines = [], []
+  profiler = types.SimpleNamespace(
+      first=2, last=5, before=lambda first, last: calls.append(('before', first, last)),
+      after=lambda step: calls.append(('after', step)), stop=lambda: calls.append(('stop',)))
+  run = controller(tiny_training.trainer(examples=arrays),
+                   [actions.Profile(profiler, lines.append, 'tiny')], epochs=1)
+  run.train()
+  assert calls == [('before', 1, 3), ('after', 3), ('before', 4, 6), ('after', 6),
+                   ('before', 7, 8), ('after', 8), ('stop',)]
+  assert lines == ['[tiny] profile of steps 2-5: TensorBoard\'s Profile tab']

@@ -1,0 +1,101 @@
+"""The packages import one way: no cycles, the report and the training code never import each
+other, and what runs in the launcher (orchestration, configuration, records) loads no
+TensorFlow."""
+import ast
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+PACKAGES = ('configs', 'data', 'models', 'orchestration', 'records', 'reporting', 'strategies',
+            'training')
+
+
+def imports(package):
+  """{module path: the project packages it imports} for every module of `package`."""
+  found = {}
+  for name in sorted(os.listdir(os.path.join(ROOT, package))):
+    if not name.endswith('.py'):
+      continue
+    path = os.path.join(package, name)
+    with open(os.path.join(ROOT, path)) as f:
+      tree = ast.parse(f.read())
+    names = set()
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        names.update(alias.name for alias in node.names)
+      elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        names.add(node.module)
+    found[path] = {n.split('.')[0] for n in names} & set(PACKAGES) - {package}
+  return found
+
+
+def package_graph():
+  return {package: set().union(*imports(package).values()) for package in PACKAGES}
+
+
+def test_the_package_graph_has_no_cycle():
+  graph = package_graph()
+  done, path = set(), []
+
+  def visit(package):
+    assert package not in path, f'import cycle: {" -> ".join(path + [package])}'
+    if package in done:
+      return
+    path.append(package)
+    for dependency in sorted(graph[package]):
+      visit(dependency)
+    path.pop()
+    done.add(package)
+
+  for package in PACKAGES:
+    visit(package)
+
+
+def test_the_report_and_the_training_code_do_not_import_each_other():
+  for path, packages in imports('reporting').items():
+    assert 'training' not in packages, path
+  for path, packages in imports('training').items():
+    assert 'reporting' not in packages, path
+
+
+def test_the_records_depend_on_nothing_of_the_project():
+  assert package_graph()['records'] == set()
+
+
+def test_the_launcher_side_loads_no_tensorflow():
+  """Importing run.py and everything the launcher uses leaves TensorFlow and Keras unloaded."""
+  modules = ['run', 'configs.from_flags', 'configs.plan', 'orchestration.launcher',
+             'orchestration.processes', 'orchestration.cluster', 'orchestration.logdir',
+             'records.results', 'records.files', 'records.tables', 'records.environment']
+  code = (f'import sys; sys.path.insert(0, {ROOT!r}); '
+          + '; '.join(f'import {m}' for m in modules)
+          + "; print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))")
+  proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60,
+                        cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.strip() == '[]'
+
+
+def test_no_module_is_longer_than_300_lines_and_run_py_150():
+  sizes = {'run.py': 150}
+  for package in PACKAGES + ('benchmarks',):
+    for name in os.listdir(os.path.join(ROOT, package)):
+      if name.endswith('.py'):
+        sizes[os.path.join(package, name)] = 300
+  for path, limit in sizes.items():
+    with open(os.path.join(ROOT, path)) as f:
+      assert len(f.read().splitlines()) <= limit, path
+
+
+def test_only_the_flag_mapping_reads_flag_values():
+  """Strategy modules define flags but read their values through `options`; nothing but
+  configs/from_flags.py reads FLAGS or a FlagHolder's value."""
+  for package in PACKAGES:
+    for path in imports(package):
+      if path == os.path.join('configs', 'from_flags.py'):
+        continue
+      with open(os.path.join(ROOT, path)) as f:
+        text = f.read()
+      assert 'FLAGS' not in text and '.value\n' not in text and '.value)' not in text, path
