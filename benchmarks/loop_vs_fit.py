@@ -32,9 +32,9 @@ from absl import logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import strategies  # noqa: E402
-from configs import flags as defined_flags  # noqa: E402
-from configs import from_flags  # noqa: E402
+import strategies
+from configs import flags as defined_flags
+from configs import from_flags
 
 # --help lists run.py's flags and each strategy's own, which this benchmark takes.
 for _module in (defined_flags.__name__, *strategies.module_names()):

@@ -56,8 +56,8 @@ def scaled(**schedule):
      'run one: --ghost_batch_size=48 does not divide the per-replica batch of 64'),
     (replace(performance={'mixed_precision': 'mixed_float16'},
              distribution={'strategy': 'central_storage', 'num_replicas': 2}),
-     '--mixed_precision=mixed_float16 needs Keras\' LossScaleOptimizer, whose variables '
-     'central_storage cannot update; use mixed_bfloat16 there'),
+     ('--mixed_precision=mixed_float16 needs Keras\' LossScaleOptimizer, whose variables '
+      'central_storage cannot update; use mixed_bfloat16 there')),
     (replace(performance={'profile_steps': (1, 2)},
              distribution={'strategy': 'parameter_server'}),
      '--profile_steps traces this process, but under parameter_server'),
@@ -278,12 +278,12 @@ def test_an_in_process_task_is_the_one_run_without_tf_config(parse):
 @pytest.mark.parametrize('tf_config, args, message', [
     (None, ['--strategies=one_device,mirrored'], 'give one strategy to --strategies'),
     (None, ['--strategies=one_device', '--batch_size=32,64'], 'give one value to --batch_size'),
-    (None, ['--strategies=multi_worker_mirrored'], 'multi_worker_mirrored --in_process needs '
-                                                   'TF_CONFIG'),
+    (None, ['--strategies=multi_worker_mirrored'],
+     'multi_worker_mirrored --in_process needs TF_CONFIG'),
     ('{"cluster": {"worker": ["localhost:2222"]}, "task": {"type": "worker", "index": 0}}',
      ['--strategies=mirrored'], 'TF_CONFIG is set, but mirrored runs in one process'),
-    ('{"cluster": {"worker": ["localhost:2222", "localhost:2223", "localhost:2224"]}, '
-     '"task": {"type": "worker", "index": 0}}', ['--strategies=multi_worker_mirrored'],
+    (('{"cluster": {"worker": ["localhost:2222", "localhost:2223", "localhost:2224"]}, '
+      '"task": {"type": "worker", "index": 0}}'), ['--strategies=multi_worker_mirrored'],
      '--batch_size=64 cannot be split evenly over 3 workers'),
 ])
 def test_a_task_that_is_not_one_run_is_refused(parse, tf_config, args, message):

@@ -79,8 +79,12 @@ def test_hand_started_multi_worker_mirrored(logdir):
   assert result['num_workers'] == 2 and result['num_replicas_in_sync'] == 2
   entries = sorted(os.listdir(run_dir))
   assert [e for e in entries if not e.startswith('events.out.tfevents.')] == [
-      'checkpoints', 'result.json', 'train', 'validation']
-  assert len(entries) == 5  # And one event file: the chief's HParams. Nothing of worker 1.
+      'checkpoints', 'config.json', 'result.json', 'train', 'validation']
+  assert len(entries) == 6  # And one event file: the chief's HParams. Nothing of worker 1.
+  # The chief records the configuration it mapped from its own flags and TF_CONFIG.
+  with open(run_dir / 'config.json') as f:
+    config = json.load(f)
+  assert config['distribution']['num_workers'] == 2 and config['epochs'] == 2
   # Only the chief (worker 0) reports; worker 1 trains silently in step with it.
   assert '[multi_worker_mirrored] epoch 2/2' in outputs[0][0]
   assert 'epoch' not in outputs[1][0]

@@ -80,7 +80,8 @@ class Checkpoints(controller_lib.Action):
 
   def after_execution(self, controller, read):
     state = controller.state
-    if self._step_due(state.step):
+    # Due at the epoch's end, the checkpoint waits for the epoch's record (after_epoch).
+    if self._step_due(state.step) and state.step < controller.epoch_end_step:
       state.epoch_sums, state.epoch_seconds = read(), controller.epoch_seconds()
       self.save(controller)
     return False

@@ -46,7 +46,8 @@ class Controller:
     self.started = time.perf_counter() - state.elapsed_seconds
     self.epoch = self.first_epoch = 0
     self.epoch_first_step = 0
-    self._epoch_start = self._paused = 0.0
+    self._epoch_start = self._paused = self._earlier_seconds = 0.0
+    self._stop_asked = False
 
   @property
   def total_steps(self):
@@ -56,9 +57,15 @@ class Controller:
     """Seconds since training began, over every attempt of the run."""
     return time.perf_counter() - self.started
 
+  @property
+  def epoch_end_step(self):
+    """The step that ends the epoch under way."""
+    return self.epoch * self.trainer.steps_per_epoch
+
   def epoch_seconds(self):
-    """Training seconds of the epoch under way, without the time actions paused it for."""
-    return (self.state.epoch_seconds + time.perf_counter() - self._epoch_start - self._paused)
+    """Training seconds of the epoch under way (its part before a resume included), without
+    the time actions paused it for."""
+    return self._earlier_seconds + time.perf_counter() - self._epoch_start - self._paused
 
   def epoch_clock(self):
     """Seconds since the epoch under way began in this process, pauses included."""
@@ -71,22 +78,24 @@ class Controller:
   def train(self):
     """Trains the remaining epochs; returns True if an action stopped it before the end."""
     state, trainer = self.state, self.trainer
-    spe = trainer.steps_per_epoch
     self.first_epoch = len(state.history.epoch_times) + 1
     for self.epoch in range(self.first_epoch, self.epochs + 1):
       if self._any('before_epoch'):
         return True
       self.epoch_first_step, self._paused = state.step, 0.0
+      self._earlier_seconds, self._stop_asked = state.epoch_seconds, False
       self._epoch_start = time.perf_counter()
       totals, _ = trainer.train_epoch(
-          self.epoch * spe - state.step, self.steps_per_execution, self._after_execution,
+          self.epoch_end_step - state.step, self.steps_per_execution, self._after_execution,
           self._before_execution, first_step=state.step + 1, earlier=state.epoch_sums)
       seconds = self.epoch_seconds()
-      if state.step < self.epoch * spe:  # An action stopped it.
+      if state.step < self.epoch_end_step:  # An action stopped it mid-epoch.
         state.epoch_sums, state.epoch_seconds = totals, seconds
         return True
       state.epoch_sums, state.epoch_seconds = loop.ZERO, 0.0
       self._end_epoch(totals, seconds)
+      if self._stop_asked:  # After the epoch's last execution: the epoch is recorded first.
+        return True
     for action in self.actions:
       action.end(self)
     return False
@@ -97,7 +106,8 @@ class Controller:
 
   def _after_execution(self, done, read):
     self.state.step = self.epoch_first_step + done
-    return self._any('after_execution', read)
+    self._stop_asked = self._any('after_execution', read)
+    return self._stop_asked
 
   def _any(self, point, *args):
     """Calls every action at `point` (all of them: some agree with other tasks); True if any

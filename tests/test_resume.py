@@ -1,0 +1,179 @@
+"""Checkpoints and resume, in this process: a run resumed from a checkpoint trains on exactly as
+the uninterrupted run did, records the resume, and refuses a checkpoint of other settings."""
+import os
+import shutil
+
+import pytest
+
+from tests import tiny_training
+from tests.tiny_training import BATCH, STEPS_PER_EPOCH, STEPS_PER_EXECUTION
+
+SPE, SPX = STEPS_PER_EPOCH, STEPS_PER_EXECUTION
+SETTINGS = {'seed': 0, 'global_batch_size': BATCH, 'optimizer': 'momentum'}
+
+
+@pytest.fixture(autouse=True)
+def not_restarted(monkeypatch):
+  from orchestration import processes
+  monkeypatch.delenv(processes.RESTART_ENV, raising=False)
+
+
+@pytest.fixture(scope='module')
+def arrays():
+  return tiny_training.arrays()
+
+
+class Attempt:
+  """One process's attempt at the run, wired as training/task.py wires it: a fresh Trainer
+  (seeded), start_or_resume, and a controller with Progress and Checkpoints."""
+
+  def __init__(self, run_dir, arrays, epochs=2, settings=None, stop_at_step=None,
+               resume=True):
+    from training import actions
+    from training import checkpoints
+    from training import controller as controller_lib
+    self.trainer = tiny_training.trainer(seed=0, examples=arrays)
+    self.checkpointer = checkpoints.Checkpointer(str(run_dir), self.trainer.trackables())
+    self.state = checkpoints.start_or_resume(str(run_dir), resume, self.trainer,
+                                             self.checkpointer, settings or SETTINGS)
+    self.saver = actions.Checkpoints(self.checkpointer, self.trainer, 1, 0, SPX, self.state)
+    stop = stop_at_step
+
+    class Crash(controller_lib.Action):
+      def after_execution(self, c, read):
+        return c.state.step == stop
+
+    self.controller = controller_lib.Controller(
+        self.trainer, self.state, epochs, SPX,
+        [actions.Progress(str(run_dir), lambda line: None, 'tiny'), Crash(), self.saver])
+
+  def train(self):
+    try:
+      return self.controller.train()
+    finally:
+      self.checkpointer.close()
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(arrays, tmp_path_factory):
+  """The run trained twice through without a stop; a checkpoint after each epoch."""
+  run_dir = tmp_path_factory.mktemp('uninterrupted')
+  attempt = Attempt(run_dir, arrays)
+  assert attempt.train() is False
+  return attempt.state, run_dir
+
+
+def checkpoint_steps(run_dir):
+  from training import checkpoints
+  names = os.listdir(checkpoints.directory(str(run_dir)))
+  return sorted(int(n[len('ckpt-'):-len('.index')]) for n in names if n.endswith('.index'))
+
+
+def test_resuming_after_epoch_one_trains_epoch_two_as_the_uninterrupted_run(
+    arrays, uninterrupted, tmp_path):
+  reference, reference_dir = uninterrupted
+  assert checkpoint_steps(reference_dir) == [SPE, 2 * SPE]
+  # A crash one execution into epoch 2: the checkpoint of epoch 1 is the newest.
+  crashed = Attempt(tmp_path, arrays, stop_at_step=SPE + SPX)
+  assert crashed.train() is True
+  assert checkpoint_steps(tmp_path) == [SPE]
+
+  resumed = Attempt(tmp_path, arrays)
+  state = resumed.state
+  assert state.step == int(resumed.trainer.step.numpy()) == SPE
+  assert state.resumes == [{'checkpoint': f'ckpt-{SPE}', 'step': SPE,
+                            'redone_steps': SPX, 'cause': 'resume'}]
+  assert len(state.history.train_loss) == 1
+  assert resumed.train() is False
+  history = state.history
+  assert state.step == 2 * SPE
+  assert history.train_loss == pytest.approx(reference.history.train_loss, rel=1e-6, abs=1e-7)
+  assert history.validation_loss == pytest.approx(reference.history.validation_loss, rel=1e-6,
+                                                  abs=1e-7)
+  assert history.validation_accuracy == reference.history.validation_accuracy
+  assert history.epoch_startup == [1, 1]  # The resumed process's first epoch starts it up.
+  assert checkpoint_steps(tmp_path) == [SPE, 2 * SPE]
+
+
+def test_resuming_mid_epoch_continues_the_epoch_sums(arrays, uninterrupted, tmp_path):
+  reference, _ = uninterrupted
+  stopped = Attempt(tmp_path, arrays, stop_at_step=SPE + SPX)
+  assert stopped.train() is True
+  stopped.saver.save(stopped.controller)  # As training/task.py does when it is interrupted.
+
+  resumed = Attempt(tmp_path, arrays)
+  state = resumed.state
+  assert state.step == SPE + SPX
+  assert state.epoch_sums.examples == SPX * BATCH
+  assert state.resumes == [{'checkpoint': f'ckpt-{SPE + SPX}', 'step': SPE + SPX,
+                            'redone_steps': 0, 'cause': 'resume'}]
+  assert resumed.train() is False
+  assert state.step == 2 * SPE
+  assert state.history.train_loss == pytest.approx(reference.history.train_loss, rel=1e-6,
+                                                   abs=1e-7)
+  assert state.history.validation_loss == pytest.approx(reference.history.validation_loss,
+                                                        rel=1e-6, abs=1e-7)
+
+
+def test_a_finished_run_resumes_into_more_epochs(arrays, uninterrupted, tmp_path):
+  reference, reference_dir = uninterrupted
+  run_dir = tmp_path / 'run'
+  shutil.copytree(reference_dir, run_dir)
+  longer = Attempt(run_dir, arrays, epochs=3)
+  assert longer.state.step == 2 * SPE
+  assert longer.train() is False
+  history = longer.state.history
+  assert longer.state.step == 3 * SPE
+  assert history.train_loss[:2] == reference.history.train_loss
+  assert history.epoch_startup == [1, 0, 1]
+  assert [r['step'] for r in longer.state.resumes] == [2 * SPE]
+
+
+def test_a_restarted_task_records_its_resume_as_a_restart(arrays, uninterrupted, tmp_path,
+                                                          monkeypatch):
+  from orchestration import processes
+  run_dir = tmp_path / 'run'
+  shutil.copytree(uninterrupted[1], run_dir)
+  monkeypatch.setenv(processes.RESTART_ENV, '1')
+  assert Attempt(run_dir, arrays).state.resumes[-1]['cause'] == 'restart'
+
+
+@pytest.mark.parametrize('changed, message', [
+    ({'seed': 1}, 'was written with seed=0, this run has seed=1'),
+    ({'global_batch_size': 32}, ('was written with global_batch_size=16, this run has '
+                                 'global_batch_size=32')),
+    ({'condition': 'lamb'}, 'was written with condition=None, this run has condition=\'lamb\''),
+])
+def test_a_checkpoint_of_other_settings_is_refused(arrays, uninterrupted, changed, message):
+  from training import checkpoints
+  _, run_dir = uninterrupted
+  trainer = tiny_training.trainer(examples=arrays)
+  checkpointer = checkpoints.Checkpointer(str(run_dir), trainer.trackables())
+  try:
+    with pytest.raises(checkpoints.CheckpointError, match=message) as raised:
+      checkpoints.start_or_resume(str(run_dir), True, trainer, checkpointer,
+                                  {**SETTINGS, **changed})
+  finally:
+    checkpointer.close()
+  assert f'ckpt-{2 * SPE}' in str(raised.value)
+  assert int(trainer.step.numpy()) == 0  # Refused before anything was restored.
+
+
+def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, tmp_path):
+  from training import checkpoints
+  _, run_dir = uninterrupted
+  for directory, resume in ((run_dir, False), (tmp_path, True)):
+    trainer = tiny_training.trainer(examples=arrays)
+    state = checkpoints.start_or_resume(str(directory), resume, trainer, None, SETTINGS)
+    assert (state.step, state.resumes, state.settings) == (0, [], SETTINGS)
+    assert state.history.train_loss == []
+    assert int(trainer.step.numpy()) == 0
+
+
+def test_a_damaged_checkpoint_is_refused_with_what_to_do(tmp_path):
+  from training import checkpoints
+  path = tmp_path / 'checkpoints' / 'ckpt-8'
+  path.parent.mkdir()
+  (tmp_path / 'checkpoints' / 'ckpt-8.index').write_bytes(b'not a checkpoint')
+  with pytest.raises(checkpoints.CheckpointError, match='cannot be read .* remove'):
+    checkpoints.read_state(str(path))
