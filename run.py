@@ -24,6 +24,7 @@ from configs import flags as defined_flags
 from configs import from_flags
 from orchestration import cluster
 from orchestration import launcher
+from orchestration import log_filter
 from orchestration import logdir
 from orchestration import processes
 
@@ -47,6 +48,8 @@ def run_task(config, tf_config):
     cluster.check_own_port(tf_config)
   if logging.get_verbosity() < logging.INFO:
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TensorFlow's C++ INFO and WARNING.
+    if processes.PARENT_PID_ENV not in os.environ:  # Not the launcher's child: filter here.
+      log_filter.filter_own_stderr()
   from training import task  # Loads TensorFlow: only in the process that trains.
   processes.die_with_parent()
   task.run(config, tf_config)
@@ -76,7 +79,7 @@ def main(argv):
   if one_task:
     return run_task(experiment.runs[0], tf_config)
   processes.raise_on_signals()
-  return int(launcher.launch(experiment) > 0)
+  return launcher.launch(experiment)
 
 
 def run_main(argv):

@@ -8,6 +8,7 @@ started with. Nothing else reads `FLAGS`.
 import copy
 import dataclasses
 import os
+import re
 import sys
 import time
 
@@ -54,6 +55,8 @@ def experiment(values=FLAGS):
   name = values.experiment or time.strftime('%Y%m%d-%H%M%S')
   if values.report_only and not values.experiment:
     raise ValueError('--report_only needs --experiment: the experiment to report on')
+  for flag in ('experiment', 'run_name'):
+    _check_name(flag, values[flag].value)
   directory = os.path.join(values.logdir, name)
   return Experiment(
       directory=directory, runs=tuple(_runs(values, directory)), logdir=values.logdir,
@@ -61,6 +64,13 @@ def experiment(values=FLAGS):
       max_restarts=values.max_restarts, resume=values.resume,
       min_free_disk_mb=values.min_free_disk_mb,
       verbosity=values.verbosity if values['verbosity'].present else None)
+
+
+def _check_name(flag, name):
+  """Experiment and run names are directory names inside --logdir, never paths out of it."""
+  if name and (not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or set(name) == {'.'}):
+    raise ValueError(f'--{flag}={name} is not a name: give letters, digits, _, . and - only '
+                     '(it names a directory inside --logdir; choose where with --logdir)')
 
 
 def run(values=FLAGS):

@@ -27,7 +27,9 @@ class PeerLost(Exception):
 
 
 def parse(text, jobs):
-  """Validates a TF_CONFIG string for a strategy whose cluster may hold `jobs`; returns it."""
+  """Validates a TF_CONFIG string for a strategy whose cluster holds `jobs`, {job: (least,
+  most)} tasks (most None: no bound); returns it. Checked before any server starts: a task
+  of a cluster its strategy cannot use would otherwise wait for peers that never come."""
   try:
     config = json.loads(text)
   except json.JSONDecodeError as e:
@@ -51,6 +53,12 @@ def parse(text, jobs):
   if duplicates:
     raise ClusterError(f'TF_CONFIG lists {", ".join(duplicates)} for more than one task; '
                        'give every task its own host:port')
+  for job, (least, most) in jobs.items():
+    count = len(cluster.get(job, []))
+    if count < least or (most is not None and count > most):
+      raise ClusterError(f'TF_CONFIG cluster has {count} "{job}" task(s); this strategy needs '
+                         f'{needs(jobs)}; give the cluster those tasks or choose another '
+                         '--strategies')
   task_type, index = task['type'], task.get('index', 0)
   if task_type not in cluster:
     raise ClusterError(f'TF_CONFIG task type "{task_type}" is not a job of the cluster '
@@ -59,6 +67,19 @@ def parse(text, jobs):
     raise ClusterError(f'TF_CONFIG task index {index!r} is outside job "{task_type}", which has '
                        f'{len(cluster[task_type])} task(s)')
   return config
+
+
+def needs(jobs):
+  """'exactly 1 chief, at least 1 worker and at least 1 ps task' for {job: (least, most)}."""
+  def count(least, most):
+    if least == most:
+      return f'exactly {least}'
+    if most is None:
+      return f'at least {least}' if least else 'any number of'
+    return f'at most {most}' if not least else f'{least} to {most}'
+  parts = [f'{count(*bounds)} {job}' for job, bounds in jobs.items()]
+  return (', '.join(parts[:-1]) + ' and ' if len(parts) > 1 else '') + f'{parts[-1]} task(s)'
+
 
 
 def _check_address(job, address):

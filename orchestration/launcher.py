@@ -6,10 +6,10 @@ start them on several machines; each task's output is saved in `<run>/logs/<task
 """
 import dataclasses
 import os
-import re
 import sys
 
 from orchestration import cluster
+from orchestration import log_filter
 from orchestration import processes
 from records import results
 from records import tables
@@ -20,14 +20,6 @@ def child_command(run_dir, verbosity=None):
   `run_dir`."""
   return [sys.executable, RUN_PY, f'--run_config={os.path.join(run_dir, results.CONFIG)}',
           *([] if verbosity is None else [f'--verbosity={verbosity}'])]
-
-
-# TensorFlow's C++ log lines, which TF_CPP_MIN_LOG_LEVEL no longer silences, and the lines that
-# continue its gRPC errors when a peer goes away.
-TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before '
-                         r'absl::InitializeLog|To enable the following instructions: |Additional '
-                         r'GRPC error information from remote target|:UNKNOWN:Error received from '
-                         r'peer|This could happen if the remote target has been disconnected)')
 
 
 def start_single(group, run, hide, env, verbosity=None):
@@ -171,8 +163,17 @@ class Fault:
         print(f'run.py: {FAULT_ENV}: killed {self.task} after step {self.step}', flush=True)
 
 
+def exit_status(errors):
+  """0 without errors; 2 when every run that failed refused its input (its own status 2), as
+  run.py does for bad input; else 1."""
+  if not errors:
+    return 0
+  return 2 if all(error.returncode == 2 for error in errors) else 1
+
+
 def launch(experiment):
-  """The experiment's runs one after another, then the report; returns how many failed.
+  """The experiment's runs one after another, then the report; returns the exit status
+  (`exit_status` of the runs' and the report's errors).
 
   Runs finished earlier in the experiment are kept, unfinished ones resume from their
   checkpoints (unless not `resume`, when any earlier run is refused). Each run's children
@@ -182,8 +183,8 @@ def launch(experiment):
   fault = Fault.from_environment()
   states = {run.name: results.check_run_dir(run.run_dir, experiment.resume) for run in runs}
   verbose = experiment.verbosity is not None and experiment.verbosity >= 0
-  hide = None if verbose else TF_LOG_LINE
-  rows = []
+  hide = None if verbose else log_filter.TF_LOG_LINE
+  rows, errors = [], []
   for i, run in enumerate(runs, 1):
     note = {'finished': ': finished earlier, kept', 'checkpointed': ': resuming'}
     print(f'=== {run.name} ({i}/{len(runs)}){note.get(states[run.name], "")} ===', flush=True)
@@ -195,20 +196,21 @@ def launch(experiment):
         results.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
     rows.append({'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
                 if error else results.read(run.run_dir))
+    errors += [error] if error else []
   failed = [row['run'] for row in rows if 'error' in row]
-  report_failed = False
   if len(failed) < len(rows):
     print(f'\n{table(rows)}\n', flush=True)
     for line in results.recoveries(rows):
       print(line, flush=True)
-    report_failed = supervise(
-        experiment.idle_timeout, lambda group: start_report(group, experiment, hide)) is not None
+    report_error = supervise(experiment.idle_timeout,
+                             lambda group: start_report(group, experiment, hide))
+    errors += [report_error] if report_error else []
     print(f'Results and TensorBoard logs: {experiment.directory}\n'
           f'Open them with: tensorboard --logdir {experiment.directory}')
   if failed and len(rows) > 1:
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}',
           file=sys.stderr)
-  return len(failed) + report_failed
+  return exit_status(errors)
 
 
 def table(rows):

@@ -16,7 +16,8 @@ class Descriptor:
   `options` are the values of the strategy module's own flags.
   """
   kind: str
-  jobs: tuple = ()           # The TF_CONFIG jobs its cluster may hold; () for one process.
+  jobs: dict = dataclasses.field(default_factory=dict)  # The TF_CONFIG jobs of its cluster,
+  # {job: (least, most) tasks}, most None for no bound; {} for one process.
   serving_jobs: tuple = ()   # Jobs whose tasks only serve; the others train.
   local_jobs: typing.Callable = None
   loss_scaling: bool = True  # Keras' LossScaleOptimizer (mixed_float16) can update its variables.

@@ -13,7 +13,7 @@ flags.DEFINE_enum(
 
 
 DESCRIPTOR = strategies.Descriptor(
-    strategies.ALL_REDUCE_CLUSTER, jobs=('chief', 'worker'),  # Every task trains.
+    strategies.ALL_REDUCE_CLUSTER, jobs={'chief': (0, 1), 'worker': (0, None)},  # All train.
     local_jobs=lambda num_workers, options: {'worker': num_workers})
 
 

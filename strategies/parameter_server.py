@@ -17,7 +17,8 @@ MIN_SHARD_BYTES = 256 << 10
 
 
 DESCRIPTOR = strategies.Descriptor(
-    strategies.PARAMETER_SERVER_CLUSTER, jobs=('chief', 'worker', 'ps'),
+    strategies.PARAMETER_SERVER_CLUSTER,
+    jobs={'chief': (1, 1), 'worker': (1, None), 'ps': (1, None)},
     serving_jobs=('worker', 'ps'),  # These tasks serve; the chief coordinates and records.
     local_jobs=lambda num_workers, options: {'chief': 1, 'worker': num_workers,
                                              'ps': options['num_ps']})

@@ -33,6 +33,9 @@ def assert_one_line_error(proc, *fragments):
     (['--image_shape=28,28'], ['--image_shape', 'height,width,channels']),
     (['--cross_device_ops=magic'], ['--cross_device_ops', 'nccl']),
     (['--no_such_flag'], ['no_such_flag']),
+    (['--experiment=a/b'], ['--experiment=a/b is not a name', '--logdir']),
+    (['--experiment=..'], ['--experiment=.. is not a name']),
+    (['--strategies=one_device', '--run_name=../x'], ['--run_name=../x is not a name']),
     (['stray_argument'], ['stray_argument']),
     # The large-batch techniques and studies (--variant).
     (['--lr_scaling=linear'], ['--lr_scaling needs --base_batch_size']),
@@ -165,10 +168,28 @@ def test_nccl_without_gpus(tmp_path):
   assert not any(files for _, _, files in os.walk(tmp_path))
 
 
+def test_an_experiment_name_never_leads_out_of_the_logdir(tmp_path):
+  logdir = tmp_path / 'runs'
+  proc = run_py('--strategies=one_device', '--experiment=../escape', f'--logdir={logdir}',
+                timeout=60)
+  assert_one_line_error(proc, '--experiment=../escape is not a name')
+  assert proc.returncode == 2
+  assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_help_lists_every_strategy_flag():
+  proc = run_py('--help', timeout=60)  # absl's --help exits with status 1, as it always did.
+  for flag in ('num_ps', 'communication', 'cross_device_ops', 'variable_partitioner',
+               'parameter_device', 'num_packs', 'batch_size', 'strategies'):
+    assert f'--{flag}' in proc.stdout, flag
+
+
 @pytest.mark.slow
 def test_batch_larger_than_the_training_set(tmp_path):
+  """Refused in the child, once the dataset's size is known: still bad input, exit status 2."""
   proc = run_py('--strategies=one_device', '--batch_size=4096', f'--logdir={tmp_path}')
   assert_one_line_error(proc, '--batch_size=4096', '1437')
+  assert proc.returncode == 2
   assert not any(files for _, _, files in os.walk(tmp_path))
 
 
@@ -204,6 +225,14 @@ TWO_WORKERS = {'worker': ['localhost:23456', 'localhost:23457']}
     ('parameter_server', tf_config({'chief': ['localhost:23450'], 'worker': ['localhost:23451'],
                                     'evaluator': ['localhost:23452']}),
      ['job "evaluator"', 'chief, worker, ps']),
+    # Without a chief and ps tasks, a parameter-server worker would serve forever.
+    ('parameter_server', tf_config({'worker': ['localhost:23451']}),
+     ['0 "chief" task(s)', 'exactly 1 chief, at least 1 worker and at least 1 ps task']),
+    ('parameter_server', tf_config({'chief': ['localhost:23450'], 'worker': ['localhost:23451']}),
+     ['0 "ps" task(s)', 'at least 1 ps']),
+    ('multi_worker_mirrored', tf_config({'chief': ['localhost:23450', 'localhost:23452'],
+                                         'worker': ['localhost:23451']}),
+     ['2 "chief" task(s)', 'at most 1 chief']),
     ('mirrored', tf_config(TWO_WORKERS), ['TF_CONFIG is set', 'mirrored runs in one process']),
     ('mirrored,multi_worker_mirrored', tf_config(TWO_WORKERS), ['one strategy']),
 ])

@@ -21,7 +21,7 @@ import pytest
 from orchestration import cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOBS = ('chief', 'worker', 'ps')
+JOBS = {'chief': (0, 1), 'worker': (0, None), 'ps': (0, None)}  # {job: (least, most) tasks}
 GOOD = {'cluster': {'chief': ['host0:2222'], 'worker': ['host1:2222', 'host2:2222'],
                     'ps': ['host3:2222']},
         'task': {'type': 'worker', 'index': 1}}
@@ -52,7 +52,7 @@ def test_parse_accepts_good_config_and_returns_it():
 
 def test_parse_accepts_config_without_index():
   config = {'cluster': {'worker': ['a:1']}, 'task': {'type': 'worker'}}
-  assert cluster.parse(json.dumps(config), ('worker',)) == config
+  assert cluster.parse(json.dumps(config), {'worker': (1, None)}) == config
 
 
 def _with(cluster_spec=None, task=None):
@@ -121,6 +121,26 @@ BAD_CONFIGS = [
     pytest.param(_with(task={'type': 'worker', 'index': 1.0}), JOBS,
                  'task index 1.0 is outside job "worker"', id='index-float'),
 ]
+
+
+PARAMETER_SERVER = {'chief': (1, 1), 'worker': (1, None), 'ps': (1, None)}
+BAD_CONFIGS += [
+    pytest.param(_with({'worker': ['a:1']}, {'type': 'worker', 'index': 0}), PARAMETER_SERVER,
+                 'has 0 "chief" task\\(s\\); this strategy needs exactly 1 chief, at least 1 '
+                 'worker and at least 1 ps task', id='a-job-the-strategy-needs-is-missing'),
+    pytest.param(_with({'chief': ['a:1', 'b:1'], 'worker': ['c:1']},
+                       {'type': 'worker', 'index': 0}), JOBS,
+                 'has 2 "chief" task\\(s\\); this strategy needs at most 1 chief',
+                 id='too-many-tasks-of-a-job'),
+]
+
+
+def test_needs_says_what_a_strategy_needs():
+  assert cluster.needs(PARAMETER_SERVER) == (
+      'exactly 1 chief, at least 1 worker and at least 1 ps task(s)')
+  assert cluster.needs({'chief': (0, 1), 'worker': (0, None)}) == (
+      'at most 1 chief and any number of worker task(s)')
+  assert cluster.needs({'worker': (2, 4)}) == '2 to 4 worker task(s)'
 
 
 @pytest.mark.parametrize('text, jobs, message', BAD_CONFIGS)

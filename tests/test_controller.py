@@ -222,7 +222,7 @@ def test_progress_without_a_run_dir_writes_nothing(arrays, tmp_path, monkeypatch
   assert list(tmp_path.iterdir()) == []
 
 
-def test_epoch_summary_writes_each_epoch_at_its_number(arrays):
+def test_epoch_summary_writes_each_epoch_at_its_keras_step(arrays):
   from training import actions
   writes, lines = [], []
   writers = types.SimpleNamespace(epoch=lambda step, train, validation: writes.append(
@@ -231,7 +231,7 @@ def test_epoch_summary_writes_each_epoch_at_its_number(arrays):
                    [actions.EpochSummary(writers, lines.append, 'tiny')], epochs=3)
   run.train()
   history = run.state.history
-  assert [step for step, _, _ in writes] == [1, 2, 3]
+  assert [step for step, _, _ in writes] == [0, 1, 2]  # As Keras' TensorBoard callback.
   assert [train['loss'] for _, train, _ in writes] == history.train_loss
   assert [validation['accuracy'] for _, _, validation in writes] == history.validation_accuracy
   assert [train['startup'] for _, train, _ in writes] == [1, 0, 0]

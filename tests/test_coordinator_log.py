@@ -19,20 +19,32 @@ def test_tensorflow_still_logs_the_lines_counted_and_hidden():
   assert any(s.startswith(coordinator_log.LOST_EXECUTION) for s in strings), (
       'TensorFlow no longer logs "Worker %s failed with": lost parameter-server executions '
       'would not be counted; update training/coordinator_log.py')
+  assert coordinator_log.RECOVERED in strings, 'TensorFlow no longer logs recovered workers'
   for quiet in coordinator_log.QUIET:
     assert any(quiet in s for s in strings), f'TensorFlow no longer logs {quiet!r}'
 
 
-def test_lost_executions_are_counted_and_hidden_other_lines_pass():
-  counter = coordinator_log.LostExecutions()
+def test_lost_executions_are_counted_hidden_and_said_once_per_loss_and_return():
+  logger = logging.getLogger('tensorflow')
+  level = logger.level
+  said = []
+  counter = coordinator_log.LostExecutions(said.append)
   try:
-    logger = logging.getLogger('tensorflow')
-    record = lambda msg: logger.makeRecord('tensorflow', logging.ERROR, __file__, 1, msg,
-                                           ('/job:worker/task:1', 'e', 'e'), None)
-    assert not counter.filter(record('Worker %s failed with %r:%s'))
-    assert not counter.filter(record('Worker %s failed with %r:%s'))
+    def record(msg, device='/job:worker/replica:0/task:1', level=logging.ERROR):
+      return logger.makeRecord('tensorflow', level, __file__, 1, msg, (device, 'e', 'e'), None)
+    lost = 'Worker %s failed with %r:%s'
+    assert not counter.filter(record(lost))
+    assert not counter.filter(record(lost))
     assert not counter.filter(record('Remote function on worker %s failed with %r:%s\n...'))
     assert counter.filter(record('Something else entirely: %s %s %s'))
-    assert counter.count == 2
+    assert said == ['worker 1 lost: its steps are retried on the other workers']
+    # Recoveries are info lines: seen, said, and shown only if the logger showed info before.
+    recovered = record('Worker %s has been recovered.', level=logging.INFO)
+    assert counter.filter(recovered) == (counter._shown <= logging.INFO)
+    assert said[-1] == 'worker 1 is back'
+    assert not counter.filter(record(lost, '/job:worker/replica:0/task:0'))
+    assert counter.count == 3
+    assert said[-1] == 'worker 0 lost: its steps are retried on the other workers'
   finally:
-    logging.getLogger('tensorflow').removeFilter(counter)
+    logger.removeFilter(counter)
+    logger.setLevel(level)

@@ -39,8 +39,8 @@ def logged_steps(event_dir, tag):
 
 def assert_continuous(run_dir, epochs):
   for sub in ('train', 'validation'):
-    assert logged_steps(os.path.join(run_dir, sub), 'epoch_loss') == list(range(1, epochs + 1))
-  assert logged_steps(run_dir, 'wall_time_seconds') == [epochs]
+    assert logged_steps(os.path.join(run_dir, sub), 'epoch_loss') == list(range(epochs))
+  assert logged_steps(run_dir, 'wall_time_seconds') == [epochs - 1]
 
 
 def checkpoint_steps(run_dir):

@@ -168,7 +168,7 @@ def test_indexed_job_script_builds_tf_config(index):
                         env={'PATH': os.environ['PATH'], 'JOB_COMPLETION_INDEX': str(index)},
                         stdin=subprocess.DEVNULL)
   assert proc.returncode == 0, proc.stderr
-  config = cluster.parse(proc.stdout, ('chief', 'worker'))
+  config = cluster.parse(proc.stdout, strategies.describe('multi_worker_mirrored').jobs)
   assert config['task'] == {'type': 'worker', 'index': index}
   name, subdomain = job['metadata']['name'], service['metadata']['name']
   assert config['cluster'] == {

@@ -44,7 +44,7 @@ def test_local_cluster_trains_both_strategies(logdir):
 
   for run in ('multi_worker_mirrored', 'parameter_server'):
     scalars = read_scalars(str(experiment / run / 'train'))
-    assert [step for step, _ in scalars['epoch_accuracy']] == [1, 2, 3, 4, 5]
+    assert [step for step, _ in scalars['epoch_accuracy']] == [0, 1, 2, 3, 4]
   # The table has a row per run with its worker count.
   rows = [line.split() for line in proc.stdout.splitlines()
           if line.startswith(('multi_worker_mirrored ', 'parameter_server '))]

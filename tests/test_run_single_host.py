@@ -76,7 +76,8 @@ def test_tensorboard_scalars_match_the_result(single_host_experiment):
                     'epoch_examples_per_second': 'epoch_examples_per_second',
                     'epoch_time_seconds': 'epoch_times', 'epoch_learning_rate': 'epoch_learning_rate'}
   for tag, key in expected_train.items():
-    assert [step for step, _ in train[tag]] == [1, 2, 3, 4, 5], tag
+    # Steps are 0-based epochs, as the Keras TensorBoard callback writes them.
+    assert [step for step, _ in train[tag]] == [0, 1, 2, 3, 4], tag
     np.testing.assert_allclose([v for _, v in train[tag]], result[key], rtol=1e-5)
   for tag, key in {'epoch_loss': 'validation_loss', 'epoch_accuracy': 'validation_accuracy'}.items():
     np.testing.assert_allclose([v for _, v in validation[tag]], result[key], rtol=1e-5)

@@ -55,7 +55,7 @@ class EpochSummary(controller_lib.Action):
   def after_epoch(self, controller):
     history = controller.state.history
     train, validation = record.epoch_scalars(history, -1)
-    self.writers.epoch(controller.epoch, train, validation)
+    self.writers.epoch(controller.epoch - 1, train, validation)
     self.say(f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: loss '
              f'{train["loss"]:.4f} accuracy {train["accuracy"]:.4f} val_loss '
              f'{validation["loss"]:.4f} val_accuracy {validation["accuracy"]:.4f} '
@@ -67,10 +67,11 @@ class Checkpoints(controller_lib.Action):
   execution that reaches them), and on demand (`save`)."""
 
   def __init__(self, checkpointer, trainer, every_epochs, every_steps, steps_per_execution,
-               state):
+               state, lost_executions=None):
     self.checkpointer, self.trainer = checkpointer, trainer
     self.every_epochs, self.every_steps = every_epochs, every_steps
     self.steps_per_execution = steps_per_execution
+    self.lost_executions = lost_executions  # A coordinator_log.LostExecutions, if coordinated.
     self.saved_step = state.step if state.resumes else None
     self._retried_before = state.retried_steps
 
@@ -107,7 +108,7 @@ class Checkpoints(controller_lib.Action):
 
   def retried_steps(self):
     """Steps lost with a parameter-server worker and run again, over every attempt."""
-    lost = self.trainer.lost_executions
+    lost = self.lost_executions
     return self._retried_before + (lost.count * self.steps_per_execution if lost else 0)
 
 

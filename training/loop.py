@@ -16,7 +16,6 @@ import numpy as np
 import tensorflow as tf
 
 from data import pipeline
-from training import coordinator_log
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +64,6 @@ class Trainer:
     self.strategy = strategy
     self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
                         if isinstance(strategy, tf.distribute.ParameterServerStrategy) else None)
-    self.lost_executions = coordinator_log.LostExecutions() if self.coordinator else None
     self.num_workers = num_workers
     # The examples one step processes: the global batch, or a worker's share of it.
     shares = self.num_workers if self.coordinator else 1

@@ -19,7 +19,8 @@ def clear(run_dir):
 
 
 class Writers:
-  """Per-epoch scalars (step = epoch, counted from 1) and a text record of the run.
+  """Per-epoch scalars and a text record of the run. An epoch's step is its 0-based index, as
+  the Keras TensorBoard callback writes it, so a run overlays a Keras `fit` run epoch for epoch.
 
   With `run_dir` None (a task that is not the chief) nothing is written anywhere.
   """
@@ -37,16 +38,18 @@ class Writers:
     self._run.flush()
 
   def final(self, step, metrics):
-    """The run's headline figures, as the HParams dashboard's metrics."""
+    """The run's headline figures, as the HParams dashboard's metrics, at the last epoch's
+    step."""
     with self._run.as_default(step=step):
       for name, value in metrics.items():
         if value is not None:
           tf.summary.scalar(name, value)
     self._run.flush()
 
-  def epoch(self, epoch, train_scalars, validation_scalars):
+  def epoch(self, index, train_scalars, validation_scalars):
+    """The scalars of the epoch of 0-based `index`."""
     for writer, scalars in ((self._train, train_scalars), (self._validation, validation_scalars)):
-      with writer.as_default(step=epoch):
+      with writer.as_default(step=index):
         for name, value in scalars.items():
           tf.summary.scalar(f'epoch_{name}', value)
       writer.flush()

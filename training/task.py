@@ -17,6 +17,7 @@ from records import results
 from training import actions
 from training import checkpoints
 from training import controller as controller_lib
+from training import coordinator_log
 from training import devices
 from training import loop
 from training import optimizers
@@ -66,11 +67,14 @@ def run(config, tf_config=None, say=print):
   writers.text(config.flags, devices.describe())
   writers.hparams(record.hparams(config, trainer), trial_id=name)
   for epoch in range(len(state.history.epoch_times)):
-    writers.epoch(epoch + 1, *record.epoch_scalars(state.history, epoch))
+    writers.epoch(epoch, *record.epoch_scalars(state.history, epoch))
   _announce(config, trainer, compute_devices, state, say)
+  lost = (coordinator_log.LostExecutions(lambda line: say(f'[{name}] {line}'))
+          if trainer.coordinator else None)
   saver = actions.Checkpoints(
       checkpointer, trainer, config.checkpoints.checkpoint_every_epochs,
-      config.checkpoints.checkpoint_every_steps, config.performance.steps_per_execution, state)
+      config.checkpoints.checkpoint_every_steps, config.performance.steps_per_execution, state,
+      lost)
   controller = controller_lib.Controller(
       trainer, state, config.epochs, config.performance.steps_per_execution, [
           *([actions.Profile(profiling.StepProfiler(os.path.join(config.run_dir, 'train'),
@@ -168,7 +172,8 @@ def _record(config, trainer, controller, saver, writers, status, tf_config, comp
                          saver.retried_steps(), tf_config, compute_devices)
   path = results.write(config.run_dir, result)
   if status == 'complete':
-    writers.final(config.epochs, {metric: result[metric] for metric in record.FINAL_METRICS})
+    writers.final(config.epochs - 1,
+                  {metric: result[metric] for metric in record.FINAL_METRICS})
     with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
       os.remove(os.path.join(config.run_dir, results.PROGRESS))
   return path

@@ -1,0 +1,45 @@
+"""TensorFlow's log noise, kept off the output of every task, however it was started.
+
+`TF_LOG_LINE` matches TensorFlow's C++ log lines, which TF_CPP_MIN_LOG_LEVEL no longer
+silences, and the lines that continue its gRPC errors when a peer goes away (screens of them
+when a parameter-server worker drops off the network). The launcher drops them from its
+children's output; a task started by hand or by a scheduler drops them from its own with
+`filter_own_stderr`: its file descriptor 2 becomes a pipe into a filter process that outlives
+it, so no line written just before a crash (or by the start-up watchdog) is lost.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+
+TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before '
+                         r'absl::InitializeLog|To enable the following instructions: |Additional '
+                         r'GRPC error information from remote target|:UNKNOWN:Error received from '
+                         r'peer|This could happen if the remote target has been disconnected)')
+
+
+def filter_own_stderr():
+  """From now on, this process's stderr (Python's and TensorFlow's C++ alike) is relayed
+  without the lines TF_LOG_LINE matches."""
+  sys.stderr.flush()
+  read_end, write_end = os.pipe()
+  subprocess.Popen([sys.executable, os.path.abspath(__file__)], stdin=read_end, stdout=2,
+                   stderr=subprocess.DEVNULL)
+  os.close(read_end)
+  os.dup2(write_end, 2)
+  os.close(write_end)
+
+
+def _relay():
+  """The filter process: stdin to stdout but the noise, until every writer has closed."""
+  for sig in (signal.SIGINT, signal.SIGTERM):  # It ends with its writers, never before.
+    signal.signal(sig, signal.SIG_IGN)
+  for line in sys.stdin.buffer:
+    if not TF_LOG_LINE.match(line.decode(errors='replace')):
+      sys.stdout.buffer.write(line)
+      sys.stdout.buffer.flush()
+
+
+if __name__ == '__main__':
+  _relay()

@@ -1,0 +1,159 @@
+"""Separate hosts on one Linux machine, for tests: a network namespace per host on a bridge.
+
+Each host is a namespace with its loopback up and one end of a veth pair, whose other end is
+a port of the network's bridge; the hosts reach one another by their own addresses in
+SUBNET.0/24 and nothing else (no route out, no address on the bridge). Every name starts with
+PREFIX, this process's pid and the network's number, so runs side by side do not collide and
+`remove_leftovers` can tell which names a dead run left. Needs root and iproute2's `ip`.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+
+PREFIX = 'tfdh'
+SUBNET = '10.77.3'  # The hosts' /24: SUBNET.1, SUBNET.2, ...
+COMMAND_TIMEOUT = 30
+_NAME = re.compile(rf'^{PREFIX}(\d+)n\d+')
+_count = 0
+
+
+class Unavailable(Exception):
+  """Namespaces cannot be made here; the message says why."""
+
+
+class Host:
+  """One host: its namespace, the bridge side of its link, and its address."""
+
+  def __init__(self, namespace, link, address):
+    self.namespace, self.link, self.address = namespace, link, address
+
+
+def ip(*args, check=True):
+  """Runs `ip ARGS`, bounded; raises with ip's own message when `check` and it fails."""
+  proc = subprocess.run(['ip', *args], capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
+                        stdin=subprocess.DEVNULL)
+  if check and proc.returncode:
+    raise RuntimeError(f'ip {" ".join(args)}: {proc.stderr.strip()}')
+  return proc
+
+
+def unavailable():
+  """Why namespaces cannot be made here, or None when they may be."""
+  if not hasattr(os, 'geteuid') or os.geteuid() != 0:
+    return 'network namespaces need root'
+  if not shutil.which('ip'):
+    return 'network namespaces need iproute2\'s ip, which is not on PATH'
+  return None
+
+
+def _kill_namespace_processes(namespace):
+  """SIGKILLs every process in `namespace`: one left there keeps the namespace alive."""
+  for pid in ip('netns', 'pids', namespace, check=False).stdout.split():
+    try:
+      os.kill(int(pid), signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+
+
+def _dead_owner(name):
+  """True for a name of this module whose run (the pid in it) is no longer alive."""
+  match = _NAME.match(name)
+  return bool(match) and not os.path.exists(f'/proc/{match.group(1)}')
+
+
+def remove_leftovers():
+  """Removes the namespaces, their processes and the links that dead runs left behind."""
+  for line in ip('netns', 'list', check=False).stdout.splitlines():
+    namespace = line.split()[0] if line.strip() else ''
+    if _dead_owner(namespace):
+      _kill_namespace_processes(namespace)
+      ip('netns', 'del', namespace, check=False)
+  for line in ip('-o', 'link', 'show', check=False).stdout.splitlines():
+    name = line.split(':')[1].strip().split('@')[0] if line.count(':') > 1 else ''
+    if _dead_owner(name):
+      ip('link', 'del', name, check=False)
+
+
+class Network:
+  """`count` hosts on a bridge of their own; `close` removes every namespace, link and process
+  it made, whatever state it is in (also after a failure half way through building it)."""
+
+  def __init__(self, count):
+    global _count
+    reason = unavailable()
+    if reason:
+      raise Unavailable(reason)
+    remove_leftovers()
+    _count += 1
+    tag = f'{PREFIX}{os.getpid()}n{_count}'
+    self.bridge = f'{tag}b'
+    if len(f'{tag}v{count - 1}') > 15:  # Linux's limit on an interface name.
+      raise ValueError(f'interface names of {tag} would be longer than 15 characters')
+    self.hosts = []
+    self.processes = []
+    self._bridge_made = False
+    try:
+      self._build(tag, count)
+    except BaseException:
+      self.close()
+      raise
+
+  def _build(self, tag, count):
+    for i in range(count):
+      namespace = f'{tag}-{i}'
+      made = ip('netns', 'add', namespace, check=False)
+      if made.returncode:
+        if not self.hosts:  # The first: namespaces cannot be made here at all.
+          raise Unavailable(f'ip netns add failed: {made.stderr.strip()}')
+        raise RuntimeError(f'ip netns add {namespace}: {made.stderr.strip()}')
+      self.hosts.append(Host(namespace, f'{tag}v{i}', f'{SUBNET}.{i + 1}'))
+    ip('link', 'add', self.bridge, 'type', 'bridge', 'forward_delay', '0')
+    self._bridge_made = True
+    ip('link', 'set', self.bridge, 'up')
+    for host in self.hosts:
+      inside = f'{tag}p{host.namespace.rsplit("-", 1)[1]}'
+      ip('link', 'add', host.link, 'type', 'veth', 'peer', 'name', inside)
+      ip('link', 'set', inside, 'netns', host.namespace)
+      ip('link', 'set', host.link, 'master', self.bridge, 'up')
+      ip('-n', host.namespace, 'link', 'set', 'lo', 'up')
+      ip('-n', host.namespace, 'addr', 'add', f'{host.address}/24', 'dev', inside)
+      ip('-n', host.namespace, 'link', 'set', inside, 'up')
+
+  def start(self, host, argv, env, stdout, stderr):
+    """Starts `argv` on `host` in a process group of its own; `close` kills it."""
+    proc = subprocess.Popen(['ip', 'netns', 'exec', host.namespace, *argv], env=env,
+                            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                            start_new_session=True)
+    self.processes.append(proc)
+    return proc
+
+  def down(self, host):
+    """Cuts `host` off the others: the bridge side of its link goes down."""
+    ip('link', 'set', host.link, 'down')
+
+  def up(self, host):
+    ip('link', 'set', host.link, 'up')
+
+  def close(self):
+    """Kills every process it started (whole groups, and anything else in its namespaces),
+    then removes the namespaces (their veth pairs go with them) and the bridge."""
+    for proc in self.processes:
+      try:
+        os.killpg(proc.pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+    for host in self.hosts:
+      _kill_namespace_processes(host.namespace)
+    for proc in self.processes:
+      try:
+        proc.wait(timeout=COMMAND_TIMEOUT)
+      except subprocess.TimeoutExpired:
+        pass  # Stuck in the kernel; its namespace goes once it is reaped.
+    for host in self.hosts:
+      ip('link', 'del', host.link, check=False)
+      ip('netns', 'del', host.namespace, check=False)
+    if self._bridge_made:
+      ip('link', 'del', self.bridge, check=False)
+    self.hosts, self.processes, self._bridge_made = [], [], False

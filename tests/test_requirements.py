@@ -1,0 +1,73 @@
+"""Every third-party module the code imports is pinned: what run.py needs in requirements.txt,
+what only the tests need in requirements-test.txt, and nothing of the tests in the runtime."""
+import ast
+import importlib.metadata
+import os
+import re
+import sys
+
+from tests.conftest import ROOT
+
+PROJECT = {'benchmarks', 'configs', 'data', 'models', 'orchestration', 'records', 'reporting',
+           'run', 'strategies', 'tests', 'training'}
+
+
+def third_party_distributions(paths):
+  """The distributions (lower-case names) that provide the top-level modules `paths` import."""
+  modules = set()
+  for path in paths:
+    with open(path) as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        modules.update(alias.name.split('.')[0] for alias in node.names)
+      elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        modules.add(node.module.split('.')[0])
+  modules -= PROJECT | set(sys.stdlib_module_names)
+  provided = importlib.metadata.packages_distributions()
+  missing = modules - set(provided)
+  assert not missing, f'imported but installed by no distribution: {missing}'
+  return {name.lower() for module in modules for name in provided[module]}
+
+
+def pinned(name):
+  """{distribution: version} of a requirements file (its -r includes left out)."""
+  with open(os.path.join(ROOT, name)) as f:
+    lines = [line.split('#')[0].strip() for line in f]
+  return dict(re.fullmatch(r'([A-Za-z0-9_.-]+)==(\S+)', line).groups()
+              for line in lines if line and not line.startswith('-r'))
+
+
+def sources(tests):
+  found = []
+  for folder, _, names in os.walk(ROOT):
+    relative = os.path.relpath(folder, ROOT)
+    if relative.startswith(('.', 'examples')) or '.venv' in relative:
+      continue
+    if (relative.split(os.sep)[0] == 'tests') == tests:
+      found += [os.path.join(folder, n) for n in names if n.endswith('.py')]
+  return found
+
+
+def test_every_runtime_import_is_pinned_in_requirements():
+  runtime = {name.lower().replace('_', '-') for name in pinned('requirements.txt')}
+  needed = {name.replace('_', '-') for name in third_party_distributions(sources(tests=False))}
+  assert needed - runtime == set()
+  assert 'numpy' in runtime
+
+
+def test_test_tools_are_pinned_apart_from_the_runtime():
+  runtime = {name.lower() for name in pinned('requirements.txt')}
+  test_only = {name.lower() for name in pinned('requirements-test.txt')}
+  assert {'pytest', 'pytest-timeout', 'pyyaml'} <= test_only
+  assert not runtime & {'pytest', 'pytest-timeout', 'pyyaml'}
+  with open(os.path.join(ROOT, 'requirements-test.txt')) as f:
+    assert '-r requirements.txt' in f.read()
+  needed = {name.replace('_', '-') for name in third_party_distributions(sources(tests=True))}
+  assert needed - runtime - test_only == set()
+
+
+def test_every_pin_is_what_is_installed():
+  for name in ('requirements.txt', 'requirements-test.txt'):
+    for distribution, version in pinned(name).items():
+      assert importlib.metadata.version(distribution) == version, distribution
