@@ -11,6 +11,7 @@ import typing
 
 import models
 import strategies
+import user_code
 
 
 class ConfigError(ValueError):
@@ -201,6 +202,15 @@ def _batch(config):
   return None
 
 
+def _user_model(config):
+  """The batch-norm flags change the built-in models; a user's model is as the user built it."""
+  model = config.model
+  if user_code.is_spec(model.model) and (model.batch_norm or model.ghost_batch_size):
+    return (f'--batch_norm and --ghost_batch_size add batch normalization to the built-in '
+            f'models, not to --model={model.model}; build it into your model')
+  return None
+
+
 def _strategy(config):
   """What the strategy cannot do (its descriptor says)."""
   descriptor = config.distribution.descriptor
@@ -213,4 +223,4 @@ def _strategy(config):
   return None
 
 
-_CHECKS = (_ranges, _shapes, _schedule, _batch, _strategy)
+_CHECKS = (_ranges, _shapes, _schedule, _batch, _user_model, _strategy)

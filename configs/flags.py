@@ -8,18 +8,23 @@ from absl import flags
 import data
 import models
 import strategies
+import user_code
 from training import optimizers
 
 flags.DEFINE_list(
     'strategies', 'one_device,mirrored,central_storage,multi_worker_mirrored,parameter_server',
     f'Comma list of strategies to compare, out of: {", ".join(strategies.names())}.')
-flags.DEFINE_enum(
-    'model', 'cnn', models.names(), 'The Keras model every strategy trains.')
-flags.DEFINE_enum(
-    'dataset', 'digits', data.names(),
-    'digits: bundled with scikit-learn, no network. synthetic: random images of --image_shape '
-    'for pure throughput. mnist, fashion_mnist, cifar10: keras.datasets files from --data_dir, '
-    'downloaded when missing (needs the network).')
+flags.DEFINE_string(
+    'model', 'cnn', f'The Keras model every strategy trains: {", ".join(models.names())}, or '
+    'your own as package.module:function, function(input_shape, num_classes) returning an '
+    'uncompiled keras.Model with num_classes logits (imported from the working directory or '
+    'PYTHONPATH; see examples/my_model.py).')
+flags.DEFINE_string(
+    'dataset', 'digits', f'{", ".join(data.names())}, or your own as package.module:function, '
+    'function() returning (x_train, y_train), (x_val, y_val) like keras.datasets (see '
+    'examples/my_data.py). digits: bundled with scikit-learn, no network. synthetic: random '
+    'images of --image_shape for pure throughput. mnist, fashion_mnist, cifar10: '
+    'keras.datasets files from --data_dir, downloaded when missing (needs the network).')
 flags.DEFINE_string(
     'data_dir', '', 'Directory with the keras.datasets files (mnist.npz, fashion-mnist/, '
     'cifar-10-batches-py/). Empty: keras\' own cache, ~/.keras/datasets.')
@@ -161,6 +166,12 @@ flags.DEFINE_float(
 flags.DEFINE_string(
     'run_config', '', 'Internal: the launcher starts each process of a run with the run\'s '
     '<run>/config.json; set, every other flag is ignored.')
+
+
+for _flag, _registry in (('model', models), ('dataset', data)):
+  flags.register_validator(
+      _flag, lambda name, registry=_registry: name in registry.names() or user_code.is_spec(name),
+      f'give one of {", ".join(_registry.names())}, or package.module:function for your own')
 
 
 @flags.validator('strategies')

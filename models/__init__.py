@@ -6,10 +6,16 @@ is a callable that makes a batch-normalization layer, or None for a model withou
 of its own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch norm a
 model has comes from it, so --ghost_batch_size and --bn_momentum reach them all.
 
+A user's own model is named `package.module:function` instead: `function(input_shape,
+num_classes)` returns an uncompiled `keras.Model` whose outputs are `num_classes` logits (see
+examples/my_model.py); the built-in models' batch-norm flags do not reach it.
+
 Names are listed without importing the modules, so the launcher stays free of TensorFlow.
 """
 import importlib
 import pkgutil
+
+import user_code
 
 
 def names():
@@ -24,6 +30,8 @@ def build(name, input_shape, num_classes, batch_norm=False, ghost_batch_size=0,
   batch norm a Ghost Batch Normalization over virtual batches of that many examples (and so
   implies `batch_norm`); `bn_momentum` is the momentum of their moving statistics.
   """
+  if user_code.is_spec(name):
+    return _user_model(name, tuple(input_shape), num_classes)
   if name not in names():
     raise ValueError(f'unknown model {name!r}; choose from {", ".join(names())}')
   from models import _normalization  # Loads Keras: only where a model is built.
@@ -39,3 +47,18 @@ def check_ghost_batch_size(ghost_batch_size, per_replica_batch_size, run=''):
     raise ValueError(
         f'{f"run {run}: " if run else ""}--ghost_batch_size={ghost_batch_size} does not divide '
         f'the per-replica batch of {per_replica_batch_size}; use a divisor of it')
+
+
+def _user_model(spec, input_shape, num_classes):
+  """The user's model, checked to be a Keras model with `num_classes` logits."""
+  import keras
+  model = user_code.call(spec, 'model', input_shape, num_classes)
+  if not isinstance(model, keras.Model):
+    raise user_code.UserCodeError(f'--model={spec} returned {type(model).__name__}, not a '
+                                  'keras.Model; return the model (uncompiled, logits out)')
+  shape = tuple(model.output_shape) if not isinstance(model.output_shape, list) else None
+  if shape is None or shape[-1] != num_classes:
+    raise user_code.UserCodeError(
+        f'--model={spec} returned a model whose output shape is {model.output_shape}; it must '
+        f'end in the {num_classes} class logits of the dataset, e.g. (None, {num_classes})')
+  return model

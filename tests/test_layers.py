@@ -8,8 +8,9 @@ import sys
 
 from tests.conftest import ROOT
 
-PACKAGES = ('configs', 'data', 'models', 'orchestration', 'records', 'reporting', 'strategies',
-            'training')
+# Every package of the repository but the tests.
+PACKAGES = tuple(sorted(name for name in os.listdir(ROOT) if name != 'tests' and
+                        os.path.exists(os.path.join(ROOT, name, '__init__.py'))))
 
 
 def imports(package):
@@ -33,6 +34,13 @@ def imports(package):
 
 def package_graph():
   return {package: set().union(*imports(package).values()) for package in PACKAGES}
+
+
+def test_the_runtime_image_copies_every_package():
+  with open(os.path.join(ROOT, 'examples', 'kubernetes', 'Dockerfile')) as f:
+    dockerfile = f.read()
+  for package in PACKAGES:
+    assert f'COPY {package}/ {package}/' in dockerfile, package
 
 
 def test_the_package_graph_has_no_cycle():

@@ -8,8 +8,8 @@ import sys
 
 from tests.conftest import ROOT
 
-PROJECT = {'benchmarks', 'configs', 'data', 'models', 'orchestration', 'records', 'reporting',
-           'run', 'strategies', 'tests', 'training'}
+PROJECT = {'run', 'benchmarks', *(name for name in os.listdir(ROOT)
+                                   if os.path.exists(os.path.join(ROOT, name, '__init__.py')))}
 
 
 def third_party_distributions(paths):

@@ -125,43 +125,47 @@ def test_parameter_server_on_four_hosts(network, logdir):
 
 
 def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir):
+  """Worker 1's host is cut off for 20 s mid-run: the coordinator runs its steps on worker 0."""
   cluster = Cluster(network(4), [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
-  cluster.start(['--strategies=parameter_server', '--epochs=4', '--steps_per_epoch=50', *QUICK,
+  cluster.start(['--strategies=parameter_server', '--epochs=4', '--steps_per_epoch=500', *QUICK,
                  '--experiment=hosts'])
   run_dir = logdir / 'hosts' / 'parameter_server'
-  wait_for_progress(cluster, 'chief-0', run_dir, 20, timeout=180)
+  wait_for_progress(cluster, 'chief-0', run_dir, 100, timeout=180)
   partitioned = cluster.hosts['worker', 1]
   cluster.net.down(partitioned)
   time.sleep(20)
+  assert cluster.running('chief-0'), cluster.stderr('chief-0')
   cluster.net.up(partitioned)
   status = cluster.wait(timeout=300, names=['chief-0'])
-  stderr = cluster.stderr('chief-0')
-  print(f'chief stderr, {len(stderr.splitlines())} line(s):\n{stderr}')
+  stdout, stderr = cluster.stdout('chief-0'), cluster.stderr('chief-0')
   assert status == {'chief-0': 0}, stderr
   result = read_result(run_dir)
-  assert result['status'] == 'complete' and result['steps_done'] == 200
+  assert result['status'] == 'complete' and result['steps_done'] == 2000
   assert result['retried_steps'] > 0
-  lines = stderr.splitlines()
-  assert len(lines) <= 5, stderr
-  assert [line for line in lines if 'worker 1' in line and 'lost' in line], stderr
-  cluster.wait(timeout=60)
+  # No screens of gRPC errors: a line when the worker is lost (and one if it comes back).
+  assert len(stderr.splitlines()) <= 3, stderr
+  reports = [line for line in (stdout + stderr).splitlines() if 'worker 1' in line]
+  assert len([line for line in reports if 'lost' in line]) == 1, stdout + stderr
+  assert len([line for line in reports if 'back' in line]) <= 1, stdout + stderr
+  assert cluster.wait(timeout=60) == dict.fromkeys(cluster.procs, 0)
 
 
 def test_a_partitioned_multi_worker_mirrored_worker_stops_the_run_then_it_resumes(network,
                                                                                     logdir):
+  """Worker 1's host is cut off for good: the coordination service's heartbeats stop both
+  workers (after about 20 s); the checkpoint is kept, and the same commands resume from it."""
   cluster = Cluster(network(2), [('worker', 2)], logdir)
-  args = ['--strategies=multi_worker_mirrored', '--epochs=3', '--steps_per_epoch=40',
-          '--checkpoint_every_steps=10', *QUICK, '--experiment=hosts']
+  args = ['--strategies=multi_worker_mirrored', '--epochs=3', '--steps_per_epoch=200',
+          '--checkpoint_every_steps=50', *QUICK, '--experiment=hosts']
   cluster.start(args)
   run_dir = logdir / 'hosts' / 'multi_worker_mirrored'
-  wait_for_progress(cluster, 'worker-0', run_dir, 20, timeout=180)
+  wait_for_progress(cluster, 'worker-0', run_dir, 60, timeout=180)
   cluster.net.down(cluster.hosts['worker', 1])
-  statuses = cluster.wait(timeout=180)  # The link stays down past the failure time-out.
+  statuses = cluster.wait(timeout=180)  # The link stays down until both have given up.
   stderr = cluster.stderr('worker-0')
-  print(f'chief stderr, {len(stderr.splitlines())} line(s):\n{stderr}')
   assert statuses['worker-0'] != 0 and statuses['worker-1'] != 0, statuses
   errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
-  assert len(errors) == 1, stderr
+  assert len(errors) == 1 and len(stderr.splitlines()) <= 6, stderr
   assert 'worker 1 (10.77.3.2:2222) lost at step' in errors[0]
   assert os.path.exists(run_dir / 'checkpoints' / 'checkpoint')
   assert not os.path.exists(run_dir / 'result.json') or read_result(run_dir)['status'] != 'complete'
@@ -171,5 +175,6 @@ def test_a_partitioned_multi_worker_mirrored_worker_stops_the_run_then_it_resume
   statuses = cluster.wait(timeout=240)
   assert statuses == {'worker-0': 0, 'worker-1': 0}, cluster.stderr('worker-0')
   result = read_result(run_dir)
-  assert result['status'] == 'complete' and result['steps_done'] == 120
-  assert result['resumes'] and result['resumes'][0]['step'] >= 10
+  assert result['status'] == 'complete' and result['steps_done'] == 600
+  assert result['resumes'] and result['resumes'][0]['step'] >= 50
+  assert 'resumed from' in cluster.stdout('worker-0')

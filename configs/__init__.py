@@ -1,0 +1,1 @@
+"""The configuration: every flag, the typed RunConfig, the plan of runs, and the presets (*.cfg)."""

@@ -1,0 +1,21 @@
+"""Your own model, as run.py takes it: `--model=my_model:build` from this directory.
+
+  cd examples && python ../run.py --model=my_model:build --dataset=my_data:load
+
+The contract is the built-in models' (models/cnn.py): `build(input_shape, num_classes)` returns
+an uncompiled keras.Model whose output is `num_classes` logits (no softmax: the loop applies
+the cross-entropy to logits). It is called inside each strategy's scope, in every process that
+trains, so it must build the same model every time. This one is a small residual MLP for
+feature vectors, such as the tabular data of my_data.py.
+"""
+import keras
+from keras import layers
+
+
+def build(input_shape, num_classes, width=64, blocks=2):
+  inputs = keras.Input(input_shape)
+  x = layers.Dense(width, activation='relu')(layers.Flatten()(inputs))
+  for _ in range(blocks):
+    residual = layers.Dense(width, activation='relu')(x)
+    x = layers.Add()([x, layers.Dense(width)(residual)])
+  return keras.Model(inputs, layers.Dense(num_classes)(x), name='my_model')

@@ -1,0 +1,180 @@
+"""Your own model and data (--model, --dataset = package.module:function): what works, and the
+one clear line for each way it can go wrong. In this process, modules written to a temp dir."""
+import itertools
+import shutil
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import data
+import models
+import user_code
+from tests.conftest import ROOT
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def module(tmp_path, monkeypatch):
+  """write(source) -> the name of a new module holding `source`, importable from the cwd."""
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setattr(sys, 'path', [p for p in sys.path if p not in ('', str(tmp_path))])
+
+  def write(source):
+    name = f'users_module_{next(_names)}'
+    (tmp_path / f'{name}.py').write_text(textwrap.dedent(source))
+    return name
+  return write
+
+
+MODEL = '''
+import keras
+def build(input_shape, num_classes):
+  return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
+                           keras.layers.Dense(num_classes)])
+def five(input_shape, num_classes):
+  return build(input_shape, 5)
+def broken(input_shape, num_classes):
+  raise RuntimeError('out of ideas')
+def not_a_model(input_shape, num_classes):
+  return 'a model'
+'''
+
+
+def test_a_user_model_builds_from_the_working_directory(module):
+  name = module(MODEL)
+  model = models.build(f'{name}:build', (8, 8, 1), 10)
+  assert model.output_shape == (None, 10)
+  assert models.build(f'{name}:build', [4, 4, 1], 3).input_shape == (None, 4, 4, 1)
+
+
+@pytest.mark.parametrize('function, message', [
+    ('missing', 'has no function missing'),
+    ('broken', 'raised RuntimeError: out of ideas'),
+    ('not_a_model', 'returned str, not a keras.Model'),
+    ('five', 'output shape is (None, 5); it must end in the 10 class logits'),
+])
+def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message):
+  name = module(MODEL)
+  with pytest.raises(user_code.UserCodeError) as e:
+    models.build(f'{name}:{function}', (8, 8, 1), 10)
+  assert str(e.value).startswith(f'--model={name}:{function}')
+  assert message in str(e.value) and '\n' not in str(e.value)
+
+
+def test_a_module_that_cannot_be_imported_says_so(module):
+  name = module('import no_such_package_anywhere\n')
+  with pytest.raises(user_code.UserCodeError, match=(
+      f'--model={name}:build: cannot import {name} \\(ModuleNotFoundError: No module named '
+      "'no_such_package_anywhere'\\); run from the directory that holds it or add that to "
+      'PYTHONPATH')):
+    models.build(f'{name}:build', (8, 8, 1), 10)
+  with pytest.raises(user_code.UserCodeError, match='cannot import nowhere_at_all'):
+    models.build('nowhere_at_all:build', (8, 8, 1), 10)
+
+
+def test_specs_and_names_are_told_apart():
+  assert user_code.is_spec('my_model:build') and user_code.is_spec('pkg.sub.mod:fn')
+  for name in ('cnn', 'my_model:', ':build', 'a/b:c', 'mod:fn:x', 'mod:1fn'):
+    assert not user_code.is_spec(name), name
+
+
+DATA = '''
+import numpy as np
+rng = np.random.default_rng(0)
+def good():
+  return ((rng.random((40, 6), dtype=np.float32), np.arange(40) % 3),
+          (rng.random((10, 6), dtype=np.float32), np.arange(10) % 3))
+def images():
+  return ((np.full((8, 4, 4, 1), 255, np.uint8), np.arange(8) % 2),
+          (np.zeros((4, 4, 4, 1), np.uint8), np.arange(4) % 2))
+def uneven():
+  return (np.zeros((40, 6)), np.zeros(39, int)), (np.zeros((10, 6)), np.zeros(10, int))
+def strings():
+  return (np.array([['a']] * 4), np.zeros(4, int)), (np.array([['b']] * 2), np.zeros(2, int))
+def float_labels():
+  return (np.zeros((4, 2)), np.zeros(4)), (np.zeros((2, 2)), np.zeros(2))
+def negative():
+  return (np.zeros((4, 2)), np.array([0, 1, -1, 1])), (np.zeros((2, 2)), np.array([0, 1]))
+def one_class():
+  return (np.zeros((4, 2)), np.zeros(4, int)), (np.zeros((2, 2)), np.zeros(2, int))
+def shapes():
+  return (np.zeros((4, 2)), np.zeros(4, int)), (np.zeros((2, 3)), np.array([0, 1]))
+def flat():
+  return (np.zeros(4), np.array([0, 1, 0, 1])), (np.zeros(2), np.array([0, 1]))
+def single():
+  return np.zeros((4, 2)), np.zeros(4, int)
+'''
+
+
+def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
+  name = module(DATA)
+  arrays = data.load(f'{name}:good')
+  assert arrays.num_classes == 3 and arrays.scale == 1.0 and arrays.input_shape == (6,)
+  assert arrays.train_size == 40 and len(arrays.x_validation) == 10
+  assert arrays.y_train.dtype == np.int32
+  images = data.load(f'{name}:images')
+  assert images.scale == pytest.approx(1 / 255) and images.num_classes == 2
+
+
+@pytest.mark.parametrize('function, message', [
+    ('uneven', 'returned 40 training examples and 39 labels'),
+    ('strings', 'training examples of dtype <U1'),
+    ('float_labels', 'training labels of dtype float64'),
+    ('negative', 'labels from -1 to 1'),
+    ('one_class', 'labels from 0 to 0: give at least two classes'),
+    ('shapes', 'training examples of shape (2,) and validation examples of shape (3,)'),
+    ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
+    ('single', 'returned tuple, not two (examples, labels) pairs'),
+])
+def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, message):
+  name = module(DATA)
+  with pytest.raises(data.DatasetError) as e:
+    data.load(f'{name}:{function}')
+  text = str(e.value)
+  assert text.startswith(f'--dataset={name}:{function} ') and message in text, text
+  assert text.endswith('return (x_train, y_train), (x_val, y_val) as keras.datasets do, labels '
+                       'integers from 0') and '\n' not in text
+
+
+def test_the_examples_keep_their_contract(module, tmp_path):
+  for name in ('my_model.py', 'my_data.py'):
+    shutil.copy(f'{ROOT}/examples/{name}', tmp_path / name)
+  arrays = data.load('my_data:load')
+  assert arrays.input_shape == (30,) and arrays.num_classes == 2
+  assert arrays.train_size + len(arrays.x_validation) == 569
+  assert abs(float(arrays.x_train.mean())) < 1e-5  # Standardised on the training split.
+  model = models.build('my_model:build', arrays.input_shape, arrays.num_classes)
+  assert model.output_shape == (None, 2)
+
+
+@pytest.mark.slow
+def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strategy(tmp_path):
+  from tests.conftest import read_result, run_py
+  from tests.test_bad_input import assert_one_line_error
+  project = tmp_path / 'project'  # A user's own directory, not the repository.
+  project.mkdir()
+  for name in ('my_model.py', 'my_data.py'):
+    shutil.copy(f'{ROOT}/examples/{name}', project / name)
+  proc = run_py('--model=my_model:build', '--dataset=my_data:load', '--epochs=3',
+                f'--logdir={tmp_path}/runs', '--experiment=mine', cwd=project, timeout=600)
+  assert proc.returncode == 0, proc.stderr
+  for strategy in ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
+                   'parameter_server'):
+    result = read_result(tmp_path / 'runs' / 'mine' / strategy)
+    assert result['model'] == 'my_model:build' and result['dataset'] == 'my_data:load'
+    assert result['status'] == 'complete'
+    # Learned something: tumour or not, from 30 standardised features.
+    assert result['final_validation_accuracy'] > 0.85, (strategy, result['validation_accuracy'])
+  # Refusals in the run's own process, once the user's code is imported: one line, status 2.
+  (project / 'wide.py').write_text('import my_model\ndef build(shape, classes):\n'
+                                   '  return my_model.build(shape, classes + 1)\n')
+  for args, fragment in (
+      (['--model=wide:build', '--dataset=my_data:load'], 'output shape is (None, 3)'),
+      (['--dataset=my_data:missing'], 'has no function missing')):
+    proc = run_py('--strategies=one_device', *args, f'--logdir={tmp_path}/bad', cwd=project,
+                  timeout=120)
+    assert_one_line_error(proc, fragment)
+    assert proc.returncode == 2
