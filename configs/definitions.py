@@ -121,6 +121,20 @@ class RunConfig:
     return _from_dict(cls, saved)
 
 
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  """An experiment: its runs, in order, and how the launcher treats them."""
+  directory: str
+  runs: tuple
+  logdir: str = 'runs'
+  target_accuracy: float = 0.9
+  idle_timeout: float = 900.0
+  max_restarts: int = 3
+  resume: bool = True
+  min_free_disk_mb: float = 100.0
+  verbosity: int = None           # --verbosity when given, passed on to the children
+
+
 def _from_dict(cls, saved):
   hints = typing.get_type_hints(cls)
   values = {}

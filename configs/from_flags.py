@@ -6,7 +6,6 @@ process started by hand or by a scheduler; `run()` reads the run a launcher's ch
 started with. Nothing else reads `FLAGS`.
 """
 import copy
-import dataclasses
 import os
 import re
 import sys
@@ -22,20 +21,6 @@ from orchestration import cluster
 from records import files
 
 FLAGS = flags.FLAGS
-
-
-@dataclasses.dataclass(frozen=True)
-class Experiment:
-  """What the launcher needs besides the runs themselves."""
-  directory: str
-  runs: tuple
-  logdir: str = 'runs'
-  target_accuracy: float = 0.9
-  idle_timeout: float = 900.0
-  max_restarts: int = 3
-  resume: bool = True
-  min_free_disk_mb: float = 100.0
-  verbosity: int = None           # --verbosity when given, passed on to the children
 
 
 def action(values=FLAGS):
@@ -58,12 +43,12 @@ def experiment(values=FLAGS):
   for flag in ('experiment', 'run_name'):
     _check_name(flag, values[flag].value)
   directory = os.path.join(values.logdir, name)
-  return Experiment(
+  return definitions.Experiment(
       directory=directory, runs=tuple(_runs(values, directory)), logdir=values.logdir,
       target_accuracy=values.target_accuracy, idle_timeout=values.idle_timeout,
       max_restarts=values.max_restarts, resume=values.resume,
       min_free_disk_mb=values.min_free_disk_mb,
-      verbosity=values.verbosity if values['verbosity'].present else None)
+      verbosity=values.verbosity if verbosity_given(values) else None)
 
 
 def _check_name(flag, name):

@@ -1,21 +1,32 @@
 """Model registry: every module in this package is a model, named after its file.
 
 A model module defines `build(input_shape, num_classes, normalization) -> keras.Model`
-returning logits, and `BATCH_NORM = True` if it always has batch normalization. `normalization`
-is a callable that makes a batch-normalization layer, or None for a model without batch norm
-of its own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch norm a
-model has comes from it, so --ghost_batch_size and --bn_momentum reach them all.
+returning logits, and `BATCH_NORM = True` if it always has batch normalization, `False` if it
+cannot have any (--batch_norm and --ghost_batch_size are refused). `normalization` is a
+callable that makes a batch-normalization layer, or None for a model without batch norm of its
+own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch norm a model
+has comes from it, so --ghost_batch_size and --bn_momentum reach them all. Keyword arguments
+of its `build` named in SIZES (the transformer's) get the run's values; other models have none.
+`MIN_IMAGE_SIZE` is the smallest height and width it takes; `IMAGENET = True` makes synthetic
+data default to ImageNet's 224x224x3 and 1000 classes, as in tf_cnn_benchmarks.
 
 A user's own model is named `package.module:function` instead: `function(input_shape,
 num_classes)` returns an uncompiled `keras.Model` whose outputs are `num_classes` logits (see
 examples/my_model.py); the built-in models' batch-norm flags do not reach it.
 
-Names are listed without importing the modules, so the launcher stays free of TensorFlow.
+Names are listed, and these constants read, without importing the modules, so the launcher
+stays free of TensorFlow.
 """
+import ast
 import importlib
+import inspect
+import os
 import pkgutil
 
 import user_code
+
+SIZES = ('vocab_size', 'num_layers', 'd_model', 'num_heads')
+IMAGENET_SHAPE, IMAGENET_CLASSES = (224, 224, 3), 1000
 
 
 def names():
@@ -23,22 +34,59 @@ def names():
 
 
 def build(name, input_shape, num_classes, batch_norm=False, ghost_batch_size=0,
-          bn_momentum=0.99):
+          bn_momentum=0.99, **sizes):
   """Builds model `name`; call it inside `strategy.scope()` so its variables are distributed.
 
   `batch_norm` adds BatchNormalization to a model without it; `ghost_batch_size` makes every
   batch norm a Ghost Batch Normalization over virtual batches of that many examples (and so
-  implies `batch_norm`); `bn_momentum` is the momentum of their moving statistics.
+  implies `batch_norm`); `bn_momentum` is the momentum of their moving statistics. `sizes`
+  (SIZES) reach the models whose `build` takes them.
   """
   if user_code.is_spec(name):
     return _user_model(name, tuple(input_shape), num_classes)
   if name not in names():
     raise ValueError(f'unknown model {name!r}; choose from {", ".join(names())}')
+  check(name, input_shape, batch_norm, ghost_batch_size)
   from models import _normalization  # Loads Keras: only where a model is built.
   module = importlib.import_module(f'{__name__}.{name}')
   wanted = batch_norm or ghost_batch_size or getattr(module, 'BATCH_NORM', False)
+  takes = inspect.signature(module.build).parameters
   return module.build(tuple(input_shape), num_classes,
-                      _normalization.factory(ghost_batch_size, bn_momentum) if wanted else None)
+                      _normalization.factory(ghost_batch_size, bn_momentum) if wanted else None,
+                      **{k: v for k, v in sizes.items() if k in takes})
+
+
+def declared(name):
+  """{constant: value} of the literal constants model `name`'s module assigns (BATCH_NORM,
+  MIN_IMAGE_SIZE, IMAGENET), read from its source: no Keras. {} for a user's model."""
+  if user_code.is_spec(name) or name not in names():
+    return {}
+  with open(os.path.join(__path__[0], f'{name}.py')) as f:
+    tree = ast.parse(f.read())
+  constants = {}
+  for node in tree.body:
+    if (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+        isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper()):
+      try:
+        constants[node.targets[0].id] = ast.literal_eval(node.value)
+      except ValueError:
+        continue
+  return constants
+
+
+def check(name, input_shape=None, batch_norm=False, ghost_batch_size=0):
+  """ValueError, one line naming the flag, for what model `name` cannot do; `input_shape` None
+  when it is not known yet."""
+  constants = declared(name)
+  if constants.get('BATCH_NORM') is False and (batch_norm or ghost_batch_size):
+    raise ValueError(f'--model={name} has no batch normalization and cannot add any; drop '
+                     '--batch_norm and --ghost_batch_size')
+  least = constants.get('MIN_IMAGE_SIZE')
+  if least and input_shape is not None and (len(input_shape) != 3 or min(input_shape[:2]) < least):
+    raise ValueError(
+        f'--model={name} needs images of at least {least}x{least} pixels, not '
+        f'{"x".join(map(str, input_shape))}; give a larger --image_shape (at least '
+        f'{least},{least},3) or a dataset of larger images')
 
 
 def check_ghost_batch_size(ghost_batch_size, per_replica_batch_size, run=''):

@@ -57,7 +57,9 @@ class GhostBatchNormalization(BatchNormalization):
 
 
 def factory(ghost_batch_size=0, momentum=0.99):
-  """A callable making the model's batch-normalization layers: ghost ones, or ordinary."""
+  """A callable making the model's batch-normalization layers: ghost ones, or ordinary; its
+  keyword arguments (axis, epsilon...) go to the layer, so an architecture keeps its own."""
   if ghost_batch_size:
-    return lambda: GhostBatchNormalization(ghost_batch_size, momentum=momentum)
-  return lambda: BatchNormalization(momentum=momentum)
+    return lambda **kwargs: GhostBatchNormalization(ghost_batch_size, momentum=momentum,
+                                                    **kwargs)
+  return lambda **kwargs: BatchNormalization(momentum=momentum, **kwargs)

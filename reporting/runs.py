@@ -13,7 +13,10 @@ from tensorboard.util import tensor_util
 
 INTEGER_HPARAMS = {'num_workers', 'num_replicas_in_sync', 'global_batch_size',
                    'per_replica_batch_size', 'epochs', 'steps_per_epoch', 'steps_per_execution',
-                   'seed', 'base_batch_size', 'ghost_batch_size', 'num_ps', 'num_packs'}
+                   'seed', 'base_batch_size', 'ghost_batch_size', 'num_ps', 'num_packs',
+                   # The model card (training/model_card.py).
+                   'model_parameters', 'trainable_parameters', 'trainable_bytes',
+                   'gradient_bytes_per_step'}
 
 
 def load(experiment_dir):

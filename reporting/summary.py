@@ -5,6 +5,10 @@ sync (workers for parameter_server) and throughput_1 that of the baseline: the `
 (or, in an experiment without one, a run with N = 1, such as `mirrored-r1`) with the same model
 and dataset and the same global batch (strong scaling) or, failing that, the same batch per
 replica (weak scaling). Without such a baseline, efficiency is not available: never guessed.
+
+Compute per byte communicated = FLOPs of one replica's step / the gradient bytes it contributes
+to the all-reduce (the model card, training/model_card.py): the more compute hides each byte,
+the better data parallelism scales.
 """
 import csv
 import os
@@ -16,6 +20,7 @@ from records import tables
 
 COLUMNS = ('run', 'strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_size',
            'examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
+           'gradient_bytes_per_step', 'flops_per_example', 'compute_per_byte_communicated',
            'speedup', 'scaling_efficiency', 'final_validation_accuracy', 'wall_time_seconds',
            'time_to_accuracy_seconds')
 BASELINE = 'one_device'
@@ -47,6 +52,10 @@ def rows(runs, target_accuracy):
         'global_batch_size': run['global_batch_size'],
         'examples_per_second': median, 'examples_per_second_min': low,
         'examples_per_second_max': high, 'baseline': base['run'] if base else None,
+        'per_replica_batch_size': run.get('per_replica_batch_size'),
+        'gradient_bytes_per_step': run.get('gradient_bytes_per_step'),
+        'flops_per_example': run.get('flops_per_example'),
+        'compute_per_byte_communicated': compute_per_byte_communicated(run),
         'speedup': speedup, 'scaling_efficiency': speedup / n if speedup else None,
         'final_validation_accuracy': run['validation_accuracy'][-1],
         'wall_time_seconds': run['wall_time_seconds'],
@@ -56,6 +65,13 @@ def rows(runs, target_accuracy):
         'peak_learning_rate': run.get('peak_learning_rate'),
     })
   return table
+
+
+def compute_per_byte_communicated(run):
+  """FLOPs of one replica's step per gradient byte it all-reduces; None without a card."""
+  flops, batch = run.get('flops_per_example'), run.get('per_replica_batch_size')
+  sent = run.get('gradient_bytes_per_step')
+  return flops * batch / sent if flops is not None and batch and sent else None
 
 
 def convergence(table):
@@ -135,9 +151,31 @@ def markdown(name, table, said, target_accuracy, plots=()):
             'Throughput is the median over the epochs after the first (tracing and warm-up). '
             f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
             'in sync (workers for parameter_server).', '']
+  lines += _compute_markdown(table)
   lines += _convergence_markdown(convergence(table), target_accuracy)
   lines += [f'![{os.path.splitext(os.path.basename(p))[0]}]({os.path.basename(p)})' for p in plots]
   return '\n'.join(lines) + '\n'
+
+
+def _compute_markdown(table):
+  """Throughput beside what each step computes and communicates (runs with a model card)."""
+  if all(row['gradient_bytes_per_step'] is None for row in table):
+    return []
+  header = ['run', 'replicas', 'batch per replica', 'examples/s', 'gradients (MB/step)',
+            'MFLOPs/example', 'compute per byte communicated (FLOPs/byte)']
+  millions = lambda value: None if value is None else value / 1e6
+  cells = [[row['run'], str(row['num_replicas_in_sync']),
+            _maybe(row['per_replica_batch_size'], '{}'), f'{row["examples_per_second"]:,.0f}',
+            _maybe(millions(row['gradient_bytes_per_step']), '{:,.3f}'),
+            _maybe(millions(row['flops_per_example']), '{:,.2f}'),
+            _maybe(row['compute_per_byte_communicated'], '{:,.0f}')] for row in table]
+  return ['## Compute and communication', '', tables.render(header, cells, markdown=True), '',
+          'Gradients: the bytes one replica contributes to the all-reduce each step (a sparse '
+          'embedding gradient by its rows looked up); MB = 10^6 bytes. FLOPs: forward and '
+          'backward per example, counted from the traced training step. Compute per byte = '
+          'FLOPs of a replica\'s step / its gradient bytes: the higher, the better data '
+          'parallelism hides its communication (one_device all-reduces nothing: its figure is '
+          'what each replica would have at its batch).', '']
 
 
 def _convergence_markdown(study, target_accuracy):

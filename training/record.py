@@ -52,19 +52,23 @@ def resume_settings(config, trainer):
           if name not in NOT_CHECKED_ON_RESUME}
 
 
-def hparams(config, trainer):
-  """The settings and the strategy's own options, as TensorBoard's HParams takes them."""
-  values = {**settings(config, trainer), **config.distribution.options}
+def hparams(config, trainer, card=None):
+  """The settings, the model card (training/model_card.py) and the strategy's own options, as
+  TensorBoard's HParams takes them (which has no None)."""
+  values = {**settings(config, trainer),
+            **{name: value for name, value in (card or {}).items() if value is not None},
+            **config.distribution.options}
   return {name: value if isinstance(value, (bool, int, float, str)) else str(value)
           for name, value in values.items()}
 
 
 def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_config,
-           compute_devices=()):
-  """result.json: the settings, where the run got to, what faults cost, the measurements."""
+           compute_devices=(), card=None):
+  """result.json: the settings, the model card, where the run got to, what faults cost, the
+  measurements."""
   resumes = state.resumes
   return {
-      'status': status, 'run': config.name, **settings(config, trainer),
+      'status': status, 'run': config.name, **settings(config, trainer), **(card or {}),
       'options': config.distribution.options,
       'cluster': tf_config['cluster'] if tf_config else None,
       'epochs_done': len(state.history.epoch_times), 'steps_done': state.step,

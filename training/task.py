@@ -20,6 +20,7 @@ from training import controller as controller_lib
 from training import coordinator_log
 from training import devices
 from training import loop
+from training import model_card
 from training import optimizers
 from training import profiling
 from training import record
@@ -65,7 +66,8 @@ def run(config, tf_config=None, say=print):
     say = lambda line: None  # Only the chief reports; the others train in step with it.
   writers = summaries.Writers(config.run_dir if writes else None)
   writers.text(config.flags, devices.describe())
-  writers.hparams(record.hparams(config, trainer), trial_id=name)
+  card = model_card.measure(trainer) if writes else None  # Traced, not run: training unchanged.
+  writers.hparams(record.hparams(config, trainer, card), trial_id=name)
   for epoch in range(len(state.history.epoch_times)):
     writers.epoch(epoch, *record.epoch_scalars(state.history, epoch))
   _announce(config, trainer, compute_devices, state, say)
@@ -85,7 +87,7 @@ def run(config, tf_config=None, say=print):
           actions.EpochSummary(writers, say, name),
           saver])
   finish = lambda status: _record(config, trainer, controller, saver, writers, status, tf_config,
-                                  compute_devices) if writes else None
+                                  compute_devices, card) if writes else None
   try:
     if controller.train():
       _interrupt(config, controller, saver, stop, finish)
@@ -166,10 +168,11 @@ def _announce(config, trainer, compute_devices, state, say):
         f'{config.epochs * trainer.steps_per_epoch}{redone}')
 
 
-def _record(config, trainer, controller, saver, writers, status, tf_config, compute_devices):
+def _record(config, trainer, controller, saver, writers, status, tf_config, compute_devices,
+            card):
   """result.json (and, for a complete run, the headline metrics for HParams); its path."""
   result = record.result(config, trainer, controller.state, status, controller.elapsed(),
-                         saver.retried_steps(), tf_config, compute_devices)
+                         saver.retried_steps(), tf_config, compute_devices, card)
   path = results.write(config.run_dir, result)
   if status == 'complete':
     writers.final(config.epochs - 1,
