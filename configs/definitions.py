@@ -24,7 +24,9 @@ class Data:
   data_dir: str = ''                  # keras.datasets files; '' for keras' own cache
   download: bool = True
   image_shape: tuple = (28, 28, 1)    # synthetic
-  num_classes: int = 10               # synthetic
+  num_classes: int = 10               # synthetic, synthetic_tokens
+  seq_len: int = 128                  # synthetic_tokens, imdb
+  vocab_size: int = 10000             # synthetic_tokens, imdb; the transformer's embedding
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +35,9 @@ class Model:
   batch_norm: bool = False
   ghost_batch_size: int = 0
   bn_momentum: float = 0.99
+  num_layers: int = 2                 # transformer
+  d_model: int = 64                   # transformer
+  num_heads: int = 4                  # transformer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,6 +230,20 @@ def _user_model(config):
   return None
 
 
+def _model(config):
+  """What the built-in model cannot take: batch norm, too small a synthetic image, heads."""
+  model = config.model
+  synthetic = config.data.dataset == 'synthetic'
+  try:
+    models.check(model.model, config.data.image_shape if synthetic else None, model.batch_norm,
+                 model.ghost_batch_size)
+  except ValueError as e:
+    return str(e)
+  if model.d_model % model.num_heads:
+    return f'--d_model={model.d_model} must be a multiple of --num_heads={model.num_heads}'
+  return None
+
+
 def _strategy(config):
   """What the strategy cannot do (its descriptor says)."""
   descriptor = config.distribution.descriptor
@@ -237,4 +256,4 @@ def _strategy(config):
   return None
 
 
-_CHECKS = (_ranges, _shapes, _schedule, _batch, _user_model, _strategy)
+_CHECKS = (_ranges, _shapes, _schedule, _batch, _user_model, _model, _strategy)

@@ -23,17 +23,30 @@ flags.DEFINE_string(
     'dataset', 'digits', f'{", ".join(data.names())}, or your own as package.module:function, '
     'function() returning (x_train, y_train), (x_val, y_val) like keras.datasets (see '
     'examples/my_data.py). digits: bundled with scikit-learn, no network. synthetic: random '
-    'images of --image_shape for pure throughput. mnist, fashion_mnist, cifar10: '
-    'keras.datasets files from --data_dir, downloaded when missing (needs the network).')
+    'images of --image_shape for pure throughput. synthetic_tokens: random token ids whose '
+    'class is a marker token they hold, for the transformer. mnist, fashion_mnist, cifar10, '
+    'imdb (reviews as token ids): keras.datasets files from --data_dir, downloaded when '
+    'missing (needs the network).')
 flags.DEFINE_string(
     'data_dir', '', 'Directory with the keras.datasets files (mnist.npz, fashion-mnist/, '
-    'cifar-10-batches-py/). Empty: keras\' own cache, ~/.keras/datasets.')
+    'cifar-10-batches-py/, imdb.npz). Empty: keras\' own cache, ~/.keras/datasets.')
 flags.DEFINE_bool(
     'download', True, 'Download a missing dataset through keras.datasets.')
 flags.DEFINE_list(
-    'image_shape', '28,28,1', 'synthetic: height,width,channels.')
+    'image_shape', '28,28,1', 'synthetic: height,width,channels. Not given, the '
+    'keras.applications models (resnet50, mobilenet_v2, efficientnet_b0, vgg16, inception_v3) '
+    'get ImageNet\'s 224,224,3, as in tf_cnn_benchmarks; they take down to 32,32 (inception_v3: '
+    '75,75).')
 flags.DEFINE_integer(
-    'num_classes', 10, 'synthetic: number of classes.', lower_bound=2)
+    'num_classes', 10, 'synthetic and synthetic_tokens: number of classes. Not given, the '
+    'keras.applications models get ImageNet\'s 1000 on synthetic.', lower_bound=2)
+flags.DEFINE_integer(
+    'seq_len', 128, 'synthetic_tokens and imdb: token ids per example (imdb reviews are cut or '
+    'padded with 0 at the front).', lower_bound=1)
+flags.DEFINE_integer(
+    'vocab_size', 10000, 'synthetic_tokens and imdb: token ids 0..vocab_size-1, the '
+    'transformer\'s embedding rows; imdb maps rarer words to the out-of-vocabulary id 2.',
+    lower_bound=4)
 flags.DEFINE_integer(
     'epochs', 5, 'Training epochs.', lower_bound=1)
 flags.DEFINE_list(
@@ -81,9 +94,18 @@ flags.DEFINE_enum(
     'lr_schedule', 'constant', ['constant', 'cosine', 'step'],
     'The learning rate after the warm-up: constant; cosine, a half cosine to 0 at the end; '
     'step, divided by 10 at 1/2 and 3/4 of the steps after the warm-up.')
+flags.DEFINE_integer(
+    'num_layers', 2, 'transformer: encoder blocks (self-attention and MLP).', lower_bound=1)
+flags.DEFINE_integer(
+    'd_model', 64, 'transformer: width of the embeddings and blocks, a multiple of '
+    '--num_heads.', lower_bound=1)
+flags.DEFINE_integer(
+    'num_heads', 4, 'transformer: attention heads, each d_model / num_heads wide.',
+    lower_bound=1)
 flags.DEFINE_bool(
     'batch_norm', False, 'Add BatchNormalization after each convolution or hidden layer of '
-    'models that have none (cnn, mlp).')
+    'models that have none (cnn, mlp); refused for vgg16 and transformer, which cannot have '
+    'it.')
 flags.DEFINE_float(
     'bn_momentum', 0.99, 'Momentum of the batch-norm moving statistics used at inference, in '
     '[0, 1). Keras\' 0.99 needs hundreds of steps to settle; lower it for short runs.')

@@ -13,6 +13,7 @@ import time
 
 from absl import flags
 
+import models
 import strategies
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
@@ -96,9 +97,10 @@ def _base(v, directory):
   return definitions.RunConfig(
       run_dir=os.path.join(directory, '_'), condition=v.condition, epochs=v.epochs,
       steps_per_epoch=v.steps_per_epoch, seed=v.seed, target_accuracy=v.target_accuracy,
-      data=definitions.Data(v.dataset, v.data_dir, v.download,
-                            tuple(int(s) for s in v.image_shape), v.num_classes),
-      model=definitions.Model(v.model, v.batch_norm, v.ghost_batch_size, v.bn_momentum),
+      data=definitions.Data(v.dataset, v.data_dir, v.download, *_synthetic_input(v), v.seq_len,
+                            v.vocab_size),
+      model=definitions.Model(v.model, v.batch_norm, v.ghost_batch_size, v.bn_momentum,
+                              v.num_layers, v.d_model, v.num_heads),
       optimizer=definitions.Optimizer(v.optimizer, v.learning_rate, v.momentum, v.beta_1,
                                       v.beta_2, v.epsilon, v.weight_decay, v.trust_coefficient),
       schedule=definitions.Schedule(v.lr_scaling, v.base_batch_size, v.warmup_epochs,
@@ -111,6 +113,16 @@ def _base(v, directory):
                                             v.resume),
       distribution=definitions.Distribution(startup_timeout=v.startup_timeout),
       flags=_own_flags(v, 'configs.flags'))
+
+
+def _synthetic_input(v):
+  """--image_shape and --num_classes; not given, ImageNet's for a keras.applications model on
+  synthetic data, as tf_cnn_benchmarks runs them."""
+  imagenet = v.dataset == 'synthetic' and models.declared(v.model).get('IMAGENET')
+  shape = (tuple(int(s) for s in v.image_shape) if v['image_shape'].present or not imagenet
+           else models.IMAGENET_SHAPE)
+  classes = v.num_classes if v['num_classes'].present or not imagenet else models.IMAGENET_CLASSES
+  return shape, classes
 
 
 def _own_flags(values, module):

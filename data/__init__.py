@@ -1,7 +1,8 @@
 """Dataset registry: every module in this package is a dataset, named after its file.
 
 A dataset module defines `load(options: Options) -> Arrays`. Arrays stay in memory in their
-storage dtype (uint8 images stay uint8) and are scaled to [0, 1] inside the input pipeline.
+storage dtype (uint8 images stay uint8) and are scaled to [0, 1] inside the input pipeline;
+token ids (`Arrays.tokens`) reach the model as int32, for its embedding.
 
 A user's own dataset is named `package.module:function` instead: `function()` returns
 `(x_train, y_train), (x_val, y_val)` as `keras.datasets`' `load_data()` does: examples of any
@@ -29,6 +30,8 @@ class Options:
   image_shape: tuple = (28, 28, 1)
   num_classes: int = 10
   seed: int = 0
+  seq_len: int = 128          # token datasets
+  vocab_size: int = 10000     # token datasets: ids from 0 to vocab_size - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +43,7 @@ class Arrays:
   num_classes: int
   scale: float  # multiplies the stored pixels to bring them to [0, 1]
   examples_per_epoch: int = 0  # 0: one pass over x_train
+  tokens: bool = False  # examples are token ids: kept integers, not scaled
 
   @property
   def input_shape(self):

@@ -23,7 +23,17 @@ def find(options, relative_paths):
 
 
 def load(name, options, relative_paths, parse, keras_loader, num_classes):
-  """Parses local files with `parse(directory)`, else downloads with `keras_loader()`."""
+  """The images of `read`, with a channel axis, checked."""
+  (x_train, y_train), (x_val, y_val) = read(name, options, relative_paths, parse, keras_loader)
+  x_train, x_val = (_with_channels(x) for x in (x_train, x_val))
+  y_train, y_val = (np.asarray(y, np.int32).reshape(-1) for y in (y_train, y_val))
+  _check(name, x_train, y_train, x_val, y_val, num_classes)
+  return data.Arrays(x_train, y_train, x_val, y_val, num_classes=num_classes, scale=1 / 255)
+
+
+def read(name, options, relative_paths, parse, keras_loader):
+  """Parses local files with `parse(directory)`, else downloads with `keras_loader()`; both
+  return `(x_train, y_train), (x_val, y_val)`."""
   directory = find(options, relative_paths)
   where = f'--data_dir={options.data_dir}' if options.data_dir else 'the keras cache'
   if directory is not None:
@@ -44,10 +54,7 @@ def load(name, options, relative_paths, parse, keras_loader, num_classes):
       raise data.DatasetError(
           f'dataset {name}: {where} lacks {", ".join(relative_paths)} and the download failed '
           f'({type(e).__name__}); put the keras.datasets files in --data_dir or go online') from e
-  x_train, x_val = (_with_channels(x) for x in (x_train, x_val))
-  y_train, y_val = (np.asarray(y, np.int32).reshape(-1) for y in (y_train, y_val))
-  _check(name, x_train, y_train, x_val, y_val, num_classes)
-  return data.Arrays(x_train, y_train, x_val, y_val, num_classes=num_classes, scale=1 / 255)
+  return (x_train, y_train), (x_val, y_val)
 
 
 def _with_channels(x):

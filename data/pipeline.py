@@ -1,9 +1,10 @@
 """tf.data input pipelines, shaped for `strategy.distribute_datasets_from_function`.
 
-Every element is `(images, labels, weights)`. Training batches always hold real examples
-(weight 1); the validation set is padded with weight-0 examples to whole global batches, so
-every replica of every worker runs the same number of evaluation steps (uneven last batches
-hang multi-worker collectives) while the weighted sums still count each real example once.
+Every element is `(examples, labels, weights)`: images as float32 in [0, 1], token ids as
+int32. Training batches always hold real examples (weight 1); the validation set is padded
+with weight-0 examples to whole global batches, so every replica of every worker runs the same
+number of evaluation steps (uneven last batches hang multi-worker collectives) while the
+weighted sums still count each real example once.
 """
 import math
 
@@ -37,7 +38,7 @@ def train_fn(arrays, per_replica_batch, seed, start_step=0):
     ds = ds.flat_map(one_pass).skip(consumed % len(indices))
     ds = ds.batch(per_replica_batch, drop_remainder=True)
     ds = ds.map(lambda i: (tf.gather(images, i), tf.gather(labels, i)))
-    return ds.map(_prepare(arrays.scale, with_weights=False),
+    return ds.map(_prepare(arrays, with_weights=False),
                   num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
   return dataset_fn
 
@@ -59,7 +60,7 @@ def validation_fn(arrays, per_replica_batch, global_batch):
     ds = _shard(tf.data.Dataset.from_tensor_slices((x, y, w)), context)
     ds = ds.batch(per_replica_batch, drop_remainder=True)
     # The same batches every pass: prepared once, then served from the cache.
-    ds = ds.map(_prepare(arrays.scale, with_weights=True), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(_prepare(arrays, with_weights=True), num_parallel_calls=tf.data.AUTOTUNE)
     return ds.cache().repeat().prefetch(tf.data.AUTOTUNE)
   return dataset_fn
 
@@ -70,8 +71,9 @@ def _shard(ds, context):
   return ds.shard(context.num_input_pipelines, context.input_pipeline_id)
 
 
-def _prepare(scale, with_weights):
+def _prepare(arrays, with_weights):
   def prepare(x, y, w=None):
-    x = tf.cast(x, tf.float32) * scale
+    # Token ids index an embedding: integers, unscaled. Anything else: float32, scaled.
+    x = tf.cast(x, tf.int32) if arrays.tokens else tf.cast(x, tf.float32) * arrays.scale
     return x, y, (w if with_weights else tf.ones(tf.shape(y), tf.float32))
   return prepare

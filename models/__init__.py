@@ -5,8 +5,9 @@ returning logits, and `BATCH_NORM = True` if it always has batch normalization, 
 cannot have any (--batch_norm and --ghost_batch_size are refused). `normalization` is a
 callable that makes a batch-normalization layer, or None for a model without batch norm of its
 own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch norm a model
-has comes from it, so --ghost_batch_size and --bn_momentum reach them all. Keyword arguments
-of its `build` named in SIZES (the transformer's) get the run's values; other models have none.
+has comes from it, so --ghost_batch_size and --bn_momentum reach them all. Further keyword
+arguments of its `build` (the transformer's vocab_size, num_layers, d_model, num_heads) get
+the run's values; other models take none.
 `MIN_IMAGE_SIZE` is the smallest height and width it takes; `IMAGENET = True` makes synthetic
 data default to ImageNet's 224x224x3 and 1000 classes, as in tf_cnn_benchmarks.
 
@@ -18,6 +19,7 @@ Names are listed, and these constants read, without importing the modules, so th
 stays free of TensorFlow.
 """
 import ast
+import contextlib
 import importlib
 import inspect
 import os
@@ -25,7 +27,6 @@ import pkgutil
 
 import user_code
 
-SIZES = ('vocab_size', 'num_layers', 'd_model', 'num_heads')
 IMAGENET_SHAPE, IMAGENET_CLASSES = (224, 224, 3), 1000
 
 
@@ -40,7 +41,7 @@ def build(name, input_shape, num_classes, batch_norm=False, ghost_batch_size=0,
   `batch_norm` adds BatchNormalization to a model without it; `ghost_batch_size` makes every
   batch norm a Ghost Batch Normalization over virtual batches of that many examples (and so
   implies `batch_norm`); `bn_momentum` is the momentum of their moving statistics. `sizes`
-  (SIZES) reach the models whose `build` takes them.
+  (vocab_size, num_layers...) reach the models whose `build` takes them.
   """
   if user_code.is_spec(name):
     return _user_model(name, tuple(input_shape), num_classes)
@@ -65,12 +66,10 @@ def declared(name):
     tree = ast.parse(f.read())
   constants = {}
   for node in tree.body:
-    if (isinstance(node, ast.Assign) and len(node.targets) == 1 and
-        isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper()):
-      try:
-        constants[node.targets[0].id] = ast.literal_eval(node.value)
-      except ValueError:
-        continue
+    match node:
+      case ast.Assign(targets=[ast.Name(id=constant)], value=literal) if constant.isupper():
+        with contextlib.suppress(ValueError):  # Not a literal: not a declaration.
+          constants[constant] = ast.literal_eval(literal)
   return constants
 
 

@@ -123,13 +123,21 @@ def chief(cluster):
   return ('chief', 0) if 'chief' in cluster else ('worker', 0)
 
 
-def answers(address):
+def probe(address):
+  """True if `address` accepts a connection, False if it refuses one (nothing listens there:
+  the task has gone), None if there is no answer (unreachable, timed out: a partition)."""
   host, _, port = address.rpartition(':')
   try:
     with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_SECONDS):
       return True
-  except OSError:
+  except ConnectionRefusedError:
     return False
+  except OSError:
+    return None
+
+
+def answers(address):
+  return probe(address) is True
 
 
 def silent_peers(cluster, me):
@@ -197,17 +205,28 @@ def _watch(args):
 
 
 def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0):
-  """For server tasks: returns once the chief has come and gone; raises if it never comes."""
+  """For server tasks: returns once the chief has come and gone; raises if it never comes.
+
+  Gone means refusing connections three probes in a row; a chief this task cannot reach (its
+  own link is down) may still be there, and is waited for up to `timeout` seconds, so a
+  worker cut off for a while serves again when the network comes back.
+  """
   address = cluster[chief(cluster)[0]][0]
   deadline = time.monotonic() + timeout
   while not answers(address):
     if time.monotonic() > deadline:
       raise ClusterError(f'the chief at {address} did not come up within {timeout:g} s')
     time.sleep(poll_seconds)
-  misses = 0
+  misses, unreachable_since = 0, None
   while misses < 3:
     time.sleep(poll_seconds)
-    misses = 0 if answers(address) else misses + 1
+    state = probe(address)
+    if state is None:
+      unreachable_since = unreachable_since or time.monotonic()
+      if time.monotonic() - unreachable_since > timeout:
+        return
+      continue
+    misses, unreachable_since = (0 if state else misses + 1), None
 
 
 if __name__ == '__main__':

@@ -16,7 +16,10 @@ import sys
 TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before '
                          r'absl::InitializeLog|To enable the following instructions: |Additional '
                          r'GRPC error information from remote target|:UNKNOWN:Error received from '
-                         r'peer|This could happen if the remote target has been disconnected)')
+                         r'peer|This could happen if the remote target has been disconnected|'
+                         # The coordination service's report when an all-reduce peer is lost.
+                         r'/job:\w+/replica:\d+/task:\d+\s*$|The tasks have crashed\. |The error '
+                         r'could be from a previous operation|RPC: /tensorflow\.)')
 
 
 def filter_own_stderr():

@@ -15,8 +15,9 @@ import subprocess
 PREFIX = 'tfdh'
 SUBNET = '10.77.3'  # The hosts' /24: SUBNET.1, SUBNET.2, ...
 COMMAND_TIMEOUT = 30
-_NAME = re.compile(rf'^{PREFIX}(\d+)n\d+')
+_NAME = re.compile(rf'^({PREFIX}(\d+)n\d+)')  # (the network's tag, its run's pid)
 _count = 0
+_open = set()  # The tags of this process's networks not closed yet.
 
 
 class Unavailable(Exception):
@@ -32,8 +33,8 @@ class Host:
 
 def ip(*args, check=True):
   """Runs `ip ARGS`, bounded; raises with ip's own message when `check` and it fails."""
-  proc = subprocess.run(['ip', *args], capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
-                        stdin=subprocess.DEVNULL)
+  proc = subprocess.run(['ip', *args], capture_output=True, text=True, check=False,
+                        timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
   if check and proc.returncode:
     raise RuntimeError(f'ip {" ".join(args)}: {proc.stderr.strip()}')
   return proc
@@ -41,11 +42,24 @@ def ip(*args, check=True):
 
 def unavailable():
   """Why namespaces cannot be made here, or None when they may be."""
-  if not hasattr(os, 'geteuid') or os.geteuid() != 0:
+  if os.geteuid() != 0:
     return 'network namespaces need root'
   if not shutil.which('ip'):
     return 'network namespaces need iproute2\'s ip, which is not on PATH'
   return None
+
+
+def _group_alive(pgid):
+  """True while a process of group `pgid` runs (zombies do not count)."""
+  for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{pid}/stat') as f:
+        state, _, group = f.read().rsplit(')', 1)[1].split()[:3]
+    except OSError:
+      continue
+    if int(group) == pgid and state != 'Z':
+      return True
+  return False
 
 
 def _kill_namespace_processes(namespace):
@@ -57,22 +71,26 @@ def _kill_namespace_processes(namespace):
       pass
 
 
-def _dead_owner(name):
-  """True for a name of this module whose run (the pid in it) is no longer alive."""
+def _left_over(name):
+  """True for a name of this module that no live network has: its run (the pid in it) is
+  gone, or the pid is this process's but the network is not one of its open ones."""
   match = _NAME.match(name)
-  return bool(match) and not os.path.exists(f'/proc/{match.group(1)}')
+  if not match:
+    return False
+  pid = int(match.group(2))
+  return match.group(1) not in _open if pid == os.getpid() else not os.path.exists(f'/proc/{pid}')
 
 
 def remove_leftovers():
   """Removes the namespaces, their processes and the links that dead runs left behind."""
   for line in ip('netns', 'list', check=False).stdout.splitlines():
     namespace = line.split()[0] if line.strip() else ''
-    if _dead_owner(namespace):
+    if _left_over(namespace):
       _kill_namespace_processes(namespace)
       ip('netns', 'del', namespace, check=False)
   for line in ip('-o', 'link', 'show', check=False).stdout.splitlines():
     name = line.split(':')[1].strip().split('@')[0] if line.count(':') > 1 else ''
-    if _dead_owner(name):
+    if _left_over(name):
       ip('link', 'del', name, check=False)
 
 
@@ -87,33 +105,32 @@ class Network:
       raise Unavailable(reason)
     remove_leftovers()
     _count += 1
-    tag = f'{PREFIX}{os.getpid()}n{_count}'
-    self.bridge = f'{tag}b'
-    if len(f'{tag}v{count - 1}') > 15:  # Linux's limit on an interface name.
-      raise ValueError(f'interface names of {tag} would be longer than 15 characters')
-    self.hosts = []
-    self.processes = []
-    self._bridge_made = False
+    self.tag = f'{PREFIX}{os.getpid()}n{_count}'
+    if len(f'{self.tag}v{count - 1}') > 15:  # Linux's limit on an interface name.
+      raise ValueError(f'interface names of {self.tag} would be longer than 15 characters')
+    self.bridge = f'{self.tag}b'
+    self.hosts, self.processes, self._bridge_made = [], [], False
+    _open.add(self.tag)
     try:
-      self._build(tag, count)
+      self._build(count)
     except BaseException:
       self.close()
       raise
 
-  def _build(self, tag, count):
+  def _build(self, count):
     for i in range(count):
-      namespace = f'{tag}-{i}'
+      namespace = f'{self.tag}-{i}'
       made = ip('netns', 'add', namespace, check=False)
       if made.returncode:
-        if not self.hosts:  # The first: namespaces cannot be made here at all.
+        if not i:  # The first: namespaces cannot be made here at all.
           raise Unavailable(f'ip netns add failed: {made.stderr.strip()}')
         raise RuntimeError(f'ip netns add {namespace}: {made.stderr.strip()}')
-      self.hosts.append(Host(namespace, f'{tag}v{i}', f'{SUBNET}.{i + 1}'))
+      self.hosts.append(Host(namespace, f'{self.tag}v{i}', f'{SUBNET}.{i + 1}'))
     ip('link', 'add', self.bridge, 'type', 'bridge', 'forward_delay', '0')
     self._bridge_made = True
     ip('link', 'set', self.bridge, 'up')
-    for host in self.hosts:
-      inside = f'{tag}p{host.namespace.rsplit("-", 1)[1]}'
+    for i, host in enumerate(self.hosts):
+      inside = f'{self.tag}p{i}'
       ip('link', 'add', host.link, 'type', 'veth', 'peer', 'name', inside)
       ip('link', 'set', inside, 'netns', host.namespace)
       ip('link', 'set', host.link, 'master', self.bridge, 'up')
@@ -122,12 +139,17 @@ class Network:
       ip('-n', host.namespace, 'link', 'set', inside, 'up')
 
   def start(self, host, argv, env, stdout, stderr):
-    """Starts `argv` on `host` in a process group of its own; `close` kills it."""
+    """Starts `argv` on `host` in a process group of its own; `close` kills the group."""
     proc = subprocess.Popen(['ip', 'netns', 'exec', host.namespace, *argv], env=env,
                             stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                             start_new_session=True)
     self.processes.append(proc)
     return proc
+
+  @staticmethod
+  def ended(proc):
+    """True once `proc` and every process of its group (e.g. one relaying its output) ended."""
+    return proc.poll() is not None and not _group_alive(proc.pid)
 
   def down(self, host):
     """Cuts `host` off the others: the bridge side of its link goes down."""
@@ -150,10 +172,11 @@ class Network:
       try:
         proc.wait(timeout=COMMAND_TIMEOUT)
       except subprocess.TimeoutExpired:
-        pass  # Stuck in the kernel; its namespace goes once it is reaped.
+        pass  # Stuck in the kernel: its namespace goes once it has been reaped.
     for host in self.hosts:
       ip('link', 'del', host.link, check=False)
       ip('netns', 'del', host.namespace, check=False)
     if self._bridge_made:
       ip('link', 'del', self.bridge, check=False)
     self.hosts, self.processes, self._bridge_made = [], [], False
+    _open.discard(self.tag)

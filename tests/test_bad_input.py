@@ -80,6 +80,16 @@ def assert_one_line_error(proc, *fragments):
     (['--checkpoint_every_steps=-5'], ['--checkpoint_every_steps=-5']),
     (['--max_restarts=-1'], ['--max_restarts=-1']),
     (['--min_free_disk_mb=1e15'], ['--logdir', 'MB free', '--min_free_disk_mb']),
+    # The benchmark models and the token datasets.
+    (['--model=inception_v3', '--dataset=synthetic', '--image_shape=32,32,3'],
+     ['--model=inception_v3', 'at least 75x75', '--image_shape']),
+    (['--model=resnet50', '--dataset=synthetic', '--image_shape=16,16,3'],
+     ['--model=resnet50', 'at least 32x32', '--image_shape']),
+    (['--model=vgg16', '--dataset=synthetic', '--batch_norm'], ['--model=vgg16', '--batch_norm']),
+    (['--model=transformer', '--ghost_batch_size=8'], ['--model=transformer', '--batch_norm']),
+    (['--model=transformer', '--num_heads=3'], ['--d_model=64', '--num_heads=3']),
+    (['--vocab_size=3'], ['--vocab_size', '4']),
+    (['--seq_len=0'], ['--seq_len']),
 ])
 def test_flag_errors(tmp_path, args, fragments):
   proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)

@@ -51,19 +51,63 @@ def test_cnn_flops_per_example_match_a_hand_count(digits):
 
   # Where the hand count's 3x is not exact: the first layer's gradient with respect to the
   # input is in the gradient graph but never runs, so it is not counted.
-  step = model_card.trace_step(cnn)
-  by_op = {op: flops / 64 for op, flops in model_card.count_flops(step.graph).items()}
+  by_op = flops_by_op(cnn)
   assert by_op['Conv2D'] == by_op['Conv2DBackpropFilter'] == 2 * (conv1 + conv2)
   assert by_op['Conv2DBackpropInput'] == 2 * conv2
   # Forward, weight gradient and input gradient of both dense layers (the first one's input
   # gradient feeds conv2's).
   assert by_op['MatMul'] == 3 * 2 * (dense1 + dense2)
-  # TensorFlow's profiler counts the same rules over every op of the graph, the dead one too.
+  # TensorFlow's profiler agrees op by op here, but counts every op of the graph, the dead one
+  # too.
   import tensorflow as tf
   builder = tf.compat.v1.profiler.ProfileOptionBuilder
   options = builder(builder.float_operation()).with_empty_output().build()
+  step = model_card.trace_step(cnn)
   everything = tf.compat.v1.profiler.profile(step.graph, options=options).total_float_ops / 64
   assert everything - card['flops_per_example'] == pytest.approx(2 * conv1, rel=0.01)
+
+
+def flops_by_op(run):
+  """{op type: FLOPs per example} of `run`'s traced step."""
+  step = model_card.trace_step(run)
+  return {op: flops / run.per_replica_batch_size
+          for op, flops in model_card.count_flops(step.graph).items()}
+
+
+def test_attention_and_convolution_gradients_are_counted_exactly():
+  """tf.profiler has no rule for einsums (attention) nor depthwise convolutions' gradients, and
+  misjudges a strided convolution's."""
+  import keras
+  length, width, heads, head_size = 6, 8, 2, 4
+  rng = np.random.default_rng(0)
+  sequences = data.Arrays(
+      rng.random((32, length, width), dtype=np.float32), np.arange(32, dtype=np.int32) % 2,
+      np.zeros((4, length, width), np.float32), np.zeros(4, np.int32), num_classes=2, scale=1.0)
+
+  def self_attention():
+    inputs = keras.Input((length, width))
+    attended = keras.layers.MultiHeadAttention(heads, head_size)(inputs, inputs)
+    return keras.Model(inputs, keras.layers.Dense(2)(keras.layers.Flatten()(attended)))
+
+  attention = trainer(self_attention, sequences, batch=16)
+  # Scores (query . key) and weighted values, each heads x length x length x head_size
+  # multiply-adds, and each of the two has two input gradients of the same size.
+  assert flops_by_op(attention)['Einsum'] == 6 * 2 * heads * length * length * head_size
+
+  images = tiny_training.arrays()
+  convolutions = flops_by_op(trainer(lambda: keras.Sequential([
+      keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3, strides=2),  # 'valid': 3x3 outputs.
+      keras.layers.DepthwiseConv2D(3, padding='same'), keras.layers.Flatten(),
+      keras.layers.Dense(2)]), images, batch=tiny_training.BATCH))
+  # Each gradient as many multiply-adds as the forward pass: 3x3 outputs x 4 channels x 3x3
+  # taps (x 1 input channel). tf.profiler's rule would count the strided filter gradient from
+  # the 8x8 input / stride squared: 2 * 8 * 8 * 4 * 9 / 4 = 1,152.
+  forward = 2 * 3 * 3 * 4 * 9
+  assert convolutions['Conv2D'] == convolutions['Conv2DBackpropFilter'] == forward
+  assert 'Conv2DBackpropInput' not in convolutions  # The first layer's: never runs.
+  assert (convolutions['DepthwiseConv2dNative'] == forward
+          == convolutions['DepthwiseConv2dNativeBackpropFilter']
+          == convolutions['DepthwiseConv2dNativeBackpropInput'])
 
 
 def test_parameters_and_bytes_of_a_dense_model(digits):

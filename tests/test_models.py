@@ -7,6 +7,9 @@ import pytest
 import models
 
 NAMES = ['cnn', 'cnn_bn', 'mlp', 'resnet20']
+# Tested in tests/test_benchmark_models.py: they need larger inputs, or token ids.
+BENCHMARK_NAMES = ['efficientnet_b0', 'inception_v3', 'mobilenet_v2', 'resnet50', 'transformer',
+                   'vgg16']
 
 
 def _layers(model, kind):
@@ -15,12 +18,13 @@ def _layers(model, kind):
 
 
 def test_names_lists_exactly_the_model_modules():
-  assert models.names() == NAMES
+  assert models.names() == sorted(NAMES + BENCHMARK_NAMES)
 
 
 def test_unknown_model_raises_value_error_listing_names():
-  with pytest.raises(ValueError,
-                     match=re.escape("unknown model 'vgg'; choose from cnn, cnn_bn, mlp, resnet20")):
+  with pytest.raises(ValueError, match=re.escape(
+      "unknown model 'vgg'; choose from cnn, cnn_bn, efficientnet_b0, inception_v3, mlp, "
+      'mobilenet_v2, resnet20, resnet50, transformer, vgg16')):
     models.build('vgg', (8, 8, 1), 10)
 
 

@@ -11,8 +11,9 @@ import math
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
-# Registers the profiler's FLOP rules for the backward ops (Conv2DBackpropFilter, ...).
+# Registers the profiler's FLOP rules for the backward ops (MaxPoolGrad, BiasAddGrad, ...).
 from tensorflow.python.profiler.internal import flops_registry  # noqa: F401
+from tensorflow.python.util import deprecation
 
 
 def measure(trainer):
@@ -38,13 +39,14 @@ def measure(trainer):
 
 def trace_step(trainer):
   """The concrete function of one replica's loss and gradients on a per-replica batch, as
-  data/pipeline.py feeds it: float32 examples, int32 labels, float32 weights."""
-  batch = trainer.per_replica_batch_size
-  example_shape = tuple(trainer.model.inputs[0].shape[1:])
+  data/pipeline.py feeds it: examples of the model's input shape and dtype (float32 images,
+  int32 token ids; the model converts what it is fed to that dtype), int32 labels, float32
+  weights."""
+  batch, example = trainer.per_replica_batch_size, trainer.model.inputs[0]
   step = tf.function(trainer._loss_gradients)  # pylint: disable=protected-access
   return step.get_concrete_function(
-      tf.TensorSpec((batch, *example_shape), tf.float32), tf.TensorSpec((batch,), tf.int32),
-      tf.TensorSpec((batch,), tf.float32))
+      tf.TensorSpec((batch, *example.shape[1:]), example.dtype),
+      tf.TensorSpec((batch,), tf.int32), tf.TensorSpec((batch,), tf.float32))
 
 
 def gradient_bytes(gradients):
@@ -55,11 +57,12 @@ def gradient_bytes(gradients):
 
 
 def count_flops(graph):
-  """{op type: FLOPs} of the ops `graph`'s function runs, by tf.profiler's per-op rules
-  (ProfileOptionBuilder.float_operation counts the same). Only the ops its outputs and
-  control outputs need: a gradient graph also holds ops nothing uses, such as the first
-  layer's gradient with respect to the input, which never run. None if a counted op's shapes
-  are not all known."""
+  """{op type: FLOPs} of the ops `graph`'s function runs, by the per-op rules whose sum is
+  tf.profiler's float_operation count, but OWN_RULES for the ops they miss or misjudge.
+
+  Only the ops its outputs and control outputs need: a gradient graph also holds ops nothing
+  uses, such as the first layer's gradient with respect to the input, which never run. None
+  if a counted op's shapes are not all known."""
   counts = collections.Counter()
   pending, seen = [t.op for t in graph.outputs] + list(graph.control_outputs), set()
   while pending:
@@ -69,12 +72,53 @@ def count_flops(graph):
     seen.add(op)
     pending += [t.op for t in op.inputs] + list(op.control_inputs)
     try:
-      flops = tf_ops.get_stats_for_node_def(graph, op.node_def, 'flops').value
+      counts[op.type] += (OWN_RULES[op.type](op) if op.type in OWN_RULES
+                          else _profiler_flops(graph, op))
     except ValueError:  # A shape the rule needs is not fully defined.
       return None
-    if flops:
-      counts[op.type] += flops
-  return counts
+  return +counts  # Without the op types that count nothing.
+
+
+def _profiler_flops(graph, op):
+  with deprecation.silence():  # The rules read shapes through a TF1 helper; it says so.
+    return tf_ops.get_stats_for_node_def(graph, op.node_def, 'flops').value or 0
+
+
+def _einsum_flops(op):
+  """2 FLOPs per multiply-add for every combination of the indices of a two-operand einsum,
+  as the MatMul rule counts (attention's scores and weighted values are einsums)."""
+  operands = op.get_attr('equation').decode().split('->')[0].split(',')
+  if len(operands) != 2 or '.' in ''.join(operands):
+    raise ValueError(f'no exact FLOP rule for the einsum {operands}')
+  sizes = {}
+  for indices, tensor in zip(operands, op.inputs):
+    sizes.update(zip(indices, tensor.shape.as_list()))
+  if None in sizes.values():
+    raise ValueError(f'{op.name} has a shape that is not fully defined')
+  return 2 * math.prod(sizes.values())
+
+
+def _convolution_gradient(taps):
+  """The rule for a convolution's input or filter gradient: the multiply-adds of its forward
+  pass, 2 FLOPs per output-gradient element and filter tap, `taps(kernel shape)` taps each.
+  (tf.profiler counts Conv2D's gradients from the input image / stride squared, which is off
+  for 'valid' padding, and depthwise convolutions' not at all.)"""
+  def flops(op):
+    out_gradient = op.inputs[2].shape
+    kernel = (op.outputs[0] if op.type.endswith('Filter') else op.inputs[1]).shape
+    if not (out_gradient.is_fully_defined() and kernel.is_fully_defined()):
+      raise ValueError(f'{op.name} has a shape that is not fully defined')
+    return 2 * out_gradient.num_elements() * taps(kernel)
+  return flops
+
+
+# Ops whose FLOPs tf.profiler's rules miss or misjudge.
+_CONVOLUTION = _convolution_gradient(lambda kernel: kernel[0] * kernel[1] * kernel[2])
+_DEPTHWISE = _convolution_gradient(lambda kernel: kernel[0] * kernel[1])
+OWN_RULES = {'Einsum': _einsum_flops,
+             'Conv2DBackpropInput': _CONVOLUTION, 'Conv2DBackpropFilter': _CONVOLUTION,
+             'DepthwiseConv2dNativeBackpropInput': _DEPTHWISE,
+             'DepthwiseConv2dNativeBackpropFilter': _DEPTHWISE}
 
 
 def _bytes(tensor):
