@@ -18,15 +18,24 @@ STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored')
 ])
 def test_a_benchmark_model_trains_under_three_strategies(tmp_path, model, dataset, flags):
   proc = run_py(f'--model={model}', f'--dataset={dataset}', *flags,
-                f'--strategies={",".join(STRATEGIES)}', '--epochs=2', '--steps_per_epoch=3',
+                f'--strategies={",".join(STRATEGIES)}', '--epochs=1', '--steps_per_epoch=3',
                 '--batch_size=8', '--checkpoint_every_epochs=0',  # ResNet-50's: 200 MB each.
                 f'--logdir={tmp_path}', '--experiment=e', timeout=300)
   assert proc.returncode == 0, proc.stderr
   for strategy in STRATEGIES:
     result = read_result(os.path.join(tmp_path, 'e', strategy))
     assert result['status'] == 'complete'
-    assert result['steps_done'] == 6 and len(result['train_loss']) == 2
+    assert result['steps_done'] == 3 and len(result['train_loss']) == 1
     assert result['flags']['model'] == model and result['flags']['dataset'] == dataset
+    # The model card: the same model under every strategy, one replica's share of the work.
+    assert result['flops_per_example'] > 0 and result['gradient_bytes_per_step'] > 0
+    if model == 'resnet50':  # Global pooling: the published count at any image size.
+      assert result['model_parameters'] == 25_636_712
+      assert result['gradient_bytes_per_step'] == result['trainable_bytes']  # All dense.
+    else:  # The token embedding's gradient: one 64-wide float32 row per lookup, not the table.
+      lookups = result['per_replica_batch_size'] * 16
+      assert result['gradient_bytes_per_step'] == (
+          result['trainable_bytes'] - 64 * 64 * 4 + lookups * 64 * 4)
   with open(os.path.join(tmp_path, 'e', 'one_device', 'config.json')) as f:
     config = json.load(f)
   if model == 'resnet50':  # No --num_classes: ImageNet's, as tf_cnn_benchmarks.
