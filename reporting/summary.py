@@ -148,7 +148,7 @@ def markdown(name, table, said, target_accuracy, plots=()):
         f'{row["final_validation_accuracy"]:.4f}', f'{row["wall_time_seconds"]:.1f}',
         _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached')])
   lines += [tables.render(header, cells, markdown=True), '',
-            'Throughput is the median over the epochs after the first (tracing and warm-up). '
+            'Throughput is the median over the epochs after the first (tracing and start-up). '
             f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
             'in sync (workers for parameter_server).', '']
   lines += _compute_markdown(table)
