@@ -11,7 +11,6 @@ import typing
 
 import models
 import strategies
-import user_code
 
 
 class ConfigError(ValueError):
@@ -221,17 +220,8 @@ def _batch(config):
   return None
 
 
-def _user_model(config):
-  """The batch-norm flags change the built-in models; a user's model is as the user built it."""
-  model = config.model
-  if user_code.is_spec(model.model) and (model.batch_norm or model.ghost_batch_size):
-    return (f'--batch_norm and --ghost_batch_size add batch normalization to the built-in '
-            f'models, not to --model={model.model}; build it into your model')
-  return None
-
-
 def _model(config):
-  """What the built-in model cannot take: batch norm, too small a synthetic image, heads."""
+  """What the model cannot take: batch norm, too small a synthetic image, heads."""
   model = config.model
   synthetic = config.data.dataset == 'synthetic'
   try:
@@ -256,4 +246,4 @@ def _strategy(config):
   return None
 
 
-_CHECKS = (_ranges, _shapes, _schedule, _batch, _user_model, _model, _strategy)
+_CHECKS = (_ranges, _shapes, _schedule, _batch, _model, _strategy)

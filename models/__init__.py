@@ -74,8 +74,11 @@ def declared(name):
 
 
 def check(name, input_shape=None, batch_norm=False, ghost_batch_size=0):
-  """ValueError, one line naming the flag, for what model `name` cannot do; `input_shape` None
-  when it is not known yet."""
+  """ValueError, one line naming the flag, for what model `name` (a user's too) cannot do;
+  `input_shape` None when it is not known yet."""
+  if user_code.is_spec(name) and (batch_norm or ghost_batch_size):
+    raise ValueError(f'--batch_norm and --ghost_batch_size add batch normalization to the '
+                     f'built-in models, not to --model={name}; build it into your model')
   constants = declared(name)
   if constants.get('BATCH_NORM') is False and (batch_norm or ghost_batch_size):
     raise ValueError(f'--model={name} has no batch normalization and cannot add any; drop '

@@ -178,3 +178,12 @@ def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strat
                   timeout=120)
     assert_one_line_error(proc, fragment)
     assert proc.returncode == 2
+
+
+def test_the_batch_norm_flags_are_refused_for_a_user_model():
+  from configs import definitions
+  config = definitions.RunConfig(model=definitions.Model('my_model:build', batch_norm=True))
+  with pytest.raises(ValueError, match='--batch_norm and --ghost_batch_size add batch '
+                     'normalization to the built-in models, not to --model=my_model:build; '
+                     'build it into your model'):
+    config.validate()
