@@ -67,6 +67,8 @@ class Performance:
   profile_steps: tuple = ()           # (first, last) training steps to trace, or ()
   intra_op_threads: typing.Optional[int] = None  # None: not given (0: TensorFlow's choice)
   inter_op_threads: typing.Optional[int] = None
+  breakdown: bool = True              # where a step's time goes, measured after training
+  breakdown_steps: int = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +110,13 @@ class RunConfig:
   checkpoints: Checkpointing = Checkpointing()
   distribution: Distribution = Distribution()
   flags: dict = dataclasses.field(default_factory=dict)  # the flags that made it, as given
+
+  @property
+  def model_sizes(self):
+    """{size: value} of the sizes (models.SIZES) the run's model takes: its `build`'s keyword
+    arguments, and what distinguishes one transformer from another."""
+    values = {**dataclasses.asdict(self.model), 'vocab_size': self.data.vocab_size}
+    return {size: values[size] for size in models.sizes_taken(self.model.model)}
 
   def validate(self):
     """Raises ConfigError for a run that cannot work as configured; returns the config."""

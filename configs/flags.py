@@ -123,6 +123,13 @@ flags.DEFINE_list(
     'profile_steps', [], 'first,last: trace these training steps (1-based, over the whole run) '
     'with the TensorFlow profiler into <run>/train, for TensorBoard\'s Profile tab; whole '
     'executions of --steps_per_execution are traced. Empty: no trace.')
+flags.DEFINE_bool(
+    'breakdown', True, 'After training, measure where a step\'s time goes (input, compute, '
+    'communication, exposed overhead; training/breakdown.py) for result.json, TensorBoard and '
+    'the report.')
+flags.DEFINE_integer(
+    'breakdown_steps', 20, 'Steps in each timed window of the breakdown (3 windows per part).',
+    lower_bound=1)
 flags.DEFINE_integer(
     'intra_op_threads', 0, 'Threads one TensorFlow op may use (0: TensorFlow\'s choice, the '
     'cores).', lower_bound=0)

@@ -108,7 +108,7 @@ def _base(v, directory):
       performance=definitions.Performance(
           v.steps_per_execution, v.jit_compile, v.mixed_precision,
           tuple(int(s) for s in v.profile_steps), given('intra_op_threads'),
-          given('inter_op_threads')),
+          given('inter_op_threads'), v.breakdown, v.breakdown_steps),
       checkpoints=definitions.Checkpointing(v.checkpoint_every_epochs, v.checkpoint_every_steps,
                                             v.resume),
       distribution=definitions.Distribution(startup_timeout=v.startup_timeout),

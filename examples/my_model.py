@@ -6,16 +6,18 @@ The contract is the built-in models' (models/cnn.py): `build(input_shape, num_cl
 an uncompiled keras.Model whose output is `num_classes` logits (no softmax: the loop applies
 the cross-entropy to logits). It is called inside each strategy's scope, in every process that
 trains, so it must build the same model every time. This one is a small residual MLP for
-feature vectors, such as the tabular data of my_data.py.
+feature vectors, such as the tabular data of my_data.py, with dropout, as most models have
+(random layers need care under some strategies: the test that trains this file under all five
+strategies is what keeps them working).
 """
 import keras
 from keras import layers
 
 
-def build(input_shape, num_classes, width=64, blocks=2):
+def build(input_shape, num_classes, width=64, blocks=2, dropout=0.1):
   inputs = keras.Input(input_shape)
   x = layers.Dense(width, activation='relu')(layers.Flatten()(inputs))
   for _ in range(blocks):
-    residual = layers.Dense(width, activation='relu')(x)
+    residual = layers.Dropout(dropout)(layers.Dense(width, activation='relu')(x))
     x = layers.Add()([x, layers.Dense(width)(residual)])
   return keras.Model(inputs, layers.Dense(num_classes)(x), name='my_model')

@@ -28,6 +28,8 @@ import pkgutil
 import user_code
 
 IMAGENET_SHAPE, IMAGENET_CLASSES = (224, 224, 3), 1000
+# The sizes a model's `build` may take as keyword arguments (flags of the same names).
+SIZES = ('vocab_size', 'num_layers', 'd_model', 'num_heads')
 
 
 def names():
@@ -62,15 +64,29 @@ def declared(name):
   MIN_IMAGE_SIZE, IMAGENET), read from its source: no Keras. {} for a user's model."""
   if user_code.is_spec(name) or name not in names():
     return {}
-  with open(os.path.join(__path__[0], f'{name}.py')) as f:
-    tree = ast.parse(f.read())
   constants = {}
-  for node in tree.body:
+  for node in _source(name).body:
     match node:
       case ast.Assign(targets=[ast.Name(id=constant)], value=literal) if constant.isupper():
         with contextlib.suppress(ValueError):  # Not a literal: not a declaration.
           constants[constant] = ast.literal_eval(literal)
   return constants
+
+
+def sizes_taken(name):
+  """The SIZES model `name`'s `build` takes, read from its source: no Keras. () for a user's
+  model."""
+  if user_code.is_spec(name) or name not in names():
+    return ()
+  builds = [node for node in _source(name).body
+            if isinstance(node, ast.FunctionDef) and node.name == 'build']
+  taken = {a.arg for a in builds[0].args.args + builds[0].args.kwonlyargs} if builds else set()
+  return tuple(size for size in SIZES if size in taken)
+
+
+def _source(name):
+  with open(os.path.join(__path__[0], f'{name}.py')) as f:
+    return ast.parse(f.read())
 
 
 def check(name, input_shape=None, batch_norm=False, ghost_batch_size=0):

@@ -72,6 +72,9 @@ class RunDirError(ValueError):
   pass
 
 
+# The parts of a step the breakdown (training/breakdown.py) measures, in milliseconds.
+BREAKDOWN_PARTS = ('input_ms', 'compute_ms', 'communication_ms', 'overhead_ms')
+
 RUN_FILES = ('result.json', 'train', 'validation')
 CHECKPOINT_STATE = os.path.join('checkpoints', 'checkpoint')  # tf.train.CheckpointManager's.
 

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 import strategies  # noqa: E402
+from reporting import breakdown  # noqa: E402
 from reporting import summary  # noqa: E402
 
 FIGSIZE = (8, 5)
@@ -33,7 +34,9 @@ def write(rows, histories, out_dir):
             'batch_size.png': (_batch_size, _lines(
                 rows, lambda r: f"{r['strategy']}, {_n(r)} {_unit(r['strategy'], _n(r))}",
                 lambda r: r['global_batch_size']))}
-  plots.update({name: plot for name, plot in sweeps.items() if plot[1]})  # Lines to draw.
+  if any(row['breakdown'] for row in rows):
+    sweeps['breakdown.png'] = (breakdown.plot, rows)
+  plots.update({name: plot for name, plot in sweeps.items() if plot[1]})  # Something to draw.
   paths = []
   for name, (draw, *data) in plots.items():
     with plt.rc_context(STYLE):

@@ -17,6 +17,7 @@ import strategies
 from records import files
 from records import results
 from records import tables
+from reporting import breakdown
 
 COLUMNS = ('run', 'strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_size',
            'examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
@@ -63,7 +64,10 @@ def rows(runs, target_accuracy):
             run['validation_accuracy'], run['epoch_elapsed_seconds'], target_accuracy),
         'condition': run.get('condition', ''), 'optimizer': run.get('optimizer'),
         'peak_learning_rate': run.get('peak_learning_rate'),
+        'breakdown': breakdown.of(run),
     })
+  for row in table:
+    row['efficiency_loss'] = breakdown.efficiency_loss(row, table, parallel_units(row))
   return table
 
 
@@ -152,6 +156,7 @@ def markdown(name, table, said, target_accuracy, plots=()):
             f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
             'in sync (workers for parameter_server).', '']
   lines += _compute_markdown(table)
+  lines += breakdown.markdown(table)
   lines += _convergence_markdown(convergence(table), target_accuracy)
   lines += [f'![{os.path.splitext(os.path.basename(p))[0]}]({os.path.basename(p)})' for p in plots]
   return '\n'.join(lines) + '\n'

@@ -12,8 +12,11 @@ RUN_PY = os.path.join(ROOT, 'run.py')
 sys.path.insert(0, ROOT)
 
 
-def run_py(*args, timeout=600, env=None, cwd=None):
-  """Runs run.py with `args`; a hang fails the test instead of blocking the suite."""
+def run_py(*args, timeout=600, env=None, cwd=None, breakdown=False):
+  """Runs run.py with `args`; a hang fails the test instead of blocking the suite. Without the
+  step-time breakdown unless asked: its own tests measure it (tests/test_breakdown.py), the
+  others would only wait for it."""
+  args = args if breakdown else ('--nobreakdown', *args)
   return subprocess.run([sys.executable, RUN_PY, *args], capture_output=True, text=True,
                         timeout=timeout, env=env, cwd=cwd or ROOT, stdin=subprocess.DEVNULL)
 

@@ -135,3 +135,15 @@ def test_other_models_ignore_the_transformer_sizes():
 def test_transformer_refuses_images():
   with pytest.raises(ValueError, match='--model=transformer reads sequences of token ids'):
     models.build('transformer', (8, 8, 1), 10)
+
+
+def test_a_runs_sizes_are_those_its_model_takes():
+  """They distinguish one transformer from another in result.json, HParams and on resume."""
+  from configs import definitions
+  assert models.sizes_taken('transformer') == models.SIZES
+  assert models.sizes_taken('cnn') == models.sizes_taken('my_model:build') == ()
+  transformer = definitions.RunConfig(model=definitions.Model('transformer', num_layers=3),
+                                      data=definitions.Data('synthetic_tokens', vocab_size=50))
+  assert transformer.model_sizes == {'vocab_size': 50, 'num_layers': 3, 'd_model': 64,
+                                     'num_heads': 4}
+  assert definitions.RunConfig(model=definitions.Model('resnet20', num_layers=3)).model_sizes == {}

@@ -62,6 +62,8 @@ class Trainer:
     replica's forward and backward pass with XLA. `num_workers`: the tasks that compute (all
     of an all-reduce cluster's, a parameter-server cluster's workers)."""
     self.strategy = strategy
+    # Kept for copies of the model outside the strategy (training/breakdown.py).
+    self.build_model, self.build_optimizer = build_model, build_optimizer
     self.coordinator = (tf.distribute.coordinator.ClusterCoordinator(strategy)
                         if isinstance(strategy, tf.distribute.ParameterServerStrategy) else None)
     self.num_workers = num_workers
@@ -77,7 +79,7 @@ class Trainer:
     if self.steps_per_epoch < 1:
       raise ValueError(f'--batch_size={global_batch_size} exceeds the {arrays.train_size} '
                        'training examples; use a smaller batch')
-    with strategy.scope():
+    with strategy.scope(), tf.variable_creator_scope(_seed_states_follow_the_first_replica):
       self.model = build_model()
       if self.coordinator:
         _check_not_sharded(self.model)
@@ -91,7 +93,7 @@ class Trainer:
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       self.optimizer.build(self.model.trainable_variables)
     self.validation_steps = pipeline.validation_steps(arrays, self.step_batch_size)
-    self._arrays, self._seed = arrays, seed
+    self.arrays, self._seed = arrays, seed  # The data it trains on.
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
     self._data_start = 0
     self._validation_iterator = self._distribute(pipeline.validation_fn(
@@ -144,28 +146,23 @@ class Trainer:
     asynchronously and `before` is not called. Raises NonFiniteLoss, naming the step, when
     the loss is read and is not finite.
     """
-    if self._train_iterator is None:
-      # Parameter-server workers each read the whole set, so each shuffles in its own order.
-      self._train_iterator = self._distribute(pipeline.train_fn(
-          self._arrays, self.per_replica_batch_size, None if self.coordinator else self._seed,
-          self._data_start))
+    iterator = self.train_iterator()
     chunks = [min(steps_per_execution, num_steps - done)
               for done in range(0, num_steps, steps_per_execution)]
     executions = []  # (first step, sums of its steps + the index of a first non-finite loss)
     read = lambda: earlier + self._read(executions)
     if self.coordinator:
-      return self._train_coordinated(chunks, between, first_step, executions, read)
+      return self._train_coordinated(iterator, chunks, between, first_step, executions, read)
     done = 0
     for chunk in chunks:
       before(first_step + done, first_step + done + chunk - 1)
-      executions.append((first_step + done,
-                         self._train_steps(self._train_iterator, tf.constant(chunk))))
+      executions.append((first_step + done, self._train_steps(iterator, tf.constant(chunk))))
       done += chunk
       if between(done, read):
         break
     return read(), done
 
-  def _train_coordinated(self, chunks, between, first_step, executions, read):
+  def _train_coordinated(self, iterator, chunks, between, first_step, executions, read):
     """Schedules the executions on the workers, a few per worker in flight at any time, so a
     stop takes effect soon; a worker lost mid-execution has it retried on another."""
     pending = []
@@ -175,13 +172,22 @@ class Trainer:
       while chunks and not stopped and len(pending) < 4 * self.num_workers:
         chunk = chunks.pop(0)
         pending.append((first_step + scheduled, chunk, self.coordinator.schedule(
-            self._train_steps, args=(self._train_iterator, tf.constant(chunk)))))
+            self._train_steps, args=(iterator, tf.constant(chunk)))))
         scheduled += chunk
       first, chunk, remote = pending.pop(0)
       executions.append((first, remote.fetch()))
       done += chunk
       stopped = stopped or between(done, read)
     return read(), done
+
+  def train_iterator(self):
+    """The distributed iterator of the training batches, made at the first step."""
+    if self._train_iterator is None:
+      # Parameter-server workers each read the whole set, so each shuffles in its own order.
+      self._train_iterator = self._distribute(pipeline.train_fn(
+          self.arrays, self.per_replica_batch_size, None if self.coordinator else self._seed,
+          self._data_start))
+    return self._train_iterator
 
   def _read(self, executions):
     if not executions:
@@ -263,6 +269,17 @@ class Trainer:
   def _totals(sums):
     loss_sum, correct, examples = (float(v) for v in np.asarray(sums)[:3])
     return Totals(loss_sum, correct, examples)
+
+
+def _seed_states_follow_the_first_replica(next_creator, **kwargs):
+  """Keras' random layers (Dropout, ...) advance a seed state inside the step, a variable with
+  aggregation "none", which central storage cannot assign from a replica (its
+  AggregatingVariable asks how to aggregate; keras-team/keras#20612 fixed only mirroring).
+  Every replica computes the same next state, so the first replica's value is the value."""
+  if 'seed_generator_state' in (kwargs.get('name') or '') and kwargs.get('aggregation') in (
+      None, tf.VariableAggregation.NONE):
+    kwargs['aggregation'] = tf.VariableAggregation.ONLY_FIRST_REPLICA
+  return next_creator(**kwargs)
 
 
 def _check_not_sharded(model):

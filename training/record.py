@@ -29,7 +29,10 @@ def settings(config, trainer):
   model = config.model
   return {
       'strategy': config.distribution.strategy, 'model': model.model,
-      'dataset': config.data.dataset, 'condition': config.condition, 'seed': config.seed,
+      **config.model_sizes, 'dataset': config.data.dataset,
+      'input_shape': 'x'.join(map(str, trainer.arrays.input_shape)),
+      'num_classes': trainer.arrays.num_classes,
+      'condition': config.condition, 'seed': config.seed,
       'num_workers': trainer.num_workers,
       'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
       'global_batch_size': config.batch_size,
@@ -63,9 +66,9 @@ def hparams(config, trainer, card=None):
 
 
 def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_config,
-           compute_devices=(), card=None):
+           compute_devices=(), card=None, breakdown=None):
   """result.json: the settings, the model card, where the run got to, what faults cost, the
-  measurements."""
+  measurements, and where a step's time goes (training/breakdown.py; None when not measured)."""
   resumes = state.resumes
   return {
       'status': status, 'run': config.name, **settings(config, trainer), **(card or {}),
@@ -90,6 +93,7 @@ def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_
       'keras_version': keras.__version__,
       'flags': config.flags,
       **results.summarize(state.history, config.target_accuracy),
+      'breakdown': breakdown,
   }
 
 
@@ -97,6 +101,14 @@ def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_
 FINAL_METRICS = ('examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
                  'final_validation_accuracy', 'time_to_accuracy_seconds', 'wall_time_seconds',
                  'restarts', 'resumed', 'redone_steps', 'retried_steps')
+
+
+def final_metrics(result):
+  """The HParams metrics of a complete run's result.json: FINAL_METRICS, and the breakdown's
+  milliseconds per step as breakdown/step_ms, breakdown/input_ms, ..."""
+  parts = result['breakdown'] or {}
+  return {**{metric: result[metric] for metric in FINAL_METRICS},
+          **{f'breakdown/{name}': value for name, value in parts.items() if name.endswith('_ms')}}
 
 
 def epoch_scalars(history, i):

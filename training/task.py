@@ -15,6 +15,7 @@ from orchestration import processes
 from records import environment
 from records import results
 from training import actions
+from training import breakdown
 from training import checkpoints
 from training import controller as controller_lib
 from training import coordinator_log
@@ -29,6 +30,7 @@ from training import serving
 from training import summaries
 
 
+BREAKDOWN_WINDOWS = 5  # Timed windows per part of the breakdown: their median is the figure.
 GRPC_KEEPALIVE = ('grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000,'
                   'grpc.http2.max_pings_without_data=0,grpc.keepalive_permit_without_calls=1')
 
@@ -93,12 +95,18 @@ def run(config, tf_config=None, say=print):
           actions.StopAgreement(trainer, stop),
           actions.EpochSummary(writers, say, name),
           saver])
-  finish = lambda status: _record(config, trainer, controller, saver, writers, status, tf_config,
-                                  compute_devices, card) if writes else None
+  finish = lambda status, parts=None: _record(
+      config, trainer, controller, saver, writers, status, tf_config, compute_devices, card,
+      parts) if writes else None
   try:
     if controller.train():
       _interrupt(config, controller, saver, stop, finish)
-    return finish('complete')
+    parts = None
+    if config.performance.breakdown:  # Every worker: its all-reduces need them all.
+      say(f'[{name}] measuring where a step\'s time goes')
+      parts = breakdown.measure(trainer, config.performance.breakdown_steps, BREAKDOWN_WINDOWS,
+                                config.performance.steps_per_execution)
+    return finish('complete', parts)
   except loop.NonFiniteLoss as e:
     raise ValueError(f'[{name}] {e} (epoch {(e.step - 1) // trainer.steps_per_epoch + 1}); '
                      f'stopped. {_kept(config)}; lower --learning_rate or add warm-up') from None
@@ -138,9 +146,7 @@ def _build(config, descriptor, spec, me, say):
     trainer = loop.Trainer(
         strategy, lambda: models.build(model.model, arrays.input_shape, arrays.num_classes,
                                        model.batch_norm, model.ghost_batch_size,
-                                       model.bn_momentum, vocab_size=config.data.vocab_size,
-                                       num_layers=model.num_layers, d_model=model.d_model,
-                                       num_heads=model.num_heads),
+                                       model.bn_momentum, **config.model_sizes),
         lambda rate: optimizers.create(opt.optimizer, rate, optimizers.Settings(
             opt.momentum, opt.beta_1, opt.beta_2, opt.epsilon, opt.weight_decay,
             opt.trust_coefficient), loss_scale=perf.mixed_precision == 'mixed_float16'),
@@ -178,14 +184,13 @@ def _announce(config, trainer, compute_devices, state, say):
 
 
 def _record(config, trainer, controller, saver, writers, status, tf_config, compute_devices,
-            card):
+            card, parts):
   """result.json (and, for a complete run, the headline metrics for HParams); its path."""
   result = record.result(config, trainer, controller.state, status, controller.elapsed(),
-                         saver.retried_steps(), tf_config, compute_devices, card)
+                         saver.retried_steps(), tf_config, compute_devices, card, parts)
   path = results.write(config.run_dir, result)
   if status == 'complete':
-    writers.final(config.epochs - 1,
-                  {metric: result[metric] for metric in record.FINAL_METRICS})
+    writers.final(config.epochs - 1, record.final_metrics(result))
     with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
       os.remove(os.path.join(config.run_dir, results.PROGRESS))
   return path

@@ -1,0 +1,59 @@
+"""Every built-in model trains under all five strategies, with the loop's guarantees: tiny
+shapes, two epochs of two steps each, in one process (tests/every_model.py) for them all.
+
+keras.applications models are represented by EfficientNet-B0, which has every kind of layer
+they bring (the project's batch norm, Dropout, depthwise and squeeze-and-excitation blocks);
+ResNet-50 also trains end to end under three strategies in test_run_benchmark_models.py. The
+others cost minutes each to trace five times on 2 cores.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+MODELS = ('cnn', 'cnn_bn', 'mlp', 'resnet20', 'transformer', 'mobilenet_v2')
+STRATEGIES = ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
+              'parameter_server')
+# Batch norm's moving statistics after four tiny steps make inference meaningless (and may
+# overflow); the models without it must validate to a finite loss.
+WITH_BATCH_NORM = ('cnn_bn', 'resnet20', 'mobilenet_v2')
+
+
+@pytest.fixture(scope='module')
+def outcomes():
+  """{(model, strategy): what tests/every_model.py reported of its training}."""
+  proc = subprocess.run([sys.executable, os.path.join(ROOT, 'tests', 'every_model.py'), *MODELS],
+                        capture_output=True, text=True, timeout=900, cwd=ROOT,
+                        stdin=subprocess.DEVNULL)
+  lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return {(o['model'], o['strategy']): o for o in lines}
+
+
+@pytest.mark.slow  # About 4 minutes on 2 cores, for all models at once.
+@pytest.mark.parametrize('model', MODELS)
+def test_the_model_trains_under_every_strategy(outcomes, model):
+  for strategy in STRATEGIES:
+    outcome = outcomes[model, strategy]
+    assert all(math.isfinite(loss) for loss in outcome['losses']), outcome
+    assert outcome['weights_finite'] and outcome['steps'] == 4, outcome
+    # Every variable the optimizer owns moved; batch norm's statistics moved too.
+    assert outcome['weights_changed'] >= outcome['weights'] - 3, outcome
+    assert outcome['traces'] == 2, outcome  # One training and one validation trace: no retracing.
+    assert outcome['validation_examples'] > 0
+    if model not in WITH_BATCH_NORM:
+      assert math.isfinite(outcome['validation_loss']), outcome
+  # One step per execution trains exactly as two steps per execution do.
+  mirrored = outcomes[model, 'mirrored']
+  assert mirrored['stepwise_loss_difference'] < 1e-5
+  assert mirrored['stepwise_weight_difference'] < 1e-5
+  # Without batch norm and dropout, two replicas step exactly like one device.
+  if model not in WITH_BATCH_NORM:
+    for strategy in ('mirrored', 'central_storage', 'multi_worker_mirrored'):
+      assert outcomes[model, strategy]['losses'] == pytest.approx(
+          outcomes[model, 'one_device']['losses'], rel=1e-4)
