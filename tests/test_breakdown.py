@@ -1,0 +1,70 @@
+"""The step-time breakdown, in this process: what it measures and how the report splits an
+efficiency loss by cause. (The five strategies' breakdowns end to end: test_report.py.)"""
+import pytest
+
+from reporting import breakdown as report_breakdown
+from tests import tiny_training
+
+
+def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
+  from training import breakdown
+  trainer = tiny_training.trainer()
+  trainer.train_epoch(2, 2)
+  before = int(trainer.step.numpy())
+  parts = breakdown.measure(trainer, steps=4, repetitions=2, steps_per_execution=3)
+  assert set(parts) == {'step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms',
+                        'steps', 'repetitions'}
+  assert (parts['steps'], parts['repetitions']) == (4, 2)
+  assert all(parts[name] > 0 for name in ('step_ms', 'input_ms', 'compute_ms',
+                                           'communication_ms'))
+  assert parts['overhead_ms'] == pytest.approx(
+      parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms'])
+  # The step window is the run's own step: one warm-up step, then 2 windows of 4.
+  assert int(trainer.step.numpy()) == before + 1 + 2 * 4
+  assert trainer.trace_count == 1  # The training function, not retraced for the windows.
+
+
+def _row(run, step, parts, n=1, batch=64, baseline='one_device'):
+  return {'run': run, 'strategy': 'one_device', 'num_workers': 1, 'num_replicas_in_sync': n,
+          'global_batch_size': batch, 'examples_per_second': 1000 * batch / step,
+          'baseline': baseline,
+          'breakdown': {'step_ms': step, **dict(zip(report_breakdown.PARTS, parts))}}
+
+
+def test_efficiency_loss_is_split_by_cause_and_sums_to_the_loss():
+  one = _row('one_device', 10.0, (1.0, 8.0, 0.0, 1.0))
+  # Two units: ideally each part halves. Compute did (4 ms), communication added 3 ms, input
+  # did not shrink at all, overhead halved: step 4 + 1 + 3 + 0.5 ... = 8.5 ms.
+  two = _row('mirrored', 8.5, (1.0, 4.0, 3.0, 0.5), n=2)
+  loss = report_breakdown.efficiency_loss(two, [one, two], units=2)
+  assert loss == pytest.approx({'input_ms': 0.5 / 8.5, 'compute_ms': 0.0,
+                                'communication_ms': 3 / 8.5, 'overhead_ms': 0.0})
+  efficiency = (10.0 / 2) / 8.5
+  assert sum(loss.values()) == pytest.approx(1 - efficiency)
+  # A larger global batch: the baseline's time scaled to the same examples.
+  big = _row('mirrored-b128', 17.0, (2.0, 8.0, 6.0, 1.0), n=2, batch=128)
+  assert report_breakdown.efficiency_loss(big, [one, big], units=2)['compute_ms'] == 0.0
+  # Without a breakdown of the baseline, nothing is guessed.
+  unmeasured = {**one, 'breakdown': None}
+  assert report_breakdown.efficiency_loss(two, [unmeasured, two], units=2) is None
+
+
+def test_the_reports_section_and_plot(tmp_path):
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  one = _row('one_device', 10.0, (1.0, 8.0, 0.0, 1.0))
+  two = _row('mirrored', 8.5, (1.0, 4.0, 3.0, 0.5), n=2)
+  for row in (one, two):
+    row['efficiency_loss'] = report_breakdown.efficiency_loss(row, [one, two], units=(
+        row['num_replicas_in_sync']))
+  lines = report_breakdown.markdown([one, two, {**two, 'run': 'unmeasured', 'breakdown': None}])
+  table = '\n'.join(lines)
+  assert '| mirrored | 8.50 | 8.50 | 1.00 | 4.00 | 3.00 | 0.50 | +6% | +0% | +35% | +0% |' in table
+  assert 'unmeasured' not in table
+  assert report_breakdown.markdown([{**one, 'breakdown': None}]) == []
+  fig = plt.figure()
+  report_breakdown.plot(fig, [one, two])
+  fig.savefig(tmp_path / 'b.png')
+  plt.close(fig)
+  assert (tmp_path / 'b.png').read_bytes()[:4] == b'\x89PNG'
