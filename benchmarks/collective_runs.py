@@ -86,6 +86,15 @@ class Transfer:
     return value  # Only the chief times.
 
 
+def window_count(runner, size, seconds):
+  """How many operations fill a window of about `seconds`, the same on every task: timed with
+  one, then with the count that gives, which spreads the call's own overhead."""
+  count = 1
+  for _ in range(2):
+    count = runner.agree(math.ceil(seconds * count / max(runner.window(size, count), 1e-6)))
+  return count
+
+
 def measure(runners, sizes, repetitions, iterations, window_seconds, baton, say):
   """[result row] of every config (`runners`, by name) and size. After a warm-up window, each
   config and size gets one window per repetition, the groups of a local launch taking turns
@@ -97,10 +106,7 @@ def measure(runners, sizes, repetitions, iterations, window_seconds, baton, say)
       for size in sizes:
         runner.prepare(size)
         runner.window(size, 1)  # Traces.
-        guess = math.ceil(window_seconds / max(runner.window(size, 1), 1e-6))
-        # Again with that count, which spreads the call's own overhead over its iterations.
-        guess = math.ceil(window_seconds * guess / max(runner.window(size, guess), 1e-6))
-        counts[name, size] = iterations or runner.agree(guess)
+        counts[name, size] = iterations or window_count(runner, size, window_seconds)
         times[name, size] = []
   for repetition in range(1, repetitions + 1):
     for size in sizes:

@@ -129,7 +129,7 @@ def run_task(configs, sizes, spec=None, me=None):
     os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')
   from benchmarks import collective_runs  # Loads TensorFlow.
   from training import devices
-  say = lambda line: print(f'[collectives] {line}', file=sys.stderr, flush=True)
+  say = lambda line: print(f'[collectives {strategy}] {line}', file=sys.stderr, flush=True)
   if strategy == 'parameter_server' and me[0] != 'chief':
     return serve(spec, me, say)
   if strategy == 'parameter_server':
@@ -220,7 +220,17 @@ def write(figures, sizes):
 def main(argv):
   if len(argv) > 1:
     raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
+  if not FLAGS['verbosity'].present:
+    logging.set_verbosity(logging.WARNING)  # TensorFlow's INFO lines only with --verbosity=0.
   configs, sizes = CONFIGS.value, bandwidth.parse_sizes(SIZES.value)
+  for flag in (OUTPUT, PLOT):
+    directory = os.path.dirname(os.path.abspath(flag.value))
+    if flag.value and not os.path.isdir(directory):
+      raise ValueError(f'--{flag.name}={flag.value}: {directory} is not a directory; create it '
+                       'or choose another path')
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  if processes.PARENT_PID_ENV not in os.environ:  # The launcher filters its children's.
+    log_filter.filter_own_stderr()  # TensorFlow's log noise, from this process.
   if any(name.rpartition('/')[2] in GPU_ONLY for name in configs):
     import tensorflow as tf
     if not tf.config.list_physical_devices('GPU'):
@@ -228,9 +238,6 @@ def main(argv):
                        'and none is visible; leave them out')
   families = list(dict.fromkeys(map(family, configs)))
   text = os.environ.get('TF_CONFIG')
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  if (text or families == ['mirrored']) and processes.PARENT_PID_ENV not in os.environ:
-    log_filter.filter_own_stderr()  # This process loads TensorFlow: drop its log noise.
   if text:
     descriptor = strategies.get(families[0]).DESCRIPTOR
     if len(families) > 1 or not descriptor.cluster:

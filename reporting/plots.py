@@ -34,7 +34,7 @@ def write(rows, histories, out_dir):
             'batch_size.png': (_batch_size, _lines(
                 rows, lambda r: f"{r['strategy']}, {_n(r)} {_unit(r['strategy'], _n(r))}",
                 lambda r: r['global_batch_size']))}
-  if any(row['breakdown'] for row in rows):
+  if any(row.get('breakdown') for row in rows):
     sweeps['breakdown.png'] = (breakdown.plot, rows)
   plots.update({name: plot for name, plot in sweeps.items() if plot[1]})  # Something to draw.
   paths = []

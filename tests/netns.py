@@ -4,7 +4,8 @@ Each host is a namespace with its loopback up and one end of a veth pair, whose 
 a port of the network's bridge; the hosts reach one another by their own addresses in
 SUBNET.0/24 and nothing else (no route out, no address on the bridge). Every name starts with
 PREFIX, this process's pid and the network's number, so runs side by side do not collide and
-`remove_leftovers` can tell which names a dead run left. Needs root and iproute2's `ip`.
+`remove_leftovers` can tell which names a dead run left. Needs root and iproute2's `ip`;
+rate limits (`Network.limit`) also its `tc`.
 """
 import os
 import re
@@ -25,10 +26,11 @@ class Unavailable(Exception):
 
 
 class Host:
-  """One host: its namespace, the bridge side of its link, and its address."""
+  """One host: its namespace, the bridge side of its link and the host side (`peer`), and its
+  address."""
 
-  def __init__(self, namespace, link, address):
-    self.namespace, self.link, self.address = namespace, link, address
+  def __init__(self, namespace, link, peer, address):
+    self.namespace, self.link, self.peer, self.address = namespace, link, peer, address
 
 
 def ip(*args, check=True):
@@ -40,12 +42,24 @@ def ip(*args, check=True):
   return proc
 
 
-def unavailable():
-  """Why namespaces cannot be made here, or None when they may be."""
+def tc(*args):
+  """Runs `tc ARGS`, bounded; raises with tc's own message when it fails."""
+  proc = subprocess.run(['tc', *args], capture_output=True, text=True, check=False,
+                        timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+  if proc.returncode:
+    raise RuntimeError(f'tc {" ".join(args)}: {proc.stderr.strip()}')
+  return proc
+
+
+def unavailable(rate_limits=False):
+  """Why namespaces (with `rate_limits`, links of a set rate) cannot be made here, or None
+  when they may be."""
   if os.geteuid() != 0:
     return 'network namespaces need root'
   if not shutil.which('ip'):
     return 'network namespaces need iproute2\'s ip, which is not on PATH'
+  if rate_limits and not shutil.which('tc'):
+    return 'rate-limited links need iproute2\'s tc, which is not on PATH'
   return None
 
 
@@ -98,9 +112,9 @@ class Network:
   """`count` hosts on a bridge of their own; `close` removes every namespace, link and process
   it made, whatever state it is in (also after a failure half way through building it)."""
 
-  def __init__(self, count):
+  def __init__(self, count, rate_limits=False):
     global _count
-    reason = unavailable()
+    reason = unavailable(rate_limits)
     if reason:
       raise Unavailable(reason)
     remove_leftovers()
@@ -125,18 +139,17 @@ class Network:
         if not i:  # The first: namespaces cannot be made here at all.
           raise Unavailable(f'ip netns add failed: {made.stderr.strip()}')
         raise RuntimeError(f'ip netns add {namespace}: {made.stderr.strip()}')
-      self.hosts.append(Host(namespace, f'{self.tag}v{i}', f'{SUBNET}.{i + 1}'))
+      self.hosts.append(Host(namespace, f'{self.tag}v{i}', f'{self.tag}p{i}', f'{SUBNET}.{i + 1}'))
     ip('link', 'add', self.bridge, 'type', 'bridge', 'forward_delay', '0')
     self._bridge_made = True
     ip('link', 'set', self.bridge, 'up')
-    for i, host in enumerate(self.hosts):
-      inside = f'{self.tag}p{i}'
-      ip('link', 'add', host.link, 'type', 'veth', 'peer', 'name', inside)
-      ip('link', 'set', inside, 'netns', host.namespace)
+    for host in self.hosts:
+      ip('link', 'add', host.link, 'type', 'veth', 'peer', 'name', host.peer)
+      ip('link', 'set', host.peer, 'netns', host.namespace)
       ip('link', 'set', host.link, 'master', self.bridge, 'up')
       ip('-n', host.namespace, 'link', 'set', 'lo', 'up')
-      ip('-n', host.namespace, 'addr', 'add', f'{host.address}/24', 'dev', inside)
-      ip('-n', host.namespace, 'link', 'set', inside, 'up')
+      ip('-n', host.namespace, 'addr', 'add', f'{host.address}/24', 'dev', host.peer)
+      ip('-n', host.namespace, 'link', 'set', host.peer, 'up')
 
   def start(self, host, argv, env, stdout, stderr):
     """Starts `argv` on `host` in a process group of its own; `close` kills the group."""
@@ -157,6 +170,15 @@ class Network:
 
   def up(self, host):
     ip('link', 'set', host.link, 'up')
+
+  def limit(self, host, rate, burst='64kb', latency='200ms'):
+    """Limits `host`'s link to `rate` (tc's units: 100mbit is 1e8 bit/s) in both directions:
+    a token bucket (tbf qdisc) on the egress of each end of its veth pair, the host side for
+    what it sends, the bridge side for what it receives. tbf counts whole Ethernet frames, so
+    TCP payload gets about 1448/1514 of the rate. `latency` bounds the queue before drops."""
+    for where in (['-n', host.namespace, 'qdisc', 'add', 'dev', host.peer],
+                  ['qdisc', 'add', 'dev', host.link]):
+      tc(*where, 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', latency)
 
   def close(self):
     """Kills every process it started (whole groups, and anything else in its namespaces),
