@@ -52,8 +52,12 @@ def run_task(config, tf_config):
       log_filter.filter_own_stderr()
   from training import task  # Loads TensorFlow: only in the process that trains.
   processes.die_with_parent()
-  task.run(config, tf_config)
-  return 0
+  return task.run(config, tf_config)
+
+
+def report(experiment):
+  from reporting import report as report_lib  # Loads TensorFlow, for the report's TensorBoard.
+  print(f'Report: {report_lib.build(experiment.directory, experiment.target_accuracy)}')
 
 
 def main(argv):
@@ -63,8 +67,9 @@ def main(argv):
   tf_config_text = os.environ.get('TF_CONFIG')
   if action == 'run_config':  # A child the launcher started, as a run or one of its tasks.
     config = from_flags.run()
-    return run_task(config, tf_config_text and cluster.parse(
+    run_task(config, tf_config_text and cluster.parse(
         tf_config_text, config.distribution.descriptor.jobs))
+    return 0
   one_task = action == 'in_process' or (action == 'launch' and tf_config_text)
   if one_task:
     experiment, tf_config = from_flags.task(tf_config_text)
@@ -73,11 +78,13 @@ def main(argv):
   logdir.check(experiment.logdir, experiment.min_free_disk_mb,
                {run.data.data_dir for run in experiment.runs})
   if action == 'report_only':
-    from reporting import report  # Loads TensorFlow, to put the plots into TensorBoard.
-    print(f'Report: {report.build(experiment.directory, experiment.target_accuracy)}')
+    report(experiment)
     return 0
   if one_task:
-    return run_task(experiment.runs[0], tf_config)
+    recorded = run_task(experiment.runs[0], tf_config)
+    if recorded and tf_config:  # A cluster's chief: the report of every run in the experiment.
+      report(experiment)
+    return 0
   processes.raise_on_signals()
   return launcher.launch(experiment)
 

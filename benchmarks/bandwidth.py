@@ -6,12 +6,11 @@ bus bandwidth of an all-reduce among n participants is algbw x 2(n-1)/n, the sha
 each one's link carries in an optimal ring, and so comparable with a link's speed whatever n.
 GB/s are 1e9 bytes per second.
 """
-import os
 import re
 import statistics
 import time
 
-from records import tables
+from records import files, tables
 
 UNITS = {'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
 POLL_SECONDS = 0.005
@@ -115,20 +114,13 @@ class Baton:
 
   def __enter__(self):
     deadline = time.monotonic() + self.timeout
-    while self.path and self._taken() != self.turn * self.n + self.k:
+    while self.path and files.read_json(self.path) != self.turn * self.n + self.k:
       if time.monotonic() > deadline:
         raise TimeoutError(f'waited {self.timeout:g} s for the other configs to take their '
                            'turn; raise --timeout if they are just slow')
       time.sleep(POLL_SECONDS)
 
   def __exit__(self, *exc):
-    if self.path and not exc[0]:
-      tmp = f'{self.path}.{self.k}'
-      with open(tmp, 'w') as f:
-        f.write(str(self.turn * self.n + self.k + 1))
-      os.replace(tmp, self.path)
+    if self.path and not exc[0]:  # A group that failed passes nothing: the launcher stops all.
+      files.write_json(self.path, self.turn * self.n + self.k + 1)
     self.turn += 1
-
-  def _taken(self):
-    with open(self.path) as f:
-      return int(f.read())

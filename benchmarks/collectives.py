@@ -1,9 +1,9 @@
 """Where the time goes in communication: all-reduce bandwidth, by message size, per strategy.
 
   python benchmarks/collectives.py                 # 4 KiB..64 MiB, every config a CPU machine has
-  python benchmarks/collectives.py --configs=mirrored/auto,multi_worker_mirrored/ring --sizes=1MiB..16MiB
+  python benchmarks/collectives.py --configs=mirrored/auto,parameter_server --sizes=1MiB..16MiB
   python benchmarks/collectives.py --output=collectives.json --plot=collectives.png --repetitions=7
-  TF_CONFIG='{...}' python benchmarks/collectives.py --configs=multi_worker_mirrored/ring  # every task
+  TF_CONFIG=... python benchmarks/collectives.py --configs=multi_worker_mirrored/ring  # each task
 
 Each config is a strategy built by its module (strategies/), as run.py builds it:
   mirrored/CROSS_DEVICE_OPS: --num_replicas devices of one process (GPUs, or logical CPU
@@ -30,7 +30,11 @@ each waiting for the previous one, and reads a scalar of the result back before 
 stops; --iterations=0 chooses, per config and size, enough for a window of about 0.2 s from a
 warm-up window (the chief's count, for every task). Repetition after repetition, every config
 and size gets one window, the local processes taking turns, so a noisy machine slows them
-alike; each size reports the median, min and max time per all-reduce.
+alike; each size reports the median, min and max time per all-reduce. Each process keeps every
+size's tensors for the whole run, so memory bounds the largest size. Its flags: --configs,
+--sizes, --repetitions, --iterations, --num_replicas, --num_workers, --output, --plot,
+--timeout, and the strategies' own options that apply (--num_packs, --num_ps,
+--variable_partitioner).
 
 Read it right: logical CPU devices share one memory and the same cores. mirrored on them
 measures the strategy's own overhead and memory copies, not an interconnect; a local cluster's
@@ -125,23 +129,22 @@ def run_task(configs, sizes, spec=None, me=None):
   cluster `spec`; returns the figures, or None where another task writes them."""
   processes.die_with_parent()
   strategy = family(configs[0])
-  if strategy == 'parameter_server':
-    os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')
+  descriptor = strategies.get(strategy).DESCRIPTOR
+  create = lambda name, devices: strategies.get(strategy).create(devices, options(name))
+  if descriptor.coordinated:
+    os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Before TensorFlow loads.
   from benchmarks import collective_runs  # Loads TensorFlow.
   from training import devices
   say = lambda line: print(f'[collectives {strategy}] {line}', file=sys.stderr, flush=True)
-  if strategy == 'parameter_server' and me[0] != 'chief':
+  if descriptor.coordinated and me[0] in descriptor.serving_jobs:
     return serve(spec, me, say)
-  if strategy == 'parameter_server':
-    cluster.wait_for_servers(spec, strategies.get(strategy).DESCRIPTOR.serving_jobs,
-                             TIMEOUT.value, say)
-    runners = {name: collective_runs.Transfer(strategies.get(strategy).create([], options(name)))
-               for name in configs}
+  if descriptor.coordinated:
+    cluster.wait_for_servers(spec, descriptor.serving_jobs, TIMEOUT.value, say)
+    runners = {name: collective_runs.Transfer(create(name, [])) for name in configs}
   else:
     names = devices.configure(NUM_REPLICAS.value, split_cpu=spec is None)
     with cluster.StartupWatchdog(spec, me, TIMEOUT.value) if spec else contextlib.nullcontext():
-      runners = {name: collective_runs.AllReduce(strategies.get(strategy).create(names, options(name)))
-                 for name in configs}
+      runners = {name: collective_runs.AllReduce(create(name, names)) for name in configs}
   writes = spec is None or me == cluster.chief(spec)
   baton = bandwidth.Baton(BATON.value if writes else '', TIMEOUT.value)
   results = collective_runs.measure(runners, sizes, REPETITIONS.value, ITERATIONS.value,
@@ -237,6 +240,7 @@ def main(argv):
       raise ValueError(f'--configs={",".join(configs)}: {" and ".join(GPU_ONLY)} need GPUs, '
                        'and none is visible; leave them out')
   families = list(dict.fromkeys(map(family, configs)))
+  local = len(families) == 1 and not strategies.get(families[0]).DESCRIPTOR.cluster
   text = os.environ.get('TF_CONFIG')
   if text:
     descriptor = strategies.get(families[0]).DESCRIPTOR
@@ -247,10 +251,8 @@ def main(argv):
     cluster.check_own_port(tf_config)
     task = tf_config['task']
     figures = run_task(configs, sizes, tf_config['cluster'], (task['type'], task.get('index', 0)))
-  elif families == ['mirrored']:
-    figures = run_task(configs, sizes)
   else:
-    figures = launch(configs)
+    figures = run_task(configs, sizes) if local else launch(configs)
   if figures:
     write(figures, sizes)
 

@@ -66,11 +66,17 @@ def finish(procs, timeout):
   return outputs
 
 
-def test_hand_started_multi_worker_mirrored(logdir):
-  """Two workers started by hand with their own TF_CONFIG, as a scheduler would."""
+def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
+  """A one_device baseline, then a multi_worker_mirrored and a parameter-server cluster started
+  by hand with their own TF_CONFIGs into the same experiment, as a scheduler would run them one
+  job after another: each cluster's chief rebuilds the experiment's report from every run."""
+  quick = ['--epochs=2', '--experiment=hand']
+  proc = run_py('--strategies=one_device', *quick, f'--logdir={logdir}')
+  assert proc.returncode == 0, proc.stderr
+
   spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
-  args = ['--strategies=multi_worker_mirrored', '--epochs=2', '--experiment=hand']
-  procs = {i: start_task(spec, 'worker', i, args, logdir) for i in (1, 0)}
+  procs = {i: start_task(spec, 'worker', i, ['--strategies=multi_worker_mirrored', *quick],
+                         logdir) for i in (1, 0)}
   outputs = finish(procs, timeout=300)
   for i, proc in procs.items():
     assert proc.returncode == 0, outputs[i][1]
@@ -85,17 +91,18 @@ def test_hand_started_multi_worker_mirrored(logdir):
   with open(run_dir / 'config.json') as f:
     config = json.load(f)
   assert config['distribution']['num_workers'] == 2 and config['epochs'] == 2
-  # Only the chief (worker 0) reports; worker 1 trains silently in step with it.
+  # Only the chief (worker 0) reports, and writes the experiment's report; worker 1 trains
+  # silently in step with it.
   assert '[multi_worker_mirrored] epoch 2/2' in outputs[0][0]
-  assert 'epoch' not in outputs[1][0]
+  assert f'Report: {logdir / "hand" / "summary.md"}' in outputs[0][0]
+  assert 'epoch' not in outputs[1][0] and 'Report' not in outputs[1][0]
+  summary = json.loads((logdir / 'hand' / 'summary.json').read_text())
+  assert [row['run'] for row in summary['rows']] == ['one_device', 'multi_worker_mirrored']
 
-
-def test_hand_started_parameter_server_cluster(logdir):
-  """chief + 2 workers + 1 ps by hand; the servers leave by themselves once the chief is done."""
   spec = {job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
           for job, n in (('chief', 1), ('worker', 2), ('ps', 1))}
-  args = ['--strategies=parameter_server', '--epochs=2', '--experiment=hand']
-  procs = {f'{job}-{i}': start_task(spec, job, i, args, logdir)
+  procs = {f'{job}-{i}': start_task(spec, job, i, ['--strategies=parameter_server', *quick],
+                                    logdir)
            for job, n in (('ps', 1), ('worker', 2), ('chief', 1)) for i in range(n)}
   outputs = finish(procs, timeout=300)
   for name, proc in procs.items():
@@ -103,6 +110,16 @@ def test_hand_started_parameter_server_cluster(logdir):
   result = read_result(logdir / 'hand' / 'parameter_server')
   assert result['num_workers'] == 2 and len(result['validation_accuracy']) == 2
   assert 'worker 1 serving at' in outputs['worker-1'][0]
+  assert 'Report:' in outputs['chief-0'][0] and 'Report:' not in outputs['ps-0'][0]
+  summary = json.loads((logdir / 'hand' / 'summary.json').read_text())
+  rows = {row['run']: row for row in summary['rows']}
+  assert list(rows) == ['one_device', 'multi_worker_mirrored', 'parameter_server']
+  for run in ('multi_worker_mirrored', 'parameter_server'):  # Against the baseline: 2 units.
+    assert rows[run]['baseline'] == 'one_device'
+    assert rows[run]['scaling_efficiency'] == pytest.approx(
+        rows[run]['examples_per_second'] / 2 / rows['one_device']['examples_per_second'])
+  markdown = (logdir / 'hand' / 'summary.md').read_text()
+  assert all(f'| {run} |' in markdown for run in rows)
 
 
 def test_missing_peer_is_named_after_the_startup_timeout(logdir):
