@@ -59,13 +59,13 @@ def test_a_group_waits_for_its_turn(tmp_path):
   first = bandwidth.Baton(f'{turns}:0:2', timeout=1)
   with first:
     pass
-  assert turns.read_text() == '1'
+  assert turns.read_text() == '1\n'
   with bandwidth.Baton(f'{turns}:1:2', timeout=1):
     pass
-  assert turns.read_text() == '2'
+  assert turns.read_text() == '2\n'
   with first:  # Its second turn: 1 * 2 + 0.
     pass
-  assert turns.read_text() == '3'
+  assert turns.read_text() == '3\n'
 
 
 def check(figures, configs, participants):
