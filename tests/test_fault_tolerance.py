@@ -50,8 +50,8 @@ def checkpoint_steps(run_dir):
 
 def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
   args = ['--strategies=mirrored', '--epochs=6', '--steps_per_execution=2', f'--logdir={logdir}']
-  proc = subprocess.Popen([sys.executable, RUN_PY, *args, '--experiment=stopped'],
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+  proc = subprocess.Popen([sys.executable, RUN_PY, '--nobreakdown', *args,
+                           '--experiment=stopped'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
   try:
     wait_for_line(proc, '[mirrored] epoch 2/6', timeout=180)

@@ -52,6 +52,7 @@ def test_local_cluster_trains_both_strategies(logdir):
 
 
 def start_task(cluster_spec, job, index, args, logdir):
+  """One task of a hand-made cluster; with the step-time breakdown, as a scheduler runs it."""
   env = dict(os.environ, TF_CONFIG=json.dumps({'cluster': cluster_spec,
                                                'task': {'type': job, 'index': index}}))
   return subprocess.Popen([sys.executable, RUN_PY, *args, f'--logdir={logdir}'], env=env,

@@ -18,7 +18,7 @@ from tests.conftest import RUN_PY, read_result
 pytestmark = pytest.mark.slow
 
 PORT = 2222  # Every host has its own ports: the same one for each task, as on real machines.
-QUICK = ['--dataset=digits', '--steps_per_execution=5', '--startup_timeout=120']
+QUICK = ['--dataset=digits', '--steps_per_execution=5', '--startup_timeout=120', '--nobreakdown']
 
 
 @pytest.fixture
