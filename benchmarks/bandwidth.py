@@ -13,7 +13,7 @@ import time
 from records import files, tables
 
 UNITS = {'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
-POLL_SECONDS = 0.005
+POLL_SECONDS = 0.02  # A waiting group wakes 50 times a second: next to nothing.
 
 
 def parse_size(text):

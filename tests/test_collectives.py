@@ -59,13 +59,13 @@ def test_a_group_waits_for_its_turn(tmp_path):
   first = bandwidth.Baton(f'{turns}:0:2', timeout=1)
   with first:
     pass
-  assert turns.read_text() == '1\n'
+  assert json.loads(turns.read_text()) == 1
   with bandwidth.Baton(f'{turns}:1:2', timeout=1):
     pass
-  assert turns.read_text() == '2\n'
+  assert json.loads(turns.read_text()) == 2
   with first:  # Its second turn: 1 * 2 + 0.
     pass
-  assert turns.read_text() == '3\n'
+  assert json.loads(turns.read_text()) == 3
 
 
 def check(figures, configs, participants):

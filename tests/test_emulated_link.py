@@ -1,6 +1,7 @@
-"""benchmarks/collectives.py against links whose speed is known: two hosts (network namespaces,
-tests/netns.py) on a bridge, each link limited by tc to RATE_MBIT in both directions, run the
-multi_worker_mirrored ring all-reduce as two tasks started by TF_CONFIG, as on two machines.
+"""Links whose speed is known: two hosts (network namespaces, tests/netns.py) on a bridge, each
+link limited by tc in both directions, run multi_worker_mirrored as two tasks started by
+TF_CONFIG, as on two machines: benchmarks/collectives.py's ring all-reduce, and a training run
+whose step-time breakdown must find the slow link.
 
 Why bus bandwidth: in a ring all-reduce each of n tasks sends 2(n-1)/n x S bytes over its own
 link (n-1 chunks of S/n to reduce-scatter, as many to all-gather) and receives as much, so an
@@ -20,13 +21,15 @@ Root only, with iproute2's ip and tc (skipped otherwise, with the reason).
 """
 import json
 import os
+import subprocess
 import sys
 import time
 
 import pytest
 
+from records.results import BREAKDOWN_PARTS as PARTS
 from tests import netns
-from tests.conftest import ROOT
+from tests.conftest import ROOT, RUN_PY, read_result, run_py
 
 pytestmark = pytest.mark.slow
 
@@ -36,23 +39,26 @@ PORT = 2222
 SIZES = [4 << 20, 16 << 20]
 
 
+SLOW_MBIT = 20  # The breakdown's slow link: 2.5 MB/s.
+
+
 @pytest.fixture
 def network():
-  """Two hosts whose links are limited to RATE_MBIT; removed after the test, with every process
-  started on them, whatever happened."""
+  """Two hosts on a bridge, their links limited by the test; removed after it, with every
+  process started on them, whatever happened."""
   try:
     net = netns.Network(2, rate_limits=True)
   except netns.Unavailable as e:
     pytest.skip(f'emulated links need network namespaces and tc: {e}')
   try:
-    for host in net.hosts:
-      net.limit(host, f'{RATE_MBIT}mbit')
     yield net
   finally:
     net.close()
 
 
 def test_ring_all_reduce_bus_bandwidth_is_the_link_rate(network, tmp_path):
+  for host in network.hosts:
+    network.limit(host, f'{RATE_MBIT}mbit')
   spec = {'worker': [f'{host.address}:{PORT}' for host in network.hosts]}
   output = tmp_path / 'collectives.json'
   procs = []
@@ -80,3 +86,37 @@ def test_ring_all_reduce_bus_bandwidth_is_the_link_rate(network, tmp_path):
     assert abs(r['busbw_gbps'] / link_gbps - 1) <= 0.2, (
         f'{r["bytes"]} bytes: busbw {r["busbw_gbps"]:.5f} GB/s against a link of '
         f'{link_gbps:.5f} GB/s')
+
+
+def test_the_breakdown_finds_the_slow_link(network, tmp_path):
+  """A training run's breakdown names communication when the link is slow, and not when it is
+  not: multi_worker_mirrored on the digits cnn (212 KB of gradients a step) with a batch large
+  enough that compute outweighs a loopback all-reduce; on 20 Mbit/s links each step's ring
+  all-reduce moves those bytes each way, about 90 ms, against a few ms of compute."""
+  args = ['--strategies=multi_worker_mirrored', '--epochs=1', '--steps_per_epoch=10',
+          '--batch_size=512', '--breakdown_steps=5', '--steps_per_execution=5',
+          '--checkpoint_every_epochs=0', '--experiment=link']
+  local = run_py(*args, f'--logdir={tmp_path / "loopback"}', breakdown=True, timeout=300)
+  assert local.returncode == 0, local.stderr
+  slow = tmp_path / 'slow'
+  spec = {'worker': [f'{host.address}:{PORT}' for host in network.hosts]}
+  procs = []
+  for index, host in enumerate(network.hosts):
+    network.limit(host, f'{SLOW_MBIT}mbit')
+    env = dict(os.environ, TF_CONFIG=json.dumps(
+        {'cluster': spec, 'task': {'type': 'worker', 'index': index}}))
+    with open(tmp_path / f'worker-{index}.err', 'w') as err:
+      procs.append(network.start(host, [sys.executable, RUN_PY, *args, f'--logdir={slow}'],
+                                 env, subprocess.DEVNULL, err))
+  deadline = time.monotonic() + 240
+  while not all(network.ended(p) for p in procs):
+    assert time.monotonic() < deadline, 'the slow-link run did not end within 240 s'
+    time.sleep(0.5)
+  assert [p.returncode for p in procs] == [0, 0], (tmp_path / 'worker-0.err').read_text()
+  parts = {where: read_result(d / 'link' / 'multi_worker_mirrored')['breakdown']
+           for where, d in (('loopback', tmp_path / 'loopback'), ('slow', slow))}
+  largest = {where: max(PARTS, key=p.get) for where, p in parts.items()}
+  assert largest['slow'] == 'communication_ms', parts
+  assert largest['loopback'] != 'communication_ms', parts
+  # The all-reduce's bytes at the link's rate: 212 KB each way takes 85 ms at 20 Mbit/s.
+  assert parts['slow']['communication_ms'] > 60, parts
