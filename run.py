@@ -6,10 +6,12 @@
 
 Each strategy runs in child processes of its own: one for a single-process strategy, a
 localhost cluster of tasks for a multi-worker one, each started with its run's
-<run>/config.json. With TF_CONFIG set (by Kubernetes, Slurm, ssh...), run.py is instead that
-one task of a real cluster. Results land in <logdir>/<experiment>/<run>/result.json with
-TensorBoard logs beside them. The flags are defined in configs/flags.py.
+<run>/config.json. With TF_CONFIG set (by Kubernetes, ssh...), or in a Slurm step of several
+tasks, run.py is instead that one task of a real cluster. Results land in
+<logdir>/<experiment>/<run>/result.json with TensorBoard logs beside them. The flags are
+defined in configs/flags.py.
 """
+import functools
 import os
 import signal
 import sys
@@ -42,14 +44,20 @@ def parse_flags(argv):
     sys.exit(2)
 
 
-def run_task(config, tf_config):
-  """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG)."""
-  if tf_config:
-    cluster.check_own_port(tf_config)
+@functools.cache
+def quiet_tensorflow():
+  """Once, before TensorFlow loads: its log noise kept off this task's output."""
   if logging.get_verbosity() < logging.INFO:
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TensorFlow's C++ INFO and WARNING.
     if processes.PARENT_PID_ENV not in os.environ:  # Not the launcher's child: filter here.
       log_filter.filter_own_stderr()
+
+
+def run_task(config, tf_config):
+  """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG)."""
+  if tf_config:
+    cluster.check_own_port(tf_config)
+  quiet_tensorflow()
   from training import task  # Loads TensorFlow: only in the process that trains.
   processes.die_with_parent()
   return task.run(config, tf_config)
@@ -64,6 +72,9 @@ def main(argv):
   if len(argv) > 1:
     raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
   action = from_flags.action()
+  if action in ('launch', 'in_process') and from_flags.slurm_task():
+    quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
+    os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
   tf_config_text = os.environ.get('TF_CONFIG')
   if action == 'run_config':  # A child the launcher started, as a run or one of its tasks.
     config = from_flags.run()

@@ -85,6 +85,7 @@ class Distribution:
   num_workers: int = 2                # computing tasks of a cluster strategy
   options: dict = dataclasses.field(default_factory=dict)  # the strategy module's own flags
   startup_timeout: float = 300.0
+  gpus_per_worker: typing.Optional[int] = None  # a local cluster's; None: the GPUs split evenly
 
   @property
   def descriptor(self):

@@ -140,11 +140,31 @@ flags.DEFINE_integer(
     'seed', 0, 'Seed for weights and data order: same seed, same run.')
 flags.DEFINE_list(
     'num_replicas', '0', 'Devices per worker for mirrored and central_storage: that many GPUs '
-    '(0: all), or without GPUs that many logical CPU devices (0: 2). A comma list sweeps it.')
+    '(0: all), or without GPUs that many logical CPU devices (0: 2). A comma list sweeps it. '
+    'With GPUs, also the GPUs a multi_worker_mirrored worker mirrors over, of those it sees '
+    '(0: all; see --gpus_per_worker).')
 flags.DEFINE_list(
     'num_workers', '2', 'multi_worker_mirrored and parameter_server: worker tasks of the local '
     'cluster run.py launches (with TF_CONFIG set, the cluster there decides). A comma list '
     'sweeps it.')
+flags.DEFINE_integer(
+    'gpus_per_worker', None, 'On a machine with GPUs, the GPUs each worker of a local cluster '
+    '(multi_worker_mirrored, parameter_server) gets to itself through CUDA_VISIBLE_DEVICES; a '
+    'multi_worker_mirrored worker mirrors over them, parameter_server\'s chief and ps tasks '
+    'get none. Not given: the GPUs divided evenly among the workers, any remainder left idle '
+    '(said at the start). 0: the workers compute on CPUs. GPUs are counted from '
+    'CUDA_VISIBLE_DEVICES, else nvidia-smi -L.', lower_bound=0)
+flags.DEFINE_enum(
+    'cluster_resolver', 'auto', ['auto', 'tf_config', 'slurm'],
+    'Where a cluster task learns its cluster. tf_config: TF_CONFIG (without it, run.py launches '
+    'a local cluster). slurm: Slurm\'s variables in a task srun started, through '
+    'SlurmClusterResolver; parameter_server makes task 0 the chief, tasks 1 to --num_ps the ps '
+    'tasks and the rest workers (srun\'s --nodes and --ntasks-per-node place them), '
+    'multi_worker_mirrored makes every task a worker. auto: TF_CONFIG if set, else slurm when '
+    'srun started this step with several tasks.')
+flags.DEFINE_integer(
+    'slurm_port_base', 8888, '--cluster_resolver=slurm: the port of the first task on each node; '
+    'the node\'s next tasks take the next ports.', lower_bound=1, upper_bound=65535)
 flags.DEFINE_enum(
     'scaling', 'strong', ['strong', 'weak'],
     'strong: --batch_size is the global batch of every run. weak: --batch_size is per replica '

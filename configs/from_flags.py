@@ -2,8 +2,8 @@
 
 `experiment()` maps the parsed flags onto the experiment's validated `RunConfig`s (each
 strategy crossed with the swept values, once per `--variant`); `task()` onto the one run of a
-process started by hand or by a scheduler; `run()` reads the run a launcher's child was
-started with. Nothing else reads `FLAGS`.
+process started by hand or by a scheduler (whose TF_CONFIG `slurm_tf_config()` makes under
+srun); `run()` reads the run a launcher's child was started with. Nothing else reads `FLAGS`.
 """
 import copy
 import os
@@ -19,6 +19,7 @@ from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
 from configs import plan
 from orchestration import cluster
+from orchestration import slurm
 from records import files
 
 FLAGS = flags.FLAGS
@@ -111,7 +112,8 @@ def _base(v, directory):
           given('inter_op_threads'), v.breakdown, v.breakdown_steps),
       checkpoints=definitions.Checkpointing(v.checkpoint_every_epochs, v.checkpoint_every_steps,
                                             v.resume),
-      distribution=definitions.Distribution(startup_timeout=v.startup_timeout),
+      distribution=definitions.Distribution(startup_timeout=v.startup_timeout,
+                                            gpus_per_worker=v.gpus_per_worker),
       flags=_own_flags(v, 'configs.flags'))
 
 
@@ -131,19 +133,12 @@ def _own_flags(values, module):
           for f in values.get_key_flags_for_module(module)}
 
 
-
 def task(tf_config_text=None, values=FLAGS):
   """The experiment of the one run this process is, and its parsed TF_CONFIG (or None):
   --in_process, or one task of a TF_CONFIG cluster, whose computing tasks are the run's
   workers whatever --num_workers says."""
   where = 'with TF_CONFIG set' if tf_config_text else 'with --in_process'
-  if len(values.strategies) != 1:
-    raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
-  swept = [f'--{name}' for name in ('batch_size', 'num_replicas', 'num_workers')
-           if len(values[name].value) > 1]
-  if swept:
-    raise ValueError(f'{where}, run.py is one run; give one value to {", ".join(swept)}')
-  name = values.strategies[0]
+  name = _one_run(values, where)
   descriptor = strategies.describe(name)
   if tf_config_text and not descriptor.cluster:
     raise ValueError(f'TF_CONFIG is set, but {name} runs in one process; unset TF_CONFIG or '
@@ -156,3 +151,35 @@ def task(tf_config_text=None, values=FLAGS):
     values = copy.deepcopy(values)
     values.num_workers = [str(descriptor.num_workers(tf_config['cluster']))]
   return experiment(values), tf_config
+
+
+def _one_run(values, where):
+  """The strategy of a process that is one run, or one task of one: one of each flag."""
+  if len(values.strategies) != 1:
+    raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
+  swept = [f'--{name}' for name in ('batch_size', 'num_replicas', 'num_workers')
+           if len(values[name].value) > 1]
+  if swept:
+    raise ValueError(f'{where}, run.py is one run; give one value to {", ".join(swept)}')
+  return values.strategies[0]
+
+
+def slurm_task(environ=os.environ, values=FLAGS):
+  """Whether this process is a task of a Slurm job step, its TF_CONFIG to be made from
+  Slurm's variables (--cluster_resolver)."""
+  return slurm.chosen(values.cluster_resolver, environ)
+
+
+def slurm_tf_config(environ=os.environ, values=FLAGS):
+  """This Slurm task's TF_CONFIG text, the step's tasks shared out over the strategy's jobs
+  as its descriptor says. Loads TensorFlow (SlurmClusterResolver)."""
+  where = f'in a Slurm step (--cluster_resolver={values.cluster_resolver})'
+  name = _one_run(values, where)
+  descriptor = strategies.describe(name)
+  if not descriptor.cluster:
+    raise ValueError(f'{where}, run.py is one task of a cluster, but {name} runs in one '
+                     'process; use multi_worker_mirrored or parameter_server, start one task, '
+                     'or give --cluster_resolver=tf_config')
+  jobs = slurm.jobs(descriptor.local_jobs, _own_flags(values, strategies.get(name).__name__),
+                    int(environ['SLURM_STEP_NUM_TASKS']), name)
+  return slurm.tf_config(jobs, values.slurm_port_base)

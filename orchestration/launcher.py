@@ -2,13 +2,15 @@
 
 A single-process strategy is one child. A multi-worker strategy is a local cluster: one child
 per task on free localhost ports, each with its own TF_CONFIG, exactly as a scheduler would
-start them on several machines; each task's output is saved in `<run>/logs/<task>.log`.
+start them on several machines; each task's output is saved in `<run>/logs/<task>.log`. On a
+machine with GPUs each computing task gets its own (orchestration/gpus.py).
 """
 import dataclasses
 import os
 import sys
 
 from orchestration import cluster
+from orchestration import gpus
 from orchestration import log_filter
 from orchestration import processes
 from records import results
@@ -54,12 +56,25 @@ def _default(given, default):
   return default if given is None else given
 
 
-def start_cluster(group, run, hide, env, worker_restarts=0, verbosity=None):
+def task_environments(descriptor, spec, env, worker_gpus=None):
+  """{task name: environment}: `env` with the task's TF_CONFIG and, given each worker's GPU
+  ids (gpus.plan), its CUDA_VISIBLE_DEVICES, empty for the tasks that compute nothing."""
+  computing = [name for job, _, name in cluster.tasks(spec) if job in descriptor.computing_jobs]
+  shares = dict(zip(computing, worker_gpus or []))
+  environments = {}
+  for job, index, name in cluster.tasks(spec):
+    environments[name] = dict(env, TF_CONFIG=cluster.tf_config(spec, job, index))
+    if worker_gpus is not None:
+      environments[name]['CUDA_VISIBLE_DEVICES'] = ','.join(shares.get(name, []))
+  return environments
+
+
+def start_cluster(group, run, hide, env, worker_restarts=0, verbosity=None, worker_gpus=None):
   """One child per task of a localhost cluster; returns the names of the training tasks.
 
   Parameter-server workers that die are started again (up to `worker_restarts` times) on
   their address while the coordinator carries on; the loss of a ps task is the
-  coordinator's to report.
+  coordinator's to report. `worker_gpus`: each worker's GPU ids, None without GPUs.
   """
   descriptor = run.distribution.descriptor
   spec = cluster.local(descriptor.local_jobs(run.distribution.num_workers,
@@ -67,9 +82,10 @@ def start_cluster(group, run, hide, env, worker_restarts=0, verbosity=None):
   logs = os.path.join(run.run_dir, 'logs')
   os.makedirs(logs, exist_ok=True)
   command = child_command(run.run_dir, verbosity)
+  environments = task_environments(descriptor, spec, env, worker_gpus)
   for job, index, name in cluster.tasks(spec):
     serves = job in descriptor.serving_jobs
-    group.start(name, command, env=dict(env, TF_CONFIG=cluster.tf_config(spec, job, index)),
+    group.start(name, command, env=environments[name],
                 log_path=os.path.join(logs, f'{name}.log'),
                 echo=(job, index) == cluster.chief(spec), hide=hide,
                 restarts=worker_restarts if serves and job == 'worker' else 0,
@@ -113,16 +129,16 @@ def supervise(idle_timeout, start, tick=None):
     return e
 
 
-def run_with_restarts(run, experiment, hide, fault=None):
+def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
   """One run; a run whose task died is started again, resuming from its last checkpoint, up
   to `--max_restarts` times. Returns the error that ended it, or None. `fault`: a test's
-  Fault to inject."""
+  Fault to inject; `worker_gpus`: a cluster's GPUs, as start_cluster takes them."""
   max_restarts, verbosity = experiment.max_restarts, experiment.verbosity
   for attempt in range(max_restarts + 1):
     env = dict(os.environ, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
     if run.distribution.descriptor.cluster:
       start = lambda group: start_cluster(group, run, hide, env, worker_restarts=max_restarts,
-                                          verbosity=verbosity)
+                                          verbosity=verbosity, worker_gpus=worker_gpus)
     else:
       start = lambda group: start_single(group, run, hide, env, verbosity)
     error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
@@ -180,6 +196,10 @@ def launch(experiment):
   are started with its configuration, written to `<run>/config.json`.
   """
   runs = [local_threads(run) for run in experiment.runs]
+  visible_gpus = gpus.visible(os.environ)
+  shares = {run.name: gpus.plan(visible_gpus, run.distribution.num_workers,  # Refused here,
+                                run.distribution.gpus_per_worker)  # before any run starts.
+            for run in runs if run.distribution.descriptor.cluster}
   fault = Fault.from_environment()
   states = {run.name: results.check_run_dir(run.run_dir, experiment.resume) for run in runs}
   verbose = experiment.verbosity is not None and experiment.verbosity >= 0
@@ -190,8 +210,11 @@ def launch(experiment):
     print(f'=== {run.name} ({i}/{len(runs)}){note.get(states[run.name], "")} ===', flush=True)
     error = None
     if states[run.name] != 'finished':
+      worker_gpus = shares.get(run.name) if visible_gpus else None
+      if worker_gpus is not None:
+        print(f'GPUs: {gpus.note(visible_gpus, worker_gpus)}', flush=True)
       results.write_config(run.run_dir, run.to_json())
-      error = run_with_restarts(run, experiment, hide, fault and fault(run.run_dir))
+      error = run_with_restarts(run, experiment, hide, fault and fault(run.run_dir), worker_gpus)
       if error and results.run_dir_state(run.run_dir) == 'new':
         results.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
     rows.append({'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}

@@ -38,6 +38,16 @@ class Descriptor:
     return self.kind == MULTI_DEVICE
 
   @property
+  def mirrors_local_gpus(self):
+    """A training process replicates over its visible GPUs (on CPUs: see devices.configure)."""
+    return self.kind in (MULTI_DEVICE, ALL_REDUCE_CLUSTER)
+
+  @property
+  def computing_jobs(self):
+    """The jobs of its cluster whose tasks run training steps."""
+    return ('worker',) if self.coordinated else ('chief', 'worker')
+
+  @property
   def unit(self):
     """What N counts in speed-up and efficiency: workers under a coordinator, else replicas."""
     return 'worker' if self.coordinated else 'replica'
@@ -48,8 +58,7 @@ class Descriptor:
 
   def num_workers(self, cluster_spec):
     """The tasks of a TF_CONFIG cluster that compute: its workers (and chief, under all-reduce)."""
-    computing = ('worker',) if self.coordinated else ('chief', 'worker')
-    return sum(len(cluster_spec.get(job, [])) for job in computing) or 1
+    return sum(len(cluster_spec.get(job, [])) for job in self.computing_jobs) or 1
 
   def batch_parts(self, num_replicas, num_workers):
     """Into how many equal parts the global batch is split, as far as a plan can know (0: the

@@ -76,6 +76,7 @@ def test_the_launcher_side_loads_no_tensorflow():
   """Importing run.py and everything the launcher uses leaves TensorFlow and Keras unloaded."""
   modules = ['run', 'configs.from_flags', 'configs.plan', 'orchestration.launcher',
              'orchestration.processes', 'orchestration.cluster', 'orchestration.logdir',
+             'orchestration.slurm', 'orchestration.gpus',
              'records.results', 'records.files', 'records.tables', 'records.environment']
   code = (f'import sys; sys.path.insert(0, {ROOT!r}); '
           + '; '.join(f'import {m}' for m in modules)

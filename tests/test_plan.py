@@ -92,6 +92,7 @@ def test_an_empty_variant_is_the_runs_as_given():
     ('x: --run_name=y', '--run_name cannot be set per variant'),
     ('x: --noin_process', '--noin_process cannot be set per variant'),
     ('x: --variant=y:', '--variant cannot be set per variant'),
+    ('x: --cluster_resolver=slurm', '--cluster_resolver cannot be set per variant'),
     ('x: -v', "'-v' is not a flag"),
 ])
 def test_bad_variants(spec, message):

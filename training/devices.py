@@ -4,7 +4,9 @@ With GPUs, a strategy gets the first `num_replicas` of them. Without, a single-p
 strategy gets the CPU split into `num_replicas` logical devices, so that mirroring really
 happens on a laptop or CI box (the logical devices share the same cores: they show the
 mechanics, they add no compute). A cluster task uses one CPU: TensorFlow's collectives and
-parameter-server workers run one CPU replica per task; add workers instead.
+parameter-server workers run one CPU replica per task; add workers instead. With GPUs, a
+multi_worker_mirrored task mirrors over the GPUs it sees (its share of a local cluster's:
+orchestration/gpus.py).
 """
 import tensorflow as tf
 

@@ -124,7 +124,7 @@ def _build(config, descriptor, spec, me, say):
   perf = config.performance
   devices.set_threads(perf.intra_op_threads or 0, perf.inter_op_threads or 0)
   compute_devices = devices.configure(
-      config.distribution.num_replicas if descriptor.mirrors_local_devices else 1,
+      config.distribution.num_replicas if descriptor.mirrors_local_gpus else 1,
       split_cpu=not descriptor.cluster)
   if perf.jit_compile and len(compute_devices) > 1 and 'CPU' in compute_devices[1].upper():
     raise ValueError('--jit_compile on several logical CPU devices fails: XLA places every '
