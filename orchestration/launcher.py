@@ -173,10 +173,12 @@ class Fault:
     return lambda run_dir: Fault(run_dir, task, int(step))
 
   def tick(self, group):
-    if not self.fired and results.read_progress(self.run_dir) >= self.step:
+    reached = results.read_progress(self.run_dir)
+    if not self.fired and reached >= self.step:
       self.fired = True
-      if group.kill(self.task):
-        print(f'run.py: {FAULT_ENV}: killed {self.task} after step {self.step}', flush=True)
+      if group.kill(self.task):  # The step it reached: a loaded machine runs on past `step`.
+        print(f'run.py: {FAULT_ENV}: killed {self.task} after step {self.step} (at step '
+              f'{reached})', flush=True)
 
 
 def exit_status(errors):
