@@ -1,14 +1,17 @@
 """records/storage.py: the same operations on plain paths, file:// URLs and an object store
 (fsspec's memory://, standing in for gs:// and s3://, which need the network)."""
 import os
+import re
 import uuid
 
 import pytest
 
+from orchestration import launcher
 from orchestration import logdir
 from records import files
 from records import results
 from records import storage
+from tests.conftest import ROOT
 
 
 @pytest.fixture(params=['path', 'file', 'memory'])
@@ -97,3 +100,45 @@ def test_the_logdir_check_per_scheme(base, tmp_path):
 def test_an_unknown_scheme_is_one_line():
   with pytest.raises(ValueError, match='--logdir=nosuch://b/x cannot be used'):
     logdir.check('nosuch://b/x', min_free_disk_mb=0)
+
+
+def test_task_logs_of_an_object_store_run_are_copied_into_it_at_the_end(tmp_path):
+  run_dir = f'memory://test-{uuid.uuid4().hex}/exp/run'
+  with launcher.task_logs(run_dir) as logs:
+    assert storage.local_path(logs) == logs  # Where a task's output can grow line by line.
+    with open(os.path.join(logs, 'worker-0.log'), 'w') as f:
+      f.write('trained\n')
+  assert storage.read_text(storage.join(run_dir, 'logs', 'worker-0.log')) == 'trained\n'
+  assert not os.path.exists(logs)
+  with launcher.task_logs(str(tmp_path / 'run')) as logs:
+    assert logs == str(tmp_path / 'run' / 'logs') and os.path.isdir(logs)
+
+
+# File-system calls outside records/storage.py, each on a path that is not the log directory's
+# (or a local one storage.local_path gave). A new call fails this test: send it through
+# records/storage.py, or count it here with its reason.
+LOCAL_FILE_CALLS = {
+    'records/environment.py': 2,       # /proc files; nvidia-smi.
+    'orchestration/cluster.py': 1,     # Its own file, started as the start-up watchdog.
+    'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
+    'orchestration/launcher.py': 6,    # run.py; task logs in a local or temporary directory.
+    'orchestration/logdir.py': 7,      # --data_dir; a local --logdir after local_path.
+    'orchestration/processes.py': 1,   # A task's log file, in the directory the launcher gave.
+    'training/checkpoints.py': 2,      # A non-chief worker's temporary checkpoints.
+}
+FILE_CALL = re.compile(r'os\.path\.|\bopen\(|os\.(makedirs|listdir|remove|replace|rename|rmdir|'
+                       r'walk|scandir)\(|shutil\.|glob\.|tempfile\.')
+
+
+def test_no_file_system_call_bypasses_storage():
+  found = {}
+  for package in ('records', 'orchestration', 'reporting', 'training', 'configs'):
+    for name in sorted(os.listdir(os.path.join(ROOT, package))):
+      path = f'{package}/{name}'
+      if name.endswith('.py') and path != 'records/storage.py':
+        with open(os.path.join(ROOT, path)) as f:
+          calls = sum(bool(FILE_CALL.search(line)) for line in f)
+        found.update({path: calls} if calls else {})
+  with open(os.path.join(ROOT, 'run.py')) as f:
+    assert not any(FILE_CALL.search(line) for line in f)
+  assert found == LOCAL_FILE_CALLS
