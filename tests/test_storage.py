@@ -102,6 +102,15 @@ def test_an_unknown_scheme_is_one_line():
     logdir.check('nosuch://b/x', min_free_disk_mb=0)
 
 
+def test_an_object_store_that_refuses_the_probe_is_one_line(monkeypatch):
+  def refuse(path, text):
+    raise PermissionError(f'403 Forbidden: {path}')
+  monkeypatch.setattr(storage, 'write_text', refuse)
+  with pytest.raises(ValueError, match=r'--logdir=memory://b/x cannot be written \(PermissionError: '
+                     r'403 Forbidden.*check its bucket and credentials'):
+    logdir.check('memory://b/x', min_free_disk_mb=0)
+
+
 def test_task_logs_of_an_object_store_run_are_copied_into_it_at_the_end(tmp_path):
   run_dir = f'memory://test-{uuid.uuid4().hex}/exp/run'
   with launcher.task_logs(run_dir) as logs:
