@@ -69,31 +69,33 @@ def test_every_strategy_writes_every_file_where_the_url_says(places):
   assert_clean(cwd)
 
 
-def test_sigterm_then_the_same_command_resumes_from_a_url(places):
+@pytest.mark.parametrize('strategy', ['mirrored', 'multi_worker_mirrored'])
+def test_sigterm_then_the_same_command_resumes_from_a_url(places, strategy):
+  """Every task of a cluster run resumes from the chief's checkpoints, found by the URL."""
   url, local, cwd = places
-  args = ['--strategies=mirrored', '--epochs=4', '--steps_per_execution=2', f'--logdir={url}',
+  args = [f'--strategies={strategy}', '--epochs=4', '--steps_per_execution=2', f'--logdir={url}',
           '--experiment=stopped']
   proc = subprocess.Popen([sys.executable, RUN_PY, '--nobreakdown', *args], cwd=str(cwd),
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
   try:
-    wait_for_line(proc, '[mirrored] epoch 2/4', timeout=180)
+    wait_for_line(proc, f'[{strategy}] epoch 2/4', timeout=180)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=120)
   finally:
     proc.kill()
     proc.communicate()
   assert proc.returncode == 128 + signal.SIGTERM, stderr
-  assert f'checkpoint {url}/stopped/mirrored/checkpoints/ckpt-' in stderr
+  assert f'checkpoint {url}/stopped/{strategy}/checkpoints/ckpt-' in stderr
   assert wait_until_gone(str(local)) == []
-  run_dir = str(local / 'stopped' / 'mirrored')
+  run_dir = str(local / 'stopped' / strategy)
   stopped = read_result(run_dir)
   assert stopped['status'] == 'interrupted'
   assert checkpoint_steps(run_dir)[-1] == stopped['steps_done']
 
   resumed = run_py(*args, cwd=str(cwd), timeout=300)
   assert resumed.returncode == 0, resumed.stderr
-  assert '=== mirrored (1/1): resuming ===' in resumed.stdout
+  assert f'=== {strategy} (1/1): resuming ===' in resumed.stdout
   result = read_result(run_dir)
   assert (result['status'], result['epochs_done']) == ('complete', 4)
   assert [r['step'] for r in result['resumes']] == [stopped['steps_done']]
