@@ -21,6 +21,7 @@ from configs import plan
 from orchestration import cluster
 from orchestration import slurm
 from records import files
+from records import storage
 
 FLAGS = flags.FLAGS
 
@@ -44,7 +45,7 @@ def experiment(values=FLAGS):
     raise ValueError('--report_only needs --experiment: the experiment to report on')
   for flag in ('experiment', 'run_name'):
     _check_name(flag, values[flag].value)
-  directory = os.path.join(values.logdir, name)
+  directory = storage.join(values.logdir, name)
   return definitions.Experiment(
       directory=directory, runs=tuple(_runs(values, directory)), logdir=values.logdir,
       target_accuracy=values.target_accuracy, idle_timeout=values.idle_timeout,
@@ -96,7 +97,7 @@ def _base(v, directory):
   """Every setting but the strategy, its devices and workers and the batch (the plan's)."""
   given = lambda name: v[name].value if v[name].present else None
   return definitions.RunConfig(
-      run_dir=os.path.join(directory, '_'), condition=v.condition, epochs=v.epochs,
+      run_dir=storage.join(directory, '_'), condition=v.condition, epochs=v.epochs,
       steps_per_epoch=v.steps_per_epoch, seed=v.seed, target_accuracy=v.target_accuracy,
       data=definitions.Data(v.dataset, v.data_dir, v.download, *_synthetic_input(v), v.seq_len,
                             v.vocab_size),

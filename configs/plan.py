@@ -12,11 +12,11 @@ the variant's flags on top of the others, and names them NAME-<run>, e.g. `lamb-
 """
 import dataclasses
 import itertools
-import os
 import re
 import shlex
 
 import strategies
+from records import storage
 
 # Flags that say where and what a run is; a variant changes how it trains, not these.
 NOT_IN_VARIANT = ('variant', 'condition', 'logdir', 'experiment', 'run_name', 'in_process',
@@ -32,7 +32,7 @@ def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=Fals
   """
   if weak and 0 in num_replicas:
     raise ValueError('--scaling=weak needs the replica count: give --num_replicas explicitly')
-  experiment_dir = os.path.dirname(base.run_dir)
+  experiment_dir = storage.dirname(base.run_dir)
   runs = []
   for strategy in strategy_names:
     descriptor = strategies.describe(strategy)
@@ -42,7 +42,7 @@ def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=Fals
       b = b * descriptor.batch_parts(r, w) if weak else b
       name = strategy + ''.join(f'-{tag}{value}' for tag, value, values in (
           ('r', r, replicas), ('w', w, workers), ('b', b, batch_sizes)) if len(values) > 1)
-      runs.append(_run(base, name, os.path.join(experiment_dir, name), strategy, r, w, b,
+      runs.append(_run(base, name, storage.join(experiment_dir, name), strategy, r, w, b,
                        (options or {}).get(strategy, {})))
   return runs
 
@@ -68,7 +68,7 @@ def named(runs, run_name):
                      'drop --run_name or plan one run')
   run = runs[0]
   return [dataclasses.replace(run, name=run_name, flags={**run.flags, 'run_name': run_name},
-                              run_dir=os.path.join(os.path.dirname(run.run_dir), run_name))]
+                              run_dir=storage.join(storage.dirname(run.run_dir), run_name))]
 
 
 def parse_variant(spec):
@@ -96,5 +96,5 @@ def in_variant(runs, name):
   """`runs` as the runs of variant `name`: renamed NAME-<run>, their condition `name`."""
   return [dataclasses.replace(
       run, name=f'{name}-{run.name}', condition=name,
-      run_dir=os.path.join(os.path.dirname(run.run_dir), f'{name}-{run.name}'),
+      run_dir=storage.join(storage.dirname(run.run_dir), f'{name}-{run.name}'),
       flags={**run.flags, 'condition': name, 'run_name': f'{name}-{run.name}'}) for run in runs]

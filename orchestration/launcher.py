@@ -5,22 +5,25 @@ per task on free localhost ports, each with its own TF_CONFIG, exactly as a sche
 start them on several machines; each task's output is saved in `<run>/logs/<task>.log`. On a
 machine with GPUs each computing task gets its own (orchestration/gpus.py).
 """
+import contextlib
 import dataclasses
 import os
 import sys
+import tempfile
 
 from orchestration import cluster
 from orchestration import gpus
 from orchestration import log_filter
 from orchestration import processes
 from records import results
+from records import storage
 from records import tables
 
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
 def child_command(run_dir, verbosity=None):
   """The command that makes a fresh process (part of) the run whose config.json is in
   `run_dir`."""
-  return [sys.executable, RUN_PY, f'--run_config={os.path.join(run_dir, results.CONFIG)}',
+  return [sys.executable, RUN_PY, f'--run_config={storage.join(run_dir, results.CONFIG)}',
           *([] if verbosity is None else [f'--verbosity={verbosity}'])]
 
 
@@ -69,8 +72,29 @@ def task_environments(descriptor, spec, env, worker_gpus=None):
   return environments
 
 
-def start_cluster(group, run, hide, env, worker_restarts=0, verbosity=None, worker_gpus=None):
-  """One child per task of a localhost cluster; returns the names of the training tasks.
+@contextlib.contextmanager
+def task_logs(run_dir):
+  """The local directory the tasks of a run write their output to: `<run>/logs` itself on a
+  local --logdir; on an object store, where a file cannot grow as a task writes, a temporary
+  directory copied into `<run>/logs` when the run ends."""
+  logs = storage.join(run_dir, 'logs')
+  local = storage.local_path(logs)
+  if local is not None:
+    os.makedirs(local, exist_ok=True)
+    yield local
+    return
+  with tempfile.TemporaryDirectory(prefix='task-logs-') as scratch:
+    try:
+      yield scratch
+    finally:
+      for name in sorted(os.listdir(scratch)):
+        storage.upload(os.path.join(scratch, name), storage.join(logs, name))
+
+
+def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None,
+                  worker_gpus=None):
+  """One child per task of a localhost cluster, its output in local directory `logs`; returns
+  the names of the training tasks.
 
   Parameter-server workers that die are started again (up to `worker_restarts` times) on
   their address while the coordinator carries on; the loss of a ps task is the
@@ -79,8 +103,6 @@ def start_cluster(group, run, hide, env, worker_restarts=0, verbosity=None, work
   descriptor = run.distribution.descriptor
   spec = cluster.local(descriptor.local_jobs(run.distribution.num_workers,
                                              run.distribution.options))
-  logs = os.path.join(run.run_dir, 'logs')
-  os.makedirs(logs, exist_ok=True)
   command = child_command(run.run_dir, verbosity)
   environments = task_environments(descriptor, spec, env, worker_gpus)
   for job, index, name in cluster.tasks(spec):
@@ -96,7 +118,7 @@ def start_cluster(group, run, hide, env, worker_restarts=0, verbosity=None, work
 def start_report(group, experiment, hide):
   """The report is built by `run.py --report_only`, from the event files, like a user would."""
   group.start('report', [sys.executable, RUN_PY, '--report_only', f'--logdir={experiment.logdir}',
-                         f'--experiment={os.path.basename(experiment.directory)}',
+                         f'--experiment={storage.basename(experiment.directory)}',
                          f'--target_accuracy={experiment.target_accuracy}',
                          f'--min_free_disk_mb={experiment.min_free_disk_mb}'], hide=hide)
   return ['report']
@@ -134,18 +156,21 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
   to `--max_restarts` times. Returns the error that ended it, or None. `fault`: a test's
   Fault to inject; `worker_gpus`: a cluster's GPUs, as start_cluster takes them."""
   max_restarts, verbosity = experiment.max_restarts, experiment.verbosity
-  for attempt in range(max_restarts + 1):
-    env = dict(os.environ, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
-    if run.distribution.descriptor.cluster:
-      start = lambda group: start_cluster(group, run, hide, env, worker_restarts=max_restarts,
-                                          verbosity=verbosity, worker_gpus=worker_gpus)
-    else:
-      start = lambda group: start_single(group, run, hide, env, verbosity)
-    error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
-    if error is None or not error.died or attempt == max_restarts:
-      return error
-    print(f'run.py: restarting {run.name} from its last checkpoint '
-          f'({attempt + 1}/{max_restarts})', file=sys.stderr, flush=True)
+  is_cluster = run.distribution.descriptor.cluster
+  with task_logs(run.run_dir) if is_cluster else contextlib.nullcontext() as logs:
+    for attempt in range(max_restarts + 1):
+      env = dict(os.environ, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
+      if is_cluster:
+        start = lambda group: start_cluster(group, run, logs, hide, env,
+                                            worker_restarts=max_restarts, verbosity=verbosity,
+                                            worker_gpus=worker_gpus)
+      else:
+        start = lambda group: start_single(group, run, hide, env, verbosity)
+      error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
+      if error is None or not error.died or attempt == max_restarts:
+        return error
+      print(f'run.py: restarting {run.name} from its last checkpoint '
+            f'({attempt + 1}/{max_restarts})', file=sys.stderr, flush=True)
   return error
 
 

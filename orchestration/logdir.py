@@ -1,11 +1,17 @@
 """Checks, before anything starts, that an experiment's paths can be used as given.
 
 A run that fails at its first checkpoint because the disk is full or read-only has wasted its
-training; these checks refuse it up front, in one line naming the flag to change.
+training; these checks refuse it up front, in one line naming the flag to change. A local
+`--logdir` (a path or a `file://` URL) is probed and its free space checked; an object store's
+(`gs://`, `s3://`) is probed with one small object, and has no free space to know.
 """
 import os
 import shutil
 import tempfile
+
+from records import storage
+
+PROBE = '.write-probe'
 
 
 def check(logdir, min_free_disk_mb, data_dirs=()):
@@ -13,7 +19,29 @@ def check(logdir, min_free_disk_mb, data_dirs=()):
   for data_dir in data_dirs:
     if data_dir and not os.path.isdir(data_dir):
       raise ValueError(f'--data_dir={data_dir} is not a directory')
-  parent = os.path.abspath(logdir)
+  try:
+    local = storage.local_path(logdir)
+  except (ImportError, ValueError) as e:  # A scheme fsspec has no package for.
+    raise ValueError(f'--logdir={logdir} cannot be used ({e}); install the file system package '
+                     'its scheme needs (gcsfs for gs://, s3fs for s3://)') from None
+  if local is None:
+    _probe_object_store(logdir)
+  else:
+    _check_local(logdir, local, min_free_disk_mb)
+
+
+def _probe_object_store(logdir):
+  probe = storage.join(logdir, f'{PROBE}-{os.getpid()}')
+  try:
+    storage.write_text(probe, '\0' * 4096)
+    storage.remove(probe)
+  except (OSError, ValueError) as e:  # Credentials, a missing bucket, permissions.
+    raise ValueError(f'--logdir={logdir} cannot be written ({type(e).__name__}: {e}); check '
+                     'its bucket and credentials or choose another --logdir') from None
+
+
+def _check_local(logdir, local, min_free_disk_mb):
+  parent = os.path.abspath(local)
   while not os.path.exists(parent):
     parent = os.path.dirname(parent)
   if not os.path.isdir(parent):

@@ -11,6 +11,7 @@ import socket
 import subprocess
 
 from records import files
+from records import storage
 
 _ENV_NAMES = ('TF_GPU_THREAD_MODE', 'TF_CPP_MIN_LOG_LEVEL', 'CUDA_VISIBLE_DEVICES',
               'TF_FORCE_GPU_ALLOW_GROWTH')
@@ -81,10 +82,10 @@ def describe(cluster_spec=None) -> dict:
 
 def write_once(experiment_dir, info) -> bool:
   """Writes <experiment_dir>/environment.json unless it exists; True if written."""
-  path = os.path.join(experiment_dir, 'environment.json')
-  if os.path.exists(path):
+  path = storage.join(experiment_dir, 'environment.json')
+  if storage.exists(path):
     return False
-  os.makedirs(experiment_dir, exist_ok=True)
+  storage.makedirs(experiment_dir)
   files.write_json(path, info)
   return True
 

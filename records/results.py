@@ -1,10 +1,10 @@
 """The per-epoch record of a run, its headline figures, and `result.json`."""
 import contextlib
 import dataclasses
-import os
 import statistics
 
 from records import files
+from records import storage
 
 
 @dataclasses.dataclass
@@ -76,15 +76,15 @@ class RunDirError(ValueError):
 BREAKDOWN_PARTS = ('input_ms', 'compute_ms', 'communication_ms', 'overhead_ms')
 
 RUN_FILES = ('result.json', 'train', 'validation')
-CHECKPOINT_STATE = os.path.join('checkpoints', 'checkpoint')  # tf.train.CheckpointManager's.
+CHECKPOINT_STATE = 'checkpoints/checkpoint'  # tf.train.CheckpointManager's.
 
 
 def run_dir_state(run_dir):
   """'new'; 'finished' (a complete result.json); 'checkpointed' (unfinished, resumable);
   'stale' (an unfinished run that never wrote a checkpoint); or 'foreign' (a result.json that
   is neither complete nor resumable, e.g. not this program's)."""
-  checkpointed = os.path.exists(os.path.join(run_dir, CHECKPOINT_STATE))
-  if os.path.exists(os.path.join(run_dir, 'result.json')):
+  checkpointed = storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
+  if storage.exists(storage.join(run_dir, 'result.json')):
     try:
       status = read(run_dir).get('status')
     except (OSError, ValueError, AttributeError):
@@ -94,7 +94,7 @@ def run_dir_state(run_dir):
     return 'checkpointed' if status == 'interrupted' and checkpointed else 'foreign'
   if checkpointed:
     return 'checkpointed'
-  if any(os.path.exists(os.path.join(run_dir, name)) for name in RUN_FILES):
+  if any(storage.exists(storage.join(run_dir, name)) for name in RUN_FILES):
     return 'stale'
   return 'new'
 
@@ -116,24 +116,23 @@ CONFIG = 'config.json'
 def write_config(run_dir, config):
   """`<run>/config.json`: the run's whole configuration (a RunConfig's `to_json()`), with which
   every process of the run is started; also the record of exactly what ran."""
-  os.makedirs(run_dir, exist_ok=True)
-  return files.write_json(os.path.join(run_dir, CONFIG), config)
+  storage.makedirs(run_dir)
+  return files.write_json(storage.join(run_dir, CONFIG), config)
 
 
 def remove_config(run_dir):
   """Removes the config.json of a run that never began, and its directory if that empties it."""
   with contextlib.suppress(FileNotFoundError):
-    os.remove(os.path.join(run_dir, CONFIG))
-  with contextlib.suppress(OSError):
-    os.rmdir(run_dir)
+    storage.remove(storage.join(run_dir, CONFIG))
+  storage.remove_empty_dir(run_dir)
 
 
 def write(run_dir, result):
-  return files.write_json(os.path.join(run_dir, 'result.json'), result)
+  return files.write_json(storage.join(run_dir, 'result.json'), result)
 
 
 def read(run_dir):
-  return files.read_json(os.path.join(run_dir, 'result.json'))
+  return files.read_json(storage.join(run_dir, 'result.json'))
 
 
 def recoveries(runs):
@@ -156,12 +155,12 @@ PROGRESS = 'progress.json'
 def write_progress(run_dir, step):
   """How far an unfinished run got, for the launcher's fault injection and the work a restart
   redoes (the steps past the checkpoint it resumes from)."""
-  files.write_json(os.path.join(run_dir, PROGRESS), {'step': step})
+  files.write_json(storage.join(run_dir, PROGRESS), {'step': step})
 
 
 def read_progress(run_dir):
   """The step an unfinished run last reported, or 0."""
   try:
-    return int(files.read_json(os.path.join(run_dir, PROGRESS))['step'])
+    return int(files.read_json(storage.join(run_dir, PROGRESS))['step'])
   except (OSError, ValueError, KeyError, TypeError):
     return 0

@@ -5,14 +5,13 @@ TensorFlow so it can be rebuilt and tested without loading it. Every figure is 8
 100 dpi (800x500 pixels) with its legend outside the axes, so ten or so runs stay readable, and
 is closed once saved, so a long sweep leaks no figures.
 """
-import os
-
 import matplotlib
 matplotlib.use('Agg')  # Before pyplot: never look for a display.
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 import strategies  # noqa: E402
+from records import storage  # noqa: E402
 from reporting import breakdown  # noqa: E402
 from reporting import summary  # noqa: E402
 
@@ -26,7 +25,7 @@ THOUSANDS = '{x:,.0f}'
 
 def write(rows, histories, out_dir):
   """Writes the comparison plots as PNG files into out_dir; returns their paths (sorted)."""
-  os.makedirs(out_dir, exist_ok=True)
+  storage.makedirs(out_dir)
   plots = {'throughput.png': (_throughput, rows),
            'accuracy_vs_epoch.png': (_accuracy, rows, histories, False),
            'accuracy_vs_time.png': (_accuracy, rows, histories, True)}
@@ -43,8 +42,8 @@ def write(rows, histories, out_dir):
       fig = plt.figure(figsize=FIGSIZE, dpi=DPI, layout='constrained')
       try:
         draw(fig, *data)
-        paths.append(os.path.join(out_dir, name))
-        fig.savefig(paths[-1], dpi=DPI)
+        paths.append(storage.join(out_dir, name))
+        storage.write_bytes_from(paths[-1], lambda f: fig.savefig(f, dpi=DPI, format='png'))
       finally:
         plt.close(fig)
   return sorted(paths)

@@ -1,7 +1,5 @@
 """The experiment report: summary files and plots on disk, and the same in TensorBoard."""
-import json
-import os
-
+from records import storage
 from reporting import plots
 from reporting import runs as run_records
 from reporting import summary
@@ -13,7 +11,7 @@ class ReportError(ValueError):
 
 def build(experiment_dir, target_accuracy):
   """Writes summary.{md,csv,json}, the PNG plots and `<experiment>/report` event files."""
-  if not os.path.isdir(experiment_dir):
+  if not storage.isdir(experiment_dir):
     raise ReportError(f'{experiment_dir} does not exist; check --logdir and --experiment')
   runs = run_records.load(experiment_dir)
   table = summary.rows(runs, target_accuracy)
@@ -33,15 +31,14 @@ def build(experiment_dir, target_accuracy):
 def _to_tensorboard(experiment_dir, summary_path, images):
   import tensorflow as tf
   from records import environment
-  writer = tf.summary.create_file_writer(os.path.join(experiment_dir, 'report'))
+  from records import files
+  writer = tf.summary.create_file_writer(storage.join(experiment_dir, 'report'))
   with writer.as_default(step=0):
-    with open(summary_path) as f:
-      tf.summary.text('summary', f.read())
-    environment_path = os.path.join(experiment_dir, 'environment.json')
-    if os.path.exists(environment_path):
-      with open(environment_path) as f:
-        tf.summary.text('environment', environment.markdown(json.load(f)))
+    tf.summary.text('summary', storage.read_text(summary_path))
+    environment_path = storage.join(experiment_dir, 'environment.json')
+    if storage.exists(environment_path):
+      tf.summary.text('environment', environment.markdown(files.read_json(environment_path)))
     for image in images:
       png = tf.io.decode_png(tf.io.read_file(image))
-      tf.summary.image(os.path.splitext(os.path.basename(image))[0], png[tf.newaxis])
+      tf.summary.image(storage.basename(image).removesuffix('.png'), png[tf.newaxis])
   writer.close()

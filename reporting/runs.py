@@ -4,11 +4,11 @@ A run directory holds its hyperparameters (HParams session info) and headline me
 own event file, and per-epoch scalars under `train/` and `validation/` (training/summaries.py).
 Nothing else is needed, so a report can be made for runs done elsewhere, e.g. on a cluster.
 """
-import os
-
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
+
+from records import storage
 
 
 INTEGER_HPARAMS = {'num_workers', 'num_replicas_in_sync', 'global_batch_size',
@@ -22,16 +22,16 @@ INTEGER_HPARAMS = {'num_workers', 'num_replicas_in_sync', 'global_batch_size',
 def load(experiment_dir):
   """One dict per run, in the order they ran: hparams, per-epoch series and final metrics."""
   runs = []
-  for name in sorted(os.listdir(experiment_dir)):
-    run_dir = os.path.join(experiment_dir, name)
-    if not os.path.isdir(os.path.join(run_dir, 'train')):
+  for name in storage.listdir(experiment_dir):
+    run_dir = storage.join(experiment_dir, name)
+    if not storage.isdir(storage.join(run_dir, 'train')):
       continue
     root = _accumulator(run_dir)
     hparams = _hparams(root)
     if hparams is None:
       continue
-    train = _scalars(_accumulator(os.path.join(run_dir, 'train')))
-    validation = _scalars(_accumulator(os.path.join(run_dir, 'validation')))
+    train = _scalars(_accumulator(storage.join(run_dir, 'train')))
+    validation = _scalars(_accumulator(storage.join(run_dir, 'validation')))
     final = _scalars(root)
     runs.append({
         'run': name, 'started': root.FirstEventTimestamp(), **hparams,

@@ -11,11 +11,12 @@ to the all-reduce (the model card, training/model_card.py): the more compute hid
 the better data parallelism scales.
 """
 import csv
-import os
+import io
 
 import strategies
 from records import files
 from records import results
+from records import storage
 from records import tables
 from reporting import breakdown
 
@@ -123,17 +124,18 @@ def notes(runs, table):
 
 def write(experiment_dir, table, said, target_accuracy, plots=()):
   """summary.json, summary.csv and summary.md in the experiment directory."""
-  name = os.path.basename(os.path.normpath(experiment_dir))
-  files.write_json(os.path.join(experiment_dir, 'summary.json'), {
+  name = storage.basename(experiment_dir)
+  files.write_json(storage.join(experiment_dir, 'summary.json'), {
       'experiment': name, 'target_accuracy': target_accuracy, 'notes': said, 'rows': table,
       'convergence': convergence(table)})
-  with open(os.path.join(experiment_dir, 'summary.csv'), 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction='ignore')
-    writer.writeheader()
-    writer.writerows(table)
-  with open(os.path.join(experiment_dir, 'summary.md'), 'w') as f:
-    f.write(markdown(name, table, said, target_accuracy, plots))
-  return os.path.join(experiment_dir, 'summary.md')
+  text = io.StringIO(newline='')
+  writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction='ignore')
+  writer.writeheader()
+  writer.writerows(table)
+  storage.write_text(storage.join(experiment_dir, 'summary.csv'), text.getvalue())
+  path = storage.join(experiment_dir, 'summary.md')
+  storage.write_text(path, markdown(name, table, said, target_accuracy, plots))
+  return path
 
 
 def markdown(name, table, said, target_accuracy, plots=()):
@@ -158,7 +160,7 @@ def markdown(name, table, said, target_accuracy, plots=()):
   lines += _compute_markdown(table)
   lines += breakdown.markdown(table)
   lines += _convergence_markdown(convergence(table), target_accuracy)
-  lines += [f'![{os.path.splitext(os.path.basename(p))[0]}]({os.path.basename(p)})' for p in plots]
+  lines += [f'![{storage.basename(p).removesuffix(".png")}]({storage.basename(p)})' for p in plots]
   return '\n'.join(lines) + '\n'
 
 

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from orchestration import processes
 from records import results
+from records import storage
 from training import loop
 
 DIRECTORY = 'checkpoints'
@@ -32,7 +33,7 @@ class CheckpointError(ValueError):
 
 
 def directory(run_dir):
-  return os.path.join(run_dir, DIRECTORY)
+  return storage.join(run_dir, DIRECTORY)
 
 
 def latest(run_dir):
@@ -46,7 +47,7 @@ def read_state(path):
     return json.loads(tf.train.load_checkpoint(path).get_tensor(_STATE_KEY))
   except Exception as e:  # pylint: disable=broad-except  # A damaged file fails in many ways.
     raise CheckpointError(f'checkpoint {path} cannot be read ({_reason(e)}); it is left as it is: '
-                          f'remove {os.path.dirname(path)} to start the run over, or choose '
+                          f'remove {storage.dirname(path)} to start the run over, or choose '
                           'another --experiment') from None
 
 
@@ -83,7 +84,7 @@ def start_or_resume(run_dir, resume, trainer, checkpointer, settings):
   state = RunState.from_json(saved)
   trainer.seek(state.step)
   state.resumes.append({
-      'checkpoint': os.path.basename(path), 'step': state.step,
+      'checkpoint': storage.basename(path), 'step': state.step,
       'redone_steps': max(0, results.read_progress(run_dir) - state.step),
       'cause': 'restart' if os.environ.get(processes.RESTART_ENV) else 'resume'})
   return state

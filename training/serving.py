@@ -3,11 +3,10 @@
 They start a `tf.distribute.Server` and serve the coordinator (the chief) until it has come
 and gone; the coordinator schedules the steps on them (training/loop.py).
 """
-import os
-
 import tensorflow as tf
 
 from orchestration import cluster
+from records import storage
 
 
 def serve(config, spec, me, say):
@@ -17,7 +16,7 @@ def serve(config, spec, me, say):
       tf.train.ClusterSpec(spec), job_name=me[0], task_index=me[1], protocol='grpc',
       # Fewer inter-op threads than workers + 1 deadlocks the servers on small machines.
       config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=num_workers + 1), start=True)
-  say(f'[{os.path.basename(config.run_dir)}] {me[0]} {me[1]} serving at {spec[me[0]][me[1]]}')
+  say(f'[{storage.basename(config.run_dir)}] {me[0]} {me[1]} serving at {spec[me[0]][me[1]]}')
   cluster.serve_until_chief_leaves(spec, config.distribution.startup_timeout)
   del server
 

@@ -3,19 +3,21 @@
 The run directory itself holds the run's hyperparameters and headline metrics for the
 HParams dashboard, so `--report_only` can rebuild a report from the event files alone.
 """
-import glob
-import os
-
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
+
+from records import storage
 
 
 def clear(run_dir):
   """Removes a run's event files (not its profiles): a resumed run writes them anew from its
   checkpoint, so TensorBoard shows each epoch once, never a step the checkpoint lacks."""
   for sub in ('', 'train', 'validation'):
-    for path in glob.glob(os.path.join(run_dir, sub, 'events.out.tfevents.*')):
-      os.remove(path)
+    directory = storage.join(run_dir, sub)
+    if storage.isdir(directory):
+      for name in storage.listdir(directory):
+        if name.startswith('events.out.tfevents.'):
+          storage.remove(storage.join(directory, name))
 
 
 class Writers:
@@ -26,7 +28,7 @@ class Writers:
   """
 
   def __init__(self, run_dir):
-    make = (lambda sub: tf.summary.create_file_writer(os.path.join(run_dir, sub))) if run_dir else (
+    make = (lambda sub: tf.summary.create_file_writer(storage.join(run_dir, sub))) if run_dir else (
         lambda sub: tf.summary.create_noop_writer())
     self._train = make('train')
     self._validation = make('validation')

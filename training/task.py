@@ -14,6 +14,7 @@ from orchestration import cluster
 from orchestration import processes
 from records import environment
 from records import results
+from records import storage
 from training import actions
 from training import breakdown
 from training import checkpoints
@@ -70,7 +71,7 @@ def run(config, tf_config=None, say=print):
       say(f'[{name}] no checkpoint of the earlier, unfinished attempt: starting it over')
     results.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
     summaries.clear(config.run_dir)
-    environment.write_once(os.path.dirname(config.run_dir), environment.describe(spec))
+    environment.write_once(storage.dirname(config.run_dir), environment.describe(spec))
   else:
     say = lambda line: None  # Only the chief reports; the others train in step with it.
   writers = summaries.Writers(config.run_dir if writes else None)
@@ -88,7 +89,7 @@ def run(config, tf_config=None, say=print):
       lost)
   controller = controller_lib.Controller(
       trainer, state, config.epochs, config.performance.steps_per_execution, [
-          *([actions.Profile(profiling.StepProfiler(os.path.join(config.run_dir, 'train'),
+          *([actions.Profile(profiling.StepProfiler(storage.join(config.run_dir, 'train'),
                                                     *config.performance.profile_steps), say, name)]
             if config.performance.profile_steps and writes else []),
           actions.Progress(config.run_dir if writes else None, say, name),
@@ -192,7 +193,7 @@ def _record(config, trainer, controller, saver, writers, status, tf_config, comp
   if status == 'complete':
     writers.final(config.epochs - 1, record.final_metrics(result))
     with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
-      os.remove(os.path.join(config.run_dir, results.PROGRESS))
+      storage.remove(storage.join(config.run_dir, results.PROGRESS))
   return path
 
 

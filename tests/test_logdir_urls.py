@@ -1,0 +1,103 @@
+"""`--logdir` as a URL end to end: `file://` stands in for gs:// and s3:// (no network here).
+
+Every file of a run goes through records/storage.py or TensorFlow's own writers; an `os.path`
+call left on a log-dir path would turn `file:///x` into `<cwd>/file:/x`, so each test runs in
+an empty working directory, under a layout deeper than the default, and checks both that the
+files are where the URL says and that the working directory (and the repository) stay clean.
+"""
+import glob
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, RUN_PY, read_result, run_py, wait_for_line, wait_until_gone
+from tests.test_fault_tolerance import assert_continuous, checkpoint_steps
+
+pytestmark = pytest.mark.slow
+
+STRATEGIES = ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
+              'parameter_server')
+TASK_LOGS = {'multi_worker_mirrored': ['worker-0.log', 'worker-1.log'],
+             'parameter_server': ['chief-0.log', 'ps-0.log', 'worker-0.log', 'worker-1.log']}
+
+
+@pytest.fixture
+def places(logdir):
+  """(the --logdir URL, the local directory it names, an empty working directory)."""
+  local, cwd = logdir / 'deeper' / 'layout', logdir / 'cwd'
+  cwd.mkdir()
+  return f'file://{local}', local, cwd
+
+
+def assert_clean(cwd):
+  assert os.listdir(cwd) == []
+  assert not os.path.exists(os.path.join(ROOT, 'file:'))
+
+
+def test_every_strategy_writes_every_file_where_the_url_says(places):
+  url, local, cwd = places
+  proc = run_py(f'--strategies={",".join(STRATEGIES)}', '--epochs=2', f'--logdir={url}',
+                '--experiment=urls', cwd=str(cwd), timeout=900)
+  assert proc.returncode == 0, proc.stderr
+  experiment = local / 'urls'
+  for name in STRATEGIES:
+    run_dir = experiment / name
+    result = read_result(str(run_dir))
+    assert (result['status'], result['epochs_done']) == ('complete', 2), name
+    with open(run_dir / 'config.json') as f:
+      assert f'"{url}/urls/{name}"' in f.read(), name  # Handed on unchanged.
+    for sub in ('', 'train', 'validation'):
+      assert glob.glob(str(run_dir / sub / 'events.out.tfevents.*')), (name, sub)
+    assert checkpoint_steps(str(run_dir)), name
+    assert result['checkpoint'].startswith(f'{url}/urls/{name}/checkpoints/ckpt-'), name
+    logs = run_dir / 'logs'
+    assert (sorted(os.listdir(logs)) if logs.exists() else []) == TASK_LOGS.get(name, []), name
+  for name in ('summary.md', 'summary.csv', 'summary.json', 'environment.json',
+               'throughput.png', 'accuracy_vs_epoch.png', 'accuracy_vs_time.png'):
+    assert (experiment / name).stat().st_size > 0, name
+  assert glob.glob(str(experiment / 'report' / 'events.out.tfevents.*'))
+  assert f'tensorboard --logdir {url}/urls' in proc.stdout
+  assert_clean(cwd)
+
+  again = run_py('--report_only', f'--logdir={url}', '--experiment=urls', cwd=str(cwd),
+                 timeout=300)
+  assert again.returncode == 0, again.stderr
+  assert f'Report: {url}/urls/summary.md' in again.stdout
+  assert_clean(cwd)
+
+
+@pytest.mark.parametrize('strategy', ['mirrored', 'multi_worker_mirrored'])
+def test_sigterm_then_the_same_command_resumes_from_a_url(places, strategy):
+  """Every task of a cluster run resumes from the chief's checkpoints, found by the URL."""
+  url, local, cwd = places
+  args = [f'--strategies={strategy}', '--epochs=4', '--steps_per_execution=2', f'--logdir={url}',
+          '--experiment=stopped']
+  proc = subprocess.Popen([sys.executable, RUN_PY, '--nobreakdown', *args], cwd=str(cwd),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  try:
+    wait_for_line(proc, f'[{strategy}] epoch 2/4', timeout=180)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+    proc.communicate()
+  assert proc.returncode == 128 + signal.SIGTERM, stderr
+  assert f'checkpoint {url}/stopped/{strategy}/checkpoints/ckpt-' in stderr
+  assert wait_until_gone(str(local)) == []
+  run_dir = str(local / 'stopped' / strategy)
+  stopped = read_result(run_dir)
+  assert stopped['status'] == 'interrupted'
+  assert checkpoint_steps(run_dir)[-1] == stopped['steps_done']
+
+  resumed = run_py(*args, cwd=str(cwd), timeout=300)
+  assert resumed.returncode == 0, resumed.stderr
+  assert f'=== {strategy} (1/1): resuming ===' in resumed.stdout
+  result = read_result(run_dir)
+  assert (result['status'], result['epochs_done']) == ('complete', 4)
+  assert [r['step'] for r in result['resumes']] == [stopped['steps_done']]
+  assert_continuous(run_dir, 4)
+  assert_clean(cwd)
