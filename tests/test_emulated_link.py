@@ -15,7 +15,7 @@ between these namespaces reaches 96% of the rate. Measured here, 256 KiB to 64 M
 0.0111-0.0114 GB/s, 89-91% of the 0.0125 GB/s link. The other 5-7% is gRPC's and
 TensorFlow's (HTTP/2 framing and flow control, each chunk's protobuf wrapping, the ring's
 request-and-response steps); it does not shrink as messages grow, so it goes with the bytes,
-not with a fixed cost per all-reduce. The test asks for 20%.
+not with a fixed cost per all-reduce. The test asks for 20%, on 50 Mbit/s links.
 
 Root only, with iproute2's ip and tc (skipped otherwise, with the reason).
 """
@@ -34,9 +34,11 @@ from tests.conftest import ROOT, RUN_PY, read_result, run_py
 pytestmark = pytest.mark.slow
 
 COLLECTIVES = os.path.join(ROOT, 'benchmarks', 'collectives.py')
-RATE_MBIT = 100  # 12.5 MB/s: a 16 MiB all-reduce takes 1.3 s, and 2 cores keep up with it.
+# 6.25 MB/s: a 4 MiB all-reduce takes 0.7 s. At 100 Mbit/s the 2 cores kept up when idle (89-91%)
+# but not while other work ran (76%); at half the rate gRPC needs half the CPU.
+RATE_MBIT = 50
 PORT = 2222
-SIZES = [4 << 20, 16 << 20]
+SIZES = [1 << 20, 4 << 20]
 
 
 SLOW_MBIT = 20  # The breakdown's slow link: 2.5 MB/s.
