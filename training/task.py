@@ -218,8 +218,8 @@ def _lost_peer(config, trainer, state, error, spec, me):
   """The error for a peer task lost mid-training (a parameter server, an all-reduce peer)."""
   who = ', '.join(cluster.silent_peers(spec, me)) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
-  if trainer.coordinator:
-    return cluster.ClusterError(
+  if trainer.coordinator:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
+    return cluster.PeerLost(
         f'[{config.name}] {who} lost at step {state.step} ({reason}); {_kept(config)}: '
         'restart the task and run the same command to resume')
   return cluster.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')
