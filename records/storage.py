@@ -16,7 +16,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 
 def is_url(path):
-  return '://' in path
+  return '://' in os.fspath(path)
 
 
 def _paths(path):
@@ -25,53 +25,58 @@ def _paths(path):
 
 
 def join(base, *parts):
-  return _paths(base).join(base, *parts)
+  return _paths(base).join(os.fspath(base), *parts)
 
 
 def dirname(path):
-  return _paths(path).dirname(path)
+  return _paths(path).dirname(os.fspath(path))
 
 
 def basename(path):
-  return _paths(path).basename(path.rstrip('/'))
+  return _paths(path).basename(os.fspath(path).rstrip('/'))
+
+
+def _fs(path):
+  """fsspec's file system of `path` (a str, URL or os.PathLike) and the path within it."""
+  return url_to_fs(os.fspath(path))
 
 
 def local_path(path):
   """The path on this machine's file system of a plain path or `file://` URL; None for an
   object store."""
   if not is_url(path):
-    return path
-  fs, inner = url_to_fs(path)
+    return os.fspath(path)
+  fs, inner = _fs(path)
   return inner if isinstance(fs, LocalFileSystem) else None
 
 
 def exists(path):
-  fs, inner = url_to_fs(path)
+  fs, inner = _fs(path)
   return fs.exists(inner)
 
 
 def isdir(path):
-  fs, inner = url_to_fs(path)
+  fs, inner = _fs(path)
   return fs.isdir(inner)
 
 
 def makedirs(path):
   """Creates `path` and its parents if missing (on object stores directories are implied by
   the objects in them; this is then nearly free)."""
-  fs, inner = url_to_fs(path)
+  fs, inner = _fs(path)
   fs.makedirs(inner, exist_ok=True)
 
 
 def listdir(path):
   """The names in directory `path`, sorted; FileNotFoundError if it is not there."""
-  fs, inner = url_to_fs(path)
+  fs, inner = _fs(path)
   if not fs.isdir(inner):
     raise FileNotFoundError(path)
   return sorted(posixpath.basename(entry.rstrip('/')) for entry in fs.ls(inner, detail=False))
 
 
 def open(path, mode='r'):  # pylint: disable=redefined-builtin
-  fs, inner = url_to_fs(path)
+  fs, inner = _fs(path)
   return fs.open(inner, mode)
 
 
@@ -107,7 +112,7 @@ def write_atomic(path, text):
 
 def remove(path):
   """Removes file `path`; FileNotFoundError if it is not there."""
-  fs, inner = url_to_fs(path)
+  fs, inner = _fs(path)
   if not fs.isfile(inner):
     raise FileNotFoundError(path)
   fs.rm_file(inner)
@@ -123,7 +128,7 @@ def remove_empty_dir(path):
 
 def upload(local, path):
   """Copies local file `local` to `path`."""
-  fs, inner = url_to_fs(path)
+  fs, inner = _fs(path)
   fs.put_file(local, inner)
 
 

@@ -151,3 +151,16 @@ def test_no_file_system_call_bypasses_storage():
   with open(os.path.join(ROOT, 'run.py')) as f:
     assert not any(FILE_CALL.search(line) for line in f)
   assert found == LOCAL_FILE_CALLS
+
+
+def test_paths_may_be_path_objects(tmp_path):
+  """Callers hold pathlib.Paths too (tests, users' code): every function takes os.PathLike."""
+  run_dir = tmp_path / 'run'
+  storage.makedirs(run_dir)
+  storage.write_atomic(storage.join(run_dir, 'a.json'), '{"step": 7}')
+  assert storage.exists(run_dir / 'a.json') and storage.isdir(run_dir)
+  assert storage.listdir(run_dir) == ['a.json']
+  assert storage.local_path(run_dir) == str(run_dir)
+  assert storage.basename(run_dir) == 'run' and storage.dirname(run_dir) == str(tmp_path)
+  results.write_progress(str(run_dir), 7)
+  assert results.read_progress(run_dir) == 7  # Not 0: a Path once read as "no progress".
