@@ -52,11 +52,16 @@ def measure(trainer, steps, repetitions, steps_per_execution):
   return {**parts, 'steps': steps, 'repetitions': repetitions}
 
 
+def _worker_steps(trainer, steps):
+  """The steps `steps` global batches take: under a coordinator, `num_workers` per batch."""
+  return steps * (trainer.num_workers if trainer.coordinator else 1)
+
+
 def _executions(trainer, function, steps, per_execution, *args):
   """Runs `function(n, *args)` for `steps` global batches in executions of `per_execution`
   steps, as training runs them, and waits: in place, or under a coordinator on whichever
   worker is free (`num_workers` worker steps per global batch)."""
-  worker_steps = steps * (trainer.num_workers if trainer.coordinator else 1)
+  worker_steps = _worker_steps(trainer, steps)
   chunks = [min(per_execution, worker_steps - done)
             for done in range(0, worker_steps, per_execution)]
   if not trainer.coordinator:
@@ -72,8 +77,7 @@ class _StepWindow:
     self._trainer, self._per_execution = trainer, steps_per_execution
 
   def __call__(self, steps):
-    worker_steps = steps * (self._trainer.num_workers if self._trainer.coordinator else 1)
-    self._trainer.train_epoch(worker_steps, self._per_execution)
+    self._trainer.train_epoch(_worker_steps(self._trainer, steps), self._per_execution)
 
 
 class _InputWindow:
