@@ -26,6 +26,7 @@ class Data:
   num_classes: int = 10               # synthetic, synthetic_tokens
   seq_len: int = 128                  # synthetic_tokens, imdb
   vocab_size: int = 10000             # synthetic_tokens, imdb; the transformer's embedding
+  vocab_sizes: tuple = (500000, 300000, 200000, 50000, 10000, 1000)  # synthetic_clicks, wide_deep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Model:
   num_layers: int = 2                 # transformer
   d_model: int = 64                   # transformer
   num_heads: int = 4                  # transformer
+  embedding_dim: int = 16             # wide_deep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +118,8 @@ class RunConfig:
   def model_sizes(self):
     """{size: value} of the sizes (models.SIZES) the run's model takes: its `build`'s keyword
     arguments, and what distinguishes one transformer from another."""
-    values = {**dataclasses.asdict(self.model), 'vocab_size': self.data.vocab_size}
+    values = {**dataclasses.asdict(self.model), 'vocab_size': self.data.vocab_size,
+              'vocab_sizes': list(self.data.vocab_sizes)}  # As JSON holds it: resumes compare.
     return {size: values[size] for size in models.sizes_taken(self.model.model)}
 
   def validate(self):
@@ -253,7 +256,7 @@ def _strategy(config):
   if config.performance.profile_steps and descriptor.coordinated:
     return (f'--profile_steps traces this process, but under {config.distribution.strategy} '
             'the steps run in the worker processes; profile another strategy')
-  return None
+  return descriptor.refuse(config)
 
 
 _CHECKS = (_ranges, _shapes, _schedule, _batch, _model, _strategy)

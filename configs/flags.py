@@ -22,9 +22,12 @@ flags.DEFINE_string(
 flags.DEFINE_string(
     'dataset', 'digits', f'{", ".join(data.names())}, or your own as package.module:function, '
     'function() returning (x_train, y_train), (x_val, y_val) like keras.datasets (see '
-    'examples/my_data.py). digits: bundled with scikit-learn, no network. synthetic: random '
-    'images of --image_shape for pure throughput. synthetic_tokens: random token ids whose '
-    'class is a marker token they hold, for the transformer. mnist, fashion_mnist, cifar10, '
+    'examples/my_data.py). Not given: the model\'s own (transformer: synthetic_tokens, '
+    'wide_deep: synthetic_clicks), else digits. digits: bundled with scikit-learn, no network. '
+    'synthetic: random images of --image_shape for pure throughput. synthetic_tokens: random '
+    'token ids whose class is a marker token they hold. synthetic_clicks: click logs with an '
+    'id per table of --vocab_sizes and dense features, clicks from a fixed random logistic '
+    'model. mnist, fashion_mnist, cifar10, '
     'imdb (reviews as token ids): keras.datasets files from --data_dir, downloaded when '
     'missing (needs the network).')
 flags.DEFINE_string(
@@ -47,6 +50,13 @@ flags.DEFINE_integer(
     'vocab_size', 10000, 'synthetic_tokens and imdb: token ids 0..vocab_size-1, the '
     'transformer\'s embedding rows; imdb maps rarer words to the out-of-vocabulary id 2.',
     lower_bound=4)
+flags.DEFINE_list(
+    'vocab_sizes', '500000,300000,200000,50000,10000,1000', 'synthetic_clicks and wide_deep: '
+    'rows of each embedding table, one id column per table (the default tables hold 68 MB of '
+    'float32 at --embedding_dim=16).')
+flags.register_validator(
+    'vocab_sizes', lambda sizes: all(s.isdigit() and int(s) > 0 for s in sizes) and bool(sizes),
+    message='--vocab_sizes: give a comma list of positive integers, the rows of each table')
 flags.DEFINE_integer(
     'epochs', 5, 'Training epochs.', lower_bound=1)
 flags.DEFINE_list(
@@ -101,6 +111,9 @@ flags.DEFINE_integer(
     '--num_heads.', lower_bound=1)
 flags.DEFINE_integer(
     'num_heads', 4, 'transformer: attention heads, each d_model / num_heads wide.',
+    lower_bound=1)
+flags.DEFINE_integer(
+    'embedding_dim', 16, 'wide_deep: width of the deep part\'s embedding of every id.',
     lower_bound=1)
 flags.DEFINE_bool(
     'batch_norm', False, 'Add BatchNormalization after each convolution or hidden layer of '

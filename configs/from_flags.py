@@ -99,10 +99,10 @@ def _base(v, directory):
   return definitions.RunConfig(
       run_dir=storage.join(directory, '_'), condition=v.condition, epochs=v.epochs,
       steps_per_epoch=v.steps_per_epoch, seed=v.seed, target_accuracy=v.target_accuracy,
-      data=definitions.Data(v.dataset, v.data_dir, v.download, *_synthetic_input(v), v.seq_len,
-                            v.vocab_size),
+      data=definitions.Data(_dataset(v), v.data_dir, v.download, *_synthetic_input(v),
+                            v.seq_len, v.vocab_size, tuple(int(s) for s in v.vocab_sizes)),
       model=definitions.Model(v.model, v.batch_norm, v.ghost_batch_size, v.bn_momentum,
-                              v.num_layers, v.d_model, v.num_heads),
+                              v.num_layers, v.d_model, v.num_heads, v.embedding_dim),
       optimizer=definitions.Optimizer(v.optimizer, v.learning_rate, v.momentum, v.beta_1,
                                       v.beta_2, v.epsilon, v.weight_decay, v.trust_coefficient),
       schedule=definitions.Schedule(v.lr_scaling, v.base_batch_size, v.warmup_epochs,
@@ -116,6 +116,11 @@ def _base(v, directory):
       distribution=definitions.Distribution(startup_timeout=v.startup_timeout,
                                             gpus_per_worker=v.gpus_per_worker),
       flags=_own_flags(v, 'configs.flags'))
+
+
+def _dataset(v):
+  """--dataset; not given, the model's own (models.declared's DATASET), else digits."""
+  return v.dataset if v['dataset'].present else models.declared(v.model).get('DATASET', v.dataset)
 
 
 def _synthetic_input(v):
@@ -151,6 +156,8 @@ def task(tf_config_text=None, values=FLAGS):
   if tf_config:
     values = copy.deepcopy(values)
     values.num_workers = [str(descriptor.num_workers(tf_config['cluster']))]
+    for option, value in descriptor.cluster_options(tf_config['cluster']).items():
+      setattr(values, option, value)
   return experiment(values), tf_config
 
 

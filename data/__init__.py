@@ -32,6 +32,7 @@ class Options:
   seed: int = 0
   seq_len: int = 128          # token datasets
   vocab_size: int = 10000     # token datasets: ids from 0 to vocab_size - 1
+  vocab_sizes: tuple = (500000, 300000, 200000, 50000, 10000, 1000)  # click data: rows per table
 
 
 @dataclasses.dataclass(frozen=True)

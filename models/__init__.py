@@ -6,8 +6,10 @@ cannot have any (--batch_norm and --ghost_batch_size are refused). `normalizatio
 callable that makes a batch-normalization layer, or None for a model without batch norm of its
 own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch norm a model
 has comes from it, so --ghost_batch_size and --bn_momentum reach them all. Further keyword
-arguments of its `build` (the transformer's vocab_size, num_layers, d_model, num_heads) get
-the run's values; other models take none.
+arguments of its `build` (the transformer's vocab_size, num_layers, d_model, num_heads,
+wide_deep's vocab_sizes and embedding_dim) get the run's values; other models take none.
+`DATASET` names the dataset it trains on when --dataset is not given (its inputs are not
+images).
 `MIN_IMAGE_SIZE` is the smallest height and width it takes; `IMAGENET = True` makes synthetic
 data default to ImageNet's 224x224x3 and 1000 classes, as in tf_cnn_benchmarks.
 
@@ -29,7 +31,7 @@ import user_code
 
 IMAGENET_SHAPE, IMAGENET_CLASSES = (224, 224, 3), 1000
 # The sizes a model's `build` may take as keyword arguments (flags of the same names).
-SIZES = ('vocab_size', 'num_layers', 'd_model', 'num_heads')
+SIZES = ('vocab_size', 'num_layers', 'd_model', 'num_heads', 'vocab_sizes', 'embedding_dim')
 
 
 def names():

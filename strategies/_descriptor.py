@@ -21,6 +21,12 @@ class Descriptor:
   serving_jobs: tuple = ()   # Jobs whose tasks only serve; the others train.
   local_jobs: typing.Callable = None
   loss_scaling: bool = True  # Keras' LossScaleOptimizer (mixed_float16) can update its variables.
+  # refuse(config): the one-line reason a run (configs/definitions.RunConfig) cannot work with
+  # the strategy's own options, or None.
+  refuse: typing.Callable = lambda config: None
+  # cluster_options(cluster_spec): the strategy's options a TF_CONFIG cluster decides,
+  # whatever their flags say (as the cluster decides the workers).
+  cluster_options: typing.Callable = lambda cluster_spec: {}
 
   @property
   def cluster(self):

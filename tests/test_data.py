@@ -17,7 +17,7 @@ import data
 from data import synthetic
 
 ALL_NAMES = ['cifar10', 'digits', 'fashion_mnist', 'imdb', 'mnist', 'synthetic',
-             'synthetic_tokens']
+             'synthetic_clicks', 'synthetic_tokens']
 
 
 # --- registry -----------------------------------------------------------------------------------
@@ -29,7 +29,8 @@ def test_names_lists_exactly_the_dataset_modules():
 def test_unknown_dataset_raises_and_lists_valid_names():
   with pytest.raises(data.DatasetError,
                      match=re.escape("unknown dataset 'imagenet'; choose from cifar10, digits, "
-                                     'fashion_mnist, imdb, mnist, synthetic, synthetic_tokens')):
+                                     'fashion_mnist, imdb, mnist, synthetic, synthetic_clicks, '
+                                     'synthetic_tokens')):
     data.load('imagenet')
 
 

@@ -10,6 +10,7 @@ NAMES = ['cnn', 'cnn_bn', 'mlp', 'resnet20']
 # Tested in tests/test_benchmark_models.py: they need larger inputs, or token ids.
 BENCHMARK_NAMES = ['efficientnet_b0', 'inception_v3', 'mobilenet_v2', 'resnet50', 'transformer',
                    'vgg16']
+EMBEDDING_NAMES = ['wide_deep']  # tests/test_wide_deep.py
 
 
 def _layers(model, kind):
@@ -18,7 +19,7 @@ def _layers(model, kind):
 
 
 def test_names_lists_exactly_the_model_modules():
-  assert models.names() == sorted(NAMES + BENCHMARK_NAMES)
+  assert models.names() == sorted(NAMES + BENCHMARK_NAMES + EMBEDDING_NAMES)
 
 
 def test_unknown_model_raises_value_error_listing_names():

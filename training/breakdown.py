@@ -147,28 +147,33 @@ class _ComputeWindow:
 class _CommunicationWindow:
   def __init__(self, trainer, per_execution):
     self._trainer, self._per_execution, strategy = trainer, per_execution, trainer.strategy
-    variables = trainer.model.trainable_variables
     gradients = model_card.trace_step(trainer).structured_outputs[0]
+    # (variable, its gradient) where there is one; a sharded variable whole, as it is read.
+    pairs = [(v.value, g) for v, g in zip(trainer.model.trainable_variables, gradients)
+             if g is not None]
     coordinated = trainer.coordinator is not None
 
-    def like(gradient, zero):
-      """A tensor shaped like `gradient`, worth `zero`: made at run time, never folded away."""
+    def like(variable, gradient, zero):
+      """A tensor shaped like `variable`'s `gradient` (a traced one: only its static shapes
+      are taken), worth `zero`: made at run time, never folded away."""
       if isinstance(gradient, tf.IndexedSlices):
-        rows = gradient.values.shape[0]
+        kind = gradient.indices.dtype
         return tf.IndexedSlices(tf.fill(gradient.values.shape, zero),
-                                tf.range(rows, dtype=tf.int64) % gradient.dense_shape[0],
-                                gradient.dense_shape)
+                                tf.range(gradient.values.shape[0], dtype=kind) % variable.shape[0],
+                                tf.constant(variable.shape.as_list(), kind))
       return tf.fill(gradient.shape, zero)
 
     def exchange(zero):
-      made = [like(g, zero) for g in gradients if g is not None]
+      made = [like(v, g, zero) for v, g in pairs]
       reduced = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, made)
-      reads = [tf.reshape(tf.identity(v), [-1])[0] for v in variables]
+      # Only the rows a sparse gradient touches are read, as the step's lookup reads them.
+      reads = [tf.reshape(tf.nn.embedding_lookup(v, g.indices) if isinstance(g, tf.IndexedSlices)
+                          else tf.convert_to_tensor(v), [-1])[0]
+               for (v, _), g in zip(pairs, made)]
       if coordinated:
-        for gradient, variable in zip(made, (v for g, v in zip(gradients, variables)
-                                             if g is not None)):
+        for (variable, _), gradient in zip(pairs, made):
           if isinstance(gradient, tf.IndexedSlices):  # Only the rows it touches travel.
-            variable.value.scatter_add(gradient)
+            variable.scatter_add(gradient)
           else:
             variable.assign_add(gradient)
       first = lambda t: tf.reshape(t.values if isinstance(t, tf.IndexedSlices) else t, [-1])[0]

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from data import pipeline
+from training import shards
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +82,9 @@ class Trainer:
                        'training examples; use a smaller batch')
     with strategy.scope(), tf.variable_creator_scope(_seed_states_follow_the_first_replica):
       self.model = build_model()
-      if self.coordinator:
-        _check_not_sharded(self.model)
+      # What the optimizer updates: the trainable variables, a sharded one as its shards.
+      self.variables = shards.expand(self.model.trainable_variables)
+      shards.save_whole(self.model)
       # Keras counts `optimizer.iterations` with a read and a write (its Variable.assign_add is
       # assign(self + 1)), which loses steps when parameter-server workers update at once; this
       # counter's assign_add is one atomic operation, so the schedule sees every step.
@@ -91,7 +93,7 @@ class Trainer:
       self._schedule = build_schedule(self.step_batch_size, self.steps_per_epoch)
       self.optimizer = build_optimizer(lambda: self._schedule(self.step))
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
-      self.optimizer.build(self.model.trainable_variables)
+      self.optimizer.build(self.variables)
     self.validation_steps = pipeline.validation_steps(arrays, self.step_batch_size)
     self.arrays, self._seed = arrays, seed  # The data it trains on.
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
@@ -246,21 +248,26 @@ class Trainer:
 
   def _train_step(self, images, labels, weights):
     gradients, sums = self._gradients(images, labels, weights)
-    self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
+    self.optimizer.apply_gradients(zip(gradients, self.variables))
     self.step.assign_add(1)
     return sums
 
   def _loss_gradients(self, images, labels, weights):
+    return self.loss_gradients(self.model, self.variables, images, labels, weights)
+
+  def loss_gradients(self, model, variables, images, labels, weights):
+    """The step's forward and backward pass of `model`: the gradients of its loss for
+    `variables`, and the batch's sums."""
     with tf.GradientTape() as tape:
-      logits = self.model(images, training=True)
+      logits = model(images, training=True)
       per_example, sums = self._sums(labels, logits, weights)
       loss = tf.nn.compute_average_loss(per_example * weights,
                                         global_batch_size=self.step_batch_size)
-      if self.model.losses:
-        loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
+      if model.losses:
+        loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
       # Mixed float16's loss scaling (LossScaleOptimizer); other optimizers return the loss.
       scaled = self.optimizer.scale_loss(loss)
-    return tape.gradient(scaled, self.model.trainable_variables), sums
+    return tape.gradient(scaled, variables), sums
 
   def _eval_step(self, images, labels, weights):
     return self._sums(labels, self.model(images, training=False), weights)[1]
@@ -281,14 +288,4 @@ def _seed_states_follow_the_first_replica(next_creator, **kwargs):
     kwargs['aggregation'] = tf.VariableAggregation.ONLY_FIRST_REPLICA
   return next_creator(**kwargs)
 
-
-def _check_not_sharded(model):
-  """Keras 3 optimizers cannot update variables a partitioner split into shards."""
-  sharded = [v.path for v in model.trainable_variables
-             if isinstance(v.value, tf.__internal__.distribute.ShardedVariable)]
-  if sharded:
-    raise ValueError(
-        f'--variable_partitioner split {len(sharded)} variable(s) (e.g. {sharded[0]}) across the '
-        'ps tasks, but Keras 3 optimizers cannot update sharded variables; use '
-        '--variable_partitioner=none, or min_size when every variable is under 256 KiB')
 

@@ -38,12 +38,20 @@ def measure(trainer):
 
 
 def trace_step(trainer):
-  """The concrete function of one replica's loss and gradients on a per-replica batch, as
-  data/pipeline.py feeds it: examples of the model's input shape and dtype (float32 images,
-  int32 token ids; the model converts what it is fed to that dtype), int32 labels, float32
-  weights."""
+  """The concrete function of one replica's loss and gradients (one per trainable variable
+  of the model) on a per-replica batch, as data/pipeline.py feeds it: examples of the model's
+  input shape and dtype (float32 images, int32 token ids; the model converts what it is fed to
+  that dtype), int32 labels, float32 weights.
+
+  Of the model whole: where a partitioner split variables into shards, whose gradients have
+  as many rows as the ids each shard gets (unknown until run), a copy built outside the
+  strategy stands in."""
   batch, example = trainer.per_replica_batch_size, trainer.model.inputs[0]
-  step = tf.function(trainer._loss_gradients)  # pylint: disable=protected-access
+  model = trainer.model
+  if len(trainer.variables) != len(model.trainable_variables):
+    model = trainer.build_model()
+  step = tf.function(lambda *batch: trainer.loss_gradients(model, model.trainable_variables,
+                                                           *batch))
   return step.get_concrete_function(
       tf.TensorSpec((batch, *example.shape[1:]), example.dtype),
       tf.TensorSpec((batch,), tf.int32), tf.TensorSpec((batch,), tf.float32))

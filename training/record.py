@@ -12,6 +12,7 @@ from records import results
 from training import checkpoints
 from training import devices
 from training import schedules
+from training import shards
 
 # May differ when a run resumes: more epochs, other executions, derived values, the
 # strategy's own options (e.g. --num_packs).
@@ -94,7 +95,20 @@ def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_
       'flags': config.flags,
       **results.summarize(state.history, config.target_accuracy),
       'breakdown': breakdown,
+      **_placement(trainer),
   }
+
+
+def _placement(trainer):
+  """Under parameter servers, where each variable's shards live and what each ps task holds."""
+  if not trainer.coordinator:
+    return {}
+  variables = shards.placement(trainer.model)
+  held = {}
+  for parts in variables.values():
+    for part in parts:
+      held[part['task']] = held.get(part['task'], 0) + part['bytes']
+  return {'variables': variables, 'ps_bytes': dict(sorted(held.items()))}
 
 
 # The headline figures, also written as the HParams dashboard's metrics.

@@ -133,7 +133,8 @@ def _build(config, descriptor, spec, me, say):
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
   arrays = data.load(config.data.dataset, data.Options(
       config.data.data_dir, config.data.download, config.data.image_shape,
-      config.data.num_classes, config.seed, config.data.seq_len, config.data.vocab_size))
+      config.data.num_classes, config.seed, config.data.seq_len, config.data.vocab_size,
+      config.data.vocab_sizes))
   if descriptor.coordinated:  # The coordinator connects to every server at once.
     cluster.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout,
                              say)
