@@ -145,13 +145,20 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP):
              else None)
   if ceiling and ceiling < examples:
     examples, limiting = ceiling, 'input'
-  single = w.per_device_batch / (w.compute_ms + max(0.0, w.overhead_ms)) * 1e3
+  single = w.per_device_batch / _one_device_step(w) * 1e3
   return {'strategy': strategy, 'hardware': hw.name, 'num_devices': n,
           'num_nodes': hw.nodes(n), 'per_device_batch': w.per_device_batch,
           'examples_per_second': examples, 'speedup': examples / single,
           'scaling_efficiency': examples / single / n, 'step_ms': n * w.per_device_batch
           / examples * 1e3, 'compute_ms': compute, 'communication_ms': sum(stages.values()),
           'exposed_communication_ms': exposed, 'overhead_ms': overhead, 'limiting': limiting}
+
+
+def _one_device_step(w):
+  """The baseline of speed-up and efficiency: one device alone, as measured or computed."""
+  measured = w.measured.get(('one_device', 1), {})
+  return (measured.get('compute_ms', w.compute_ms) + max(0.0, measured.get('overhead_ms',
+          w.overhead_ms)) + measured.get('communication_ms', 0.0))
 
 
 def predict_all(strategies, devices, w, hw, options, overlap=OVERLAP):
