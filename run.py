@@ -71,6 +71,7 @@ def report(experiment):
 
 def predict(config):
   """--predict: the prediction, its table, plot and recommendations; trains nothing."""
+  quiet_tensorflow()  # A model card (--model) builds the model with Keras.
   from prediction import predict as predict_lib
   from prediction import workload
   from reporting import predictions  # matplotlib, no TensorFlow.
