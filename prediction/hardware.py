@@ -81,7 +81,7 @@ def names():
 def load(name_or_path):
   """The profile called `name_or_path` in configs/hardware/, or the one in that file."""
   path = name_or_path
-  if not os.path.sep in name_or_path and not name_or_path.endswith('.toml'):
+  if os.path.sep not in name_or_path and not name_or_path.endswith('.toml'):
     path = os.path.join(DIRECTORY, f'{name_or_path}.toml')
     if not os.path.exists(path):
       raise ProfileError(f'--hardware={name_or_path} is not a known profile; give one of '

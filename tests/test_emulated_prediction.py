@@ -22,7 +22,7 @@ RATES_MBIT = (20, 50)
 TCP_PAYLOAD = 1448 / 1514
 # Weak scaling: 256 examples per replica or worker, 2 workers; the digits cnn's 212 KB of
 # gradients take 89 ms each way at 20 Mbit/s, against about 10 ms of compute.
-TRAINING = ['--batch_size=256', '--scaling=weak', '--num_workers=2', '--steps_per_execution=4',
+TRAINING = ['--batch_size=256', '--scaling=weak', '--num_replicas=1', '--num_workers=2', '--steps_per_execution=4',
             '--steps_per_epoch=8', '--epochs=3', '--checkpoint_every_epochs=0',
             '--startup_timeout=120']
 STRATEGIES = ('multi_worker_mirrored', 'parameter_server')
