@@ -222,8 +222,8 @@ flags.DEFINE_list(
     'hardware', 'dgx1_v100', f'--predict: hardware profiles, comma-separated: '
     f'{", ".join(hardware.names())} (configs/hardware/), or paths of TOML profiles of your own.')
 flags.DEFINE_list(
-    'num_devices', '1,2,4,8,16,32,64', '--predict: device counts to predict; above one node, '
-    'whole nodes of the profile.')
+    'num_devices', [], '--predict: device counts to predict; above one node, whole nodes of '
+    'the profile. Empty: 1, 2, 4, ... 64, as many as each profile holds.')
 flags.DEFINE_float(
     'device_examples_per_second', 0, '--predict from a model card: examples per second one '
     'device of the target trains --model at alone (e.g. a published single-GPU figure).',
@@ -257,5 +257,5 @@ for _name, _least in (('batch_size', 1), ('num_replicas', 0), ('num_workers', 1)
   flags.register_validator(
       _name, lambda v, least=_least: all(s.strip().isdigit() and int(s) >= least for s in v),
       f'give integers of at least {_least}, comma-separated')
-for _name in ('batch_size', 'num_replicas', 'num_workers', 'num_devices', 'hardware'):
+for _name in ('batch_size', 'num_replicas', 'num_workers', 'hardware'):
   flags.register_validator(_name, bool, 'give at least one value')

@@ -59,6 +59,10 @@ class Profile:
     """Nodes `devices` fill: whole nodes, or a part of one."""
     return -(-devices // self.devices_per_node)
 
+  def holds(self, devices):
+    return devices <= self.max_devices and (devices <= self.devices_per_node or
+                                            devices % self.devices_per_node == 0)
+
   def check(self, devices):
     """ProfileError unless `devices` fit this hardware: at most one node's worth, or whole
     nodes up to max_nodes."""

@@ -14,15 +14,19 @@ from records import storage
 from records import tables
 
 FILE = 'prediction.json'
+DEVICES = (1, 2, 4, 8, 16, 32, 64)  # Without --num_devices: those each profile holds.
 
 
 def run(config):
   """Predicts what `config` (configs/definitions.Prediction) asks; returns the document
   written to <experiment>/prediction.json."""
   profiles = [hardware.load(name) for name in config.hardware]
+  devices = {}
   for profile in profiles:
-    for devices in config.num_devices:
-      profile.check(devices)
+    for count in config.num_devices:
+      profile.check(count)
+    devices[profile.name] = sorted(set(config.num_devices)) or [
+        count for count in DEVICES if profile.holds(count)]
   if config.device_examples_per_second:
     work = workloads.from_model(config.model, config.input_shape, config.num_classes,
                                 config.device_examples_per_second, config.per_device_batch)
@@ -40,7 +44,7 @@ def run(config):
       'workload': {k: v for k, v in dataclasses.asdict(work).items() if k != 'measured'},
       'hardware': [dataclasses.asdict(p) for p in profiles],
       'predictions': [p for profile in profiles for p in cost_model.predict_all(
-          config.strategies, sorted(set(config.num_devices)), work, profile, options)]}
+          config.strategies, devices[profile.name], work, profile, options)]}
   storage.makedirs(config.directory)
   files.write_json(storage.join(config.directory, FILE), document)
   return document

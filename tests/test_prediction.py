@@ -1,6 +1,7 @@
 """The scaling predictor (prediction/): the published table within 15% with its one fitted
 constant, the hardware profiles and their sources, each strategy's bytes over each link, a
 measured experiment as the source, the report's plot and sentences, and run.py --predict."""
+import dataclasses
 import json
 import math
 import os
@@ -68,6 +69,7 @@ def test_device_counts_a_profile_cannot_hold_are_refused():
     dgx.check(12)
   with pytest.raises(hardware.ProfileError, match='holds at most 64 devices'):
     dgx.check(128)
+  assert [n for n in (1, 2, 4, 8, 12, 16, 64, 128) if dgx.holds(n)] == [1, 2, 4, 8, 16, 64]
   with pytest.raises(hardware.ProfileError, match='not a known profile'):
     hardware.load('tpu_pod')
 
@@ -171,6 +173,27 @@ def test_an_experiment_gives_compute_overhead_input_and_measured_floors(tmp_path
     workload.from_experiment(str(tmp_path))
 
 
+def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
+  from configs import definitions
+  from prediction import predict
+  write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
+  config = definitions.Prediction(
+      directory=str(tmp_path), hardware=('pcie_workstation', 'aws_p2_8xlarge'), num_devices=(),
+      strategies=('mirrored', 'multi_worker_mirrored'), options={'communication': 'ring'})
+  document = predict.run(config)
+  assert document == predict.read(str(tmp_path))
+  assert document['options']['communication'] == 'ring'
+  devices = lambda hw, s: [p['num_devices'] for p in document['predictions']
+                           if (p['hardware'], p['strategy']) == (hw, s)]
+  # Without --num_devices: the powers of two each profile holds.
+  assert devices('pcie_workstation', 'multi_worker_mirrored') == [1, 2, 4]
+  assert devices('aws_p2_8xlarge', 'multi_worker_mirrored') == [1, 2, 4, 8, 16, 32, 64]
+  assert devices('aws_p2_8xlarge', 'mirrored') == [1, 2, 4, 8]
+  with pytest.raises(hardware.ProfileError):
+    predict.run(dataclasses.replace(config, num_devices=(8,)))
+  assert 'limited by' in predict.table(document['predictions']).splitlines()[0]
+
+
 def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
   from reporting import predictions
   w = workload_of(100)
@@ -210,4 +233,5 @@ def test_run_py_predicts_from_a_model_card(tmp_path):
                                          + p['overhead_ms'])
     assert math.isclose(p['examples_per_second'], p['num_devices'] * 128 / p['step_ms'] * 1e3)
   assert 'On dgx1_v100 with 16 device(s): parameter_server' in proc.stdout
+
   assert document['workload']['gradient_bytes'] == document['workload']['parameter_bytes'] > 0
