@@ -22,9 +22,9 @@ RATES_MBIT = (20, 50)
 TCP_PAYLOAD = 1448 / 1514
 # Weak scaling: 256 examples per replica or worker, 2 workers; the digits cnn's 212 KB of
 # gradients take 89 ms each way at 20 Mbit/s, against about 10 ms of compute.
-TRAINING = ['--batch_size=256', '--scaling=weak', '--num_replicas=1', '--num_workers=2', '--steps_per_execution=4',
-            '--steps_per_epoch=8', '--epochs=3', '--checkpoint_every_epochs=0',
-            '--startup_timeout=120']
+TRAINING = ['--batch_size=256', '--scaling=weak', '--num_replicas=1', '--num_workers=2',
+            '--steps_per_execution=4', '--steps_per_epoch=8', '--epochs=3',
+            '--checkpoint_every_epochs=0', '--startup_timeout=120']
 STRATEGIES = ('multi_worker_mirrored', 'parameter_server')
 LAYOUTS = {'multi_worker_mirrored': [('worker', 2)],
            'parameter_server': [('chief', 1), ('worker', 2), ('ps', 1)]}
@@ -76,9 +76,9 @@ def measure(networks, strategy, rate_mbit, logdir):
 
 
 def test_predictions_for_emulated_links_are_within_20_percent(networks, tmp_path):
-  netns_reason = netns.unavailable(rate_limits=True)
-  if netns_reason:
-    pytest.skip(f'emulated links need network namespaces and tc: {netns_reason}')
+  reason = netns.unavailable(rate_limits=True)  # Before the loopback experiment's minutes.
+  if reason:
+    pytest.skip(f'emulated links need network namespaces and tc: {reason}')
   loopback = tmp_path / 'loopback'
   proc = run_py(f'--strategies=one_device,{",".join(STRATEGIES)}', *TRAINING,
                 '--breakdown_steps=4', f'--logdir={loopback}', '--experiment=local',
@@ -99,7 +99,6 @@ def test_predictions_for_emulated_links_are_within_20_percent(networks, tmp_path
       p = predicted[f'link{rate}', strategy]
       measured = measure(networks, strategy, rate, tmp_path / 'emulated')
       compared[rate, strategy] = (p['examples_per_second'], measured, p['limiting'])
-  print(compared)
   for (rate, strategy), (prediction, measured, limiting) in compared.items():
     assert limiting in ('network', 'ps bandwidth'), compared
     assert abs(prediction / measured - 1) <= 0.2, (rate, strategy, compared)
