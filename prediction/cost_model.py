@@ -24,6 +24,8 @@ strategy, from what one device computes and what the model's gradients weigh.
     central storage on the CPU.
 - input: each node's input pipeline delivers at most the rate measured for it (a ceiling).
 - overhead: the host's exposed cost per step, as measured (0 from a model card).
+- a strategy the experiment measured at N devices and the same batch: its own compute and
+  overhead, and its communication over loopback (its software's cost) added to the links'.
 
 OVERLAP is the model's one fitted constant: the fraction of the communication hidden behind
 the backward pass. It was fitted once, by `prediction.validation.fit_overlap`, on the
