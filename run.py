@@ -29,6 +29,7 @@ from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
 from orchestration import processes
+from records import storage
 
 # --help lists every flag: this program's and each strategy's own.
 for _module in (defined_flags.__name__, *strategies.module_names()):
@@ -68,10 +69,26 @@ def report(experiment):
   print(f'Report: {report_lib.build(experiment.directory, experiment.target_accuracy)}')
 
 
+def predict(config):
+  """--predict: the prediction, its table, plot and recommendations; trains nothing."""
+  quiet_tensorflow()  # A model card (--model) builds the model with Keras.
+  from prediction import predict as predict_lib
+  from prediction import workload
+  from reporting import predictions  # matplotlib, no TensorFlow.
+  document = predict_lib.run(config)
+  print(predict_lib.table(document['predictions']))
+  print(*predictions.recommendations(document), sep='\n')
+  image = predictions.plot(document, workload.measured_runs(config.directory), config.directory)
+  print(f'Prediction: {storage.join(config.directory, predict_lib.FILE)}, {image}')
+
+
 def main(argv):
   if len(argv) > 1:
     raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
   action = from_flags.action()
+  if action == 'predict':
+    predict(from_flags.prediction())
+    return 0
   if action in ('launch', 'in_process') and from_flags.slurm_task():
     quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
     os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.

@@ -152,6 +152,23 @@ class Experiment:
   verbosity: int = None           # --verbosity when given, passed on to the children
 
 
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+  """run.py --predict: the throughput of `strategies` on `num_devices` devices of each
+  `hardware` profile (names or paths), from the measured experiment in `directory` or, with
+  `device_examples_per_second`, from `model`'s card at `input_shape` and `num_classes`."""
+  directory: str
+  hardware: tuple
+  num_devices: tuple
+  strategies: tuple
+  options: dict                   # The strategies' flags that change how bytes move.
+  model: str = ''
+  input_shape: tuple = ()
+  num_classes: int = 0
+  device_examples_per_second: float = 0.0
+  per_device_batch: int = 0       # 0: the experiment's one_device batch.
+
+
 def _from_dict(cls, saved):
   hints = typing.get_type_hints(cls)
   values = {}

@@ -9,6 +9,7 @@ import data
 import models
 import strategies
 import user_code
+from prediction import hardware
 from training import optimizers
 
 flags.DEFINE_list(
@@ -225,6 +226,25 @@ flags.DEFINE_float(
 flags.DEFINE_float(
     'idle_timeout', 900, 'Seconds a run may print nothing before it is declared hung and stopped.',
     lower_bound=1)
+flags.DEFINE_bool(
+    'predict', False, 'Predict each strategy\'s throughput on --hardware for --num_devices '
+    'devices, from the measured --experiment (its one_device run\'s compute, model card and '
+    'input rate) or, with --device_examples_per_second, from --model\'s card; writes '
+    'prediction.json and prediction.png into the experiment and trains nothing.')
+flags.DEFINE_list(
+    'hardware', 'dgx1_v100', f'--predict: hardware profiles, comma-separated: '
+    f'{", ".join(hardware.names())} (configs/hardware/), or paths of TOML profiles of your own.')
+flags.DEFINE_list(
+    'num_devices', [], '--predict: device counts to predict; above one node, whole nodes of '
+    'the profile. Empty: 1, 2, 4, ... 64, as many as each profile holds.')
+flags.DEFINE_float(
+    'device_examples_per_second', 0, '--predict from a model card: examples per second one '
+    'device of the target trains --model at alone (e.g. a published single-GPU figure).',
+    lower_bound=0)
+flags.DEFINE_integer(
+    'per_device_batch', 0, '--predict: examples per device and step (weak scaling); 0: the '
+    'experiment\'s one_device batch (needed with --device_examples_per_second).',
+    lower_bound=0)
 flags.DEFINE_string(
     'run_config', '', 'Internal: the launcher starts each process of a run with the run\'s '
     '<run>/config.json; set, every other flag is ignored.')
@@ -246,9 +266,9 @@ def _known_strategies(names):
 
 
 for _name, _least in (('batch_size', 1), ('num_replicas', 0), ('num_workers', 1),
-                      ('image_shape', 1), ('profile_steps', 0)):
+                      ('image_shape', 1), ('profile_steps', 0), ('num_devices', 1)):
   flags.register_validator(
       _name, lambda v, least=_least: all(s.strip().isdigit() and int(s) >= least for s in v),
       f'give integers of at least {_least}, comma-separated')
-for _name in ('batch_size', 'num_replicas', 'num_workers'):
+for _name in ('batch_size', 'num_replicas', 'num_workers', 'hardware'):
   flags.register_validator(_name, bool, 'give at least one value')

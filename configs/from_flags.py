@@ -27,8 +27,9 @@ FLAGS = flags.FLAGS
 
 
 def action(values=FLAGS):
-  """What run.py is asked to do: 'run_config', 'report_only', 'in_process' or 'launch'."""
-  for name in ('run_config', 'report_only', 'in_process'):
+  """What run.py is asked to do: 'run_config', 'predict', 'report_only', 'in_process' or
+  'launch'."""
+  for name in ('run_config', 'predict', 'report_only', 'in_process'):
     if values[name].value:
       return name
   return 'launch'
@@ -52,6 +53,39 @@ def experiment(values=FLAGS):
       max_restarts=values.max_restarts, resume=values.resume,
       min_free_disk_mb=values.min_free_disk_mb,
       verbosity=values.verbosity if verbosity_given(values) else None)
+
+
+def prediction(values=FLAGS):
+  """What --predict is asked for (configs/definitions.py's Prediction)."""
+  from_card = values['device_examples_per_second'].present
+  if not from_card and not values.experiment:
+    raise ValueError('--predict needs --experiment (a measured experiment to predict from), or '
+                     '--model with --device_examples_per_second and --per_device_batch')
+  if from_card and not values.per_device_batch:
+    raise ValueError('--predict with --device_examples_per_second needs --per_device_batch: '
+                     'the batch that figure was measured at')
+  if from_card and not values.device_examples_per_second:
+    raise ValueError('--device_examples_per_second=0: give the examples per second one device '
+                     'trains --model at')
+  _check_name('experiment', values.experiment)
+  shape, classes = _synthetic_input(_as_synthetic(values))
+  options = {}
+  for name in values.strategies:
+    options.update(_own_flags(values, strategies.get(name).__name__))
+  return definitions.Prediction(
+      directory=storage.join(values.logdir, values.experiment or time.strftime('%Y%m%d-%H%M%S')),
+      hardware=tuple(values.hardware), num_devices=tuple(int(n) for n in values.num_devices),
+      strategies=tuple(values.strategies), options=options,
+      model=values.model if from_card else '', input_shape=shape, num_classes=classes,
+      device_examples_per_second=values.device_examples_per_second,
+      per_device_batch=values.per_device_batch)
+
+
+def _as_synthetic(values):
+  """The flags as if --dataset=synthetic: a model card's input is the model's own default."""
+  values = copy.deepcopy(values)
+  values.dataset = 'synthetic'
+  return values
 
 
 def _check_name(flag, name):

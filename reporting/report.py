@@ -1,6 +1,8 @@
 """The experiment report: summary files and plots on disk, and the same in TensorBoard."""
+from prediction import predict
 from records import storage
 from reporting import plots
+from reporting import predictions
 from reporting import runs as run_records
 from reporting import summary
 
@@ -23,7 +25,12 @@ def build(experiment_dir, target_accuracy):
                for run in runs if run['complete']}
   images = plots.write(table, histories, experiment_dir)
   said = summary.notes(runs, table)
-  path = summary.write(experiment_dir, table, said, target_accuracy, images)
+  forecast = predict.read(experiment_dir)  # run.py --predict's, if any.
+  if forecast:
+    measured = [{**row, 'devices': summary.parallel_units(row)} for row in table]
+    images.append(predictions.plot(forecast, measured, experiment_dir))
+  path = summary.write(experiment_dir, table, said, target_accuracy, images,
+                       predictions.markdown(forecast) if forecast else ())
   _to_tensorboard(experiment_dir, path, images)
   return path
 

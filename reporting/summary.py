@@ -122,8 +122,9 @@ def notes(runs, table):
   return said
 
 
-def write(experiment_dir, table, said, target_accuracy, plots=()):
-  """summary.json, summary.csv and summary.md in the experiment directory."""
+def write(experiment_dir, table, said, target_accuracy, plots=(), closing=()):
+  """summary.json, summary.csv and summary.md in the experiment directory; `closing`: the
+  Markdown lines summary.md ends with (the predictions' section)."""
   name = storage.basename(experiment_dir)
   files.write_json(storage.join(experiment_dir, 'summary.json'), {
       'experiment': name, 'target_accuracy': target_accuracy, 'notes': said, 'rows': table,
@@ -134,7 +135,8 @@ def write(experiment_dir, table, said, target_accuracy, plots=()):
   writer.writerows(table)
   storage.write_text(storage.join(experiment_dir, 'summary.csv'), text.getvalue())
   path = storage.join(experiment_dir, 'summary.md')
-  storage.write_text(path, markdown(name, table, said, target_accuracy, plots))
+  storage.write_text(path, markdown(name, table, said, target_accuracy, plots) +
+                     ''.join(f'{line}\n' for line in closing))
   return path
 
 

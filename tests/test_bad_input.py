@@ -16,6 +16,9 @@ def assert_one_line_error(proc, *fragments):
     assert fragment in lines[0], lines[0]
 
 
+CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_batch=64']
+
+
 @pytest.mark.parametrize('args, fragments', [
     (['--strategies=one_device,warp_drive'], ['--strategies', 'unknown strategy warp_drive', 'central_storage, mirrored']),
     (['--strategies='], ['--strategies']),
@@ -90,11 +93,33 @@ def assert_one_line_error(proc, *fragments):
     (['--model=transformer', '--num_heads=3'], ['--d_model=64', '--num_heads=3']),
     (['--vocab_size=3'], ['--vocab_size', '4']),
     (['--seq_len=0'], ['--seq_len']),
+    # Predictions (--predict).
+    (['--predict'], ['--predict needs --experiment', '--device_examples_per_second']),
+    (['--predict', *CARD, '--hardware=tpu_pod'],
+     ['--hardware=tpu_pod is not a known profile', 'dgx1_v100', 'path of a profile file']),
+    (['--predict', *CARD, '--hardware=pcie_workstation', '--num_devices=1,8'],
+     ['--num_devices=8', 'pcie_workstation holds at most 4 devices', 'give at most 4']),
+    (['--predict', *CARD, '--hardware=dgx1_v100', '--num_devices=12'],
+     ['--num_devices=12', 'whole nodes of 8', 'multiple of 8']),
+    (['--predict', *CARD, '--num_devices=0'], ['--num_devices', 'at least 1']),
+    (['--predict', '--model=resnet50', '--device_examples_per_second=219'],
+     ['needs --per_device_batch']),
+    (['--predict', '--experiment=absent'], ['absent has no finished one_device run']),
 ])
 def test_flag_errors(tmp_path, args, fragments):
   proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)
   assert_one_line_error(proc, *fragments)
   assert os.listdir(tmp_path) == []
+
+
+def test_a_hardware_profile_missing_a_field(tmp_path):
+  profile = tmp_path / 'mine.toml'
+  profile.write_text('devices_per_node = 8\nmax_nodes = 2\n')
+  proc = run_py('--predict', *CARD, f'--hardware={profile}', f'--logdir={tmp_path}/runs',
+                timeout=60)
+  assert_one_line_error(proc, f'--hardware={profile} lacks device_link_gbps', 'add them')
+  assert proc.returncode == 2
+  assert not os.path.exists(tmp_path / 'runs')
 
 
 def test_malformed_fault_injection(tmp_path):

@@ -1,0 +1,66 @@
+"""run.py --predict: every strategy's throughput on hardware you do not have, written to
+<experiment>/prediction.json and printed as a table.
+
+Everything that can be refused (the profiles, the device counts, the experiment) is checked
+before anything is written.
+"""
+import dataclasses
+
+from prediction import cost_model
+from prediction import hardware
+from prediction import workload as workloads
+from records import files
+from records import storage
+from records import tables
+
+FILE = 'prediction.json'
+DEVICES = (1, 2, 4, 8, 16, 32, 64)  # Without --num_devices: those each profile holds.
+
+
+def run(config):
+  """Predicts what `config` (configs/definitions.Prediction) asks; returns the document
+  written to <experiment>/prediction.json."""
+  profiles = [hardware.load(name) for name in config.hardware]
+  devices = {}
+  for profile in profiles:
+    for count in config.num_devices:
+      profile.check(count)
+    devices[profile.name] = sorted(set(config.num_devices)) or [
+        count for count in DEVICES if profile.holds(count)]
+  if config.device_examples_per_second:
+    work = workloads.from_model(config.model, config.input_shape, config.num_classes,
+                                config.device_examples_per_second, config.per_device_batch)
+    source = {'model': config.model, 'input_shape': list(config.input_shape),
+              'num_classes': config.num_classes,
+              'device_examples_per_second': config.device_examples_per_second}
+  else:
+    work = workloads.from_experiment(config.directory, config.per_device_batch or None)
+    source = {'experiment': config.directory}
+  options = cost_model.Options(**{field.name: config.options[field.name]
+                                  for field in dataclasses.fields(cost_model.Options)
+                                  if field.name in config.options})
+  document = {
+      'source': source, 'overlap': cost_model.OVERLAP, 'options': dataclasses.asdict(options),
+      'workload': {k: v for k, v in dataclasses.asdict(work).items() if k != 'measured'},
+      'hardware': [dataclasses.asdict(p) for p in profiles],
+      'predictions': [p for profile in profiles for p in cost_model.predict_all(
+          config.strategies, devices[profile.name], work, profile, options)]}
+  storage.makedirs(config.directory)
+  files.write_json(storage.join(config.directory, FILE), document)
+  return document
+
+
+def read(experiment_dir):
+  """The experiment's prediction.json, or None."""
+  path = storage.join(experiment_dir, FILE)
+  return files.read_json(path) if storage.exists(path) else None
+
+
+def table(predictions):
+  header = ['hardware', 'strategy', 'devices', 'examples/s', 'speed-up', 'efficiency',
+            'compute (ms)', 'communication (ms)', 'overhead (ms)', 'limited by']
+  return tables.render(header, [
+      [p['hardware'], p['strategy'], str(p['num_devices']), f'{p["examples_per_second"]:,.0f}',
+       f'{p["speedup"]:.2f}x', f'{p["scaling_efficiency"]:.0%}', f'{p["compute_ms"]:.2f}',
+       f'{p["exposed_communication_ms"]:.2f}', f'{p["overhead_ms"]:.2f}', p['limiting']]
+      for p in predictions])

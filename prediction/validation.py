@@ -1,0 +1,68 @@
+"""The cost model against throughput other people measured: prediction/published.csv.
+
+Each row is a published figure (images/second, synthetic data) with its source; the group's
+one-device row gives the device's figure, from which every row of the group is predicted with
+the model's parameter count (gradients and variables of float32, 4 bytes each: the
+trainable parameters of keras.applications' model at 224x224x3 with 1000 classes, ResNet-50
+25,583,592 and VGG16 138,357,544, as the published runs used) and the hardware profile. The
+one-device row itself is predicted too: with variables on the CPU it moves bytes as well.
+"""
+import csv
+import math
+import os
+
+from prediction import cost_model
+from prediction import hardware
+
+PUBLISHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'published.csv')
+FLOAT32_BYTES = 4
+
+
+def rows(path=PUBLISHED):
+  with open(path, newline='') as f:
+    return [dict(row, parameters=int(row['parameters']), num_devices=int(row['num_devices']),
+                 per_device_batch=int(row['per_device_batch']),
+                 images_per_second=float(row['images_per_second'])) for row in csv.DictReader(f)]
+
+
+def _group(row):
+  return tuple(row[k] for k in ('hardware', 'model', 'per_device_batch', 'strategy',
+                                'parameter_device'))
+
+
+def compare(table=None, overlap=cost_model.OVERLAP):
+  """Every published row with the model's prediction and its error (predicted / published - 1)."""
+  table = rows() if table is None else table
+  single = {_group(r): r['images_per_second'] for r in table if r['num_devices'] == 1}
+  out = []
+  for row in table:
+    batch, size = row['per_device_batch'], row['parameters'] * FLOAT32_BYTES
+    workload = cost_model.Workload(per_device_batch=batch, compute_ms=batch / single[_group(row)]
+                                   * 1e3, gradient_bytes=size, parameter_bytes=size)
+    options = cost_model.Options(parameter_device=row['parameter_device'])
+    predicted = cost_model.predict(row['strategy'], row['num_devices'], workload,
+                                   hardware.load(row['hardware']), options, overlap)
+    out.append({**row, 'predicted': predicted['examples_per_second'],
+                'limiting': predicted['limiting'],
+                'error': predicted['examples_per_second'] / row['images_per_second'] - 1})
+  return out
+
+
+def fit_overlap(table=None):
+  """The overlap in [0, 0.99] (steps of 0.01) minimising the squared log ratios of predicted
+  to published throughput over every row: how OVERLAP was chosen, once."""
+  table = rows() if table is None else table
+  loss = lambda f: sum(math.log1p(r['error']) ** 2 for r in compare(table, f))
+  return min((i / 100 for i in range(100)), key=loss)
+
+
+def markdown(compared):
+  """The README's table: predicted against published, the error of each."""
+  from records import tables
+  header = ['hardware', 'model', 'strategy', 'GPUs', 'published (images/s)', 'predicted',
+            'error', 'limited by']
+  return tables.render(header, [
+      [r['hardware'], r['model'], r['strategy'] + (f' ({r["parameter_device"]})'
+                                                   if r['parameter_device'] else ''),
+       str(r['num_devices']), f'{r["images_per_second"]:,.1f}', f'{r["predicted"]:,.1f}',
+       f'{r["error"]:+.1%}', r['limiting']] for r in compared], markdown=True)

@@ -1,0 +1,81 @@
+"""What one device does per step, for the cost model: from a measured experiment, or from a
+model card and a known single-device figure.
+
+From an experiment (its runs' result.json): the one_device run's breakdown gives compute
+per example, the exposed overhead (its step minus compute and communication: host costs and
+the input that did not overlap) and one node's input rate; its model card the gradient and
+variable bytes. A run of the experiment that measured a strategy at some N with
+the same batch per device gives that (strategy, N) its own compute and overhead, and its
+measured communication as a floor: the strategy's software cost on this machine, which a
+faster link cannot remove. Compute scales with the batch per device, linearly (Paleo).
+"""
+import strategies
+from prediction import cost_model
+from records import results
+from records import storage
+
+
+class WorkloadError(ValueError):
+  pass
+
+
+def measured_runs(experiment_dir):
+  """The experiment's finished runs with a breakdown and a model card (result.json dicts)."""
+  runs = []
+  for name in storage.listdir(experiment_dir) if storage.isdir(experiment_dir) else []:
+    if storage.exists(storage.join(experiment_dir, name, 'result.json')):
+      run = results.read(storage.join(experiment_dir, name))
+      if run.get('breakdown') and run.get('gradient_bytes_per_step'):
+        runs.append({**run, 'run': name, 'devices': _devices(run)})
+  return runs
+
+
+def _devices(run):
+  return strategies.describe(run['strategy']).parallel_units(run['num_replicas_in_sync'],
+                                                             run['num_workers'])
+
+
+def from_experiment(experiment_dir, per_device_batch=None):
+  """The workload an experiment measured, at its one_device run's batch unless given."""
+  runs = measured_runs(experiment_dir)
+  base = next((r for r in runs if r['devices'] == 1 and r['strategy'] == 'one_device'), None)
+  if base is None:
+    raise WorkloadError(
+        f'{experiment_dir} has no finished one_device run with a breakdown and model card; '
+        'train one there (--strategies=one_device, without --nobreakdown), or predict from '
+        '--model with --device_examples_per_second')
+  parts, batch = base['breakdown'], per_device_batch or base['global_batch_size']
+  per_example = parts['compute_ms'] / base['global_batch_size']
+  measured = {}
+  for run in runs:
+    if run['global_batch_size'] == batch * run['devices']:
+      measured[run['strategy'], run['devices']] = _parts(run)
+  return cost_model.Workload(
+      per_device_batch=batch, compute_ms=per_example * batch,
+      gradient_bytes=base['gradient_bytes_per_step'], parameter_bytes=base['trainable_bytes'],
+      overhead_ms=_parts(base)['overhead_ms'],
+      input_examples_per_second=base['global_batch_size'] / parts['input_ms'] * 1e3,
+      measured=measured)
+
+
+def _parts(run):
+  """compute, communication and the exposed overhead (the rest of the step) of a run; one
+  device communicates with nothing, so its variable reads count as overhead."""
+  parts = run['breakdown']
+  communication = parts['communication_ms'] if run['strategy'] != 'one_device' else 0.0
+  return {'compute_ms': parts['compute_ms'], 'communication_ms': communication,
+          'overhead_ms': max(0.0, parts['step_ms'] - parts['compute_ms'] - communication)}
+
+
+def from_model(name, input_shape, num_classes, device_examples_per_second, per_device_batch):
+  """The workload of model `name` (its card: trainable variables of float32, their gradients
+  dense and as large) on a device that trains `device_examples_per_second` alone at
+  `per_device_batch`. Builds the model: loads Keras."""
+  import math
+  import numpy as np
+  import models
+  model = models.build(name, input_shape, num_classes)
+  size = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in model.trainable_variables)
+  return cost_model.Workload(per_device_batch=per_device_batch,
+                             compute_ms=per_device_batch / device_examples_per_second * 1e3,
+                             gradient_bytes=size, parameter_bytes=size)
