@@ -119,6 +119,7 @@ def _runs(values, directory):
 
 
 def _plan(values, directory):
+  values = _with_model_defaults(values)
   ints = lambda strings: [int(s) for s in strings]
   options = {name: _own_flags(values, strategies.get(name).__name__)
              for name in values.strategies}
@@ -133,7 +134,7 @@ def _base(v, directory):
   return definitions.RunConfig(
       run_dir=storage.join(directory, '_'), condition=v.condition, epochs=v.epochs,
       steps_per_epoch=v.steps_per_epoch, seed=v.seed, target_accuracy=v.target_accuracy,
-      data=definitions.Data(_dataset(v), v.data_dir, v.download, *_synthetic_input(v),
+      data=definitions.Data(v.dataset, v.data_dir, v.download, *_synthetic_input(v),
                             v.seq_len, v.vocab_size, tuple(int(s) for s in v.vocab_sizes)),
       model=definitions.Model(v.model, v.batch_norm, v.ghost_batch_size, v.bn_momentum,
                               v.num_layers, v.d_model, v.num_heads, v.embedding_dim),
@@ -152,9 +153,16 @@ def _base(v, directory):
       flags=_own_flags(v, 'configs.flags'))
 
 
-def _dataset(v):
-  """--dataset; not given, the model's own (models.declared's DATASET), else digits."""
-  return v.dataset if v['dataset'].present else models.declared(v.model).get('DATASET', v.dataset)
+def _with_model_defaults(values):
+  """The flags, with the model's own defaults (its module's DEFAULTS, flag texts) for those
+  not given: wide_deep trains on click logs at a recommender's batch, not on digits at 64."""
+  defaults = {name: text for name, text in models.declared(values.model).get('DEFAULTS', {}).items()
+              if not values[name].present}
+  if defaults:
+    values = copy.deepcopy(values)
+    for name, text in defaults.items():
+      values[name].parse(text)
+  return values
 
 
 def _synthetic_input(v):

@@ -8,8 +8,8 @@ own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch 
 has comes from it, so --ghost_batch_size and --bn_momentum reach them all. Further keyword
 arguments of its `build` (the transformer's vocab_size, num_layers, d_model, num_heads,
 wide_deep's vocab_sizes and embedding_dim) get the run's values; other models take none.
-`DATASET` names the dataset it trains on when --dataset is not given (its inputs are not
-images).
+`DEFAULTS` maps flags to the texts the model takes when they are not given: the dataset of
+a model that does not read images, the batch and learning rate it is trained at.
 `MIN_IMAGE_SIZE` is the smallest height and width it takes; `IMAGENET = True` makes synthetic
 data default to ImageNet's 224x224x3 and 1000 classes, as in tf_cnn_benchmarks.
 

@@ -10,7 +10,7 @@ from keras import layers
 from keras import ops
 
 BATCH_NORM = False
-DATASET = 'synthetic_tokens'
+DEFAULTS = {'dataset': 'synthetic_tokens'}
 
 
 class PositionEmbedding(layers.Layer):

@@ -15,7 +15,8 @@ from keras import layers
 import tensorflow as tf
 
 BATCH_NORM = False
-DATASET = 'synthetic_clicks'
+# Click logs, at a recommender's batch and the rate that learns them in an epoch or two.
+DEFAULTS = {'dataset': 'synthetic_clicks', 'batch_size': '512', 'learning_rate': '0.01'}
 DEEP_UNITS = (256, 128)
 
 

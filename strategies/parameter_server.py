@@ -31,7 +31,7 @@ def _refuse(config):
     return None
   if options['num_ps'] < 2:
     return (f'--variable_partitioner={partitioner} splits variables over the ps tasks, but '
-            f'there is {options["num_ps"]}; give --num_ps=2 or more, or '
+            f'--num_ps={options["num_ps"]} makes one; give --num_ps=2 or more, or '
             '--variable_partitioner=none')
   optimizer = config.optimizer.optimizer
   if optimizer not in SHARDABLE_OPTIMIZERS:

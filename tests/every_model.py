@@ -38,6 +38,8 @@ MODELS = {
     'inception_v3': ('synthetic', data.Options(image_shape=(75, 75, 3), num_classes=4), {}),
     'transformer': ('synthetic_tokens', data.Options(seq_len=16, vocab_size=64, num_classes=4),
                     {'vocab_size': 64, 'num_layers': 1, 'd_model': 16, 'num_heads': 2}),
+    'wide_deep': ('synthetic_clicks', data.Options(vocab_sizes=(50, 20)),
+                  {'vocab_sizes': (50, 20), 'embedding_dim': 4}),
 }
 OPTIONS = {'one_device': {}, 'mirrored': {'cross_device_ops': 'auto', 'num_packs': 1},
            'central_storage': {'parameter_device': ''},

@@ -5,7 +5,9 @@ keras.applications models are represented by MobileNetV2, which goes through the
 wrapper (models/_applications.py: the project's batch norm cloned in) with depthwise and
 residual blocks; the others cost minutes each to build and trace five times on 2 cores (all
 ten were run by hand with tests/every_model.py; ResNet-50 also end to end in
-test_run_benchmark_models.py). Dropout under every strategy: test_user_code.py's model.
+test_run_benchmark_models.py). Dropout under every strategy: test_user_code.py's model. The
+default cnn trains under every strategy in test_report.py's default experiment; wide_deep here
+stands for the sparse (IndexedSlices) gradients of embedding lookups, all-reduced or pushed.
 """
 import json
 import math
@@ -17,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-MODELS = ('cnn', 'cnn_bn', 'mlp', 'resnet20', 'transformer', 'mobilenet_v2')
+MODELS = ('cnn_bn', 'mlp', 'resnet20', 'transformer', 'mobilenet_v2', 'wide_deep')
 STRATEGIES = ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
               'parameter_server')
 # Batch norm's moving statistics after four tiny steps make inference meaningless (and may

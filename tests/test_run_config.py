@@ -290,3 +290,21 @@ def test_a_task_that_is_not_one_run_is_refused(parse, tf_config, args, message):
   from configs import from_flags
   with pytest.raises(ValueError, match=re.escape(message)):
     from_flags.task(tf_config, parse('--experiment=e', *args))
+
+
+def test_a_model_brings_its_own_defaults_for_the_flags_not_given(experiment):
+  run, = experiment('--model=wide_deep', '--strategies=one_device').runs
+  assert (run.data.dataset, run.batch_size, run.optimizer.learning_rate) == (
+      'synthetic_clicks', 512, 0.01)
+  assert run.model_sizes == {'vocab_sizes': [500000, 300000, 200000, 50000, 10000, 1000],
+                             'embedding_dim': 16}
+  run, = experiment('--model=wide_deep', '--strategies=one_device', '--batch_size=128',
+                    '--learning_rate=0.1', '--vocab_sizes=7,8').runs
+  assert (run.batch_size, run.optimizer.learning_rate, run.data.vocab_sizes) == (128, 0.1, (7, 8))
+  run, = experiment('--model=transformer', '--strategies=one_device').runs
+  assert (run.data.dataset, run.batch_size) == ('synthetic_tokens', 64)
+  run, = experiment('--strategies=one_device').runs
+  assert (run.data.dataset, run.batch_size, run.optimizer.learning_rate) == ('digits', 64, 0.001)
+  run, = experiment('--model=wide_deep', '--strategies=one_device',
+                    '--variant=big:--batch_size=1024').runs  # A variant's too.
+  assert (run.data.dataset, run.batch_size) == ('synthetic_clicks', 1024)
