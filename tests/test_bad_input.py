@@ -297,6 +297,16 @@ def test_tf_config_port_in_use(tmp_path):
     (['--strategies=parameter_server', '--num_ps=0'], ['--num_ps=0']),
     (['--communication=mpi'], ['--communication', 'ring']),
     (['--variable_partitioner=random'], ['--variable_partitioner', 'min_size']),
+    (['--strategies=parameter_server', '--variable_partitioner=fixed_shards'],
+     ['--variable_partitioner=fixed_shards splits variables over the ps tasks',
+      '--num_ps=1 makes one', 'give --num_ps=2 or more']),
+    (['--strategies=parameter_server', '--num_ps=2', '--variable_partitioner=min_size',
+      '--optimizer=lamb'], ['--optimizer=lamb cannot update sharded variables',
+                            'use --optimizer sgd or momentum or adam']),
+    (['--model=wide_deep', '--vocab_sizes=1000,0'],
+     ['--vocab_sizes', 'a comma list of positive integers']),
+    (['--model=wide_deep', '--vocab_sizes=1000,ten'],
+     ['--vocab_sizes', 'a comma list of positive integers']),
     (['--strategies=multi_worker_mirrored', '--in_process'], ['needs TF_CONFIG']),
 ])
 def test_multi_worker_flag_errors(tmp_path, args, fragments):
