@@ -19,23 +19,29 @@ def expand(variables):
   """`variables` (Keras variables) with every sharded one replaced by its shards, in order."""
   expanded = []
   for variable in variables:
-    value = variable.value
-    expanded.extend(value.variables if isinstance(value, ShardedVariable) else [variable])
+    expanded.extend(_held(variable).variables if _sharded(variable) else [variable])
   return expanded
+
+
+def _held(variable):
+  return variable.value  # A Keras variable holds TensorFlow's: a tf.Variable, a ShardedVariable...
+
+
+def _sharded(variable):
+  return isinstance(_held(variable), ShardedVariable)
 
 
 def save_whole(model):
   """Makes each sharded variable of `model` save and restore as one whole tensor, under the
   key an unsharded one has, so a checkpoint resumes whatever the partitioner: a Keras variable
   serializes its value as a tensor, which a ShardedVariable is not (its `device` is missing)."""
-  for variable in model.variables:
-    value = variable.value
-    if isinstance(value, ShardedVariable):
-      # Per instance: TensorFlow's saver looks in the instance's __dict__ before its class.
-      variable.__dict__['_serialize_to_tensors'] = (
-          lambda value=value: {_KEY: tf.convert_to_tensor(value)})
-      variable.__dict__['_restore_from_tensors'] = (
-          lambda tensors, value=value: value.assign(tensors[_KEY]))
+  for variable in filter(_sharded, model.variables):
+    value = _held(variable)
+    # Per instance: TensorFlow's saver looks in the instance's __dict__ before its class.
+    variable.__dict__['_serialize_to_tensors'] = (
+        lambda value=value: {_KEY: tf.convert_to_tensor(value)})
+    variable.__dict__['_restore_from_tensors'] = (
+        lambda tensors, value=value: value.assign(tensors[_KEY]))
 
 
 _KEY = 'VARIABLE_VALUE'  # The checkpoint key of a variable's value (Keras' and TensorFlow's).
@@ -46,8 +52,7 @@ def placement(model):
   where it lives: 'ps:1' (job:index) under parameter servers, else the device's own name."""
   placed = {}
   for variable in model.trainable_variables:
-    value = variable.value
-    parts = value.variables if isinstance(value, ShardedVariable) else [value]
+    parts = expand([variable]) if _sharded(variable) else [_held(variable)]
     placed[variable.path] = [
         {'task': _task(part.device), 'shape': list(part.shape),
          'bytes': math.prod(part.shape) * part.dtype.size} for part in parts]
