@@ -46,7 +46,9 @@ ONE_NODE = ('one_device', 'mirrored', 'central_storage')  # One process on one m
 @dataclasses.dataclass(frozen=True)
 class Workload:
   """What one device does per step, and what the strategies move: `compute_ms` for a batch
-  of `per_device_batch`, `gradient_bytes` and `parameter_bytes` per replica and step,
+  of `per_device_batch`, `gradient_bytes` per replica and step (`sparse_gradient_bytes` of
+  them the rows of embedding lookups), `parameter_bytes` a step reads of the variables (of an
+  embedding table only the rows it looks up),
   `overhead_ms` of the host per step, `input_examples_per_second` one node's input pipeline
   delivers (None: no ceiling), and `measured`: {(strategy, n): {'compute_ms', 'overhead_ms',
   'communication_ms'}} where a run of the experiment measured that strategy at n devices and
@@ -59,6 +61,7 @@ class Workload:
   overhead_ms: float = 0.0
   input_examples_per_second: float | None = None
   measured: dict = dataclasses.field(default_factory=dict)
+  sparse_gradient_bytes: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +91,15 @@ def _ring(size, n, gbps, latency_us):
   return 2 * (n - 1) / n * _seconds(size, gbps) + 2 * (n - 1) * latency_us * 1e-6
 
 
+def _all_reduce(w, n, gbps, latency_us):
+  """The gradients of n participants combined: the dense ones ring all-reduced; sparse ones
+  (IndexedSlices) cannot be summed in place, so they are all-gathered, each participant
+  receiving the other n-1's rows, (n-1) x S over its link in n-1 ring steps."""
+  sparse = w.sparse_gradient_bytes
+  gathered = (n - 1) * (_seconds(sparse, gbps) + latency_us * 1e-6) if sparse and n > 1 else 0.0
+  return _ring(w.gradient_bytes - sparse, n, gbps, latency_us) + gathered
+
+
 def _through_host(n, size, hw):
   """Gradients up to host memory and variables back down ({stage: seconds}, the slower)."""
   shared_link = min(n, hw.host_link_sharing) * _seconds(size, hw.host_link_gbps)
@@ -105,7 +117,7 @@ def communication(strategy, n, w, hw, options):
     if options.cross_device_ops == 'reduction_to_one_device':
       return {'device link': 2 * (n - 1) * _seconds(g, hw.device_link_gbps)
                              + 2 * hw.link_latency_us * 1e-6} if n > 1 else {}
-    return {'device links': _ring(g, n, hw.allreduce_busbw_gbps, hw.link_latency_us)}
+    return {'device links': _all_reduce(w, n, hw.allreduce_busbw_gbps, hw.link_latency_us)}
   if strategy == 'central_storage':
     if options.parameter_device.lower().lstrip('/').startswith('gpu'):
       return {'device link': (n - 1) * _seconds(both, hw.device_link_gbps)}
@@ -114,9 +126,14 @@ def communication(strategy, n, w, hw, options):
     return _through_host(n, both, hw)
   if strategy == 'multi_worker_mirrored':
     if options.communication == 'ring' and nodes > 1:
-      return {'network': _ring(g, n, hw.nic_gbps, hw.network_latency_us)}
-    return {'device links': _ring(g, local, hw.allreduce_busbw_gbps, hw.link_latency_us),
-            'network': _ring(g, nodes, hw.nic_gbps * hw.nics_per_node, hw.network_latency_us)}
+      return {'network': _all_reduce(w, n, hw.nic_gbps, hw.network_latency_us)}
+    # Between nodes, each node stands for its devices: the dense sum, and their sparse rows.
+    node = dataclasses.replace(
+        w, gradient_bytes=w.gradient_bytes + (local - 1) * w.sparse_gradient_bytes,
+        sparse_gradient_bytes=local * w.sparse_gradient_bytes)
+    return {'device links': _all_reduce(w, local, hw.allreduce_busbw_gbps, hw.link_latency_us),
+            'network': _all_reduce(node, nodes, hw.nic_gbps * hw.nics_per_node,
+                                   hw.network_latency_us)}
   if strategy == 'parameter_server':
     if hw.max_nodes == 1:
       return _through_host(n, both, hw)

@@ -50,9 +50,13 @@ def from_experiment(experiment_dir, per_device_batch=None):
   for run in runs:
     if run['global_batch_size'] == batch * run['devices']:
       measured[run['strategy'], run['devices']] = _parts(run)
+  # Of an embedding table a step reads the rows it looks up (as many as its gradient holds).
+  sparse = base.get('sparse_gradient_bytes_per_step') or 0
+  read = base['trainable_bytes'] - (base.get('sparse_variable_bytes') or 0) + sparse
   return cost_model.Workload(
       per_device_batch=batch, compute_ms=per_example * batch,
-      gradient_bytes=base['gradient_bytes_per_step'], parameter_bytes=base['trainable_bytes'],
+      gradient_bytes=base['gradient_bytes_per_step'], parameter_bytes=read,
+      sparse_gradient_bytes=sparse,
       overhead_ms=_parts(base)['overhead_ms'],
       input_examples_per_second=base['global_batch_size'] / parts['input_ms'] * 1e3,
       measured=measured)

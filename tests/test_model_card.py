@@ -131,6 +131,7 @@ def test_mixed_float16_gradients_are_float32_like_their_variables(digits):
   finally:
     keras.mixed_precision.set_global_policy('float32')
   assert card['trainable_bytes'] == card['gradient_bytes_per_step'] == 4 * 53_002
+  assert card['sparse_gradient_bytes_per_step'] == card['sparse_variable_bytes'] == 0
 
 
 def test_an_embedding_gradient_counts_one_row_per_lookup():
@@ -150,6 +151,8 @@ def test_an_embedding_gradient_counts_one_row_per_lookup():
   dense_bytes = 4 * (length * width * 10 + 10)
   assert card['trainable_bytes'] == 4 * rows * width + dense_bytes
   assert card['gradient_bytes_per_step'] == 4 * batch * length * width + dense_bytes
+  assert card['sparse_gradient_bytes_per_step'] == 4 * batch * length * width
+  assert card['sparse_variable_bytes'] == 4 * rows * width
   # The gradient of this very batch, computed: 80 rows of values, for 7 distinct rows.
   gradients, _ = embedded._loss_gradients(tf.constant(tokens.x_train), tf.constant(tokens.y_train),
                                           tf.ones(batch))

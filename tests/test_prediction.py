@@ -98,6 +98,23 @@ def test_ring_all_reduce_moves_2_n_minus_1_over_n_of_the_bytes():
   assert flat == pytest.approx({'network': 2 * 15 / 16 * 80 + 30 * 0.05})
 
 
+def test_sparse_gradients_are_gathered_and_a_parameter_server_sends_only_their_rows():
+  """An embedding model: 1 MB of dense gradients, 4 MB of looked-up rows of 400 MB tables."""
+  w = cost_model.Workload(per_device_batch=512, compute_ms=50.0, gradient_bytes=5 * MB,
+                          parameter_bytes=5 * MB, sparse_gradient_bytes=4 * MB)
+  hw = hardware.load('cpu_10gbe')
+  ms = lambda strategy, n: {k: s * 1e3 for k, s in cost_model.communication(  # A ps per worker.
+      strategy, n, w, hw, cost_model.Options(num_ps=n)).items()}
+  # 8 nodes of one device: the dense MB ring all-reduced, the rows of the 7 others gathered.
+  assert ms('multi_worker_mirrored', 8)['network'] == pytest.approx(
+      2 * 7 / 8 * 1 / 1.25 + 14 * 0.05 + 7 * (4 / 1.25 + 0.05))
+  # Each worker pushes its 5 MB and pulls the 5 MB of rows and dense variables it reads.
+  assert ms('parameter_server', 8) == pytest.approx({'network': 10 / 1.25 + 0.1})
+  # The gathered rows grow with the workers; a parameter server's traffic per worker does not.
+  gathered = ms('multi_worker_mirrored', 32)['network'] / ms('multi_worker_mirrored', 8)['network']
+  assert gathered > 4 and ms('parameter_server', 32) == ms('parameter_server', 8)
+
+
 def test_reduction_to_one_device_and_central_storage_go_through_one_device_or_the_host():
   # Into GPU 0 and back out: 2 x 7 x 100 MB over its 150 GB/s of NVLink.
   assert comm_ms('mirrored', 8, 'dgx1_v100', cross_device_ops='reduction_to_one_device') == \

@@ -21,18 +21,26 @@ def measure(trainer):
 
   `gradient_bytes_per_step` counts a sparse gradient (tf.IndexedSlices, from an embedding
   lookup) by its `values`: one row per lookup in the batch, repeated rows included, as
-  tf.gather's gradient holds them. It or `flops_per_example` is None if the traced shapes are
-  not all known (a model with data-dependent shapes).
+  tf.gather's gradient holds them; `sparse_gradient_bytes_per_step` is that part, and
+  `sparse_variable_bytes` the variables it updates (embedding tables), which a step reads only
+  those rows of. It or `flops_per_example` is None if the traced shapes are not all known (a
+  model with data-dependent shapes).
   """
   model, batch = trainer.model, trainer.per_replica_batch_size
   step = trace_step(trainer)
   flops = count_flops(step.graph)
+  gradients = step.structured_outputs[0]
+  sparse = [(g, v) for g, v in zip(gradients, model.trainable_variables)
+            if isinstance(g, tf.IndexedSlices)]
   return {
       'model_parameters': sum(math.prod(w.shape) for w in model.weights),
       'trainable_parameters': sum(math.prod(w.shape) for w in model.trainable_weights),
       'trainable_bytes': sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size
                              for v in model.trainable_variables),
-      'gradient_bytes_per_step': gradient_bytes(step.structured_outputs[0]),
+      'gradient_bytes_per_step': gradient_bytes(gradients),
+      'sparse_gradient_bytes_per_step': gradient_bytes([g for g, _ in sparse]),
+      'sparse_variable_bytes': sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size
+                                   for _, v in sparse),
       'flops_per_example': None if flops is None else float(sum(flops.values())) / batch,
   }
 
