@@ -1,4 +1,5 @@
 """Shared helpers: run `run.py` as a user would, bounded in time, and read what it wrote."""
+import collections
 import glob
 import json
 import os
@@ -46,14 +47,35 @@ def read_texts(event_dir):
   return {tag: values[0][1].item().decode() for tag, values in _tensors(event_dir, 'text').items()}
 
 
+DEFAULT_STRATEGIES = ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
+                      'parameter_server')
+DefaultExperiment = collections.namedtuple('DefaultExperiment',
+                                           'proc experiment url cwd left_running')
+
+
 @pytest.fixture(scope='session')
-def single_host_experiment(tmp_path_factory):
-  """The three single-process strategies, trained once for several tests."""
-  logdir = tmp_path_factory.mktemp('runs')
-  proc = run_py('--flagfile=configs/single_host.cfg', f'--logdir={logdir}',
-                '--experiment=single_host')
+def default_experiment(tmp_path_factory):
+  """`python run.py`: all five strategies with every default (5 epochs, the step-time breakdown),
+  trained once for the tests of the report (tests/test_report.py), of the log-dir URL
+  (tests/test_logdir_urls.py), of the single-process strategies (tests/test_run_single_host.py,
+  as configs/single_host.cfg runs them) and of the local cluster's (tests/test_run_multi_worker.py,
+  as configs/multi_worker.cfg runs them). --logdir is a `file://` URL naming a directory deeper
+  than the default layout, and the working directory is an empty one, so that a log-dir path
+  taken for a local one shows up as a file where the URL does not say (`<cwd>/file:/...`).
+  `experiment` is the local directory the URL names for the experiment; `left_running`, the
+  processes of the run still alive 15 s after run.py returned."""
+  root = tmp_path_factory.mktemp('default')
+  local, cwd = root / 'deeper' / 'layout', root / 'cwd'
+  cwd.mkdir()
+  url = f'file://{local}'
+  try:
+    proc = run_py(f'--logdir={url}', '--experiment=default', cwd=str(cwd), timeout=900,
+                  breakdown=True)
+    left_running = wait_until_gone(str(root), timeout=15)  # For the tests to assert on.
+  finally:
+    kill_all(str(root))
   assert proc.returncode == 0, proc.stderr
-  return proc, os.path.join(logdir, 'single_host')
+  return DefaultExperiment(proc, local / 'default', url, cwd, left_running)
 
 
 def event_files(run_dir):

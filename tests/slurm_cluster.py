@@ -14,7 +14,7 @@ import time
 
 import portpicker
 
-COMMANDS = ('munged', 'slurmctld', 'slurmd', 'sbatch', 'srun', 'sinfo', 'scancel')
+COMMANDS = ('munged', 'slurmctld', 'slurmd', 'sbatch', 'srun', 'sinfo', 'scancel', 'scontrol')
 START_TIMEOUT_SECONDS = 60
 CONFIG = """\
 ClusterName=tfdc
@@ -46,6 +46,12 @@ SlurmdParameters=config_overrides
 NodeName={host} NodeAddr=127.0.0.1 CPUs=8 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
+
+
+# A job's states once it has ended (slurm.h's JOB_COMPLETE and after), as scontrol names them;
+# not COMPLETING, which it shows while the job's processes are still being ended.
+ENDED = ('COMPLETED', 'CANCELLED', 'FAILED', 'TIMEOUT', 'NODE_FAIL', 'PREEMPTED', 'BOOT_FAIL',
+         'DEADLINE', 'OUT_OF_MEMORY')
 
 
 class Unavailable(Exception):
@@ -111,6 +117,21 @@ class Cluster:
     """A Slurm command against this cluster, bounded in time."""
     return subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
+
+  def wait_for_job(self, job_id, timeout):
+    """(state, exit code) of job `job_id` once it has ended, e.g. ('COMPLETED', '0:0'); fails
+    after `timeout` s. Polls every half second: `sbatch --wait` polls 2, 8, then 32 s apart, so
+    a job of 40 s would keep a test waiting 74."""
+    deadline = time.monotonic() + timeout
+    while True:
+      proc = self.command('scontrol', 'show', 'job', '--oneliner', str(job_id))
+      fields = dict(item.split('=', 1) for item in proc.stdout.split() if '=' in item)
+      if fields.get('JobState') in ENDED:
+        return fields['JobState'], fields.get('ExitCode')
+      if time.monotonic() > deadline:
+        raise AssertionError(f'job {job_id} not ended within {timeout} s: {proc.stdout}'
+                             f'{proc.stderr}')
+      time.sleep(0.5)
 
   def __exit__(self, *exc):
     if len(self._daemons) == 3:

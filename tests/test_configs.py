@@ -33,6 +33,13 @@ def test_strategies_is_the_default_comparison():
       'one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored', 'parameter_server']
 
 
+def test_single_host_and_multi_worker_split_the_default_comparison():
+  """Their runs are the default comparison's (which the end-to-end tests train), in two."""
+  runs = lambda config: [run for run, _ in plan(config)['runs']]
+  assert runs('single_host') + runs('multi_worker') == runs('strategies') == [
+      'one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored', 'parameter_server']
+
+
 def test_scaling_is_weak_over_one_two_four():
   runs = dict(plan('scaling')['runs'])
   assert runs['one_device'] == 256

@@ -71,21 +71,34 @@ def test_the_naive_large_batch_loses_accuracy_and_a_technique_wins_most_of_it_ba
   assert best - accuracy['naive'] > gap / 2, accuracy
 
 
-@pytest.mark.parametrize('variant, optimizer, peak, expected_lr', [
+PS_VARIANTS = {  # name: (flags, optimizer, peak learning rate, the rates of epochs 1 and 2)
     # 2 workers share the global batch of 128: 64 per update, k = 64 / 32 = 2, 22 steps/epoch.
-    ('--ghost_batch_size=16 --optimizer=lars --learning_rate=0.5 --lr_scaling=linear '
-     '--warmup_epochs=1 --lr_schedule=cosine --weight_decay=0.0001', 'lars', 1.0, [1.0, 0.5]),
-    ('--batch_norm --optimizer=lamb --learning_rate=0.004 --lr_scaling=sqrt --warmup_epochs=1 '
-     '--lr_schedule=step --weight_decay=0.01', 'lamb', 0.004 * math.sqrt(2),
-     [0.004 * math.sqrt(2), 0.004 * math.sqrt(2) * 0.1]),
-])
-def test_techniques_train_under_parameter_server(tmp_path, variant, optimizer, peak, expected_lr):
+    'lars': ('--ghost_batch_size=16 --optimizer=lars --learning_rate=0.5 --lr_scaling=linear '
+             '--warmup_epochs=1 --lr_schedule=cosine --weight_decay=0.0001', 'lars', 1.0,
+             [1.0, 0.5]),
+    'lamb': ('--batch_norm --optimizer=lamb --learning_rate=0.004 --lr_scaling=sqrt '
+             '--warmup_epochs=1 --lr_schedule=step --weight_decay=0.01', 'lamb',
+             0.004 * math.sqrt(2), [0.004 * math.sqrt(2), 0.004 * math.sqrt(2) * 0.1]),
+}
+
+
+@pytest.fixture(scope='module')
+def ps_techniques(tmp_path_factory):
+  """Both techniques' runs under parameter_server, variants of one experiment."""
+  logdir = tmp_path_factory.mktemp('ps')
   proc = run_py('--strategies=parameter_server', '--num_workers=2', '--batch_size=128',
                 '--base_batch_size=32', '--epochs=3', '--bn_momentum=0.9',
-                f'--variant=t: {variant}', f'--logdir={tmp_path}', '--experiment=ps', timeout=600)
+                *(f'--variant={name}: {flags}' for name, (flags, *_) in PS_VARIANTS.items()),
+                f'--logdir={logdir}', '--experiment=ps', timeout=900)
   assert proc.returncode == 0, proc.stderr
-  result = read_result(tmp_path / 'ps' / 't-parameter_server')
-  assert (result['optimizer'], result['condition']) == (optimizer, 't')
+  return logdir / 'ps'
+
+
+@pytest.mark.parametrize('name', sorted(PS_VARIANTS))
+def test_techniques_train_under_parameter_server(ps_techniques, name):
+  _, optimizer, peak, expected_lr = PS_VARIANTS[name]
+  result = read_result(ps_techniques / f'{name}-parameter_server')
+  assert (result['optimizer'], result['condition']) == (optimizer, name)
   assert result['peak_learning_rate'] == pytest.approx(peak)
   assert result['steps_per_epoch'] == 1437 // 64
   assert result['train_loss'][-1] < result['train_loss'][0]

@@ -8,13 +8,14 @@ import glob
 import hashlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import (RUN_PY, read_result, run_py, wait_for_line,
+from tests.conftest import (ROOT, RUN_PY, kill_all, read_result, run_py, wait_for_line,
                             wait_until_gone)
 from tests.test_bad_input import assert_one_line_error
 
@@ -50,10 +51,16 @@ def checkpoint_steps(run_dir):
 
 
 def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
-  args = ['--strategies=mirrored', '--epochs=6', '--steps_per_execution=2', f'--logdir={logdir}']
+  """Also mirrored's case of tests/test_logdir_urls.py: --logdir is a `file://` URL naming a
+  directory deeper than the default layout, and the working directory an empty one, which every
+  file of the stopped, resumed and whole runs must leave clean."""
+  local, cwd = logdir / 'deeper' / 'layout', logdir / 'cwd'
+  cwd.mkdir()
+  url = f'file://{local}'
+  args = ['--strategies=mirrored', '--epochs=6', '--steps_per_execution=2', f'--logdir={url}']
   proc = subprocess.Popen([sys.executable, RUN_PY, '--nobreakdown', *args,
-                           '--experiment=stopped'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+                           '--experiment=stopped'], cwd=str(cwd), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   try:
     wait_for_line(proc, '[mirrored] epoch 2/6', timeout=180)
     proc.send_signal(signal.SIGTERM)
@@ -61,16 +68,17 @@ def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
   finally:
     proc.kill()
     proc.communicate()
-  assert proc.returncode == 128 + signal.SIGTERM
+  assert proc.returncode == 128 + signal.SIGTERM, stderr
   assert 'interrupted at step' in stderr and 'run the same command to resume' in stderr
+  assert f'checkpoint {url}/stopped/mirrored/checkpoints/ckpt-' in stderr
   assert wait_until_gone(str(logdir)) == []
-  run_dir = os.path.join(logdir, 'stopped', 'mirrored')
+  run_dir = os.path.join(local, 'stopped', 'mirrored')
   stopped = read_result(run_dir)
   assert stopped['status'] == 'interrupted'
   assert stopped['epochs_done'] >= 2 and stopped['steps_done'] >= 2 * 22
   assert checkpoint_steps(run_dir)[-1] == stopped['steps_done']
 
-  resumed = run_py(*args, '--experiment=stopped', timeout=300)
+  resumed = run_py(*args, '--experiment=stopped', cwd=str(cwd), timeout=300)
   assert resumed.returncode == 0, resumed.stderr
   assert '=== mirrored (1/1): resuming ===' in resumed.stdout
   result = read_result(run_dir)
@@ -82,13 +90,15 @@ def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
   assert_continuous(run_dir, 6)
 
   # The same seed without the interruption: the same run (the data resumes at its step).
-  whole = run_py(*args, '--experiment=whole', timeout=300)
+  whole = run_py(*args, '--experiment=whole', cwd=str(cwd), timeout=300)
   assert whole.returncode == 0, whole.stderr
-  reference = read_result(os.path.join(logdir, 'whole', 'mirrored'))
+  reference = read_result(os.path.join(local, 'whole', 'mirrored'))
   assert result['train_loss'] == pytest.approx(reference['train_loss'], rel=1e-4)
   assert result['validation_accuracy'] == pytest.approx(reference['validation_accuracy'],
                                                         abs=1e-6)
   assert wait_until_gone(str(logdir)) == []
+  assert os.listdir(cwd) == []  # Nothing written where the URL does not say.
+  assert not os.path.exists(os.path.join(ROOT, 'file:'))
 
 
 def test_multi_worker_mirrored_restarts_every_task_from_the_last_checkpoint(logdir):
@@ -159,17 +169,36 @@ def test_step_checkpoints_keep_the_newest_three(logdir):
   assert checkpoint_steps(os.path.join(logdir, 'steps', 'one_device')) == [20, 32, 42]
 
 
-@pytest.fixture
-def unfinished_run(logdir):
-  """A one_device run killed at step 30 with no restart: its checkpoint of epoch 1 (step 22)."""
+@pytest.fixture(scope='module')
+def unfinished_run_made_once(tmp_path_factory):
+  """A one_device run killed at step 30 with no restart: its checkpoint of epoch 1 (step 22).
+  Made once; `unfinished_run` hands each test the run as it was left."""
+  logdir = tmp_path_factory.mktemp('unfinished')
   args = ['--strategies=one_device', '--epochs=3', *STEPS, f'--logdir={logdir}',
           '--experiment=exp']
-  proc = run_py(*args, '--max_restarts=0', env=with_fault('one_device@30'), timeout=300)
+  try:
+    proc = run_py(*args, '--max_restarts=0', env=with_fault('one_device@30'), timeout=300)
+  finally:
+    kill_all(str(logdir))
   assert proc.returncode != 0
   assert 'one_device failed: killed by SIGKILL' in proc.stderr
   run_dir = os.path.join(logdir, 'exp', 'one_device')
   assert checkpoint_steps(run_dir) == [22]
-  return args, run_dir
+  shutil.copytree(os.path.join(logdir, 'exp'), os.path.join(logdir, 'as_left'), symlinks=True)
+  return args, logdir, run_dir
+
+
+@pytest.fixture
+def unfinished_run(unfinished_run_made_once):
+  """The unfinished run, restored to how the kill left it (at the same path: a checkpoint may
+  name its own directory), for a test that may damage or resume it."""
+  args, logdir, run_dir = unfinished_run_made_once
+  experiment = os.path.join(logdir, 'exp')
+  shutil.rmtree(experiment)
+  shutil.copytree(os.path.join(logdir, 'as_left'), experiment, symlinks=True)
+  assert checkpoint_steps(run_dir) == [22]
+  yield args, run_dir
+  kill_all(str(logdir))
 
 
 def digest(directory):

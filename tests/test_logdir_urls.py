@@ -7,19 +7,19 @@ files are where the URL says and that the working directory (and the repository)
 """
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import DEFAULT_STRATEGIES as STRATEGIES
 from tests.conftest import ROOT, RUN_PY, read_result, run_py, wait_for_line, wait_until_gone
 from tests.test_fault_tolerance import assert_continuous, checkpoint_steps
 
 pytestmark = pytest.mark.slow
 
-STRATEGIES = ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
-              'parameter_server')
 TASK_LOGS = {'multi_worker_mirrored': ['worker-0.log', 'worker-1.log'],
              'parameter_server': ['chief-0.log', 'ps-0.log', 'worker-0.log', 'worker-1.log']}
 
@@ -37,39 +37,48 @@ def assert_clean(cwd):
   assert not os.path.exists(os.path.join(ROOT, 'file:'))
 
 
-def test_every_strategy_writes_every_file_where_the_url_says(places):
-  url, local, cwd = places
-  proc = run_py(f'--strategies={",".join(STRATEGIES)}', '--epochs=2', f'--logdir={url}',
-                '--experiment=urls', cwd=str(cwd), timeout=900)
-  assert proc.returncode == 0, proc.stderr
-  experiment = local / 'urls'
+def test_every_strategy_writes_every_file_where_the_url_says(default_experiment, tmp_path):
+  """The default comparison (tests/conftest.py trains it once with a `file://` --logdir for this
+  test and tests/test_report.py's), then --report_only of a copy of it, named by a URL too."""
+  proc, experiment, url, cwd = (default_experiment.proc, default_experiment.experiment,
+                                default_experiment.url, default_experiment.cwd)
   for name in STRATEGIES:
     run_dir = experiment / name
     result = read_result(str(run_dir))
-    assert (result['status'], result['epochs_done']) == ('complete', 2), name
+    assert (result['status'], result['epochs_done']) == ('complete', 5), name
     with open(run_dir / 'config.json') as f:
-      assert f'"{url}/urls/{name}"' in f.read(), name  # Handed on unchanged.
+      assert f'"{url}/default/{name}"' in f.read(), name  # Handed on unchanged.
     for sub in ('', 'train', 'validation'):
       assert glob.glob(str(run_dir / sub / 'events.out.tfevents.*')), (name, sub)
     assert checkpoint_steps(str(run_dir)), name
-    assert result['checkpoint'].startswith(f'{url}/urls/{name}/checkpoints/ckpt-'), name
+    assert result['checkpoint'].startswith(f'{url}/default/{name}/checkpoints/ckpt-'), name
     logs = run_dir / 'logs'
     assert (sorted(os.listdir(logs)) if logs.exists() else []) == TASK_LOGS.get(name, []), name
   for name in ('summary.md', 'summary.csv', 'summary.json', 'environment.json',
                'throughput.png', 'accuracy_vs_epoch.png', 'accuracy_vs_time.png'):
     assert (experiment / name).stat().st_size > 0, name
   assert glob.glob(str(experiment / 'report' / 'events.out.tfevents.*'))
-  assert f'tensorboard --logdir {url}/urls' in proc.stdout
+  assert f'tensorboard --logdir {url}/default' in proc.stdout
   assert_clean(cwd)
 
-  again = run_py('--report_only', f'--logdir={url}', '--experiment=urls', cwd=str(cwd),
+  # --report_only of a copy (the experiment above is shared, and stays as it is) without its
+  # report, which must come back where the URL says.
+  local = tmp_path / 'deeper' / 'layout'
+  shutil.copytree(experiment, local / 'default', ignore=shutil.ignore_patterns(
+      'summary.*', '*.png', 'report'))
+  copy_url = f'file://{local}'
+  again = run_py('--report_only', f'--logdir={copy_url}', '--experiment=default', cwd=str(cwd),
                  timeout=300)
   assert again.returncode == 0, again.stderr
-  assert f'Report: {url}/urls/summary.md' in again.stdout
+  assert f'Report: {copy_url}/default/summary.md' in again.stdout
+  for name in ('summary.md', 'summary.csv', 'summary.json', 'throughput.png'):
+    assert (local / 'default' / name).stat().st_size > 0, name
   assert_clean(cwd)
 
 
-@pytest.mark.parametrize('strategy', ['mirrored', 'multi_worker_mirrored'])
+# mirrored's case: tests/test_fault_tolerance.py's test_sigterm_checkpoints_then_the_same_
+# command_resumes_exactly runs with a file:// --logdir in an empty working directory.
+@pytest.mark.parametrize('strategy', ['multi_worker_mirrored'])
 def test_sigterm_then_the_same_command_resumes_from_a_url(places, strategy):
   """Every task of a cluster run resumes from the chief's checkpoints, found by the URL."""
   url, local, cwd = places

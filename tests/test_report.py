@@ -18,20 +18,15 @@ STRATEGIES = ['one_device', 'mirrored', 'central_storage', 'multi_worker_mirrore
               'parameter_server']
 
 
-@pytest.fixture(scope='session')
-def default_experiment(tmp_path_factory):
-  """`python run.py --epochs=3`: all five strategies with every default."""
-  logdir = tmp_path_factory.mktemp('default')
-  proc = run_py('--epochs=3', f'--logdir={logdir}', '--experiment=default', timeout=900,
-                breakdown=True)
-  assert proc.returncode == 0, proc.stderr
-  return proc, logdir / 'default'
+# default_experiment (tests/conftest.py): `python run.py`, every strategy and every default, its
+# --logdir a file:// URL (tests/test_logdir_urls.py, test_run_single_host.py and
+# test_run_multi_worker.py read it too).
 
 
 def test_every_run_says_where_its_time_goes(default_experiment):
   """The breakdown of each of the five runs: in result.json, rebuilt from the event files into
   the report's table and plot, and describing the run it sits next to."""
-  _, experiment = default_experiment
+  experiment = default_experiment.experiment
   summary = json.loads((experiment / 'summary.json').read_text())
   for row in summary['rows']:
     parts = read_result(experiment / row['run'])['breakdown']
@@ -61,7 +56,7 @@ def test_every_run_says_where_its_time_goes(default_experiment):
 
 
 def test_every_strategy_runs_and_the_report_lists_them(default_experiment):
-  proc, experiment = default_experiment
+  proc, experiment = default_experiment.proc, default_experiment.experiment
   assert sorted(p.name for p in experiment.iterdir() if (p / 'result.json').exists()) == sorted(
       STRATEGIES)
   summary = json.loads((experiment / 'summary.json').read_text())
@@ -93,12 +88,12 @@ def test_every_strategy_runs_and_the_report_lists_them(default_experiment):
     assert f'({png})' in markdown
   environment = json.loads((experiment / 'environment.json').read_text())
   assert environment['cpu_count'] == os.cpu_count()
-  assert f'tensorboard --logdir {experiment}' in proc.stdout
+  assert f'tensorboard --logdir {default_experiment.url}/default' in proc.stdout
   assert os.path.isdir(experiment / 'report')
 
 
 def test_time_to_accuracy_matches_the_epochs(default_experiment):
-  _, experiment = default_experiment
+  experiment = default_experiment.experiment
   summary = json.loads((experiment / 'summary.json').read_text())
   for row in summary['rows']:
     result = read_result(experiment / row['run'])
@@ -109,7 +104,7 @@ def test_time_to_accuracy_matches_the_epochs(default_experiment):
 
 
 def test_report_only_rebuilds_the_rows_from_event_files_alone(default_experiment, tmp_path):
-  _, experiment = default_experiment
+  experiment = default_experiment.experiment
   copy = tmp_path / 'default'
   shutil.copytree(experiment, copy, ignore=shutil.ignore_patterns(
       'result.json', 'summary.*', '*.png', 'environment.json', 'report', 'logs'))
@@ -133,7 +128,7 @@ def post(url, body):
 
 
 def test_tensorboard_hparams_plugin_lists_every_run(default_experiment):
-  _, experiment = default_experiment
+  experiment = default_experiment.experiment
   port = portpicker.pick_unused_port()
   board = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), 'tensorboard'),
                             f'--logdir={experiment}', '--host=127.0.0.1', f'--port={port}',
@@ -180,6 +175,8 @@ def test_a_sweep_yields_its_runs_and_efficiency(tmp_path):
   assert rows['mirrored-r2']['scaling_efficiency'] == pytest.approx(
       rows['mirrored-r2']['examples_per_second'] / 2 / rows['mirrored-r1']['examples_per_second'])
   assert (tmp_path / 'sweep' / 'scaling.png').exists()
+  # A plain --logdir path (the default experiment's is a URL): TensorBoard's command names it.
+  assert f'tensorboard --logdir {tmp_path / "sweep"}' in proc.stdout
 
 
 def test_report_only_errors(tmp_path):

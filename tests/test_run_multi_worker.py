@@ -14,12 +14,11 @@ from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_for_
 pytestmark = pytest.mark.slow
 
 
-def test_local_cluster_trains_both_strategies(logdir):
-  proc = run_py('--strategies=multi_worker_mirrored,parameter_server', '--num_workers=2',
-                '--num_ps=1', '--epochs=5', f'--logdir={logdir}', '--experiment=local')
-  assert proc.returncode == 0, proc.stderr
-  assert wait_until_gone(str(logdir), timeout=15) == []
-  experiment = logdir / 'local'
+def test_local_cluster_trains_both_strategies(default_experiment):
+  """The last two runs of the default comparison (tests/conftest.py's default_experiment: every
+  default, as configs/multi_worker.cfg runs them: 2 workers, 1 ps, 5 epochs)."""
+  proc, experiment = default_experiment.proc, default_experiment.experiment
+  assert default_experiment.left_running == []  # 15 s after run.py returned.
 
   mwm = read_result(experiment / 'multi_worker_mirrored')
   assert mwm['num_workers'] == 2 and mwm['num_replicas_in_sync'] == 2
@@ -163,10 +162,16 @@ def start_long_run(strategy, logdir, *args):
   return proc
 
 
-@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
-def test_stopping_the_launcher_leaves_no_process(logdir, sig):
+@pytest.mark.parametrize('sig, num_ps, partitioner', [
+    pytest.param(signal.SIGTERM, 1, 'none', id='SIGTERM'),
+    # With two servers, and the min_size partitioner, which leaves the cnn's small variables
+    # whole and trains (test_variable_partitioners has a refusal of sharding).
+    pytest.param(signal.SIGINT, 2, 'min_size', id='SIGINT-min_size'),
+])
+def test_stopping_the_launcher_leaves_no_process(logdir, sig, num_ps, partitioner):
   """The coordinator checkpoints and records the run as interrupted before the servers go."""
-  proc = start_long_run('parameter_server', logdir)
+  proc = start_long_run('parameter_server', logdir, f'--num_ps={num_ps}',
+                        f'--variable_partitioner={partitioner}')
   try:
     proc.send_signal(sig)
     proc.wait(timeout=90)
@@ -179,6 +184,10 @@ def test_stopping_the_launcher_leaves_no_process(logdir, sig):
   result = read_result(os.path.join(logdir, experiment, 'parameter_server'))
   assert result['status'] == 'interrupted' and result['epochs_done'] >= 1
   assert os.path.exists(result['checkpoint'] + '.index')
+  assert len(result['cluster']['ps']) == num_ps
+  assert result['flags']['variable_partitioner'] == partitioner
+  assert {len(parts) for parts in result['variables'].values()} == {1}  # None sharded.
+  assert set(result['ps_bytes']) == {f'ps:{i}' for i in range(num_ps)}  # Round robin.
 
 
 def test_a_failing_worker_stops_the_whole_cluster(logdir):
@@ -211,17 +220,9 @@ def _task_of(pid):
 
 
 def test_variable_partitioners(logdir):
-  """min_size leaves the small variables of the cnn whole (fixed_shards splitting every one is
-  test_wide_deep.py's); an optimizer that cannot update shards is refused up front."""
-  proc = run_py('--strategies=parameter_server', '--num_ps=2', '--variable_partitioner=min_size',
-                '--epochs=1', f'--logdir={logdir}', '--experiment=min_size')
-  assert proc.returncode == 0, proc.stderr
-  result = read_result(logdir / 'min_size' / 'parameter_server')
-  assert result['cluster']['ps'] and len(result['cluster']['ps']) == 2
-  assert result['flags']['variable_partitioner'] == 'min_size'
-  assert {len(parts) for parts in result['variables'].values()} == {1}
-  assert set(result['ps_bytes']) == {'ps:0', 'ps:1'}  # Whole variables, round robin.
-
+  """An optimizer that cannot update shards is refused up front, before any cluster starts
+  (min_size trains: test_stopping_the_launcher_leaves_no_process; fixed_shards splitting every
+  variable: test_wide_deep.py)."""
   proc = run_py('--strategies=parameter_server', '--num_ps=2', '--optimizer=lars',
                 '--variable_partitioner=fixed_shards', '--epochs=1', f'--logdir={logdir}',
                 '--experiment=fixed')

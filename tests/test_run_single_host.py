@@ -1,4 +1,8 @@
-"""End to end: run.py trains one_device, mirrored and central_storage and records the truth."""
+"""End to end: run.py trains one_device, mirrored and central_storage and records the truth.
+
+They are the first three runs of the default comparison (tests/conftest.py's default_experiment:
+every default, as configs/single_host.cfg and configs/multi_worker.cfg split it), trained once
+for several test files."""
 import os
 import statistics
 
@@ -11,8 +15,8 @@ pytestmark = pytest.mark.slow
 RUNS = ('one_device', 'mirrored', 'central_storage')
 
 
-def test_table_lists_every_run_with_its_figures(single_host_experiment):
-  proc, experiment_dir = single_host_experiment
+def test_table_lists_every_run_with_its_figures(default_experiment):
+  proc, experiment_dir = default_experiment.proc, default_experiment.experiment
   lines = proc.stdout.splitlines()
   header = next(i for i, line in enumerate(lines) if line.startswith('run '))
   rows = {line.split()[0]: line.split() for line in lines[header + 2:header + 5]}
@@ -24,14 +28,14 @@ def test_table_lists_every_run_with_its_figures(single_host_experiment):
     assert int(replicas) == result['num_replicas_in_sync']
     assert float(examples.replace(',', '')) == pytest.approx(result['examples_per_second'], abs=1)
     assert float(accuracy) == pytest.approx(result['final_validation_accuracy'], abs=1e-4)
-  assert f'tensorboard --logdir {experiment_dir}' in proc.stdout
+  assert f'tensorboard --logdir {default_experiment.url}/default' in proc.stdout
   # One progress line per epoch and run, so a long run never looks hung.
   for run in RUNS:
     assert sum(line.startswith(f'[{run}] epoch ') for line in lines) == 5
 
 
-def test_result_json_holds_the_measurements(single_host_experiment):
-  _, experiment_dir = single_host_experiment
+def test_result_json_holds_the_measurements(default_experiment):
+  experiment_dir = default_experiment.experiment
   for run, replicas in zip(RUNS, (1, 2, 2)):
     result = read_result(os.path.join(experiment_dir, run))
     assert result['strategy'] == run
@@ -55,9 +59,9 @@ def test_result_json_holds_the_measurements(single_host_experiment):
     assert sum('CPU' in d for d in result['devices']) >= replicas
 
 
-def test_mirrored_follows_the_one_device_loss_trajectory(single_host_experiment):
+def test_mirrored_follows_the_one_device_loss_trajectory(default_experiment):
   """Loss scaled by the global batch: two replicas take exactly one device's steps."""
-  _, experiment_dir = single_host_experiment
+  experiment_dir = default_experiment.experiment
   baseline = read_result(os.path.join(experiment_dir, 'one_device'))
   for run in ('mirrored', 'central_storage'):
     result = read_result(os.path.join(experiment_dir, run))
@@ -66,8 +70,8 @@ def test_mirrored_follows_the_one_device_loss_trajectory(single_host_experiment)
     assert abs(result['final_validation_accuracy'] - baseline['final_validation_accuracy']) <= 2 / 360
 
 
-def test_tensorboard_scalars_match_the_result(single_host_experiment):
-  _, experiment_dir = single_host_experiment
+def test_tensorboard_scalars_match_the_result(default_experiment):
+  experiment_dir = default_experiment.experiment
   run_dir = os.path.join(experiment_dir, 'mirrored')
   result = read_result(run_dir)
   train = read_scalars(os.path.join(run_dir, 'train'))
@@ -90,12 +94,16 @@ def test_tensorboard_scalars_match_the_result(single_host_experiment):
 
 
 def test_same_seed_same_run_other_seed_other_run(tmp_path):
+  """Three runs of one command (a variant each), each in a process of its own as every run is."""
   from tests.conftest import run_py
-  for experiment, seed in (('a', 0), ('b', 0), ('c', 1)):
-    proc = run_py('--strategies=one_device', '--epochs=1', f'--seed={seed}',
-                  f'--logdir={tmp_path}', f'--experiment={experiment}')
-    assert proc.returncode == 0, proc.stderr
-  loss = {e: read_result(tmp_path / e / 'one_device')['train_loss'] for e in 'abc'}
+  proc = run_py('--strategies=one_device', '--epochs=1',
+                *(f'--variant={name}: --seed={seed}' for name, seed in (('a', 0), ('b', 0),
+                                                                        ('c', 1))),
+                f'--logdir={tmp_path}', '--experiment=seeds')
+  assert proc.returncode == 0, proc.stderr
+  results = {e: read_result(tmp_path / 'seeds' / f'{e}-one_device') for e in 'abc'}
+  assert [results[e]['flags']['seed'] for e in 'abc'] == [0, 0, 1]
+  loss = {e: result['train_loss'] for e, result in results.items()}
   assert loss['a'] == loss['b']
   assert loss['a'] != loss['c']
 

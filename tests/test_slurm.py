@@ -1,8 +1,8 @@
 """Slurm: a step's tasks become a TF_CONFIG cluster through SlurmClusterResolver.
 
 End to end on a real one-node Slurm (tests/slurm_cluster.py) when it can run here, through the
-sbatch scripts of examples/slurm; and always with the tasks started by hand in the environment
-srun gives them."""
+sbatch scripts of examples/slurm; where it cannot, with the tasks started by hand in the
+environment srun gives them."""
 import itertools
 import json
 import os
@@ -149,12 +149,28 @@ def check_result(run_dir, node, port_base, jobs_of_step):
   assert result['num_workers'] == jobs_of_step['worker']
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('strategy', sorted(STEPS))
-def test_tasks_in_the_environment_srun_sets_train(strategy, logdir):
+@pytest.fixture(scope='module')
+def slurm_cluster_here(tmp_path_factory):
+  """A real one-node Slurm cluster, shared by the module's tests; None where none can run here
+  (not root, Slurm not installed, or it did not come up)."""
+  if slurm_cluster.unavailable():
+    yield None
+    return
+  try:
+    cluster = slurm_cluster.Cluster(tmp_path_factory.mktemp('slurm'))
+    cluster.__enter__()
+  except slurm_cluster.Unavailable:
+    yield None
+    return
+  try:
+    yield cluster
+  finally:
+    cluster.__exit__()
+
+
+def train_by_hand(strategy, logdir, base):
   """Each task started by hand, as srun would, with the variables srun sets and no TF_CONFIG."""
-  num_tasks, args, jobs_of_step = STEPS[strategy]
-  base = free_port_base(num_tasks)
+  num_tasks, args, _ = STEPS[strategy]
   env = {n: v for n, v in os.environ.items() if not n.startswith('SLURM') and n != 'TF_CONFIG'}
   procs = [subprocess.Popen(
       [sys.executable, RUN_PY, f'--strategies={strategy}', *args, *QUICK, f'--logdir={logdir}',
@@ -164,34 +180,39 @@ def test_tasks_in_the_environment_srun_sets_train(strategy, logdir):
   outputs = [proc.communicate(timeout=300) for proc in procs]
   for proc, (_, stderr) in zip(procs, outputs):
     assert proc.returncode == 0, stderr
-  check_result(logdir / 'slurm' / strategy, 'localhost', base, jobs_of_step)
-  assert wait_until_gone(str(logdir), timeout=30) == []
+  return 'localhost'
 
 
-@pytest.fixture(scope='module')
-def slurm_cluster_here(tmp_path_factory):
-  reason = slurm_cluster.unavailable()
-  if reason:
-    pytest.skip(reason)
-  try:
-    with slurm_cluster.Cluster(tmp_path_factory.mktemp('slurm')) as cluster:
-      yield cluster
-  except slurm_cluster.Unavailable as e:
-    pytest.skip(str(e))
+def train_with_sbatch(strategy, logdir, base, cluster):
+  """examples/slurm/<strategy>.sbatch as a user submits it, on one node instead of two."""
+  num_tasks, _, _ = STEPS[strategy]
+  output = logdir / f'{strategy}.out'
+  proc = cluster.command(
+      'sbatch', '--parsable', '--nodes=1', f'--ntasks={num_tasks}',
+      f'--ntasks-per-node={num_tasks}', f'--chdir={ROOT}', f'--output={output}',
+      f'--export=ALL,PYTHON={sys.executable}',
+      os.path.join(ROOT, 'examples', 'slurm', f'{strategy}.sbatch'),
+      *QUICK, f'--logdir={logdir}', f'--slurm_port_base={base}')
+  assert proc.returncode == 0, proc.stderr
+  job_id = proc.stdout.strip().split(';')[0]
+  # What `sbatch --wait` would wait for and exit with, found sooner.
+  state = cluster.wait_for_job(job_id, timeout=300)
+  assert state == ('COMPLETED', '0:0'), (state, output.read_text() if output.exists() else '')
+  return cluster.host
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('strategy', sorted(STEPS))
-def test_the_sbatch_scripts_train_on_a_real_slurm(strategy, slurm_cluster_here, logdir):
-  """examples/slurm/<strategy>.sbatch as a user submits it, on one node instead of two."""
+def test_the_tasks_of_a_slurm_step_train(strategy, slurm_cluster_here, logdir):
+  """On a real Slurm where one can run here, through the sbatch script of examples/slurm; where
+  none can, with the tasks started by hand in the environment srun gives them. The same run
+  either way (one of them is enough: the tasks of a real step see what the hand-started ones
+  are given, srun_environment having been read off a real step)."""
   num_tasks, _, jobs_of_step = STEPS[strategy]
   base = free_port_base(num_tasks)
-  output = logdir / f'{strategy}.out'
-  proc = slurm_cluster_here.command(
-      'sbatch', '--wait', '--nodes=1', f'--ntasks={num_tasks}',
-      f'--ntasks-per-node={num_tasks}', f'--chdir={ROOT}', f'--output={output}',
-      f'--export=ALL,PYTHON={sys.executable}',
-      os.path.join(ROOT, 'examples', 'slurm', f'{strategy}.sbatch'),
-      *QUICK, f'--logdir={logdir}', f'--slurm_port_base={base}', timeout=300)
-  assert proc.returncode == 0, (proc.stderr, output.read_text() if output.exists() else '')
-  check_result(logdir / 'slurm' / strategy, slurm_cluster_here.host, base, jobs_of_step)
+  if slurm_cluster_here:
+    node = train_with_sbatch(strategy, logdir, base, slurm_cluster_here)
+  else:
+    node = train_by_hand(strategy, logdir, base)
+  check_result(logdir / 'slurm' / strategy, node, base, jobs_of_step)
+  assert wait_until_gone(str(logdir), timeout=30) == []
