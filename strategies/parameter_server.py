@@ -26,7 +26,7 @@ def _refuse(config):
   """A partitioner needs ps tasks to split over, and an optimizer whose update of a shard is
   its update of the whole variable on those rows."""
   options = config.distribution.options
-  partitioner = options['variable_partitioner']
+  partitioner = options.get('variable_partitioner', 'none')  # Absent: a plan's bare run.
   if partitioner == 'none':
     return None
   if options['num_ps'] < 2:

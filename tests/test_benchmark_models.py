@@ -140,7 +140,9 @@ def test_transformer_refuses_images():
 def test_a_runs_sizes_are_those_its_model_takes():
   """They distinguish one transformer from another in result.json, HParams and on resume."""
   from configs import definitions
-  assert models.sizes_taken('transformer') == models.SIZES
+  assert models.sizes_taken('transformer') == ('vocab_size', 'num_layers', 'd_model', 'num_heads')
+  assert models.sizes_taken('wide_deep') == ('vocab_sizes', 'embedding_dim')
+  assert set(models.SIZES) == {*models.sizes_taken('transformer'), *models.sizes_taken('wide_deep')}
   assert models.sizes_taken('cnn') == models.sizes_taken('my_model:build') == ()
   transformer = definitions.RunConfig(model=definitions.Model('transformer', num_layers=3),
                                       data=definitions.Data('synthetic_tokens', vocab_size=50))
