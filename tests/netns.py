@@ -7,6 +7,7 @@ PREFIX, this process's pid and the network's number, so runs side by side do not
 `remove_leftovers` can tell which names a dead run left. Needs root and iproute2's `ip`;
 rate limits (`Network.limit`) also its `tc`.
 """
+import contextlib
 import os
 import re
 import shutil
@@ -106,6 +107,28 @@ def remove_leftovers():
     name = line.split(':')[1].strip().split('@')[0] if line.count(':') > 1 else ''
     if _left_over(name):
       ip('link', 'del', name, check=False)
+
+
+@contextlib.contextmanager
+def maker(skip_reason, **options):
+  """`make(count)` for a test: a Network of `count` hosts (`options` as Network takes them),
+  each closed afterwards with every process started on it, whatever happened; where
+  namespaces cannot be made, the test is skipped with `skip_reason` and why."""
+  import pytest
+  made = []
+
+  def make(count):
+    try:
+      made.append(Network(count, **options))
+    except Unavailable as e:
+      pytest.skip(f'{skip_reason}: {e}')
+    return made[-1]
+
+  try:
+    yield make
+  finally:
+    for net in made:
+      net.close()
 
 
 class Network:

@@ -47,18 +47,8 @@ def profile(rate_mbit):
 def networks():
   """Makes networks of rate-limited hosts; each removed after the test, with every process
   started on it, whatever happened."""
-  made = []
-
-  def make(count):
-    try:
-      made.append(netns.Network(count, rate_limits=True))
-    except netns.Unavailable as e:
-      pytest.skip(f'emulated links need network namespaces and tc: {e}')
-    return made[-1]
-
-  yield make
-  for net in made:
-    net.close()
+  with netns.maker('emulated links need network namespaces and tc', rate_limits=True) as make:
+    yield make
 
 
 def measure(networks, strategy, rate_mbit, logdir):

@@ -25,18 +25,8 @@ QUICK = ['--dataset=digits', '--steps_per_execution=5', '--startup_timeout=120',
 def network():
   """Makes networks of hosts, `network(count)`; each is removed after the test, with every
   process started on it, whatever happened."""
-  made = []
-
-  def make(count):
-    try:
-      made.append(netns.Network(count))
-    except netns.Unavailable as e:
-      pytest.skip(f'separate hosts need network namespaces: {e}')
-    return made[-1]
-
-  yield make
-  for net in made:
-    net.close()
+  with netns.maker('separate hosts need network namespaces') as make:
+    yield make
 
 
 class Cluster:
