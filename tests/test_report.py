@@ -11,6 +11,7 @@ import urllib.request
 import portpicker
 import pytest
 
+from records import results
 from tests.conftest import read_result, run_py
 
 pytestmark = pytest.mark.slow
@@ -97,10 +98,10 @@ def test_time_to_accuracy_matches_the_epochs(default_experiment):
   summary = json.loads((experiment / 'summary.json').read_text())
   for row in summary['rows']:
     result = read_result(experiment / row['run'])
-    reached = [s for a, s in zip(result['validation_accuracy'], result['epoch_elapsed_seconds'])
-               if a >= 0.9]
-    expected = reached[0] if reached else None
+    expected = results.time_to_accuracy(result['validation_accuracy'],
+                                        result['epoch_elapsed_seconds'], 0.9)
     assert row['time_to_accuracy_seconds'] == (pytest.approx(expected) if expected else None)
+    assert result['time_to_accuracy_seconds'] == expected
 
 
 def test_report_only_rebuilds_the_rows_from_event_files_alone(default_experiment, tmp_path):

@@ -2,8 +2,10 @@
 import csv
 import json
 
+import numpy as np
 import pytest
 
+from records import results
 from reporting import summary
 
 
@@ -79,6 +81,15 @@ def test_time_to_accuracy_is_the_first_epoch_reaching_the_target():
   assert summary.rows(runs, 0.99)[0]['time_to_accuracy_seconds'] is None
   table = summary.rows(runs, 0.99)
   assert 'not reached' in summary.markdown('x', table, [], 0.99)
+
+
+def test_time_to_accuracy_agrees_between_result_json_and_event_files():
+  """324 of 360 right is 0.9 exactly in result.json, and 0.89999998 in float32 event files."""
+  exact, stored = 324 / 360, float(np.float32(324 / 360))
+  assert stored < 0.9
+  for accuracy in (exact, stored):
+    assert results.time_to_accuracy([0.5, accuracy], [1.0, 2.0], 0.9) == 2.0
+  assert results.time_to_accuracy([0.5, 323 / 360], [1.0, 2.0], 0.9) is None
 
 
 def test_mixed_models_and_unfinished_runs_are_reported_as_such():
