@@ -11,6 +11,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_PY = os.path.join(ROOT, 'run.py')
 sys.path.insert(0, ROOT)
+pytest_plugins = ['tests.workers']
 
 
 def run_py(*args, timeout=600, env=None, cwd=None, breakdown=False):

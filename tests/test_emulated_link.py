@@ -31,7 +31,7 @@ from records.results import BREAKDOWN_PARTS as PARTS
 from tests import netns
 from tests.conftest import ROOT, RUN_PY, read_result, run_py
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # Timings: see tests/workers.py.
 
 COLLECTIVES = os.path.join(ROOT, 'benchmarks', 'collectives.py')
 # 6.25 MB/s: a 4 MiB all-reduce takes 0.7 s. At 100 Mbit/s the 2 cores kept up when idle (89-91%)

@@ -18,7 +18,7 @@ from tests import netns
 from tests.conftest import read_result, run_py
 from tests.test_separate_hosts import Cluster
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # Timings: see tests/workers.py.
 
 RATES_MBIT = (20, 50)
 TCP_PAYLOAD = 1448 / 1514
