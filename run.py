@@ -71,15 +71,20 @@ def report(experiment):
 
 def predict(config):
   """--predict: the prediction, its table, plot and recommendations; trains nothing."""
-  quiet_tensorflow()  # A model card (--model) builds the model with Keras.
   from prediction import predict as predict_lib
   from prediction import workload
   from reporting import predictions  # matplotlib, no TensorFlow.
-  document = predict_lib.run(config)
+  document = predict_lib.run(config, card_of=_model_card)
   print(predict_lib.table(document['predictions']))
   print(*predictions.recommendations(document), sep='\n')
   image = predictions.plot(document, workload.measured_runs(config.directory), config.directory)
   print(f'Prediction: {storage.join(config.directory, predict_lib.FILE)}, {image}')
+
+
+def _model_card(config):
+  quiet_tensorflow()
+  from training import task  # Loads TensorFlow: only to trace a model card.
+  return task.card(config)
 
 
 def main(argv):

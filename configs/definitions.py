@@ -156,15 +156,14 @@ class Experiment:
 class Prediction:
   """run.py --predict: the throughput of `strategies` on `num_devices` devices of each
   `hardware` profile (names or paths), from the measured experiment in `directory` or, with
-  `device_examples_per_second`, from `model`'s card at `input_shape` and `num_classes`."""
+  `device_examples_per_second`, from the model card of `run` (a one_device run at the batch
+  that figure was measured at, as --model and its flags describe it)."""
   directory: str
   hardware: tuple
   num_devices: tuple
   strategies: tuple
   options: dict                   # The strategies' flags that change how bytes move.
-  model: str = ''
-  input_shape: tuple = ()
-  num_classes: int = 0
+  run: RunConfig = None
   device_examples_per_second: float = 0.0
   per_device_batch: int = 0       # 0: the experiment's one_device batch.
 

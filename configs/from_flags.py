@@ -68,24 +68,29 @@ def prediction(values=FLAGS):
     raise ValueError('--device_examples_per_second=0: give the examples per second one device '
                      'trains --model at')
   _check_name('experiment', values.experiment)
-  shape, classes = _synthetic_input(_as_synthetic(values))
+  directory = storage.join(values.logdir, values.experiment or time.strftime('%Y%m%d-%H%M%S'))
   options = {}
   for name in values.strategies:
     options.update(_own_flags(values, strategies.get(name).__name__))
   return definitions.Prediction(
-      directory=storage.join(values.logdir, values.experiment or time.strftime('%Y%m%d-%H%M%S')),
-      hardware=tuple(values.hardware), num_devices=tuple(int(n) for n in values.num_devices),
+      directory=directory, hardware=tuple(values.hardware),
+      num_devices=tuple(int(n) for n in values.num_devices),
       strategies=tuple(values.strategies), options=options,
-      model=values.model if from_card else '', input_shape=shape, num_classes=classes,
+      run=_card_run(values, directory) if from_card else None,
       device_examples_per_second=values.device_examples_per_second,
       per_device_batch=values.per_device_batch)
 
 
-def _as_synthetic(values):
-  """The flags as if --dataset=synthetic: a model card's input is the model's own default."""
-  values = copy.deepcopy(values)
-  values.dataset = 'synthetic'
-  return values
+def _card_run(values, directory):
+  """The one_device run whose model card --predict traces: the model with its flags and its
+  own defaults, on its own dataset, or on synthetic data of the model's default input shape
+  (not on digits: a card describes the model, not the default data set)."""
+  values = _with_model_defaults(values)
+  if not values['dataset'].present:
+    values = copy.deepcopy(values)
+    values.dataset = 'synthetic'
+  return plan.plan(_base(values, directory), ('one_device',), [1], [1],
+                   [values.per_device_batch])[0]
 
 
 def _check_name(flag, name):

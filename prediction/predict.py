@@ -17,9 +17,10 @@ FILE = 'prediction.json'
 DEVICES = (1, 2, 4, 8, 16, 32, 64)  # Without --num_devices: those each profile holds.
 
 
-def run(config):
+def run(config, card_of=None):
   """Predicts what `config` (configs/definitions.Prediction) asks; returns the document
-  written to <experiment>/prediction.json."""
+  written to <experiment>/prediction.json. `card_of(run)` gives the model card of a
+  RunConfig (training/task.py's card, which loads TensorFlow), for a prediction from one."""
   profiles = [hardware.load(name) for name in config.hardware]
   devices = {}
   for profile in profiles:
@@ -28,10 +29,10 @@ def run(config):
     devices[profile.name] = sorted(set(config.num_devices)) or [
         count for count in DEVICES if profile.holds(count)]
   if config.device_examples_per_second:
-    work = workloads.from_model(config.model, config.input_shape, config.num_classes,
-                                config.device_examples_per_second, config.per_device_batch)
-    source = {'model': config.model, 'input_shape': list(config.input_shape),
-              'num_classes': config.num_classes,
+    card = card_of(config.run)
+    work = workloads.from_card(card, config.per_device_batch, config.device_examples_per_second)
+    source = {'model': config.run.model.model, 'dataset': config.run.data.dataset,
+              **config.run.model_sizes, 'per_device_batch': config.per_device_batch,
               'device_examples_per_second': config.device_examples_per_second}
   else:
     work = workloads.from_experiment(config.directory, config.per_device_batch or None)

@@ -50,16 +50,20 @@ def from_experiment(experiment_dir, per_device_batch=None):
   for run in runs:
     if run['global_batch_size'] == batch * run['devices']:
       measured[run['strategy'], run['devices']] = _parts(run)
-  # Of an embedding table a step reads the rows it looks up (as many as its gradient holds).
-  sparse = base.get('sparse_gradient_bytes_per_step') or 0
-  read = base['trainable_bytes'] - (base.get('sparse_variable_bytes') or 0) + sparse
   return cost_model.Workload(
-      per_device_batch=batch, compute_ms=per_example * batch,
-      gradient_bytes=base['gradient_bytes_per_step'], parameter_bytes=read,
-      sparse_gradient_bytes=sparse,
+      per_device_batch=batch, compute_ms=per_example * batch, **_bytes(base),
       overhead_ms=_parts(base)['overhead_ms'],
       input_examples_per_second=base['global_batch_size'] / parts['input_ms'] * 1e3,
       measured=measured)
+
+
+def _bytes(card):
+  """What a step moves, from a model card: its gradients, and the variables it reads, of an
+  embedding table only the rows it looks up (as many as its gradient holds)."""
+  sparse = card.get('sparse_gradient_bytes_per_step') or 0
+  return {'gradient_bytes': card['gradient_bytes_per_step'], 'sparse_gradient_bytes': sparse,
+          'parameter_bytes': card['trainable_bytes'] - (card.get('sparse_variable_bytes') or 0)
+                             + sparse}
 
 
 def _parts(run):
@@ -71,15 +75,9 @@ def _parts(run):
           'overhead_ms': max(0.0, parts['step_ms'] - parts['compute_ms'] - communication)}
 
 
-def from_model(name, input_shape, num_classes, device_examples_per_second, per_device_batch):
-  """The workload of model `name` (its card: trainable variables of float32, their gradients
-  dense and as large) on a device that trains `device_examples_per_second` alone at
-  `per_device_batch`. Builds the model: loads Keras."""
-  import math
-  import numpy as np
-  import models
-  model = models.build(name, input_shape, num_classes)
-  size = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in model.trainable_variables)
+def from_card(card, per_device_batch, device_examples_per_second):
+  """The workload of a model with model card `card` (training/model_card.py) on a device that
+  trains `device_examples_per_second` alone at `per_device_batch`."""
   return cost_model.Workload(per_device_batch=per_device_batch,
                              compute_ms=per_device_batch / device_examples_per_second * 1e3,
-                             gradient_bytes=size, parameter_bytes=size)
+                             **_bytes(card))

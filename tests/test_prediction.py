@@ -252,3 +252,28 @@ def test_run_py_predicts_from_a_model_card(tmp_path):
   assert 'On dgx1_v100 with 16 device(s): parameter_server' in proc.stdout
 
   assert document['workload']['gradient_bytes'] == document['workload']['parameter_bytes'] > 0
+
+
+def test_an_embedding_models_card_counts_only_the_rows_a_step_looks_up(tmp_path):
+  """wide_deep from its card: on its own click data (not images), at the sizes given, its
+  tables read and all-gathered only where a batch of 64 looks them up."""
+  proc = run_py('--predict', '--model=wide_deep', '--vocab_sizes=1000,100', '--embedding_dim=4',
+                '--device_examples_per_second=20000', '--per_device_batch=64',
+                '--hardware=cpu_10gbe', '--num_devices=32', '--num_ps=8',
+                '--strategies=multi_worker_mirrored,parameter_server', f'--logdir={tmp_path}',
+                '--experiment=card', timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  document = json.loads((tmp_path / 'card' / 'prediction.json').read_text())
+  assert document['source']['dataset'] == 'synthetic_clicks'
+  assert document['source']['vocab_sizes'] == [1000, 100]
+  work = document['workload']
+  # Per table and example a 4-wide deep row and a wide row of a weight per class (2): 64 x 6
+  # floats, two tables.
+  assert work['sparse_gradient_bytes'] == 2 * 64 * 6 * 4
+  # The dense part's gradients and the looked-up rows; the tables (1,100 rows of 6) are never
+  # read whole.
+  dense = work['gradient_bytes'] - work['sparse_gradient_bytes']
+  assert work['parameter_bytes'] == work['gradient_bytes'] < dense + 1100 * 6 * 4
+  rows = {p['strategy']: p for p in document['predictions']}
+  assert (rows['parameter_server']['exposed_communication_ms']
+          < rows['multi_worker_mirrored']['exposed_communication_ms'])

@@ -120,6 +120,13 @@ def run(config, tf_config=None, say=print):
     checkpointer.close()
 
 
+def card(config):
+  """The model card (training/model_card.py) of run `config`, built in this process as the run
+  would build it, traced and never trained: what --predict from a model predicts with."""
+  trainer, _ = _build(config, config.distribution.descriptor, None, None, print)
+  return model_card.measure(trainer)
+
+
 def _build(config, descriptor, spec, me, say):
   """The devices, the strategy and the Trainer with its model, optimizer and data."""
   perf = config.performance
