@@ -36,6 +36,7 @@ def _controller(config):
   return getattr(config.option, 'numprocesses', None) and not hasattr(config, 'workerinput')
 
 
+@pytest.hookimpl(tryfirst=True)  # Before xdist's own, which reads the groups.
 def pytest_collection_modifyitems(config, items):
   """Marks every test with the xdist group of the expensive fixtures it shares with others."""
   parent = {}
