@@ -13,7 +13,7 @@ def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
   before = int(trainer.step.numpy())
   parts = breakdown.measure(trainer, steps=4, repetitions=2, steps_per_execution=3)
   assert set(parts) == {'step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms',
-                        'steps', 'repetitions'}
+                        'steps', 'repetitions', 'examples_per_step'}
   assert (parts['steps'], parts['repetitions']) == (4, 2)
   assert all(parts[name] > 0 for name in ('step_ms', 'input_ms', 'compute_ms',
                                            'communication_ms'))
@@ -21,6 +21,7 @@ def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
       parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms'])
   # The step window is the run's own step: one warm-up step, then 2 windows of 4.
   assert int(trainer.step.numpy()) == before + 1 + 2 * 4
+  assert parts['examples_per_step'] == trainer.step_batch_size
   assert trainer.trace_count == 1  # The training function, not retraced for the windows.
 
 

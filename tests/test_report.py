@@ -36,11 +36,11 @@ def test_every_run_says_where_its_time_goes(default_experiment):
     assert parts['overhead_ms'] == pytest.approx(
         parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms'])
     assert row['breakdown'] == pytest.approx({k: v for k, v in parts.items() if k.endswith('_ms')})
-    # The breakdown's step is the run's own: one global batch at the run's throughput. (Within
-    # 10% when measured alone, README; loosely here, where the suite's other tests share the
-    # cores, to catch a step of the wrong size: a worker's share, or N of them.)
-    implied = 1000 * row['global_batch_size'] / row['examples_per_second']
-    assert parts['step_ms'] == pytest.approx(implied, rel=0.4), (row['run'], parts, implied)
+    # The breakdown's step is the run's own: one global batch, counted by the run's step
+    # counter, not a worker's share nor N of them. (Its time is within 10% of the step the
+    # run's throughput implies when measured alone, README; not asserted: the suite's other
+    # tests share the cores.)
+    assert parts['examples_per_step'] == row['global_batch_size'], row['run']
     loss = row['efficiency_loss']
     assert loss is not None
     if row['run'] == 'one_device':

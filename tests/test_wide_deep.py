@@ -1,8 +1,8 @@
 """The embedding-heavy model and its click data; its tables sharded over parameter servers.
 
 Under every strategy it trains in tests/test_every_model.py; here: the data has a signal a
-model can learn, lookups give sparse gradients, the and a 2-ps run whose
-tables are split into shards steps exactly as one whose tables are whole.
+model can learn, lookups give sparse gradients, and a 2-ps run whose tables are split into
+shards steps exactly as one whose tables are whole.
 """
 import json
 import os

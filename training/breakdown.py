@@ -33,8 +33,10 @@ PARTS = results.BREAKDOWN_PARTS
 
 
 def measure(trainer, steps, repetitions, steps_per_execution):
-  """{'step_ms', *PARTS, 'steps', 'repetitions'} of `trainer` after its training; trains it
-  on by `steps * repetitions` steps (the run is recorded: its weights are not kept)."""
+  """{'step_ms', *PARTS, 'steps', 'repetitions', 'examples_per_step'} of `trainer` after its
+  training; trains it on by `steps * repetitions` steps (the run is recorded: its weights are
+  not kept). `examples_per_step` counts, by the run's own step counter, the examples the timed
+  step windows trained per step: one global batch, or the step's time is of the wrong size."""
   windows = {'step_ms': _StepWindow(trainer, steps_per_execution),
              'input_ms': _InputWindow(trainer, steps_per_execution),
              'compute_ms': _ComputeWindow(trainer),
@@ -42,6 +44,7 @@ def measure(trainer, steps, repetitions, steps_per_execution):
   for window in windows.values():  # Traced and warmed up outside the timed windows.
     window(1)
   times = {name: [] for name in windows}
+  before = int(trainer.step.numpy())  # Only the step window advances it.
   for _ in range(repetitions):
     for name, window in windows.items():
       start = time.perf_counter()
@@ -49,7 +52,9 @@ def measure(trainer, steps, repetitions, steps_per_execution):
       times[name].append((time.perf_counter() - start) * 1000 / steps)
   parts = {name: statistics.median(values) for name, values in times.items()}
   parts['overhead_ms'] = parts['step_ms'] - sum(parts[p] for p in PARTS[:3])
-  return {**parts, 'steps': steps, 'repetitions': repetitions}
+  trained = (int(trainer.step.numpy()) - before) * trainer.step_batch_size
+  return {**parts, 'steps': steps, 'repetitions': repetitions,
+          'examples_per_step': trained / (steps * repetitions)}
 
 
 def _worker_steps(trainer, steps):
