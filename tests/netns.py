@@ -194,16 +194,14 @@ class Network:
   def up(self, host):
     ip('link', 'set', host.link, 'up')
 
-  def limit(self, host, rate, burst='64kb', latency='200ms', peak=()):
+  def limit(self, host, rate, burst='64kb', latency='200ms'):
     """Limits `host`'s link to `rate` (tc's units: 100mbit is 1e8 bit/s) in both directions:
     a token bucket (tbf qdisc) on the egress of each end of its veth pair, the host side for
     what it sends, the bridge side for what it receives. tbf counts whole Ethernet frames, so
-    TCP payload gets about 1448/1514 of the rate. `latency` bounds the queue before drops.
-    `peak`: more of tbf's arguments, e.g. ('peakrate', R, 'mtu', '1514'), a second bucket one
-    frame deep that keeps a full `burst` from leaving at the veth's own speed after a pause."""
+    TCP payload gets about 1448/1514 of the rate. `latency` bounds the queue before drops."""
     for where in (['-n', host.namespace, 'qdisc', 'add', 'dev', host.peer],
                   ['qdisc', 'add', 'dev', host.link]):
-      tc(*where, 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', latency, *peak)
+      tc(*where, 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', latency)
 
   def close(self):
     """Kills every process it started (whole groups, and anything else in its namespaces),
