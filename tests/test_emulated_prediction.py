@@ -7,7 +7,8 @@ NIC of the tc rate as TCP carries it (1448 bytes of payload in a 1514-byte frame
 counts whole; tests/test_emulated_link.py), everything inside a host effectively free. The
 experiment gives compute, overhead and each strategy's software cost over loopback; the
 link gives the rest. Measured on 2 cores: within 4% at 20 and 50 Mbit/s for both strategies
-(README, "Predicting other hardware"). Root only, with iproute2's ip and tc (skipped
+in one run; in others parameter_server at 20 Mbit/s up to 23% above, which fails (README,
+"Predicting other hardware", says why and what was tried). Root only, with iproute2's ip and tc (skipped
 otherwise, saying why).
 """
 import json
