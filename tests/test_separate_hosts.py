@@ -95,7 +95,9 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir)
   its lost executions run again on worker 0, and the run completes on the four hosts."""
   net = network(4)
   cluster = Cluster(net, [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
-  cluster.start(['--strategies=parameter_server', '--epochs=4', '--steps_per_epoch=500', *QUICK,
+  # 8 epochs: the run goes on for about 20 s after the link is back, as long as gRPC's
+  # reconnection backoff may take to find the worker again (4 left some runs no time to).
+  cluster.start(['--strategies=parameter_server', '--epochs=8', '--steps_per_epoch=500', *QUICK,
                  '--experiment=hosts'])
   run_dir = logdir / 'hosts' / 'parameter_server'
   wait_for_progress(cluster, 'chief-0', run_dir, 100, timeout=180)
@@ -108,7 +110,7 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir)
   stdout, stderr = cluster.stdout('chief-0'), cluster.stderr('chief-0')
   assert status == {'chief-0': 0}, stderr
   result = read_result(run_dir)
-  assert result['status'] == 'complete' and result['steps_done'] == 2000
+  assert result['status'] == 'complete' and result['steps_done'] == 4000
   assert result['num_workers'] == 2
   assert result['cluster'] == cluster.spec
   assert sorted(address for job in result['cluster'].values() for address in job) == sorted(
