@@ -17,6 +17,10 @@ import subprocess
 PREFIX = 'tfdh'
 SUBNET = '10.77.3'  # The hosts' /24: SUBNET.1, SUBNET.2, ...
 COMMAND_TIMEOUT = 30
+FRAME_BYTES = 1514  # A full Ethernet frame: 1500 bytes of MTU and a 14-byte header.
+# What TCP carries of a link's rate: 1448 bytes of payload per full frame (the IP and TCP
+# headers with timestamps take 52 of the 1500), and tbf counts the whole frame.
+TCP_PAYLOAD = 1448 / FRAME_BYTES
 _NAME = re.compile(rf'^({PREFIX}(\d+)n\d+)')  # (the network's tag, its run's pid)
 _count = 0
 _open = set()  # The tags of this process's networks not closed yet.
@@ -194,14 +198,18 @@ class Network:
   def up(self, host):
     ip('link', 'set', host.link, 'up')
 
-  def limit(self, host, rate, burst='64kb', latency='200ms'):
+  def limit(self, host, rate, latency='200ms'):
     """Limits `host`'s link to `rate` (tc's units: 100mbit is 1e8 bit/s) in both directions:
     a token bucket (tbf qdisc) on the egress of each end of its veth pair, the host side for
-    what it sends, the bridge side for what it receives. tbf counts whole Ethernet frames, so
-    TCP payload gets about 1448/1514 of the rate. `latency` bounds the queue before drops."""
+    what it sends, the bridge side for what it receives; TCP payload gets TCP_PAYLOAD of the
+    rate. The bucket holds two full frames, so the
+    link sends at its rate whatever it did before, as a NIC does: a deeper one banks the
+    tokens of an idle link and lets them pass at the veth's own speed after each pause (with
+    64 KB, a third of each 212 KB exchange of a training step between pauses for compute).
+    `latency` bounds the queue before drops."""
     for where in (['-n', host.namespace, 'qdisc', 'add', 'dev', host.peer],
                   ['qdisc', 'add', 'dev', host.link]):
-      tc(*where, 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', latency)
+      tc(*where, 'root', 'tbf', 'rate', rate, 'burst', str(2 * FRAME_BYTES), 'latency', latency)
 
   def close(self):
     """Kills every process it started (whole groups, and anything else in its namespaces),
