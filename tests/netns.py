@@ -202,11 +202,10 @@ class Network:
     """Limits `host`'s link to `rate` (tc's units: 100mbit is 1e8 bit/s) in both directions:
     a token bucket (tbf qdisc) on the egress of each end of its veth pair, the host side for
     what it sends, the bridge side for what it receives; TCP payload gets TCP_PAYLOAD of the
-    rate. The bucket holds two full frames, so the
-    link sends at its rate whatever it did before, as a NIC does: a deeper one banks the
-    tokens of an idle link and lets them pass at the veth's own speed after each pause (with
-    64 KB, a third of each 212 KB exchange of a training step between pauses for compute).
-    `latency` bounds the queue before drops."""
+    rate. The bucket holds two full frames, so the link sends at its rate whatever it did
+    before, as a NIC does: a deeper one banks the tokens of an idle link and lets them pass
+    at the veth's own speed after each pause (with 64 KB, a third of each 212 KB exchange of
+    a training step between pauses for compute). `latency` bounds the queue before drops."""
     for where in (['-n', host.namespace, 'qdisc', 'add', 'dev', host.peer],
                   ['qdisc', 'add', 'dev', host.link]):
       tc(*where, 'root', 'tbf', 'rate', rate, 'burst', str(2 * FRAME_BYTES), 'latency', latency)

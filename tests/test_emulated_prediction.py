@@ -18,6 +18,7 @@ import statistics
 
 import pytest
 
+from records import results
 from tests import netns
 from tests.conftest import read_result, run_py
 from tests.test_emulated_link import all_reduce
@@ -97,8 +98,7 @@ def measure(networks, strategy, rate_mbit, threads, logdir):
     cluster.wait(timeout=60)  # The servers leave once the chief has gone.
     net.close()
     result = read_result(logdir / experiment / strategy)
-    epochs += [speed for speed, startup in zip(result['epoch_examples_per_second'],
-                                               result['epoch_startup']) if not startup]
+    epochs += results.after_startup(result['epoch_examples_per_second'], result['epoch_startup'])
   return statistics.median(epochs)
 
 
