@@ -91,7 +91,7 @@ def measure(networks, strategy, rate_mbit, threads, logdir):
     cluster = Cluster(net, LAYOUTS[strategy], logdir)
     experiment = f'r{rate_mbit}-{launch}'
     cluster.start([f'--strategies={strategy}', *TRAINING, *PS_OPTIONS, *threads, '--nobreakdown',
-                   f'--experiment={experiment}'], attempt=f'{rate_mbit}-{launch}')
+                   f'--experiment={experiment}'], attempt=experiment)
     first = 'chief-0' if strategy == 'parameter_server' else 'worker-0'
     statuses = cluster.wait(timeout=300, names=[first])
     assert statuses == {first: 0}, cluster.stderr(first)
@@ -106,9 +106,7 @@ def threads(run_dir):
   """The thread flags a run of the experiment trained with: a local cluster's tasks share the
   machine's cores (orchestration/launcher.py), as the hosts here do, so the tasks run with
   them. (With TensorFlow's defaults instead, each multi_worker_mirrored worker spreads its
-  ops over both cores and fights the other's: its compute, 7 ms in the experiment, took
-  about 1.7 times as long in some launches, and multi_worker_mirrored measured 10-22% below
-  the prediction.)"""
+  ops over both cores and fights the other's: it measured up to 22% below the prediction.)"""
   result = read_result(run_dir)
   return [f'--intra_op_threads={result["intra_op_threads"]}',
           f'--inter_op_threads={result["inter_op_threads"]}']
