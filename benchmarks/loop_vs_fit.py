@@ -33,6 +33,7 @@ from absl import logging
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import strategies
+from configs import definitions
 from configs import flags as defined_flags
 from configs import from_flags
 
@@ -83,12 +84,15 @@ class LoopRun:
 
   def __init__(self, strategy, build_model, arrays, batch_size, steps_per_execution):
     import keras
+    from training import builders
     from training import loop
     from training import optimizers
     keras.utils.set_random_seed(0)
-    self.trainer = loop.Trainer(strategy, build_model, lambda rate: optimizers.create('sgd', rate),
-                                lambda batch, steps: (lambda step: 0.01), arrays, batch_size,
-                                seed=0)
+    self.trainer = loop.Trainer(
+        strategy, definitions.RunConfig(batch_size=batch_size, seed=0), arrays, builders.Builders(
+            model=build_model,
+            optimizer=lambda rate: optimizers.create(definitions.Optimizer('sgd'), rate),
+            schedule=lambda batching: (lambda step: 0.01)))
     self.steps_per_execution = steps_per_execution
 
   def window(self, steps):
@@ -199,7 +203,7 @@ def main(argv):
                          '(mirrored_1 is mirrored on one)')
   shape = config.data.image_shape
   batch_size, steps_per_execution = config.batch_size, config.performance.steps_per_execution
-  arrays = data.load('synthetic', data.Options(image_shape=shape))
+  arrays = data.load(definitions.Data('synthetic', image_shape=shape))
   build = lambda: models.build(config.model.model, arrays.input_shape, arrays.num_classes)
   runs = {}
   for name in STRATEGIES:

@@ -1,6 +1,8 @@
-"""Dataset registry: every module in this package is a dataset, named after its file.
+"""Dataset registry: every module of this package but the two helpers (HELPERS) is a dataset,
+named after its file.
 
-A dataset module defines `load(options: Options) -> Arrays`. Arrays stay in memory in their
+A dataset module defines `load(options, seed) -> Arrays`, `options` being the run's
+configs.definitions.Data and `seed` the run's seed. Arrays stay in memory in their
 storage dtype (uint8 images stay uint8) and are scaled to [0, 1] inside the input pipeline;
 token ids (`Arrays.tokens`) reach the model as int32, for its embedding.
 
@@ -24,18 +26,6 @@ class DatasetError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class Options:
-  data_dir: str = ''
-  download: bool = True
-  image_shape: tuple = (28, 28, 1)
-  num_classes: int = 10
-  seed: int = 0
-  seq_len: int = 128          # token datasets
-  vocab_size: int = 10000     # token datasets: ids from 0 to vocab_size - 1
-  vocab_sizes: tuple = (500000, 300000, 200000, 50000, 10000, 1000)  # click data: rows per table
-
-
-@dataclasses.dataclass(frozen=True)
 class Arrays:
   x_train: np.ndarray
   y_train: np.ndarray
@@ -55,17 +45,23 @@ class Arrays:
     return self.examples_per_epoch or len(self.x_train)
 
 
+# Modules that serve the datasets: the input pipeline, and the reader of keras.datasets' files.
+HELPERS = ('pipeline', 'keras_format')
+
+
 def names():
   return sorted(m.name for m in pkgutil.iter_modules(__path__)
-                if not m.name.startswith('_') and m.name not in ('pipeline', 'keras_format'))
+                if not m.name.startswith('_') and m.name not in HELPERS)
 
 
-def load(name, options=Options()):
+def load(options, seed=0):
+  """The Arrays of the dataset `options` (a configs.definitions.Data) names."""
+  name = options.dataset
   if user_code.is_spec(name):
     return from_user(name, user_code.call(name, 'dataset'))
   if name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
-  return importlib.import_module(f'{__name__}.{name}').load(options)
+  return importlib.import_module(f'{__name__}.{name}').load(options, seed)
 
 
 def from_user(spec, returned):

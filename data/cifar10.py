@@ -25,7 +25,7 @@ def parse(directory):
   return (x_train, y_train), _read(os.path.join(directory, SUBDIR, TEST_BATCH))
 
 
-def load(options):
+def load(options, seed=0):
   import keras
   return keras_format.load('cifar10', options,
                            [os.path.join(SUBDIR, b) for b in TRAIN_BATCHES + [TEST_BATCH]],

@@ -8,7 +8,7 @@ import data
 VALIDATION_FRACTION = 0.2
 
 
-def load(options):
+def load(options, seed=0):
   del options  # Bundled data: nothing to choose.
   digits = sk_datasets.load_digits()
   images = digits.images.astype(np.uint8)[..., np.newaxis]  # Pixel values 0..16.

@@ -25,7 +25,7 @@ def parse(directory):
   return splits
 
 
-def load(options):
+def load(options, seed=0):
   import keras
   return keras_format.load('fashion_mnist', options, [os.path.join(SUBDIR, f) for f in FILES],
                            parse, keras.datasets.fashion_mnist.load_data, 10)

@@ -30,7 +30,7 @@ def _ids(review, vocab_size):
   return [i if i < vocab_size else OOV for i in ids]
 
 
-def load(options):
+def load(options, seed=0):
   import keras
   (x_train, y_train), (x_val, y_val) = keras_format.read(
       'imdb', options, [FILE], lambda directory: parse(directory, options.vocab_size),

@@ -13,6 +13,6 @@ def parse(directory):
     return (f['x_train'], f['y_train']), (f['x_test'], f['y_test'])
 
 
-def load(options):
+def load(options, seed=0):
   import keras
   return keras_format.load('mnist', options, [FILE], parse, keras.datasets.mnist.load_data, 10)

@@ -12,8 +12,8 @@ VALIDATION_SIZE = 256
 EXAMPLES_PER_EPOCH = 10240
 
 
-def load(options):
-  rng = np.random.default_rng(options.seed)
+def load(options, seed=0):
+  rng = np.random.default_rng(seed)
   shape = tuple(options.image_shape)
 
   def examples(n):

@@ -22,12 +22,12 @@ BIAS = -2.0      # Clicks are the minority class.
 MAX_VOCABULARY = 2**24  # Larger ids are not exact in float32.
 
 
-def load(options):
+def load(options, seed=0):
   sizes = options.vocab_sizes
   if not sizes or min(sizes) < 1 or max(sizes) > MAX_VOCABULARY:
     raise data.DatasetError(f'dataset synthetic_clicks: --vocab_sizes={",".join(map(str, sizes))}'
                             f' must be 1 to {MAX_VOCABULARY} rows per table')
-  rng = np.random.default_rng(options.seed)
+  rng = np.random.default_rng(seed)
   tables = []  # (the ids in popularity order, the effect of each id) per table
   for size in sizes:
     popularity = (np.arange(size) + 1.0) ** -ZIPF_EXPONENT

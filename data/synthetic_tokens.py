@@ -14,12 +14,12 @@ VALIDATION_SIZE = 512
 MARKERS = 4
 
 
-def load(options):
+def load(options, seed=0):
   classes, vocab_size, seq_len = options.num_classes, options.vocab_size, options.seq_len
   if vocab_size < classes + 2:
     raise data.DatasetError(f'dataset synthetic_tokens: --vocab_size={vocab_size} leaves no ids '
                             f'besides the {classes} class markers; give at least {classes + 2}')
-  rng = np.random.default_rng(options.seed)
+  rng = np.random.default_rng(seed)
 
   def examples(n):
     labels = rng.integers(0, classes, n, dtype=np.int32)

@@ -44,7 +44,7 @@ def measure(trainer, steps, repetitions, steps_per_execution):
   for window in windows.values():  # Traced and warmed up outside the timed windows.
     window(1)
   times = {name: [] for name in windows}
-  before = int(trainer.step.numpy())  # Only the step window advances it.
+  before = trainer.steps_done  # Only the step window advances it.
   for _ in range(repetitions):
     for name, window in windows.items():
       start = time.perf_counter()
@@ -52,29 +52,24 @@ def measure(trainer, steps, repetitions, steps_per_execution):
       times[name].append((time.perf_counter() - start) * 1000 / steps)
   parts = {name: statistics.median(values) for name, values in times.items()}
   parts['overhead_ms'] = parts['step_ms'] - sum(parts[p] for p in PARTS[:3])
-  trained = (int(trainer.step.numpy()) - before) * trainer.step_batch_size
+  trained = (trainer.steps_done - before) * trainer.batching.step_batch_size
   return {**parts, 'steps': steps, 'repetitions': repetitions,
           'examples_per_step': trained / (steps * repetitions)}
 
 
 def _worker_steps(trainer, steps):
   """The steps `steps` global batches take: under a coordinator, `num_workers` per batch."""
-  return steps * (trainer.num_workers if trainer.coordinator else 1)
+  return steps * trainer.batching.worker_shares
 
 
 def _executions(trainer, function, steps, per_execution, *args):
   """Runs `function(n, *args)` for `steps` global batches in executions of `per_execution`
-  steps, as training runs them, and waits: in place, or under a coordinator on whichever
-  worker is free (`num_workers` worker steps per global batch)."""
+  steps, as training runs them, and waits for them all (under a coordinator, each on whichever
+  worker is free: `num_workers` worker steps per global batch)."""
   worker_steps = _worker_steps(trainer, steps)
   chunks = [min(per_execution, worker_steps - done)
             for done in range(0, worker_steps, per_execution)]
-  if not trainer.coordinator:
-    return sum(float(function(tf.constant(chunk), *args)) for chunk in chunks)
-  remotes = [trainer.coordinator.schedule(function, args=(tf.constant(chunk), *args))
-             for chunk in chunks]
-  trainer.coordinator.join()
-  return sum(float(r.fetch()) for r in remotes)
+  return sum(float(value) for value in trainer.executor.run_all(function, chunks, *args))
 
 
 class _StepWindow:
@@ -112,27 +107,25 @@ class _ComputeWindow:
   def __init__(self, trainer):
     self._trainer = trainer
     devices = _replica_devices(trainer)
-    element = next(iter(pipeline.train_fn(trainer.arrays, trainer.per_replica_batch_size,
+    element = next(iter(pipeline.train_fn(trainer.arrays, trainer.batching.per_replica_batch_size,
                                           0)()))
     self._replicas = []
     for device in devices:
       with tf.device(device):
-        model, optimizer = trainer.build_model(), trainer.build_optimizer(lambda: 0.0)
+        model = trainer.builders.model()
+        optimizer = trainer.builders.optimizer(lambda: 0.0)
         optimizer.build(model.trainable_variables)
         batch = [tf.identity(t) for t in element]
       self._replicas.append((device, model, optimizer, batch))
-    batch_size = trainer.per_replica_batch_size
 
     def replica_steps(n, model, optimizer, images, labels, weights):
+      """The step's own forward and backward pass (its first phase) and an update."""
       total = tf.constant(0.0)
       for _ in tf.range(n):
-        with tf.GradientTape() as tape:
-          logits = tf.cast(model(images, training=True), tf.float32)
-          loss = tf.reduce_sum(weights * tf.nn.sparse_softmax_cross_entropy_with_logits(
-              labels, logits)) / batch_size
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                      model.trainable_variables))
-        total += loss
+        gradients, sums = trainer.step.gradients(model, model.trainable_variables, images,
+                                                 labels, weights)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        total += sums[0]
       return total
 
     @tf.function
@@ -156,7 +149,7 @@ class _CommunicationWindow:
     # (variable, its gradient) where there is one; a sharded variable whole, as it is read.
     pairs = [(v.value, g) for v, g in zip(trainer.model.trainable_variables, gradients)
              if g is not None]
-    coordinated = trainer.coordinator is not None
+    coordinated = trainer.executor.coordinated
 
     def like(variable, gradient, zero):
       """A tensor shaped like `variable`'s `gradient` (a traced one: only its static shapes
@@ -199,6 +192,6 @@ class _CommunicationWindow:
 
 def _replica_devices(trainer):
   """Where each replica computes: the strategy's devices here, or each worker's."""
-  if not trainer.coordinator:
+  if not trainer.executor.coordinated:
     return list(trainer.strategy.extended.worker_devices)
   return [f'/job:worker/replica:0/task:{i}' for i in range(trainer.num_workers)]

@@ -51,7 +51,7 @@ class Controller:
 
   @property
   def total_steps(self):
-    return self.epochs * self.trainer.steps_per_epoch
+    return self.epochs * self.trainer.batching.steps_per_epoch
 
   def elapsed(self):
     """Seconds since training began, over every attempt of the run."""
@@ -60,7 +60,7 @@ class Controller:
   @property
   def epoch_end_step(self):
     """The step that ends the epoch under way."""
-    return self.epoch * self.trainer.steps_per_epoch
+    return self.epoch * self.trainer.batching.steps_per_epoch
 
   def epoch_seconds(self):
     """Training seconds of the epoch under way (its part before a resume included), without

@@ -2,7 +2,7 @@
 and what it contributes to the all-reduce, the figures that decide how data parallelism scales.
 
 Measured by tracing, never by running: the Trainer's own forward and backward pass
-(`_loss_gradients`) is traced, outside any strategy, in a function of its own on one
+(the step's first phase, training/step.py) is traced, outside any strategy, in a function of its own on one
 per-replica batch, and that function is never called. So the card changes nothing of training:
 no weight, optimizer slot, batch-norm statistic or random state is touched.
 """
@@ -10,10 +10,8 @@ import collections
 import math
 
 import tensorflow as tf
-from tensorflow.python.framework import ops as tf_ops
-# Registers the profiler's FLOP rules for the backward ops (MaxPoolGrad, BiasAddGrad, ...).
-from tensorflow.python.profiler.internal import flops_registry  # noqa: F401
-from tensorflow.python.util import deprecation
+
+from training import private_apis
 
 
 def measure(trainer):
@@ -26,7 +24,7 @@ def measure(trainer):
   those rows of. It or `flops_per_example` is None if the traced shapes are not all known (a
   model with data-dependent shapes).
   """
-  model, batch = trainer.model, trainer.per_replica_batch_size
+  model, batch = trainer.model, trainer.batching.per_replica_batch_size
   step = trace_step(trainer)
   flops = count_flops(step.graph)
   gradients = step.structured_outputs[0]
@@ -54,11 +52,11 @@ def trace_step(trainer):
   Of the model whole: where a partitioner split variables into shards, whose gradients have
   as many rows as the ids each shard gets (unknown until run), a copy built outside the
   strategy stands in."""
-  batch, example = trainer.per_replica_batch_size, trainer.model.inputs[0]
+  batch, example = trainer.batching.per_replica_batch_size, trainer.model.inputs[0]
   model = trainer.model
-  if len(trainer.variables) != len(model.trainable_variables):
-    model = trainer.build_model()
-  step = tf.function(lambda *batch: trainer.loss_gradients(model, model.trainable_variables,
+  if len(trainer.step.variables) != len(model.trainable_variables):
+    model = trainer.builders.model()
+  step = tf.function(lambda *batch: trainer.step.gradients(model, model.trainable_variables,
                                                            *batch))
   return step.get_concrete_function(
       tf.TensorSpec((batch, *example.shape[1:]), example.dtype),
@@ -89,15 +87,10 @@ def count_flops(graph):
     pending += [t.op for t in op.inputs] + list(op.control_inputs)
     try:
       counts[op.type] += (OWN_RULES[op.type](op) if op.type in OWN_RULES
-                          else _profiler_flops(graph, op))
+                          else private_apis.op_flops(graph, op))
     except ValueError:  # A shape the rule needs is not fully defined.
       return None
   return +counts  # Without the op types that count nothing.
-
-
-def _profiler_flops(graph, op):
-  with deprecation.silence():  # The rules read shapes through a TF1 helper; it says so.
-    return tf_ops.get_stats_for_node_def(graph, op.node_def, 'flops').value or 0
 
 
 def _einsum_flops(op):

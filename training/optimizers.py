@@ -4,24 +4,13 @@ Keras is imported inside `create` so that the launcher can list the names withou
 `--weight_decay` is Keras' decoupled weight decay (AdamW-style: w -= learning_rate * decay * w)
 for sgd, momentum, adam and lamb, and LARS' own term inside its trust ratio for lars.
 """
-import dataclasses
-
 NAMES = ['adam', 'lamb', 'lars', 'momentum', 'sgd']
 
 
-@dataclasses.dataclass(frozen=True)
-class Settings:
-  """The hyper-parameters beside the learning rate; each optimizer reads the ones it has."""
-  momentum: float = 0.9            # momentum, lars
-  beta_1: float = 0.9              # adam, lamb
-  beta_2: float = 0.999            # adam, lamb
-  epsilon: float = 1e-7            # adam, lamb, lars
-  weight_decay: float = 0.0        # all
-  trust_coefficient: float = 0.001  # lars: eta of the trust ratio
-
-
-def create(name, learning_rate, settings=Settings(), loss_scale=False):
-  """`learning_rate`: a float, a keras LearningRateSchedule, or a callable returning the rate.
+def create(settings, learning_rate, loss_scale=False):
+  """The optimizer `settings` (configs.definitions.Optimizer) name, with the hyper-parameters
+  it has. `learning_rate`: a float, a keras LearningRateSchedule, or a callable returning the
+  rate.
 
   `loss_scale` wraps the optimizer in Keras' dynamic LossScaleOptimizer, which float16
   gradients need so that small values do not underflow to zero.
@@ -40,5 +29,5 @@ def create(name, learning_rate, settings=Settings(), loss_scale=False):
                                             weight_decay=decay),
       'lars': lambda: lars.LARS(learning_rate, s.momentum, s.trust_coefficient, s.weight_decay,
                                 s.epsilon),
-  }[name]()
+  }[settings.optimizer]()
   return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale else optimizer

@@ -19,12 +19,6 @@ from training import shards
 NOT_CHECKED_ON_RESUME = ('epochs', 'steps_per_execution', 'per_replica_batch_size')
 
 
-def peak_learning_rate(config, step_batch_size):
-  """`--learning_rate` scaled for the batch one update averages over (--lr_scaling)."""
-  return config.optimizer.learning_rate * schedules.scale_factor(
-      config.schedule.lr_scaling, step_batch_size, config.schedule.base_batch_size)
-
-
 def settings(config, trainer):
   """The run's distinguishing values: its strategy, scale, model, data and how it trains."""
   model = config.model
@@ -37,11 +31,11 @@ def settings(config, trainer):
       'num_workers': trainer.num_workers,
       'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
       'global_batch_size': config.batch_size,
-      'per_replica_batch_size': trainer.per_replica_batch_size,
-      'epochs': config.epochs, 'steps_per_epoch': trainer.steps_per_epoch,
+      'per_replica_batch_size': trainer.batching.per_replica_batch_size,
+      'epochs': config.epochs, 'steps_per_epoch': trainer.batching.steps_per_epoch,
       'steps_per_execution': config.performance.steps_per_execution,
       **dataclasses.asdict(config.optimizer),
-      'peak_learning_rate': peak_learning_rate(config, trainer.step_batch_size),
+      'peak_learning_rate': schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
       **dataclasses.asdict(config.schedule),
       'batch_norm': model.batch_norm or bool(model.ghost_batch_size),
       'ghost_batch_size': model.ghost_batch_size, 'bn_momentum': model.bn_momentum,
@@ -101,7 +95,7 @@ def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_
 
 def _placement(trainer):
   """Under parameter servers, where each variable's shards live and what each ps task holds."""
-  if not trainer.coordinator:
+  if not trainer.executor.coordinated:
     return {}
   variables = shards.placement(trainer.model)
   held = {}

@@ -24,6 +24,13 @@ def scale_factor(scaling, batch_size, base_batch_size):
   return {'linear': k, 'sqrt': math.sqrt(k)}[scaling]
 
 
+def peak_learning_rate(config, step_batch_size):
+  """Run `config`'s `--learning_rate` scaled for the batch one update averages over
+  (--lr_scaling)."""
+  return config.optimizer.learning_rate * scale_factor(
+      config.schedule.lr_scaling, step_batch_size, config.schedule.base_batch_size)
+
+
 class LearningRate(keras.optimizers.schedules.LearningRateSchedule):
   """`initial` rising linearly to `peak` over `warmup_steps`, then `decay` until `total_steps`.
 

@@ -12,7 +12,7 @@ import math
 
 import tensorflow as tf
 
-ShardedVariable = tf.__internal__.distribute.ShardedVariable
+from training import private_apis
 
 
 def expand(variables):
@@ -28,7 +28,7 @@ def _held(variable):
 
 
 def _sharded(variable):
-  return isinstance(_held(variable), ShardedVariable)
+  return isinstance(_held(variable), private_apis.ShardedVariable)
 
 
 def save_whole(model):
@@ -37,11 +37,8 @@ def save_whole(model):
   serializes its value as a tensor, which a ShardedVariable is not (its `device` is missing)."""
   for variable in filter(_sharded, model.variables):
     value = _held(variable)
-    # Per instance: TensorFlow's saver looks in the instance's __dict__ before its class.
-    variable.__dict__['_serialize_to_tensors'] = (
-        lambda value=value: {_KEY: tf.convert_to_tensor(value)})
-    variable.__dict__['_restore_from_tensors'] = (
-        lambda tensors, value=value: value.assign(tensors[_KEY]))
+    private_apis.save_as(variable, lambda value=value: {_KEY: tf.convert_to_tensor(value)},
+                         lambda tensors, value=value: value.assign(tensors[_KEY]))
 
 
 _KEY = 'VARIABLE_VALUE'  # The checkpoint key of a variable's value (Keras' and TensorFlow's).

@@ -23,7 +23,6 @@ from training import coordinator_log
 from training import devices
 from training import loop
 from training import model_card
-from training import optimizers
 from training import profiling
 from training import record
 from training import schedules
@@ -42,94 +41,142 @@ def run(config, tf_config=None, say=print):
   `config.run_dir`, resuming from its newest checkpoint when there is one (and
   `config.checkpoints.resume`). Returns the path of result.json, or None for a task that
   does not record."""
-  descriptor = config.distribution.descriptor
-  spec = tf_config['cluster'] if tf_config else None
-  me = (tf_config['task']['type'], tf_config['task'].get('index', 0)) if spec else None
-  writes = spec is None or me == cluster.chief(spec)
-  if writes:
-    dir_state = results.check_run_dir(config.run_dir, config.checkpoints.resume)
-    if dir_state == 'finished':
-      raise results.RunDirError(f'{config.run_dir} holds a finished run; choose another '
-                                '--experiment or remove it')
-  if descriptor.coordinated:
-    os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
-    # And a worker cut off by the network within seconds, not when its call times out: the
-    # coordinator then runs its steps on the others (measured: about 6 s after the cut).
-    os.environ.setdefault('TF_GRPC_DEFAULT_OPTIONS', GRPC_KEEPALIVE)
-    if me[0] in descriptor.serving_jobs:
-      return serving.serve(config, spec, me, say)
-  trainer, compute_devices = _build(config, descriptor, spec, me, say)
+  task = _Task(config, tf_config)
+  if task.serves:
+    return serving.serve(config, task.spec, task.me, say)
+  trainer, compute_devices = _build(config, task.spec, task.me, say)
   # Installed once TensorFlow has started: during start-up its own handler takes SIGTERM.
   stop = processes.StopRequests()
-  models.check_ghost_batch_size(config.model.ghost_batch_size, trainer.per_replica_batch_size)
-  checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), writes)
+  models.check_ghost_batch_size(config.model.ghost_batch_size,
+                                trainer.batching.per_replica_batch_size)
+  checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), task.writes)
   state = checkpoints.start_or_resume(config.run_dir, config.checkpoints.resume, trainer,
                                       checkpointer, record.resume_settings(config, trainer))
-  name = config.name
-  if writes:
-    if dir_state == 'stale' and not state.resumes:
-      say(f'[{name}] no checkpoint of the earlier, unfinished attempt: starting it over')
-    results.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
-    summaries.clear(config.run_dir)
-    environment.write_once(storage.dirname(config.run_dir), environment.describe(spec))
-  else:
-    say = lambda line: None  # Only the chief reports; the others train in step with it.
-  writers = summaries.Writers(config.run_dir if writes else None)
-  writers.text(config.flags, devices.describe())
-  card = model_card.measure(trainer) if writes else None  # Traced, not run: training unchanged.
-  writers.hparams(record.hparams(config, trainer, card), trial_id=name)
-  for epoch in range(len(state.history.epoch_times)):
-    writers.epoch(epoch, *record.epoch_scalars(state.history, epoch))
+  say = task.start_record(state, say)
+  writers = summaries.Writers(config.run_dir if task.writes else None)
+  recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, task.writes)
   _announce(config, trainer, compute_devices, state, say)
-  lost = (coordinator_log.LostExecutions(lambda line: say(f'[{name}] {line}'))
-          if trainer.coordinator else None)
-  saver = actions.Checkpoints(
-      checkpointer, trainer, config.checkpoints.checkpoint_every_epochs,
-      config.checkpoints.checkpoint_every_steps, config.performance.steps_per_execution, state,
-      lost)
-  controller = controller_lib.Controller(
-      trainer, state, config.epochs, config.performance.steps_per_execution, [
-          *([actions.Profile(profiling.StepProfiler(storage.join(config.run_dir, 'train'),
-                                                    *config.performance.profile_steps), say, name)]
-            if config.performance.profile_steps and writes else []),
-          actions.Progress(config.run_dir if writes else None, say, name),
-          actions.StopAgreement(trainer, stop),
-          actions.EpochSummary(writers, say, name),
-          saver])
-  finish = lambda status, parts=None: _record(
-      config, trainer, controller, saver, writers, status, tf_config, compute_devices, card,
-      parts) if writes else None
+  saver, controller = _controller(config, trainer, state, checkpointer, writers, stop, say,
+                                  task.writes)
   try:
     if controller.train():
-      _interrupt(config, controller, saver, stop, finish)
-    parts = None
-    if config.performance.breakdown:  # Every worker: its all-reduces need them all.
-      say(f'[{name}] measuring where a step\'s time goes')
-      parts = breakdown.measure(trainer, config.performance.breakdown_steps, BREAKDOWN_WINDOWS,
-                                config.performance.steps_per_execution)
-    return finish('complete', parts)
+      _interrupt(config, controller, saver, stop, recorder)
+    return recorder.write('complete', controller, saver, _breakdown(config, trainer, say))
   except loop.NonFiniteLoss as e:
-    raise ValueError(f'[{name}] {e} (epoch {(e.step - 1) // trainer.steps_per_epoch + 1}); '
-                     f'stopped. {_kept(config)}; lower --learning_rate or add warm-up') from None
+    raise _diverged(config, trainer, e) from None
   except tf.errors.OpError as e:
-    if not spec:
+    if not task.spec:
       raise
-    raise _lost_peer(config, trainer, state, e, spec, me) from None
+    raise _lost_peer(config, trainer, state, e, task.spec, task.me) from None
   finally:
     writers.close()
     checkpointer.close()
 
 
+def _breakdown(config, trainer, say):
+  """Where a step's time goes (training/breakdown.py), or None when not asked for. Every
+  worker measures: its all-reduces need them all."""
+  if not config.performance.breakdown:
+    return None
+  say(f'[{config.name}] measuring where a step\'s time goes')
+  return breakdown.measure(trainer, config.performance.breakdown_steps, BREAKDOWN_WINDOWS,
+                           config.performance.steps_per_execution)
+
+
+class _Task:
+  """This process's place in the run: which task it is, and whether it serves or records."""
+
+  def __init__(self, config, tf_config):
+    self.config = config
+    self.spec = tf_config['cluster'] if tf_config else None
+    self.me = ((tf_config['task']['type'], tf_config['task'].get('index', 0))
+               if self.spec else None)
+    self.writes = self.spec is None or self.me == cluster.chief(self.spec)
+    self.dir_state = (results.check_run_dir(config.run_dir, config.checkpoints.resume)
+                      if self.writes else None)
+    if self.dir_state == 'finished':
+      raise results.RunDirError(f'{config.run_dir} holds a finished run; choose another '
+                                '--experiment or remove it')
+    descriptor = config.distribution.descriptor
+    if descriptor.coordinated:
+      os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
+      # And a worker cut off by the network within seconds, not when its call times out: the
+      # coordinator then runs its steps on the others (measured: about 6 s after the cut).
+      os.environ.setdefault('TF_GRPC_DEFAULT_OPTIONS', GRPC_KEEPALIVE)
+    self.serves = descriptor.coordinated and self.me[0] in descriptor.serving_jobs
+
+  def start_record(self, state, say):
+    """The recording task's start: config.json, fresh summaries, the environment; returns how
+    this task reports (only the chief does; the others train in step with it)."""
+    config = self.config
+    if not self.writes:
+      return lambda line: None
+    if self.dir_state == 'stale' and not state.resumes:
+      say(f'[{config.name}] no checkpoint of the earlier, unfinished attempt: starting it over')
+    results.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
+    summaries.clear(config.run_dir)
+    environment.write_once(storage.dirname(config.run_dir), environment.describe(self.spec))
+    return say
+
+
+class _Recorder:
+  """The run's record: the text, the model card and HParams at the start; result.json at the
+  end, or when interrupted. A task that does not record writes nothing."""
+
+  def __init__(self, config, trainer, writers, tf_config, compute_devices, writes):
+    self.config, self.trainer, self.writers = config, trainer, writers
+    self.tf_config, self.compute_devices, self.writes = tf_config, compute_devices, writes
+    writers.text(config.flags, devices.describe())
+    self.card = model_card.measure(trainer) if writes else None  # Traced, not run.
+    writers.hparams(record.hparams(config, trainer, self.card), trial_id=config.name)
+
+  def write(self, status, controller, saver, parts=None):
+    """result.json (and, for a complete run, the headline metrics for HParams); its path."""
+    if not self.writes:
+      return None
+    config = self.config
+    result = record.result(config, self.trainer, controller.state, status, controller.elapsed(),
+                           saver.retried_steps(), self.tf_config, self.compute_devices,
+                           self.card, parts)
+    path = results.write(config.run_dir, result)
+    if status == 'complete':
+      self.writers.final(config.epochs - 1, record.final_metrics(result))
+      with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
+        storage.remove(storage.join(config.run_dir, results.PROGRESS))
+    return path
+
+
+def _controller(config, trainer, state, checkpointer, writers, stop, say, writes):
+  """The checkpoint action and the controller with every action of the run."""
+  name, performance = config.name, config.performance
+  for epoch in range(len(state.history.epoch_times)):  # Epochs of earlier attempts.
+    writers.epoch(epoch, *record.epoch_scalars(state.history, epoch))
+  lost = (coordinator_log.LostExecutions(lambda line: say(f'[{name}] {line}'))
+          if trainer.executor.coordinated else None)
+  saver = actions.Checkpoints(
+      checkpointer, trainer, config.checkpoints.checkpoint_every_epochs,
+      config.checkpoints.checkpoint_every_steps, performance.steps_per_execution, state, lost)
+  profile = ([actions.Profile(profiling.StepProfiler(storage.join(config.run_dir, 'train'),
+                                                     *performance.profile_steps), say, name)]
+             if performance.profile_steps and writes else [])
+  controller = controller_lib.Controller(
+      trainer, state, config.epochs, performance.steps_per_execution, [
+          *profile, actions.Progress(config.run_dir if writes else None, say, name),
+          actions.StopAgreement(trainer, stop), actions.EpochSummary(writers, say, name),
+          saver])
+  return saver, controller
+
+
 def card(config):
   """The model card (training/model_card.py) of run `config`, built in this process as the run
   would build it, traced and never trained: what --predict from a model predicts with."""
-  trainer, _ = _build(config, config.distribution.descriptor, None, None, print)
+  trainer, _ = _build(config, None, None, print)
   return model_card.measure(trainer)
 
 
-def _build(config, descriptor, spec, me, say):
+def _build(config, spec, me, say):
   """The devices, the strategy and the Trainer with its model, optimizer and data."""
-  perf = config.performance
+  descriptor, perf = config.distribution.descriptor, config.performance
   devices.set_threads(perf.intra_op_threads or 0, perf.inter_op_threads or 0)
   compute_devices = devices.configure(
       config.distribution.num_replicas if descriptor.mirrors_local_gpus else 1,
@@ -138,82 +185,61 @@ def _build(config, descriptor, spec, me, say):
     raise ValueError('--jit_compile on several logical CPU devices fails: XLA places every '
                      'replica on CPU 0; use --num_replicas=1, GPUs, or a cluster strategy')
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
-  arrays = data.load(config.data.dataset, data.Options(
-      config.data.data_dir, config.data.download, config.data.image_shape,
-      config.data.num_classes, config.seed, config.data.seq_len, config.data.vocab_size,
-      config.data.vocab_sizes))
+  arrays = data.load(config.data, config.seed)
   if descriptor.coordinated:  # The coordinator connects to every server at once.
     cluster.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout,
                              say)
   watchdog = (cluster.StartupWatchdog(spec, me, config.distribution.startup_timeout) if spec
               else contextlib.nullcontext())
-  model, opt, schedule = config.model, config.optimizer, config.schedule
   with watchdog:
     strategy = strategies.get(config.distribution.strategy).create(
         compute_devices, config.distribution.options)
     keras.utils.set_random_seed(config.seed)
-    trainer = loop.Trainer(
-        strategy, lambda: models.build(model.model, arrays.input_shape, arrays.num_classes,
-                                       model.batch_norm, model.ghost_batch_size,
-                                       model.bn_momentum, **config.model_sizes),
-        lambda rate: optimizers.create(opt.optimizer, rate, optimizers.Settings(
-            opt.momentum, opt.beta_1, opt.beta_2, opt.epsilon, opt.weight_decay,
-            opt.trust_coefficient), loss_scale=perf.mixed_precision == 'mixed_float16'),
-        lambda step_batch, steps_per_epoch: schedules.LearningRate(
-            opt.learning_rate, record.peak_learning_rate(config, step_batch),
-            warmup_steps=round(schedule.warmup_epochs * steps_per_epoch),
-            total_steps=config.epochs * steps_per_epoch, decay=schedule.lr_schedule),
-        arrays, config.batch_size, config.seed, config.steps_per_epoch, perf.jit_compile,
-        num_workers=config.distribution.num_workers if spec else 1)
+    trainer = loop.Trainer(strategy, config, arrays)
   return trainer, compute_devices
 
 
 def _announce(config, trainer, compute_devices, state, say):
   """The run's start line (layout, batch, rates), and where a resumed run continues."""
-  if trainer.coordinator:
+  batching = trainer.batching
+  if trainer.executor.coordinated:
     layout = f'coordinator of {trainer.num_workers} worker(s)'
   else:
     workers = f' on each of {trainer.num_workers} workers' if trainer.num_workers > 1 else ''
     layout = (f'{trainer.strategy.num_replicas_in_sync} replica(s) in sync: '
               f'{", ".join(compute_devices)}{workers}')
-  opt, peak = config.optimizer, record.peak_learning_rate(config, trainer.step_batch_size)
+  opt, peak = config.optimizer, schedules.peak_learning_rate(config, batching.step_batch_size)
   rates = f'learning rate {peak:g}'
   if peak != opt.learning_rate:
     warmup = config.schedule.warmup_epochs
     ramp = f' over {warmup:g} warm-up epochs' if warmup else ''
     rates = f'learning rate {opt.learning_rate:g} scaled to {peak:g}{ramp}'
   say(f'[{config.name}] {layout}; global batch {config.batch_size}'
-      f'{f" ({trainer.step_batch_size} per worker step)" if trainer.coordinator else ""}, '
-      f'{trainer.steps_per_epoch} steps/epoch, {opt.optimizer} at {rates}')
+      f'{f" ({batching.step_batch_size} per worker step)" if trainer.executor.coordinated else ""}, '
+      f'{batching.steps_per_epoch} steps/epoch, {opt.optimizer} at {rates}')
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
     say(f'[{config.name}] resumed from {last["checkpoint"]} at step {state.step} of '
-        f'{config.epochs * trainer.steps_per_epoch}{redone}')
+        f'{config.epochs * batching.steps_per_epoch}{redone}')
 
 
-def _record(config, trainer, controller, saver, writers, status, tf_config, compute_devices,
-            card, parts):
-  """result.json (and, for a complete run, the headline metrics for HParams); its path."""
-  result = record.result(config, trainer, controller.state, status, controller.elapsed(),
-                         saver.retried_steps(), tf_config, compute_devices, card, parts)
-  path = results.write(config.run_dir, result)
-  if status == 'complete':
-    writers.final(config.epochs - 1, record.final_metrics(result))
-    with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
-      storage.remove(storage.join(config.run_dir, results.PROGRESS))
-  return path
-
-
-def _interrupt(config, controller, saver, stop, finish):
+def _interrupt(config, controller, saver, stop, recorder):
   """On SIGTERM or SIGINT: a checkpoint and an "interrupted" result.json, then the exit."""
   if saver.saved_step != controller.state.step:
     saver.save(controller)
-  finish('interrupted')
+  recorder.write('interrupted', controller, saver)
   raise processes.Interrupted(
       stop.signum or signal.SIGTERM,  # A worker stopping because another was asked.
       f'[{config.name}] interrupted at step {controller.state.step} of {controller.total_steps}; '
       f'checkpoint {checkpoints.latest(config.run_dir)} written: run the same command to resume')
+
+
+def _diverged(config, trainer, error):
+  """The error for a loss or weights no longer finite: where, what is kept, what to change."""
+  epoch = (error.step - 1) // trainer.batching.steps_per_epoch + 1
+  return ValueError(f'[{config.name}] {error} (epoch {epoch}); stopped. {_kept(config)}; lower '
+                    '--learning_rate or add warm-up')
 
 
 def _kept(config):
@@ -226,7 +252,7 @@ def _lost_peer(config, trainer, state, error, spec, me):
   """The error for a peer task lost mid-training (a parameter server, an all-reduce peer)."""
   who = ', '.join(cluster.silent_peers(spec, me)) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
-  if trainer.coordinator:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
+  if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
     return cluster.PeerLost(
         f'[{config.name}] {who} lost at step {state.step} ({reason}); {_kept(config)}: '
         'restart the task and run the same command to resume')

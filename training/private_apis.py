@@ -1,0 +1,66 @@
+"""Every private TensorFlow and Keras API the project uses, fenced here, each with why.
+
+No public API does these jobs today. When a new version changes one, the function here (and
+tests/test_private_apis.py, which checks each) fails naming the API, instead of training going
+silently wrong somewhere else. BUILD.md lists them.
+"""
+import tensorflow as tf
+from tensorflow.python.framework import ops as _tf_ops
+# Registers the profiler's FLOP rules for the backward ops (MaxPoolGrad, BiasAddGrad, ...).
+from tensorflow.python.profiler.internal import flops_registry  # noqa: F401
+from tensorflow.python.util import deprecation as _deprecation
+
+
+class PrivateApiChanged(RuntimeError):
+  """A private API this project relies on is not what it was; the message names it."""
+
+
+def _require(owner, name, api):
+  if not hasattr(owner, name):
+    raise PrivateApiChanged(f'{api} is gone in this version; training/private_apis.py must '
+                            'be adapted to it')
+  return getattr(owner, name)
+
+
+# tf.__internal__.distribute.ShardedVariable: the class a parameter-server partitioner makes;
+# TensorFlow exports no public name to recognise one by.
+SHARDED_VARIABLE = 'tf.__internal__.distribute.ShardedVariable'
+ShardedVariable = _require(tf.__internal__.distribute, 'ShardedVariable', SHARDED_VARIABLE)
+
+KERAS_AGGREGATION = 'keras TFOptimizer._all_reduce_sum_gradients'
+
+
+def aggregate_outside(optimizer):
+  """Makes a Keras optimizer apply the gradients it is given as they are, without summing them
+  over the replicas itself: the training step aggregates them in a phase of its own
+  (training/step.py), whose result the gradient noise scale also reads. Keras 3 has no public
+  switch for it (tf.keras' `experimental_aggregate_gradients=False`)."""
+  for each in (optimizer, getattr(optimizer, 'inner_optimizer', None)):  # LossScaleOptimizer.
+    if each is not None:
+      _require(each, '_all_reduce_sum_gradients', KERAS_AGGREGATION)
+      each._all_reduce_sum_gradients = list  # pylint: disable=protected-access
+  return optimizer
+
+
+SAVEABLE = 'tf.Variable._serialize_to_tensors / _restore_from_tensors'
+
+
+def save_as(variable, to_tensors, from_tensors):
+  """Makes `variable` save `to_tensors()` and restore through `from_tensors(tensors)`: how a
+  sharded variable checkpoints whole (training/shards.py). TensorFlow's saver looks in the
+  instance's __dict__ before its class; the public `tf.train.Checkpoint` has no such hook."""
+  for name in ('_serialize_to_tensors', '_restore_from_tensors'):
+    _require(type(variable), name, SAVEABLE)
+  variable.__dict__['_serialize_to_tensors'] = to_tensors
+  variable.__dict__['_restore_from_tensors'] = from_tensors
+
+
+OP_FLOPS = 'tensorflow.python.framework.ops.get_stats_for_node_def'
+
+
+def op_flops(graph, op):
+  """tf.profiler's FLOP count of one op of `graph`, by its registered per-op rule (0 without
+  one); tf.profiler's public API counts only whole TF1 graphs, not one function's ops."""
+  stats = _require(_tf_ops, 'get_stats_for_node_def', OP_FLOPS)
+  with _deprecation.silence():  # The rules read shapes through a TF1 helper; it says so.
+    return stats(graph, op.node_def, 'flops').value or 0
