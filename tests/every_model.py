@@ -7,6 +7,7 @@ cluster of one, and parameter_server against a worker and a ps served in this pr
 connecting to a cluster is for good). Every strategy is built by its module in strategies/, as
 run.py builds it, and trained by training/loop.py's Trainer.
 """
+import dataclasses
 import functools
 import json
 import os
@@ -18,13 +19,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import data
 import models
 import strategies
+from configs import definitions
+from tests import tiny_training
 from training import devices
-from training import optimizers
-from training import schedules
 
 BATCH, STEPS, EXECUTION = 4, 2, 2  # 2 replicas; two epochs of two steps, in one execution each.
-TINY_IMAGES = data.Options(image_shape=(8, 8, 3), num_classes=4)
-SMALL_IMAGES = data.Options(image_shape=(32, 32, 3), num_classes=4)
+TINY_IMAGES = definitions.Data(image_shape=(8, 8, 3), num_classes=4)
+SMALL_IMAGES = definitions.Data(image_shape=(32, 32, 3), num_classes=4)
 # {model: (dataset, its options, the model's sizes)}.
 MODELS = {
     'cnn': ('synthetic', TINY_IMAGES, {}),
@@ -35,10 +36,10 @@ MODELS = {
     'mobilenet_v2': ('synthetic', SMALL_IMAGES, {}),
     'efficientnet_b0': ('synthetic', SMALL_IMAGES, {}),
     'vgg16': ('synthetic', SMALL_IMAGES, {}),
-    'inception_v3': ('synthetic', data.Options(image_shape=(75, 75, 3), num_classes=4), {}),
-    'transformer': ('synthetic_tokens', data.Options(seq_len=16, vocab_size=64, num_classes=4),
+    'inception_v3': ('synthetic', definitions.Data(image_shape=(75, 75, 3), num_classes=4), {}),
+    'transformer': ('synthetic_tokens', definitions.Data(seq_len=16, vocab_size=64, num_classes=4),
                     {'vocab_size': 64, 'num_layers': 1, 'd_model': 16, 'num_heads': 2}),
-    'wide_deep': ('synthetic_clicks', data.Options(vocab_sizes=(50, 20)),
+    'wide_deep': ('synthetic_clicks', definitions.Data(vocab_sizes=(50, 20)),
                   {'vocab_sizes': (50, 20), 'embedding_dim': 4}),
 }
 OPTIONS = {'one_device': {}, 'mirrored': {'cross_device_ops': 'auto', 'num_packs': 1},
@@ -58,13 +59,12 @@ def trainer(strategy_name, model, compute_devices):
   import keras
   from training import loop
   dataset, options, sizes = MODELS[model]
-  arrays = data.load(dataset, options)
+  arrays = data.load(dataclasses.replace(options, dataset=dataset))
   keras.utils.set_random_seed(0)
-  return loop.Trainer(
-      strategy(strategy_name, tuple(compute_devices)), lambda: models.build(model, arrays.input_shape, arrays.num_classes, **sizes),
-      lambda rate: optimizers.create('momentum', rate),
-      lambda batch, steps: schedules.LearningRate(0.001, 0.001), arrays, BATCH, seed=0,
-      steps_per_epoch=STEPS)
+  return tiny_training.make_trainer(
+      strategy(strategy_name, tuple(compute_devices)), arrays,
+      lambda: models.build(model, arrays.input_shape, arrays.num_classes, **sizes), BATCH,
+      rate=0.001, steps_per_epoch=STEPS)
 
 
 def train(trainer, steps_per_execution=EXECUTION):
@@ -74,12 +74,10 @@ def train(trainer, steps_per_execution=EXECUTION):
   for _ in range(2):
     totals, done = trainer.train_epoch(STEPS, steps_per_execution)
     losses.append(totals.loss)
-  if trainer.coordinator:
-    trainer.coordinator.join()
   validation = trainer.evaluate()
   weights = trainer.model.get_weights()
   return {'losses': losses, 'validation_loss': validation.loss,
-          'validation_examples': validation.examples, 'steps': int(trainer.step.numpy()),
+          'validation_examples': validation.examples, 'steps': trainer.steps_done,
           'traces': trainer.trace_count, 'weights_finite': trainer.weights_finite(),
           'weights_changed': sum(bool((a != b).any()) for a, b in zip(initial, weights)),
           'weights': len(weights), '_final': weights}

@@ -10,7 +10,7 @@ def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
   from training import breakdown
   trainer = tiny_training.trainer()
   trainer.train_epoch(2, 2)
-  before = int(trainer.step.numpy())
+  before = trainer.steps_done
   parts = breakdown.measure(trainer, steps=4, repetitions=2, steps_per_execution=3)
   assert set(parts) == {'step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms',
                         'steps', 'repetitions', 'examples_per_step'}
@@ -20,8 +20,8 @@ def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
   assert parts['overhead_ms'] == pytest.approx(
       parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms'])
   # The step window is the run's own step: one warm-up step, then 2 windows of 4.
-  assert int(trainer.step.numpy()) == before + 1 + 2 * 4
-  assert parts['examples_per_step'] == trainer.step_batch_size
+  assert trainer.steps_done == before + 1 + 2 * 4
+  assert parts['examples_per_step'] == trainer.batching.step_batch_size
   assert trainer.trace_count == 1  # The training function, not retraced for the windows.
 
 

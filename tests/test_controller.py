@@ -97,12 +97,12 @@ class FakeCheckpointer:
 def test_trains_every_epoch_in_executions_and_records_each(arrays):
   from training import loop
   trainer = tiny_training.trainer(examples=arrays)
-  assert trainer.steps_per_epoch == SPE
+  assert trainer.batching.steps_per_epoch == SPE
   run = controller(trainer, [], epochs=3)
   assert run.total_steps == 3 * SPE
   assert run.train() is False
   state = run.state
-  assert state.step == int(trainer.step.numpy()) == 3 * SPE
+  assert state.step == trainer.steps_done == 3 * SPE
   history = state.history
   for name, values in vars(history).items():
     assert len(values) == 3, name
@@ -132,7 +132,7 @@ def test_an_action_stops_training_mid_epoch_and_every_action_sees_that_point(arr
   run = controller(trainer, [stopper, after_it])
   assert run.train() is True
   state = run.state
-  assert state.step == int(trainer.step.numpy()) == SPE + SPX
+  assert state.step == trainer.steps_done == SPE + SPX
   assert len(state.history.train_loss) == 1
   # The unfinished epoch's sums are kept, to continue it from a checkpoint.
   assert state.epoch_sums.examples == SPX * BATCH

@@ -15,6 +15,7 @@ import pytest
 
 import data
 from data import synthetic
+from configs import definitions
 
 ALL_NAMES = ['cifar10', 'digits', 'fashion_mnist', 'imdb', 'mnist', 'synthetic',
              'synthetic_clicks', 'synthetic_tokens']
@@ -31,20 +32,20 @@ def test_unknown_dataset_raises_and_lists_valid_names():
                      match=re.escape("unknown dataset 'imagenet'; choose from cifar10, digits, "
                                      'fashion_mnist, imdb, mnist, synthetic, synthetic_clicks, '
                                      'synthetic_tokens')):
-    data.load('imagenet')
+    data.load(definitions.Data('imagenet'))
 
 
 @pytest.mark.parametrize('helper', ['pipeline', 'keras_format'])
 def test_helper_modules_are_not_datasets(helper):
   with pytest.raises(data.DatasetError, match='unknown dataset'):
-    data.load(helper)
+    data.load(definitions.Data(helper))
 
 
 # --- digits -------------------------------------------------------------------------------------
 
 @pytest.fixture(scope='module')
 def digits():
-  return data.load('digits')
+  return data.load(definitions.Data('digits'))
 
 
 def test_digits_split_sizes(digits):
@@ -80,7 +81,7 @@ def test_digits_labels_and_stratified_validation(digits):
 
 
 def test_digits_split_is_deterministic(digits):
-  again = data.load('digits')
+  again = data.load(definitions.Data('digits'))
   assert np.array_equal(again.x_train, digits.x_train)
   assert np.array_equal(again.y_train, digits.y_train)
   assert np.array_equal(again.x_validation, digits.x_validation)
@@ -90,7 +91,7 @@ def test_digits_split_is_deterministic(digits):
 # --- synthetic ----------------------------------------------------------------------------------
 
 def _synthetic(seed):
-  return data.load('synthetic', data.Options(image_shape=(32, 32, 3), num_classes=7, seed=seed))
+  return data.load(definitions.Data('synthetic', image_shape=(32, 32, 3), num_classes=7), seed)
 
 
 def test_synthetic_shapes_labels_and_epoch():
@@ -146,7 +147,7 @@ def _write_mnist(directory, x_train, y_train, x_test, y_test):
 def test_mnist_reads_local_npz(tmp_path, no_download):
   x_train, y_train, x_test, y_test = _mnist_arrays()
   _write_mnist(tmp_path, x_train, y_train, x_test, y_test)
-  arrays = data.load('mnist', data.Options(data_dir=str(tmp_path), download=False))
+  arrays = data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=False))
   assert arrays.x_train.shape == (20, 28, 28, 1) and arrays.x_train.dtype == np.uint8
   assert arrays.x_validation.shape == (10, 28, 28, 1) and arrays.x_validation.dtype == np.uint8
   assert np.array_equal(arrays.x_train[..., 0], x_train)
@@ -163,7 +164,7 @@ def test_local_files_win_over_download(tmp_path, no_download):
   """With download allowed, files already in --data_dir are read and keras is not called."""
   x_train, y_train, x_test, y_test = _mnist_arrays(1)
   _write_mnist(tmp_path, x_train, y_train, x_test, y_test)
-  arrays = data.load('mnist', data.Options(data_dir=str(tmp_path), download=True))
+  arrays = data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=True))
   assert np.array_equal(arrays.x_train[..., 0], x_train)
 
 
@@ -172,7 +173,7 @@ def test_download_branch_uses_keras_loader(tmp_path, monkeypatch):
   x_train, y_train, x_test, y_test = _mnist_arrays(2)
   monkeypatch.setattr(keras.datasets.mnist, 'load_data',
                       lambda: ((x_train, y_train), (x_test, y_test)))
-  arrays = data.load('mnist', data.Options(data_dir=str(tmp_path), download=True))
+  arrays = data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=True))
   assert arrays.x_train.shape == (20, 28, 28, 1)
   assert np.array_equal(arrays.x_validation[..., 0], x_test)
   assert np.array_equal(arrays.y_validation, y_test)
@@ -188,7 +189,7 @@ def test_failed_download_raises_dataset_error(tmp_path, monkeypatch):
   with pytest.raises(data.DatasetError,
                      match=r'dataset mnist: .*lacks mnist\.npz and the download failed '
                            r'\(ConnectionError\)'):
-    data.load('mnist', data.Options(data_dir=str(tmp_path), download=True))
+    data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=True))
 
 
 def _idx_gz(path, header, payload):
@@ -209,7 +210,7 @@ def _write_fashion(directory, x_train, y_train, x_test, y_test):
 def test_fashion_mnist_reads_local_idx_files(tmp_path, no_download):
   x_train, y_train, x_test, y_test = _mnist_arrays(5)
   _write_fashion(tmp_path, x_train, y_train, x_test, y_test)
-  arrays = data.load('fashion_mnist', data.Options(data_dir=str(tmp_path), download=False))
+  arrays = data.load(definitions.Data('fashion_mnist', data_dir=str(tmp_path), download=False))
   assert arrays.x_train.shape == (20, 28, 28, 1) and arrays.x_train.dtype == np.uint8
   assert arrays.x_validation.shape == (10, 28, 28, 1)
   assert np.array_equal(arrays.x_train[..., 0], x_train)
@@ -254,7 +255,7 @@ def test_cifar10_reads_local_batches_channel_last(tmp_path, no_download):
   test_pixels[2, 1 * 1024 + 5 * 32 + 7] = 77  # green, row 5, column 7
   _write_cifar(tmp_path, batches)
 
-  arrays = data.load('cifar10', data.Options(data_dir=str(tmp_path), download=False))
+  arrays = data.load(definitions.Data('cifar10', data_dir=str(tmp_path), download=False))
   assert arrays.x_train.shape == (10, 32, 32, 3) and arrays.x_train.dtype == np.uint8
   assert arrays.x_validation.shape == (3, 32, 32, 3)
   first = arrays.x_train[0]
@@ -285,7 +286,7 @@ def test_cifar10_reads_local_batches_channel_last(tmp_path, no_download):
 ])
 def test_missing_files_without_download(tmp_path, no_download, name, missing):
   with pytest.raises(data.DatasetError) as info:
-    data.load(name, data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data(name, data_dir=str(tmp_path), download=False))
   message = str(info.value)
   assert f'dataset {name}:' in message
   assert str(tmp_path) in message
@@ -298,7 +299,7 @@ def test_partial_cifar_directory_counts_as_missing(tmp_path, no_download):
   del batches['data_batch_3']
   _write_cifar(tmp_path, batches)
   with pytest.raises(data.DatasetError, match=r'dataset cifar10: .*--nodownload'):
-    data.load('cifar10', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('cifar10', data_dir=str(tmp_path), download=False))
 
 
 def _npz_bytes():
@@ -316,21 +317,21 @@ def test_unreadable_mnist_npz(tmp_path, no_download, kind):
   (tmp_path / 'mnist.npz').write_bytes(content)
   with pytest.raises(data.DatasetError,
                      match=r'dataset mnist: cannot read the files in ' + re.escape(str(tmp_path))):
-    data.load('mnist', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=False))
 
 
 def test_mnist_npz_missing_an_array(tmp_path, no_download):
   x_train, y_train, x_test, _ = _mnist_arrays()
   np.savez(tmp_path / 'mnist.npz', x_train=x_train, y_train=y_train, x_test=x_test)
   with pytest.raises(data.DatasetError, match=r'cannot read .*KeyError'):
-    data.load('mnist', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=False))
 
 
 def test_unreadable_cifar_pickle(tmp_path, no_download):
   _write_cifar(tmp_path, _cifar_batches())
   (tmp_path / 'cifar-10-batches-py' / 'test_batch').write_bytes(b'garbage, not a pickle')
   with pytest.raises(data.DatasetError, match='dataset cifar10: cannot read'):
-    data.load('cifar10', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('cifar10', data_dir=str(tmp_path), download=False))
 
 
 def test_corrupt_fashion_mnist_gzip(tmp_path, no_download):
@@ -339,7 +340,7 @@ def test_corrupt_fashion_mnist_gzip(tmp_path, no_download):
   good = gzip.compress(gzip.decompress(path.read_bytes()))  # A bare 10-byte gzip header.
   path.write_bytes(good[:10] + b'\xff' * (len(good) - 10))  # Valid header, corrupt stream.
   with pytest.raises(data.DatasetError, match='dataset fashion_mnist: cannot read'):
-    data.load('fashion_mnist', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('fashion_mnist', data_dir=str(tmp_path), download=False))
 
 
 def test_fashion_mnist_wrong_image_size(tmp_path, no_download):
@@ -348,7 +349,7 @@ def test_fashion_mnist_wrong_image_size(tmp_path, no_download):
   _idx_gz(os.path.join(tmp_path, 'fashion-mnist', 'train-images-idx3-ubyte.gz'),
           struct.pack('>IIII', 2051, 20, 28, 28), x_train[:19])  # One image short.
   with pytest.raises(data.DatasetError, match=r'cannot read .*ValueError'):
-    data.load('fashion_mnist', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('fashion_mnist', data_dir=str(tmp_path), download=False))
 
 
 def test_labels_out_of_range(tmp_path, no_download):
@@ -356,7 +357,7 @@ def test_labels_out_of_range(tmp_path, no_download):
   y_test[3] = 12
   _write_mnist(tmp_path, x_train, y_train, x_test, y_test)
   with pytest.raises(data.DatasetError, match=re.escape('dataset mnist: labels outside 0..9')):
-    data.load('mnist', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=False))
 
 
 def test_cifar_labels_out_of_range(tmp_path, no_download):
@@ -364,14 +365,14 @@ def test_cifar_labels_out_of_range(tmp_path, no_download):
   batches['data_batch_4'][1][1] = 10
   _write_cifar(tmp_path, batches)
   with pytest.raises(data.DatasetError, match=re.escape('labels outside 0..9')):
-    data.load('cifar10', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('cifar10', data_dir=str(tmp_path), download=False))
 
 
 def test_inconsistent_shapes_and_counts(tmp_path, no_download):
   x_train, y_train, x_test, y_test = _mnist_arrays()
   _write_mnist(tmp_path, x_train, y_train[:19], x_test[:, :, :27], y_test)
   with pytest.raises(data.DatasetError) as info:
-    data.load('mnist', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=False))
   message = str(info.value)
   assert 'image shapes (28, 28, 1) and (28, 27, 1) disagree' in message
   assert 'image and label counts differ' in message
@@ -382,7 +383,7 @@ def test_empty_split(tmp_path, no_download):
   _write_mnist(tmp_path, x_train, y_train, np.zeros((0, 28, 28), np.uint8),
                np.zeros(0, np.uint8))
   with pytest.raises(data.DatasetError, match='a split is empty'):
-    data.load('mnist', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=False))
 
 
 # --- pipeline -----------------------------------------------------------------------------------

@@ -8,29 +8,23 @@ import pytest
 
 import data
 import models
+from configs import definitions
 from reporting import summary
 from tests import tiny_training
 from tests.test_summary import run as fake_run
 from training import model_card
-from training import optimizers
-from training import schedules
 
 
 def trainer(build_model, arrays, batch=64, loss_scale=False):
   """A one-device Trainer, the seed set first as training/task.py does."""
-  import keras
   import tensorflow as tf
-  from training import loop
-  keras.utils.set_random_seed(0)
-  return loop.Trainer(
-      tf.distribute.OneDeviceStrategy('/cpu:0'), build_model,
-      lambda rate: optimizers.create('momentum', rate, loss_scale=loss_scale),
-      lambda step_batch, steps: schedules.LearningRate(0.05, 0.05), arrays, batch, seed=0)
+  return tiny_training.make_trainer(tf.distribute.OneDeviceStrategy('/cpu:0'), arrays,
+                                    build_model, batch, rate=0.05, loss_scale=loss_scale)
 
 
 @pytest.fixture(scope='module')
 def digits():
-  return data.load('digits')
+  return data.load(definitions.Data('digits'))
 
 
 def test_cnn_flops_per_example_match_a_hand_count(digits):
@@ -70,7 +64,7 @@ def test_cnn_flops_per_example_match_a_hand_count(digits):
 def flops_by_op(run):
   """{op type: FLOPs per example} of `run`'s traced step."""
   step = model_card.trace_step(run)
-  return {op: flops / run.per_replica_batch_size
+  return {op: flops / run.batching.per_replica_batch_size
           for op, flops in model_card.count_flops(step.graph).items()}
 
 
@@ -154,7 +148,7 @@ def test_an_embedding_gradient_counts_one_row_per_lookup():
   assert card['sparse_gradient_bytes_per_step'] == 4 * batch * length * width
   assert card['sparse_variable_bytes'] == 4 * rows * width
   # The gradient of this very batch, computed: 80 rows of values, for 7 distinct rows.
-  gradients, _ = embedded._loss_gradients(tf.constant(tokens.x_train), tf.constant(tokens.y_train),
+  gradients, _ = embedded.step.local_gradients(tf.constant(tokens.x_train), tf.constant(tokens.y_train),
                                           tf.ones(batch))
   assert isinstance(gradients[0], tf.IndexedSlices)
   assert gradients[0].values.shape == (batch * length, width)
@@ -183,7 +177,7 @@ def test_measuring_changes_nothing_of_training():
       model_card.measure(run)
       for old, new in zip(before, run.model.variables):
         np.testing.assert_array_equal(old, new.numpy())
-    totals = [run.train_epoch(run.steps_per_epoch, 3)[0] for _ in range(2)]
+    totals = [run.train_epoch(run.batching.steps_per_epoch, 3)[0] for _ in range(2)]
     runs.append(([t.loss for t in totals], [v.numpy() for v in run.model.variables]))
   (losses, variables), (plain_losses, plain_variables) = runs
   assert losses == plain_losses

@@ -80,7 +80,7 @@ def test_resuming_after_epoch_one_trains_epoch_two_as_the_uninterrupted_run(
 
   resumed = Attempt(tmp_path, arrays)
   state = resumed.state
-  assert state.step == int(resumed.trainer.step.numpy()) == SPE
+  assert state.step == resumed.trainer.steps_done == SPE
   assert state.resumes == [{'checkpoint': f'ckpt-{SPE}', 'step': SPE,
                             'redone_steps': SPX, 'cause': 'resume'}]
   assert len(state.history.train_loss) == 1
@@ -156,7 +156,7 @@ def test_a_checkpoint_of_other_settings_is_refused(arrays, uninterrupted, change
   finally:
     checkpointer.close()
   assert f'ckpt-{2 * SPE}' in str(raised.value)
-  assert int(trainer.step.numpy()) == 0  # Refused before anything was restored.
+  assert trainer.steps_done == 0  # Refused before anything was restored.
 
 
 def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, tmp_path):
@@ -167,7 +167,7 @@ def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, 
     state = checkpoints.start_or_resume(str(directory), resume, trainer, None, SETTINGS)
     assert (state.step, state.resumes, state.settings) == (0, [], SETTINGS)
     assert state.history.train_loss == []
-    assert int(trainer.step.numpy()) == 0
+    assert trainer.steps_done == 0
 
 
 def test_a_damaged_checkpoint_is_refused_with_what_to_do(tmp_path):

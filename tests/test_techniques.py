@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import models
+from configs import definitions
 from training import optimizers
 from training import schedules
 
@@ -206,35 +207,35 @@ def test_names_are_the_registry():
 
 @pytest.mark.parametrize('name', optimizers.NAMES)
 def test_create_returns_the_named_optimizer(name):
-  opt = optimizers.create(name, 0.01, optimizers.Settings())
+  opt = optimizers.create(definitions.Optimizer(name), 0.01)
   assert type(opt) is _keras_class(name)
   if name != 'lars':
     assert opt.weight_decay is None  # weight_decay=0: Keras' decoupled decay stays off.
 
 
 def test_momentum_and_sgd_momentum():
-  settings = optimizers.Settings(momentum=0.8)
-  assert optimizers.create('momentum', 0.01, settings).momentum == pytest.approx(0.8)
-  assert optimizers.create('sgd', 0.01, settings).momentum == 0.0
-  assert optimizers.create('lars', 0.01, settings).momentum == pytest.approx(0.8)
+  for name, momentum in (('momentum', 0.8), ('sgd', 0.0), ('lars', 0.8)):
+    settings = definitions.Optimizer(name, momentum=0.8)
+    assert optimizers.create(settings, 0.01).momentum == pytest.approx(momentum)
 
 
 @pytest.mark.parametrize('name', ['adam', 'lamb', 'momentum', 'sgd'])
 def test_create_passes_weight_decay_to_keras(name):
-  opt = optimizers.create(name, 0.01, optimizers.Settings(weight_decay=0.05))
+  opt = optimizers.create(definitions.Optimizer(name, weight_decay=0.05), 0.01)
   assert opt.weight_decay == pytest.approx(0.05)
 
 
 @pytest.mark.parametrize('name', ['adam', 'lamb'])
 def test_create_passes_betas_and_epsilon(name):
-  opt = optimizers.create(name, 0.01, optimizers.Settings(beta_1=0.8, beta_2=0.95, epsilon=1e-6))
+  opt = optimizers.create(
+      definitions.Optimizer(name, beta_1=0.8, beta_2=0.95, epsilon=1e-6), 0.01)
   assert (opt.beta_1, opt.beta_2, opt.epsilon) == (0.8, 0.95, 1e-6)
 
 
 def test_create_lars_gets_its_settings():
   """LARS takes the decay inside its trust ratio, not Keras' decoupled one."""
-  opt = optimizers.create('lars', 0.01, optimizers.Settings(
-      momentum=0.85, trust_coefficient=0.02, weight_decay=0.05, epsilon=1e-8))
+  opt = optimizers.create(definitions.Optimizer(
+      'lars', momentum=0.85, trust_coefficient=0.02, weight_decay=0.05, epsilon=1e-8), 0.01)
   assert opt.trust_coefficient == pytest.approx(0.02)
   assert opt.lars_weight_decay == pytest.approx(0.05)
   assert opt.momentum == pytest.approx(0.85)
@@ -245,7 +246,7 @@ def test_create_lars_gets_its_settings():
 @pytest.mark.parametrize('name', optimizers.NAMES)
 def test_create_learning_rate(name):
   import keras
-  opt = optimizers.create(name, 0.01, optimizers.Settings())
+  opt = optimizers.create(definitions.Optimizer(name), 0.01)
   opt.build([keras.Variable(np.zeros(3, np.float32))])
   assert float(opt.learning_rate) == pytest.approx(0.01, rel=1e-6)
 
@@ -255,7 +256,7 @@ def test_create_uses_a_schedule(name):
   """The warm-up schedule must reach the optimizer, not just a constant."""
   import keras
   schedule = schedules.LearningRate(initial=0.1, peak=0.8, warmup_steps=10, total_steps=50)
-  opt = optimizers.create(name, schedule, optimizers.Settings())
+  opt = optimizers.create(definitions.Optimizer(name), schedule)
   opt.build([keras.Variable(np.zeros(3, np.float32))])
   assert float(opt.learning_rate) == pytest.approx(float(schedule(0)), rel=1e-6)
   assert float(opt.learning_rate) == pytest.approx(0.1, rel=1e-6)

@@ -5,12 +5,14 @@ import numpy as np
 import pytest
 
 import data
+from configs import definitions
 from data import synthetic_tokens
+from tests import tiny_training
 
 
 def _tokens(seed=0, **options):
-  return data.load('synthetic_tokens', data.Options(
-      **{'seq_len': 32, 'vocab_size': 100, 'num_classes': 4, 'seed': seed, **options}))
+  return data.load(definitions.Data(
+      'synthetic_tokens', **{'seq_len': 32, 'vocab_size': 100, 'num_classes': 4, **options}), seed)
 
 
 def test_synthetic_tokens_shapes_and_markers():
@@ -55,21 +57,14 @@ def test_the_transformer_learns_synthetic_tokens():
   import keras
   import tensorflow as tf
   import models
-  from training import loop
-  from training import optimizers
-  from training import schedules
   arrays = _tokens()
-  keras.utils.set_random_seed(0)
-  trainer = loop.Trainer(
-      tf.distribute.OneDeviceStrategy('/cpu:0'),
+  trainer = tiny_training.make_trainer(
+      tf.distribute.OneDeviceStrategy('/cpu:0'), arrays,
       lambda: models.build('transformer', arrays.input_shape, arrays.num_classes,
                            vocab_size=100, num_layers=1, d_model=32, num_heads=2),
-      lambda rate: optimizers.create('adam', rate),
-      lambda batch, steps: schedules.LearningRate(3e-3, 3e-3, warmup_steps=0,
-                                                  total_steps=3 * steps, decay='constant'),
-      arrays, 64, seed=0, steps_per_epoch=0, jit_compile=False)
+      64, optimizer='adam', rate=3e-3)
   for _ in range(3):
-    trainer.train_epoch(trainer.steps_per_epoch, 16)
+    trainer.train_epoch(trainer.batching.steps_per_epoch, 16)
   assert trainer.evaluate().accuracy > 0.9
 
 
@@ -100,7 +95,7 @@ def no_download(monkeypatch):
 
 def test_imdb_reads_ids_as_keras_does_padded_and_cut_at_the_front(tmp_path, no_download):
   _write_imdb(tmp_path)
-  arrays = data.load('imdb', data.Options(data_dir=str(tmp_path), download=False, seq_len=5,
+  arrays = data.load(definitions.Data('imdb', data_dir=str(tmp_path), download=False, seq_len=5,
                                           vocab_size=50))
   # 1 starts a review, ranks count from 3, ids of 50 and more become 2 (out of vocabulary).
   assert arrays.x_train.tolist() == [[0, 1, 4, 5, 6],      # padded with 0 in front
@@ -121,7 +116,7 @@ def test_imdb_download_branch_asks_keras_for_the_vocabulary(tmp_path, monkeypatc
     return (_reviews([1, 7, 9], [1, 2]), np.array([0, 1])), (_reviews([1, 4]), np.array([1]))
 
   monkeypatch.setattr(keras.datasets.imdb, 'load_data', load_data)
-  arrays = data.load('imdb', data.Options(data_dir=str(tmp_path), seq_len=3, vocab_size=10))
+  arrays = data.load(definitions.Data('imdb', data_dir=str(tmp_path), seq_len=3, vocab_size=10))
   assert asked == {'num_words': 10}
   assert arrays.x_train.tolist() == [[1, 7, 9], [0, 1, 2]]
   assert arrays.x_validation.tolist() == [[0, 1, 4]]
@@ -130,17 +125,17 @@ def test_imdb_download_branch_asks_keras_for_the_vocabulary(tmp_path, monkeypatc
 def test_imdb_nodownload_refuses_naming_the_file(tmp_path, no_download):
   with pytest.raises(data.DatasetError, match=f'dataset imdb: --data_dir={tmp_path} lacks '
                                               'imdb.npz and --nodownload is set'):
-    data.load('imdb', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('imdb', data_dir=str(tmp_path), download=False))
 
 
 def test_imdb_labels_other_than_0_and_1(tmp_path, no_download):
   _write_imdb(tmp_path, y_test=(0, 2))
   with pytest.raises(data.DatasetError,
                      match='dataset imdb: labels other than 0 and 1; replace imdb.npz'):
-    data.load('imdb', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('imdb', data_dir=str(tmp_path), download=False))
 
 
 def test_imdb_unreadable_file(tmp_path, no_download):
   (tmp_path / 'imdb.npz').write_bytes(b'not a numpy file')
   with pytest.raises(data.DatasetError, match='dataset imdb: cannot read the files in'):
-    data.load('imdb', data.Options(data_dir=str(tmp_path), download=False))
+    data.load(definitions.Data('imdb', data_dir=str(tmp_path), download=False))

@@ -11,6 +11,7 @@ import pytest
 import data
 import models
 import user_code
+from configs import definitions
 from tests.conftest import ROOT
 
 _names = itertools.count()
@@ -111,11 +112,11 @@ def single():
 
 def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
   name = module(DATA)
-  arrays = data.load(f'{name}:good')
+  arrays = data.load(definitions.Data(f'{name}:good'))
   assert arrays.num_classes == 3 and arrays.scale == 1.0 and arrays.input_shape == (6,)
   assert arrays.train_size == 40 and len(arrays.x_validation) == 10
   assert arrays.y_train.dtype == np.int32
-  images = data.load(f'{name}:images')
+  images = data.load(definitions.Data(f'{name}:images'))
   assert images.scale == pytest.approx(1 / 255) and images.num_classes == 2
 
 
@@ -132,7 +133,7 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
 def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, message):
   name = module(DATA)
   with pytest.raises(data.DatasetError) as e:
-    data.load(f'{name}:{function}')
+    data.load(definitions.Data(f'{name}:{function}'))
   text = str(e.value)
   assert text.startswith(f'--dataset={name}:{function} ') and message in text, text
   assert text.endswith('return (x_train, y_train), (x_val, y_val) as keras.datasets do, labels '
@@ -142,7 +143,7 @@ def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, messag
 def test_the_examples_keep_their_contract(module, tmp_path):
   for name in ('my_model.py', 'my_data.py'):
     shutil.copy(f'{ROOT}/examples/{name}', tmp_path / name)
-  arrays = data.load('my_data:load')
+  arrays = data.load(definitions.Data('my_data:load'))
   assert arrays.input_shape == (30,) and arrays.num_classes == 2
   assert arrays.train_size + len(arrays.x_validation) == 569
   assert abs(float(arrays.x_train.mean())) < 1e-5  # Standardised on the training split.

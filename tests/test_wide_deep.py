@@ -13,16 +13,16 @@ import pytest
 import data
 import models
 from tests.conftest import read_result, run_py
+from configs import definitions
 
-SMALL = data.Options(vocab_sizes=(200, 50))
+SMALL = definitions.Data('synthetic_clicks', vocab_sizes=(200, 50))
 
 
 def test_click_data_is_deterministic_ids_then_dense_features():
-  arrays, again = data.load('synthetic_clicks', SMALL), data.load('synthetic_clicks', SMALL)
+  arrays, again = data.load(SMALL), data.load(SMALL)
   assert np.array_equal(arrays.x_train, again.x_train)
   assert np.array_equal(arrays.y_validation, again.y_validation)
-  assert not np.array_equal(arrays.x_train, data.load(
-      'synthetic_clicks', data.Options(vocab_sizes=(200, 50), seed=1)).x_train)
+  assert not np.array_equal(arrays.x_train, data.load(SMALL, seed=1).x_train)
   assert arrays.input_shape == (2 + 8,) and arrays.num_classes == 2
   for column, size in enumerate((200, 50)):
     ids = arrays.x_train[:, column]
@@ -34,7 +34,7 @@ def test_click_labels_hold_a_signal_a_linear_model_learns():
   """Logistic regression on one-hot ids and the dense features beats the majority class."""
   from sklearn.linear_model import LogisticRegression
   from sklearn.preprocessing import OneHotEncoder
-  arrays = data.load('synthetic_clicks', SMALL)
+  arrays = data.load(SMALL)
   encoder = OneHotEncoder(handle_unknown='ignore').fit(arrays.x_train[:, :2])
   features = lambda x: np.hstack([encoder.transform(x[:, :2]).toarray(), x[:, 2:]])
   model = LogisticRegression(max_iter=500).fit(features(arrays.x_train), arrays.y_train)
@@ -45,13 +45,13 @@ def test_click_labels_hold_a_signal_a_linear_model_learns():
 
 def test_click_data_refuses_tables_float32_cannot_index():
   with pytest.raises(data.DatasetError, match=r'--vocab_sizes=10,16777217 must be 1 to 16777216'):
-    data.load('synthetic_clicks', data.Options(vocab_sizes=(10, 2**24 + 1)))
+    data.load(definitions.Data('synthetic_clicks', vocab_sizes=(10, 2**24 + 1)))
 
 
 def test_lookups_give_sparse_gradients_of_one_row_per_example():
   import tensorflow as tf
   from training import model_card
-  arrays = data.load('synthetic_clicks', SMALL)
+  arrays = data.load(SMALL)
   model = models.build('wide_deep', arrays.input_shape, 2, vocab_sizes=(200, 50), embedding_dim=4)
   batch = tf.constant(arrays.x_train[:32])
   with tf.GradientTape() as tape:

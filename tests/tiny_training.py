@@ -16,20 +16,33 @@ def arrays():
   return data.Arrays(x[:128], y[:128], x[128:], y[128:], num_classes=2, scale=1.0)
 
 
-def trainer(seed=0, examples=None):
-  """A one-device Trainer; the seed set first, as training/task.py does, so weights repeat."""
+def make_trainer(strategy, arrays, build_model, batch_size, optimizer='momentum', rate=0.1,
+                 schedule=None, seed=0, steps_per_epoch=0, performance=None, loss_scale=False):
+  """A Trainer of `build_model()` with `optimizer` at a constant `rate` (or `schedule(batching)`),
+  the seed set first, as training/task.py does, so weights repeat."""
   import keras
-  import tensorflow as tf
+  from configs import definitions
+  from training import builders
   from training import loop
   from training import optimizers
   from training import schedules
-  examples = examples or arrays()
   keras.utils.set_random_seed(seed)
-  return loop.Trainer(
-      tf.distribute.OneDeviceStrategy('/cpu:0'),
+  config = definitions.RunConfig(batch_size=batch_size, seed=seed, steps_per_epoch=steps_per_epoch,
+                                 performance=performance or definitions.Performance())
+  return loop.Trainer(strategy, config, arrays, builders.Builders(
+      model=build_model,
+      optimizer=lambda learning_rate: optimizers.create(
+          definitions.Optimizer(optimizer), learning_rate, loss_scale=loss_scale),
+      schedule=schedule or (lambda batching: schedules.LearningRate(rate, rate))))
+
+
+def trainer(seed=0, examples=None):
+  """A one-device Trainer of a small dense model on `examples` (default: `arrays()`)."""
+  import keras
+  import tensorflow as tf
+  return make_trainer(
+      tf.distribute.OneDeviceStrategy('/cpu:0'), examples or arrays(),
       lambda: keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
                                 keras.layers.Dense(16, activation='relu'),
                                 keras.layers.Dense(2)]),
-      lambda rate: optimizers.create('momentum', rate),
-      lambda batch, steps: schedules.LearningRate(0.1, 0.1),
-      examples, BATCH, seed=seed)
+      BATCH, seed=seed)
