@@ -24,7 +24,8 @@ import data
 import strategies
 from configs import flags as defined_flags
 from configs import from_flags
-from orchestration import cluster
+from configs import cluster_spec
+from orchestration import peers
 from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
@@ -57,7 +58,7 @@ def quiet_tensorflow():
 def run_task(config, tf_config):
   """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG)."""
   if tf_config:
-    cluster.check_own_port(tf_config)
+    peers.check_own_port(tf_config)
   quiet_tensorflow()
   from training import task  # Loads TensorFlow: only in the process that trains.
   processes.die_with_parent()
@@ -100,7 +101,7 @@ def main(argv):
   tf_config_text = os.environ.get('TF_CONFIG')
   if action == 'run_config':  # A child the launcher started, as a run or one of its tasks.
     config = from_flags.run()
-    run_task(config, tf_config_text and cluster.parse(
+    run_task(config, tf_config_text and cluster_spec.parse(
         tf_config_text, config.distribution.descriptor.jobs))
     return 0
   one_task = action == 'in_process' or (action == 'launch' and tf_config_text)
@@ -137,7 +138,7 @@ def run_main(argv):
       raise
     expected = isinstance(e, (ValueError, data.DatasetError, processes.TaskError))
     first_line = processes.first_line(e)
-    print(f'run.py: {first_line}' if expected or isinstance(e, cluster.PeerLost) else
+    print(f'run.py: {first_line}' if expected or isinstance(e, peers.PeerLost) else
           f'run.py: {type(e).__name__}: {first_line} (--verbosity=1 shows the traceback)',
           file=sys.stderr)
     sys.exit(2 if expected else 1)  # 1: unexpected, or a lost peer: a restart may help.

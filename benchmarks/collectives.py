@@ -55,7 +55,8 @@ sys.path.insert(0, ROOT)
 
 import strategies
 from benchmarks import bandwidth
-from orchestration import cluster, log_filter, processes
+from configs import cluster_spec
+from orchestration import log_filter, peers, processes, startup_watchdog
 from records import environment, files
 
 FLAGS = flags.FLAGS
@@ -139,13 +140,13 @@ def run_task(configs, sizes, spec=None, me=None):
   if descriptor.coordinated and me[0] in descriptor.serving_jobs:
     return serve(spec, me, say)
   if descriptor.coordinated:
-    cluster.wait_for_servers(spec, descriptor.serving_jobs, TIMEOUT.value, say)
+    peers.wait_for_servers(spec, descriptor.serving_jobs, TIMEOUT.value, say)
     runners = {name: collective_runs.Transfer(create(name, [])) for name in configs}
   else:
     names = devices.configure(NUM_REPLICAS.value, split_cpu=spec is None)
-    with cluster.StartupWatchdog(spec, me, TIMEOUT.value) if spec else contextlib.nullcontext():
+    with startup_watchdog.StartupWatchdog(spec, me, TIMEOUT.value) if spec else contextlib.nullcontext():
       runners = {name: collective_runs.AllReduce(create(name, names)) for name in configs}
-  writes = spec is None or me == cluster.chief(spec)
+  writes = spec is None or me == cluster_spec.chief(spec)
   baton = bandwidth.Baton(BATON.value if writes else '', TIMEOUT.value)
   results = collective_runs.measure(runners, sizes, REPETITIONS.value, ITERATIONS.value,
                                     WINDOW_SECONDS, baton, say if writes else lambda line: None)
@@ -159,7 +160,7 @@ def serve(spec, me, say):
       tf.train.ClusterSpec(spec), job_name=me[0], task_index=me[1], protocol='grpc',
       config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=len(spec['worker']) + 1))
   say(f'{me[0]} {me[1]} serving at {spec[me[0]][me[1]]}')
-  cluster.serve_until_chief_leaves(spec, TIMEOUT.value)
+  peers.serve_until_chief_leaves(spec, TIMEOUT.value)
   del server
 
 
@@ -183,12 +184,12 @@ def launch(configs):
         group.start(strategy, command, hide=log_filter.TF_LOG_LINE)
         waited.append(strategy)
         continue
-      spec = cluster.local(descriptor.local_jobs(
+      spec = peers.local(descriptor.local_jobs(
           1 if descriptor.coordinated else NUM_WORKERS.value, options(strategy)))
-      for job, index, name in cluster.tasks(spec):
+      for job, index, name in cluster_spec.tasks(spec):
         name = f'{strategy} {name}'
-        group.start(name, command, env=dict(os.environ, TF_CONFIG=cluster.tf_config(
-            spec, job, index)), echo=(job, index) == cluster.chief(spec),
+        group.start(name, command, env=dict(os.environ, TF_CONFIG=cluster_spec.text(
+            spec, job, index)), echo=(job, index) == cluster_spec.chief(spec),
             hide=log_filter.TF_LOG_LINE)
         (servers if job in descriptor.serving_jobs else waited).append(name)
     group.wait(TIMEOUT.value, names=waited)
@@ -247,8 +248,8 @@ def main(argv):
     if len(families) > 1 or not descriptor.cluster:
       raise ValueError(f'--configs={",".join(configs)}: with TF_CONFIG set this process is one '
                        'task of a cluster; give the configs of one cluster strategy')
-    tf_config = cluster.parse(text, descriptor.jobs)
-    cluster.check_own_port(tf_config)
+    tf_config = cluster_spec.parse(text, descriptor.jobs)
+    peers.check_own_port(tf_config)
     task = tf_config['task']
     figures = run_task(configs, sizes, tf_config['cluster'], (task['type'], task.get('index', 0)))
   else:

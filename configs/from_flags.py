@@ -18,7 +18,7 @@ import strategies
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
 from configs import plan
-from orchestration import cluster
+from configs import cluster_spec
 from orchestration import slurm
 from records import files
 from records import storage
@@ -199,7 +199,7 @@ def task(tf_config_text=None, values=FLAGS):
   if descriptor.cluster and not tf_config_text:
     raise ValueError(f'{name} --in_process needs TF_CONFIG; without --in_process run.py '
                      'launches a local cluster itself')
-  tf_config = cluster.parse(tf_config_text, descriptor.jobs) if tf_config_text else None
+  tf_config = cluster_spec.parse(tf_config_text, descriptor.jobs) if tf_config_text else None
   if tf_config:
     values = copy.deepcopy(values)
     values.num_workers = [str(descriptor.num_workers(tf_config['cluster']))]

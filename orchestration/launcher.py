@@ -11,7 +11,8 @@ import os
 import sys
 import tempfile
 
-from orchestration import cluster
+from configs import cluster_spec
+from orchestration import peers
 from orchestration import gpus
 from orchestration import log_filter
 from orchestration import processes
@@ -62,11 +63,11 @@ def _default(given, default):
 def task_environments(descriptor, spec, env, worker_gpus=None):
   """{task name: environment}: `env` with the task's TF_CONFIG and, given each worker's GPU
   ids (gpus.plan), its CUDA_VISIBLE_DEVICES, empty for the tasks that compute nothing."""
-  computing = [name for job, _, name in cluster.tasks(spec) if job in descriptor.computing_jobs]
+  computing = [name for job, _, name in cluster_spec.tasks(spec) if job in descriptor.computing_jobs]
   shares = dict(zip(computing, worker_gpus or []))
   environments = {}
-  for job, index, name in cluster.tasks(spec):
-    environments[name] = dict(env, TF_CONFIG=cluster.tf_config(spec, job, index))
+  for job, index, name in cluster_spec.tasks(spec):
+    environments[name] = dict(env, TF_CONFIG=cluster_spec.text(spec, job, index))
     if worker_gpus is not None:
       environments[name]['CUDA_VISIBLE_DEVICES'] = ','.join(shares.get(name, []))
   return environments
@@ -101,18 +102,18 @@ def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None
   coordinator's to report. `worker_gpus`: each worker's GPU ids, None without GPUs.
   """
   descriptor = run.distribution.descriptor
-  spec = cluster.local(descriptor.local_jobs(run.distribution.num_workers,
+  spec = peers.local(descriptor.local_jobs(run.distribution.num_workers,
                                              run.distribution.options))
   command = child_command(run.run_dir, verbosity)
   environments = task_environments(descriptor, spec, env, worker_gpus)
-  for job, index, name in cluster.tasks(spec):
+  for job, index, name in cluster_spec.tasks(spec):
     serves = job in descriptor.serving_jobs
     group.start(name, command, env=environments[name],
                 log_path=os.path.join(logs, f'{name}.log'),
-                echo=(job, index) == cluster.chief(spec), hide=hide,
+                echo=(job, index) == cluster_spec.chief(spec), hide=hide,
                 restarts=worker_restarts if serves and job == 'worker' else 0,
                 essential=not serves)
-  return [name for job, _, name in cluster.tasks(spec) if job not in descriptor.serving_jobs]
+  return [name for job, _, name in cluster_spec.tasks(spec) if job not in descriptor.serving_jobs]
 
 
 def start_report(group, experiment, hide):

@@ -14,7 +14,7 @@ a task placed otherwise is refused. Free of TensorFlow but for `tf_config`, run 
 """
 import os
 
-from orchestration import cluster
+from configs import cluster_spec
 
 STEP_VARIABLES = ('SLURM_PROCID', 'SLURM_STEP_NUM_TASKS', 'SLURM_STEP_NODELIST',
                   'SLURM_STEP_TASKS_PER_NODE')
@@ -82,4 +82,4 @@ def tf_config(jobs_of_step, port_base):
                      f'{node}, but SlurmClusterResolver places it on {host}: it orders the '
                      'nodes by name and assumes srun\'s default block distribution; drop '
                      'srun\'s --distribution')
-  return cluster.tf_config(spec, job, index)
+  return cluster_spec.text(spec, job, index)

@@ -1,4 +1,5 @@
-"""Unit tests for orchestration/cluster.py: TF_CONFIG validation, local clusters and bounded waits.
+"""Unit tests for configs/tf_config.py, orchestration/peers.py and orchestration/startup_watchdog.py:
+TF_CONFIG validation, local clusters, bounded waits and the start-up watchdog.
 
 No TensorFlow and no network beyond 127.0.0.1/localhost: "servers" are plain listening sockets
 opened here, and "closed" ports are free ports from portpicker that nothing binds. Every wait is
@@ -18,7 +19,9 @@ import time
 import portpicker
 import pytest
 
-from orchestration import cluster
+from configs import cluster_spec
+from orchestration import peers
+from orchestration import startup_watchdog
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = {'chief': (0, 1), 'worker': (0, None), 'ps': (0, None)}  # {job: (least, most) tasks}
@@ -47,12 +50,12 @@ def closed_address():
 # --- parse --------------------------------------------------------------------------------------
 
 def test_parse_accepts_good_config_and_returns_it():
-  assert cluster.parse(json.dumps(GOOD), JOBS) == GOOD
+  assert cluster_spec.parse(json.dumps(GOOD), JOBS) == GOOD
 
 
 def test_parse_accepts_config_without_index():
   config = {'cluster': {'worker': ['a:1']}, 'task': {'type': 'worker'}}
-  assert cluster.parse(json.dumps(config), {'worker': (1, None)}) == config
+  assert cluster_spec.parse(json.dumps(config), {'worker': (1, None)}) == config
 
 
 def _with(cluster_spec=None, task=None):
@@ -136,33 +139,33 @@ BAD_CONFIGS += [
 
 
 def test_needs_says_what_a_strategy_needs():
-  assert cluster.needs(PARAMETER_SERVER) == (
+  assert cluster_spec.needs(PARAMETER_SERVER) == (
       'exactly 1 chief, at least 1 worker and at least 1 ps task(s)')
-  assert cluster.needs({'chief': (0, 1), 'worker': (0, None)}) == (
+  assert cluster_spec.needs({'chief': (0, 1), 'worker': (0, None)}) == (
       'at most 1 chief and any number of worker task(s)')
-  assert cluster.needs({'worker': (2, 4)}) == '2 to 4 worker task(s)'
+  assert cluster_spec.needs({'worker': (2, 4)}) == '2 to 4 worker task(s)'
 
 
 @pytest.mark.parametrize('text, jobs, message', BAD_CONFIGS)
 def test_parse_rejects_bad_config_with_clear_message(text, jobs, message):
-  with pytest.raises(cluster.ClusterError, match=message):
-    cluster.parse(text, jobs)
+  with pytest.raises(cluster_spec.ClusterError, match=message):
+    cluster_spec.parse(text, jobs)
 
 
 def test_parse_error_for_bad_json_says_where():
-  with pytest.raises(cluster.ClusterError, match=r'at character \d+'):
-    cluster.parse('{"cluster": }', JOBS)
+  with pytest.raises(cluster_spec.ClusterError, match=r'at character \d+'):
+    cluster_spec.parse('{"cluster": }', JOBS)
 
 
 def test_cluster_error_is_a_value_error():
   # run.py prints ValueErrors as one line; ClusterError must be one of them.
-  assert issubclass(cluster.ClusterError, ValueError)
+  assert issubclass(cluster_spec.ClusterError, ValueError)
 
 
 # --- local, tf_config, tasks, chief -------------------------------------------------------------
 
 def test_local_gives_distinct_localhost_ports_with_right_counts():
-  spec = cluster.local({'chief': 1, 'worker': 2, 'ps': 1})
+  spec = peers.local({'chief': 1, 'worker': 2, 'ps': 1})
   assert {job: len(addresses) for job, addresses in spec.items()} == {
       'chief': 1, 'worker': 2, 'ps': 1}
   every = [a for addresses in spec.values() for a in addresses]
@@ -173,53 +176,53 @@ def test_local_gives_distinct_localhost_ports_with_right_counts():
 
 
 def test_local_skips_jobs_of_size_zero():
-  spec = cluster.local({'chief': 0, 'worker': 2, 'ps': 0})
+  spec = peers.local({'chief': 0, 'worker': 2, 'ps': 0})
   assert list(spec) == ['worker']
   assert len(spec['worker']) == 2
 
 
 def test_local_cluster_passes_parse():
-  spec = cluster.local({'chief': 1, 'worker': 2, 'ps': 1})
-  cluster.parse(cluster.tf_config(spec, 'ps', 0), JOBS)
+  spec = peers.local({'chief': 1, 'worker': 2, 'ps': 1})
+  cluster_spec.parse(cluster_spec.text(spec, 'ps', 0), JOBS)
 
 
 def test_tf_config_round_trips_through_json_and_parse():
   spec = {'chief': ['localhost:1001'], 'worker': ['localhost:1002', 'localhost:1003'],
           'ps': ['localhost:1004']}
-  text = cluster.tf_config(spec, 'worker', 1)
+  text = cluster_spec.text(spec, 'worker', 1)
   expected = {'cluster': spec, 'task': {'type': 'worker', 'index': 1}}
   assert json.loads(text) == expected
-  assert cluster.parse(text, JOBS) == expected
+  assert cluster_spec.parse(text, JOBS) == expected
 
 
 def test_tasks_lists_every_task_in_order():
   spec = {'chief': ['a:1'], 'worker': ['b:1', 'c:1'], 'ps': ['d:1']}
-  assert cluster.tasks(spec) == [('chief', 0, 'chief-0'), ('worker', 0, 'worker-0'),
+  assert cluster_spec.tasks(spec) == [('chief', 0, 'chief-0'), ('worker', 0, 'worker-0'),
                                  ('worker', 1, 'worker-1'), ('ps', 0, 'ps-0')]
 
 
 def test_chief_is_chief_when_there_is_one_else_worker_0():
-  assert cluster.chief({'chief': ['a:1'], 'worker': ['b:1']}) == ('chief', 0)
-  assert cluster.chief({'worker': ['b:1', 'c:1'], 'ps': ['d:1']}) == ('worker', 0)
+  assert cluster_spec.chief({'chief': ['a:1'], 'worker': ['b:1']}) == ('chief', 0)
+  assert cluster_spec.chief({'worker': ['b:1', 'c:1'], 'ps': ['d:1']}) == ('worker', 0)
 
 
 # --- probing ------------------------------------------------------------------------------------
 
 def test_answers_true_for_listening_socket():
   with listening() as (address, _):
-    assert cluster.answers(address)
+    assert peers.answers(address)
 
 
 def test_answers_false_for_closed_port():
   start = time.monotonic()
-  assert not cluster.answers(closed_address())
-  assert time.monotonic() - start < cluster.PROBE_TIMEOUT_SECONDS + 1
+  assert not peers.answers(closed_address())
+  assert time.monotonic() - start < peers.PROBE_TIMEOUT_SECONDS + 1
 
 
 def test_answers_false_after_socket_closed():
   with listening() as (address, _):
     pass
-  assert not cluster.answers(address)
+  assert not peers.answers(address)
 
 
 def test_silent_peers_names_exactly_the_closed_peers_and_never_me():
@@ -228,13 +231,13 @@ def test_silent_peers_names_exactly_the_closed_peers_and_never_me():
     me_address = closed_address()  # `me` does not listen either, but is never probed.
     spec = {'chief': [chief_address], 'worker': [me_address, worker_address, closed_worker],
             'ps': [closed_ps]}
-    assert cluster.silent_peers(spec, ('worker', 0)) == [
+    assert peers.silent_peers(spec, ('worker', 0)) == [
         f'worker 2 ({closed_worker})', f'ps 0 ({closed_ps})']
 
 
 def test_silent_peers_empty_when_all_answer():
   with listening() as (a, _), listening() as (b, _):
-    assert cluster.silent_peers({'worker': [a, b]}, ('worker', 1)) == []
+    assert peers.silent_peers({'worker': [a, b]}, ('worker', 1)) == []
 
 
 # --- wait_for_servers ---------------------------------------------------------------------------
@@ -245,7 +248,7 @@ def test_wait_for_servers_returns_quickly_when_all_listen():
     # The chief is not a server job: it need not answer.
     spec = {'chief': [closed_address()], 'worker': [w0, w1], 'ps': [ps]}
     start = time.monotonic()
-    cluster.wait_for_servers(spec, ('worker', 'ps'), 5, said.append)
+    peers.wait_for_servers(spec, ('worker', 'ps'), 5, said.append)
     assert time.monotonic() - start < 1.5
   assert said == []
 
@@ -256,8 +259,8 @@ def test_wait_for_servers_raises_naming_the_silent_task_within_bound():
   with listening() as (w0, _), listening() as (ps, _):
     spec = {'chief': [closed_address()], 'worker': [w0, closed], 'ps': [ps]}
     start = time.monotonic()
-    with pytest.raises(cluster.ClusterError) as e:
-      cluster.wait_for_servers(spec, ('worker', 'ps'), 1.5, said.append)
+    with pytest.raises(cluster_spec.ClusterError) as e:
+      peers.wait_for_servers(spec, ('worker', 'ps'), 1.5, said.append)
     elapsed = time.monotonic() - start
   assert 1.5 <= elapsed < 30, elapsed  # It waited the time-out, then stopped (a loose bound: CI is noisy).
   message = str(e.value)
@@ -285,7 +288,7 @@ def test_wait_for_servers_returns_once_late_server_listens():
   try:
     thread.start()
     start = time.monotonic()
-    cluster.wait_for_servers({'worker': [f'127.0.0.1:{port}']}, ('worker',), 10, said.append,
+    peers.wait_for_servers({'worker': [f'127.0.0.1:{port}']}, ('worker',), 10, said.append,
                              poll_seconds=0.1)
     assert time.monotonic() - start < 5
     assert len(said) == 1 and said[0].startswith('waiting for worker 0')
@@ -300,16 +303,16 @@ def test_serve_until_chief_leaves_raises_if_chief_never_comes():
   closed = closed_address()
   spec = {'chief': [closed], 'worker': [closed_address()], 'ps': [closed_address()]}
   start = time.monotonic()
-  with pytest.raises(cluster.ClusterError,
+  with pytest.raises(cluster_spec.ClusterError,
                      match=re.escape(f'the chief at {closed} did not come up within 0.5 s')):
-    cluster.serve_until_chief_leaves(spec, 0.5, poll_seconds=0.1)
+    peers.serve_until_chief_leaves(spec, 0.5, poll_seconds=0.1)
   assert time.monotonic() - start < 3
 
 
 def test_serve_until_chief_leaves_without_chief_job_watches_worker_0():
   closed = closed_address()
-  with pytest.raises(cluster.ClusterError, match=re.escape(f'the chief at {closed}')):
-    cluster.serve_until_chief_leaves({'worker': [closed], 'ps': [closed_address()]}, 0.3,
+  with pytest.raises(cluster_spec.ClusterError, match=re.escape(f'the chief at {closed}')):
+    peers.serve_until_chief_leaves({'worker': [closed], 'ps': [closed_address()]}, 0.3,
                                      poll_seconds=0.1)
 
 
@@ -320,7 +323,7 @@ def test_serve_until_chief_leaves_returns_after_chief_goes():
     closer.start()
     try:
       start = time.monotonic()
-      cluster.serve_until_chief_leaves(spec, 5, poll_seconds=0.1)
+      peers.serve_until_chief_leaves(spec, 5, poll_seconds=0.1)
       elapsed = time.monotonic() - start
     finally:
       closer.cancel()
@@ -332,14 +335,16 @@ def test_serve_until_chief_leaves_returns_after_chief_goes():
 WATCHDOG_CHILD = r'''
 import json, socket, sys, time
 sys.path.insert(0, sys.argv[1])
-from orchestration import cluster
+from configs import cluster_spec
+from orchestration import peers
+from orchestration import startup_watchdog
 closed, sleep_seconds = sys.argv[2], float(sys.argv[3])
 chief = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 chief.bind(('127.0.0.1', 0))
 chief.listen(128)
 spec = {'chief': ['127.0.0.1:%d' % chief.getsockname()[1]],
         'worker': ['127.0.0.1:1', closed]}
-with cluster.StartupWatchdog(spec, ('worker', 0), 1.0):
+with startup_watchdog.StartupWatchdog(spec, ('worker', 0), 1.0):
   time.sleep(sleep_seconds)
 print('left the with block', flush=True)
 '''
@@ -380,8 +385,9 @@ def test_startup_watchdog_message_when_every_peer_answers():
     with listening() as (a, _), listening() as (b, _):
       args = json.dumps({'cluster': {'worker': ['127.0.0.1:1', a], 'ps': [b]},
                          'me': ['worker', 0], 'timeout': 0.2, 'pid': victim.pid})
-      watchdog = subprocess.Popen([sys.executable, cluster.__file__, args], stdin=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+      watchdog = subprocess.Popen([sys.executable, '-m', startup_watchdog.__name__, args],
+                                  stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  cwd=ROOT)
       watchdog.wait(timeout=10)  # Its stdin stays open: the task never said it joined.
       err = watchdog.stderr.read()
       watchdog.stdin.close()

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 import strategies
-from orchestration import cluster
+from orchestration import peers
 from orchestration import gpus
 from orchestration import launcher
 from tests.conftest import run_py
@@ -77,7 +77,7 @@ def test_more_gpus_per_worker_than_there_are_is_refused(count, workers, per_work
 
 def environments(strategy, num_workers, worker_gpus, env=None):
   descriptor = strategies.describe(strategy)
-  spec = cluster.local(descriptor.local_jobs(num_workers, {'num_ps': 1}))
+  spec = peers.local(descriptor.local_jobs(num_workers, {'num_ps': 1}))
   return launcher.task_environments(descriptor, spec, env or {'PATH': '/bin'}, worker_gpus)
 
 

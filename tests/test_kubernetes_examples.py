@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import strategies
-from orchestration import cluster
+from configs import cluster_spec
 from orchestration import launcher
 from orchestration import processes
 from tests.conftest import ROOT, RUN_PY
@@ -458,7 +458,7 @@ def test_indexed_job_script_builds_tf_config(tmp_path, name, index):
   task.wait()
   strategy = JOBS[name]
   [config_text, *_] = task.lines('tf_configs')
-  config = cluster.parse(config_text, strategies.describe(strategy).jobs)
+  config = cluster_spec.parse(config_text, strategies.describe(strategy).jobs)
   tasks = cluster_of(name)
   assert sum(map(len, tasks.values())) == job(name)['spec']['completions']
   [(task_type, task_index)] = [(t, indexes.index(index)) for t, indexes in tasks.items()
@@ -526,7 +526,7 @@ def test_indexed_job_script_fails_without_index(tmp_path, name):
 def test_parameter_server_job_is_done_when_its_chief_is():
   spec = job('job-parameter-server.yaml')['spec']
   assert spec['successPolicy'] == {'rules': [{'succeededIndexes': '0'}]}  # Index 0: the chief.
-  assert cluster.chief(cluster_of('job-parameter-server.yaml')) == ('chief', 0)
+  assert cluster_spec.chief(cluster_of('job-parameter-server.yaml')) == ('chief', 0)
 
 
 # The image and the README.

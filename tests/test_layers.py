@@ -75,7 +75,8 @@ def test_the_records_depend_on_nothing_of_the_project():
 def test_the_launcher_side_loads_no_tensorflow():
   """Importing run.py and everything the launcher uses leaves TensorFlow and Keras unloaded."""
   modules = ['run', 'configs.from_flags', 'configs.plan', 'orchestration.launcher',
-             'orchestration.processes', 'orchestration.cluster', 'orchestration.logdir',
+             'orchestration.processes', 'orchestration.peers', 'orchestration.startup_watchdog',
+             'orchestration.logdir', 'configs.cluster_spec',
              'orchestration.slurm', 'orchestration.gpus',
              'records.results', 'records.files', 'records.tables', 'records.environment']
   code = (f'import sys; sys.path.insert(0, {ROOT!r}); '

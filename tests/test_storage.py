@@ -128,7 +128,7 @@ def test_task_logs_of_an_object_store_run_are_copied_into_it_at_the_end(tmp_path
 # records/storage.py, or count it here with its reason.
 LOCAL_FILE_CALLS = {
     'records/environment.py': 2,       # /proc files; nvidia-smi.
-    'orchestration/cluster.py': 1,     # Its own file, started as the start-up watchdog.
+    'orchestration/startup_watchdog.py': 1,  # The repository, for the watchdog's PYTHONPATH.
     'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
     'orchestration/launcher.py': 6,    # run.py; task logs in a local or temporary directory.
     'orchestration/logdir.py': 7,      # --data_dir; a local --logdir after local_path.

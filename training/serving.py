@@ -5,7 +5,7 @@ and gone; the coordinator schedules the steps on them (training/loop.py).
 """
 import tensorflow as tf
 
-from orchestration import cluster
+from orchestration import peers
 from records import storage
 
 
@@ -17,6 +17,6 @@ def serve(config, spec, me, say):
       # Fewer inter-op threads than workers + 1 deadlocks the servers on small machines.
       config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=num_workers + 1), start=True)
   say(f'[{storage.basename(config.run_dir)}] {me[0]} {me[1]} serving at {spec[me[0]][me[1]]}')
-  cluster.serve_until_chief_leaves(spec, config.distribution.startup_timeout)
+  peers.serve_until_chief_leaves(spec, config.distribution.startup_timeout)
   del server
 

@@ -10,7 +10,9 @@ import tensorflow as tf
 import data
 import models
 import strategies
-from orchestration import cluster
+from configs import cluster_spec
+from orchestration import peers
+from orchestration import startup_watchdog
 from orchestration import processes
 from records import environment
 from records import results
@@ -91,7 +93,7 @@ class _Task:
     self.spec = tf_config['cluster'] if tf_config else None
     self.me = ((tf_config['task']['type'], tf_config['task'].get('index', 0))
                if self.spec else None)
-    self.writes = self.spec is None or self.me == cluster.chief(self.spec)
+    self.writes = self.spec is None or self.me == cluster_spec.chief(self.spec)
     self.dir_state = (results.check_run_dir(config.run_dir, config.checkpoints.resume)
                       if self.writes else None)
     if self.dir_state == 'finished':
@@ -187,9 +189,9 @@ def _build(config, spec, me, say):
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
   arrays = data.load(config.data, config.seed)
   if descriptor.coordinated:  # The coordinator connects to every server at once.
-    cluster.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout,
+    peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout,
                              say)
-  watchdog = (cluster.StartupWatchdog(spec, me, config.distribution.startup_timeout) if spec
+  watchdog = (startup_watchdog.StartupWatchdog(spec, me, config.distribution.startup_timeout) if spec
               else contextlib.nullcontext())
   with watchdog:
     strategy = strategies.get(config.distribution.strategy).create(
@@ -250,10 +252,10 @@ def _kept(config):
 
 def _lost_peer(config, trainer, state, error, spec, me):
   """The error for a peer task lost mid-training (a parameter server, an all-reduce peer)."""
-  who = ', '.join(cluster.silent_peers(spec, me)) or 'a peer task'
+  who = ', '.join(peers.silent_peers(spec, me)) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
   if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
-    return cluster.PeerLost(
+    return peers.PeerLost(
         f'[{config.name}] {who} lost at step {state.step} ({reason}); {_kept(config)}: '
         'restart the task and run the same command to resume')
-  return cluster.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')
+  return peers.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')

@@ -1,0 +1,89 @@
+"""TF_CONFIG, the cluster description every task of a cluster is started with: its validation,
+and what it says (the tasks, the chief).
+
+TF_CONFIG is what Kubeflow's TFJob, Slurm scripts or a hand-run ssh session set on every task:
+{"cluster": {"chief": [...], "worker": ["host:port", ...], "ps": [...]},
+ "task": {"type": "worker", "index": 0}}. Free of TensorFlow.
+"""
+import json
+
+
+class ClusterError(ValueError):
+  """TF_CONFIG or a peer is not as the strategy needs it; the message says what to fix."""
+
+
+def parse(text, jobs):
+  """Validates a TF_CONFIG string for a strategy whose cluster holds `jobs`, {job: (least,
+  most)} tasks (most None: no bound); returns it. Checked before any server starts: a task
+  of a cluster its strategy cannot use would otherwise wait for peers that never come."""
+  try:
+    config = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ClusterError(f'TF_CONFIG is not valid JSON ({e.msg} at character {e.pos})') from None
+  if not isinstance(config, dict) or not isinstance(config.get('cluster'), dict):
+    raise ClusterError('TF_CONFIG needs a "cluster" object mapping job names to address lists')
+  task = config.get('task')
+  if not isinstance(task, dict) or 'type' not in task:
+    raise ClusterError('TF_CONFIG needs a "task" object with "type" and "index"')
+  cluster = config['cluster']
+  for job, addresses in cluster.items():
+    if job not in jobs:
+      raise ClusterError(f'TF_CONFIG cluster has job "{job}"; this strategy knows only '
+                         f'{", ".join(jobs)}')
+    if not isinstance(addresses, list) or not addresses:
+      raise ClusterError(f'TF_CONFIG cluster job "{job}" needs a non-empty list of host:port')
+    for address in addresses:
+      _check_address(job, address)
+  every = [a for addresses in cluster.values() for a in addresses]
+  duplicates = sorted({a for a in every if every.count(a) > 1})
+  if duplicates:
+    raise ClusterError(f'TF_CONFIG lists {", ".join(duplicates)} for more than one task; '
+                       'give every task its own host:port')
+  for job, (least, most) in jobs.items():
+    count = len(cluster.get(job, []))
+    if count < least or (most is not None and count > most):
+      raise ClusterError(f'TF_CONFIG cluster has {count} "{job}" task(s); this strategy needs '
+                         f'{needs(jobs)}; give the cluster those tasks or choose another '
+                         '--strategies')
+  task_type, index = task['type'], task.get('index', 0)
+  if task_type not in cluster:
+    raise ClusterError(f'TF_CONFIG task type "{task_type}" is not a job of the cluster '
+                       f'({", ".join(cluster)})')
+  if type(index) is not int or not 0 <= index < len(cluster[task_type]):
+    raise ClusterError(f'TF_CONFIG task index {index!r} is outside job "{task_type}", which has '
+                       f'{len(cluster[task_type])} task(s)')
+  return config
+
+
+def needs(jobs):
+  """'exactly 1 chief, at least 1 worker and at least 1 ps task' for {job: (least, most)}."""
+  def count(least, most):
+    if least == most:
+      return f'exactly {least}'
+    if most is None:
+      return f'at least {least}' if least else 'any number of'
+    return f'at most {most}' if not least else f'{least} to {most}'
+  parts = [f'{count(*bounds)} {job}' for job, bounds in jobs.items()]
+  return (', '.join(parts[:-1]) + ' and ' if len(parts) > 1 else '') + f'{parts[-1]} task(s)'
+
+
+def _check_address(job, address):
+  host, _, port = str(address).rpartition(':')
+  if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+    raise ClusterError(f'TF_CONFIG address {address!r} of job "{job}" is not host:port')
+
+
+def text(cluster, task_type, index):
+  """The TF_CONFIG of task `index` of job `task_type` of `cluster`."""
+  return json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})
+
+
+def tasks(cluster):
+  """Every task of the cluster as (job, index, name), e.g. ('worker', 1, 'worker-1')."""
+  return [(job, i, f'{job}-{i}') for job, addresses in cluster.items()
+          for i in range(len(addresses))]
+
+
+def chief(cluster):
+  """The task that writes results: the chief, or worker 0 where there is no chief."""
+  return ('chief', 0) if 'chief' in cluster else ('worker', 0)
