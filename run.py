@@ -74,11 +74,11 @@ def predict(config):
   """--predict: the prediction, its table, plot and recommendations; trains nothing."""
   from prediction import predict as predict_lib
   from prediction import workload
-  from reporting import predictions  # matplotlib, no TensorFlow.
-  document = predict_lib.run(config, card_of=_model_card)
+  from reporting import recommendations  # matplotlib, no TensorFlow.
+  document = predict_lib.forecast(config, card_of=_model_card)
   print(predict_lib.table(document['predictions']))
-  print(*predictions.recommendations(document), sep='\n')
-  image = predictions.plot(document, workload.measured_runs(config.directory), config.directory)
+  print(*recommendations.recommendations(document), sep='\n')
+  image = recommendations.plot(document, workload.measured_runs(config.directory), config.directory)
   print(f'Prediction: {storage.join(config.directory, predict_lib.FILE)}, {image}')
 
 
@@ -100,7 +100,7 @@ def main(argv):
     os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
   tf_config_text = os.environ.get('TF_CONFIG')
   if action == 'run_config':  # A child the launcher started, as a run or one of its tasks.
-    config = from_flags.run()
+    config = from_flags.child_run()
     run_task(config, tf_config_text and cluster_spec.parse(
         tf_config_text, config.distribution.descriptor.jobs))
     return 0

@@ -13,6 +13,10 @@ import models
 import strategies
 
 
+# The optimizers --optimizer names (training/optimizers.py makes each).
+OPTIMIZERS = ('adam', 'lamb', 'lars', 'momentum', 'sgd')
+
+
 class ConfigError(ValueError):
   """The configuration cannot run; the message names the flag and the fix."""
 
@@ -144,10 +148,10 @@ class Experiment:
   directory: str
   runs: tuple
   logdir: str = 'runs'
-  target_accuracy: float = 0.9
+  target_accuracy: float = RunConfig.target_accuracy
   idle_timeout: float = 900.0
   max_restarts: int = 3
-  resume: bool = True
+  resume: bool = Checkpointing.resume
   min_free_disk_mb: float = 100.0
   verbosity: int = None           # --verbosity when given, passed on to the children
 

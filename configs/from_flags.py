@@ -3,7 +3,8 @@
 `experiment()` maps the parsed flags onto the experiment's validated `RunConfig`s (each
 strategy crossed with the swept values, once per `--variant`); `task()` onto the one run of a
 process started by hand or by a scheduler (whose TF_CONFIG `slurm_tf_config()` makes under
-srun); `run()` reads the run a launcher's child was started with. Nothing else reads `FLAGS`.
+srun); `child_run()` reads the run a launcher's child was started with. No other module of
+run.py reads `FLAGS` (the benchmarks read their own).
 """
 import copy
 import os
@@ -100,7 +101,7 @@ def _check_name(flag, name):
                      '(it names a directory inside --logdir; choose where with --logdir)')
 
 
-def run(values=FLAGS):
+def child_run(values=FLAGS):
   """The run a child process was started with (--run_config)."""
   return definitions.RunConfig.from_json(files.read_json(values.run_config))
 

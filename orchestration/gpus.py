@@ -30,7 +30,7 @@ def visible(environ, run=subprocess.run):
   return [str(i) for i in range(sum(line.startswith('GPU ') for line in listed.splitlines()))]
 
 
-def plan(visible_gpus, num_workers, gpus_per_worker=None):
+def share_out(visible_gpus, num_workers, gpus_per_worker=None):
   """Each worker's GPU ids, in order: `gpus_per_worker` each (None: an even share of
   `visible_gpus`, maybe none); ValueError when there are not that many."""
   share = len(visible_gpus) // num_workers if gpus_per_worker is None else gpus_per_worker

@@ -62,7 +62,7 @@ def _default(given, default):
 
 def task_environments(descriptor, spec, env, worker_gpus=None):
   """{task name: environment}: `env` with the task's TF_CONFIG and, given each worker's GPU
-  ids (gpus.plan), its CUDA_VISIBLE_DEVICES, empty for the tasks that compute nothing."""
+  ids (gpus.share_out), its CUDA_VISIBLE_DEVICES, empty for the tasks that compute nothing."""
   computing = [name for job, _, name in cluster_spec.tasks(spec) if job in descriptor.computing_jobs]
   shares = dict(zip(computing, worker_gpus or []))
   environments = {}
@@ -225,7 +225,7 @@ def launch(experiment):
   """
   runs = [local_threads(run) for run in experiment.runs]
   visible_gpus = gpus.visible(os.environ)
-  shares = {run.name: gpus.plan(visible_gpus, run.distribution.num_workers,  # Refused here,
+  shares = {run.name: gpus.share_out(visible_gpus, run.distribution.num_workers,  # Refused here,
                                 run.distribution.gpus_per_worker)  # before any run starts.
             for run in runs if run.distribution.descriptor.cluster}
   fault = Fault.from_environment()

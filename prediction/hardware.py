@@ -9,8 +9,9 @@ import dataclasses
 import os
 import tomllib
 
-DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                         'configs', 'hardware')
+from configs import hardware_profiles
+
+DIRECTORY, names = hardware_profiles.DIRECTORY, hardware_profiles.names
 
 # Every field a profile must give: its meaning.
 FIELDS = {
@@ -75,11 +76,6 @@ class Profile:
       raise ProfileError(
           f'--num_devices={devices} does not fill whole nodes of {self.devices_per_node} on '
           f'{self.name}; give a multiple of {self.devices_per_node} above one node')
-
-
-def names():
-  return sorted(name.removesuffix('.toml') for name in os.listdir(DIRECTORY)
-                if name.endswith('.toml'))
 
 
 def load(name_or_path):

@@ -17,7 +17,7 @@ FILE = 'prediction.json'
 DEVICES = (1, 2, 4, 8, 16, 32, 64)  # Without --num_devices: those each profile holds.
 
 
-def run(config, card_of=None):
+def forecast(config, card_of=None):
   """Predicts what `config` (configs/definitions.Prediction) asks; returns the document
   written to <experiment>/prediction.json. `card_of(run)` gives the model card of a
   RunConfig (training/task.py's card, which loads TensorFlow), for a prediction from one."""

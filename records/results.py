@@ -77,7 +77,7 @@ class RunDirError(ValueError):
   pass
 
 
-# The parts of a step the breakdown (training/breakdown.py) measures, in milliseconds.
+# The parts of a step the breakdown (training/step_timing.py) measures, in milliseconds.
 BREAKDOWN_PARTS = ('input_ms', 'compute_ms', 'communication_ms', 'overhead_ms')
 
 RUN_FILES = ('result.json', 'train', 'validation')

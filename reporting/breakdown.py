@@ -1,4 +1,4 @@
-"""Where each run's step time goes (training/breakdown.py), beside its throughput: a table, a
+"""Where each run's step time goes (training/step_timing.py), beside its throughput: a table, a
 stacked bar per run, and each run's scaling-efficiency loss against its baseline split by cause.
 
 A run's loss to a part is that part's time minus the baseline's time for the same examples

@@ -2,7 +2,7 @@
 from prediction import predict
 from records import storage
 from reporting import plots
-from reporting import predictions
+from reporting import recommendations
 from reporting import runs as run_records
 from reporting import summary
 
@@ -28,9 +28,9 @@ def build(experiment_dir, target_accuracy):
   forecast = predict.read(experiment_dir)  # run.py --predict's, if any.
   if forecast:
     measured = [{**row, 'devices': summary.parallel_units(row)} for row in table]
-    images.append(predictions.plot(forecast, measured, experiment_dir))
+    images.append(recommendations.plot(forecast, measured, experiment_dir))
   path = summary.write(experiment_dir, table, said, target_accuracy, images,
-                       predictions.markdown(forecast) if forecast else ())
+                       recommendations.markdown(forecast) if forecast else ())
   _to_tensorboard(experiment_dir, path, images)
   return path
 

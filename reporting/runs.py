@@ -1,7 +1,7 @@
 """Reads an experiment's runs back from their TensorBoard event files alone.
 
 A run directory holds its hyperparameters (HParams session info) and headline metrics in its
-own event file, and per-epoch scalars under `train/` and `validation/` (training/summaries.py).
+own event file, and per-epoch scalars under `train/` and `validation/` (training/event_files.py).
 Nothing else is needed, so a report can be made for runs done elsewhere, e.g. on a cluster.
 """
 from tensorboard.backend.event_processing import event_accumulator

@@ -7,11 +7,11 @@ from tests import tiny_training
 
 
 def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
-  from training import breakdown
+  from training import step_timing
   trainer = tiny_training.trainer()
   trainer.train_epoch(2, 2)
   before = trainer.steps_done
-  parts = breakdown.measure(trainer, steps=4, repetitions=2, steps_per_execution=3)
+  parts = step_timing.measure(trainer, steps=4, repetitions=2, steps_per_execution=3)
   assert set(parts) == {'step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms',
                         'steps', 'repetitions', 'examples_per_step'}
   assert (parts['steps'], parts['repetitions']) == (4, 2)

@@ -58,7 +58,7 @@ def ids(count):
     (4, 2, 0, [[], []], 'worker 0: CPU; worker 1: CPU; idle: GPU 0,1,2,3'),
 ])
 def test_the_gpus_are_shared_out_evenly_the_rest_idle(count, workers, per_worker, shares, note):
-  assert gpus.plan(ids(count), workers, per_worker) == shares
+  assert gpus.share_out(ids(count), workers, per_worker) == shares
   if note:
     assert gpus.note(ids(count), shares) == note
 
@@ -72,7 +72,7 @@ def test_the_gpus_are_shared_out_evenly_the_rest_idle(count, workers, per_worker
 ])
 def test_more_gpus_per_worker_than_there_are_is_refused(count, workers, per_worker, message):
   with pytest.raises(ValueError, match='^' + message.replace('(', r'\(').replace(')', r'\)')):
-    gpus.plan(ids(count), workers, per_worker)
+    gpus.share_out(ids(count), workers, per_worker)
 
 
 def environments(strategy, num_workers, worker_gpus, env=None):
@@ -82,14 +82,14 @@ def environments(strategy, num_workers, worker_gpus, env=None):
 
 
 def test_each_multi_worker_mirrored_worker_gets_its_own_gpus():
-  envs = environments('multi_worker_mirrored', 2, gpus.plan(ids(4), 2))
+  envs = environments('multi_worker_mirrored', 2, gpus.share_out(ids(4), 2))
   assert {name: env['CUDA_VISIBLE_DEVICES'] for name, env in envs.items()} == {
       'worker-0': '0,1', 'worker-1': '2,3'}
   assert all(env['PATH'] == '/bin' and 'TF_CONFIG' in env for env in envs.values())
 
 
 def test_parameter_server_chief_and_ps_see_no_gpu():
-  envs = environments('parameter_server', 2, gpus.plan(['GPU-a', 'GPU-b', 'GPU-c'], 2))
+  envs = environments('parameter_server', 2, gpus.share_out(['GPU-a', 'GPU-b', 'GPU-c'], 2))
   assert {name: env['CUDA_VISIBLE_DEVICES'] for name, env in envs.items()} == {
       'chief-0': '', 'worker-0': 'GPU-a', 'worker-1': 'GPU-b', 'ps-0': ''}
 

@@ -197,7 +197,7 @@ def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
   config = definitions.Prediction(
       directory=str(tmp_path), hardware=('pcie_workstation', 'aws_p2_8xlarge'), num_devices=(),
       strategies=('mirrored', 'multi_worker_mirrored'), options={'communication': 'ring'})
-  document = predict.run(config)
+  document = predict.forecast(config)
   assert document == predict.read(str(tmp_path))
   assert document['options']['communication'] == 'ring'
   devices = lambda hw, s: [p['num_devices'] for p in document['predictions']
@@ -207,25 +207,25 @@ def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
   assert devices('aws_p2_8xlarge', 'multi_worker_mirrored') == [1, 2, 4, 8, 16, 32, 64]
   assert devices('aws_p2_8xlarge', 'mirrored') == [1, 2, 4, 8]
   with pytest.raises(hardware.ProfileError):
-    predict.run(dataclasses.replace(config, num_devices=(8,)))
+    predict.forecast(dataclasses.replace(config, num_devices=(8,)))
   assert 'limited by' in predict.table(document['predictions']).splitlines()[0]
 
 
 def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
-  from reporting import predictions
+  from reporting import recommendations
   w = workload_of(100)
   document = {'source': {'model': 'resnet50'}, 'predictions': [
       p for name in ('dgx1_v100', 'aws_p2_8xlarge') for p in cost_model.predict_all(
           cost_model.STRATEGIES, (1, 2, 4, 8), w, hardware.load(name), cost_model.Options())]}
   measured = [{'strategy': 'mirrored', 'devices': 2, 'examples_per_second': 1000.0}]
-  path = predictions.plot(document, measured, str(tmp_path))
+  path = recommendations.plot(document, measured, str(tmp_path))
   assert os.path.getsize(path) > 10_000
-  sentences = predictions.recommendations(document)
+  sentences = recommendations.recommendations(document)
   assert len(sentences) == 2
   assert sentences[0].startswith('On dgx1_v100 with 8 device(s): mirrored, predicted 7.')
   assert 'limited by compute' in sentences[0] and 'parameter_server' in sentences[0]
   assert 'limited by' in sentences[1] and 'central_storage' in sentences[1]
-  assert predictions.markdown(document)[1] == '## Predicted on other hardware'
+  assert recommendations.markdown(document)[1] == '## Predicted on other hardware'
 
 
 def test_run_py_predicts_from_a_model_card(tmp_path):

@@ -241,7 +241,7 @@ def test_run_reads_back_the_config_a_launcher_wrote(experiment, parse, tmp_path)
   from records import files
   config = experiment('--strategies=mirrored', '--num_replicas=2', '--profile_steps=1,2').runs[0]
   path = files.write_json(str(tmp_path / 'config.json'), config.to_json())
-  assert from_flags.run(parse(f'--run_config={path}')) == config
+  assert from_flags.child_run(parse(f'--run_config={path}')) == config
 
 
 def cluster(**jobs):

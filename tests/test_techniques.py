@@ -202,10 +202,10 @@ def _keras_class(name):
 
 
 def test_names_are_the_registry():
-  assert optimizers.NAMES == ['adam', 'lamb', 'lars', 'momentum', 'sgd']
+  assert definitions.OPTIMIZERS == ('adam', 'lamb', 'lars', 'momentum', 'sgd')
 
 
-@pytest.mark.parametrize('name', optimizers.NAMES)
+@pytest.mark.parametrize('name', definitions.OPTIMIZERS)
 def test_create_returns_the_named_optimizer(name):
   opt = optimizers.create(definitions.Optimizer(name), 0.01)
   assert type(opt) is _keras_class(name)
@@ -243,7 +243,7 @@ def test_create_lars_gets_its_settings():
   assert opt.weight_decay is None
 
 
-@pytest.mark.parametrize('name', optimizers.NAMES)
+@pytest.mark.parametrize('name', definitions.OPTIMIZERS)
 def test_create_learning_rate(name):
   import keras
   opt = optimizers.create(definitions.Optimizer(name), 0.01)
@@ -251,7 +251,7 @@ def test_create_learning_rate(name):
   assert float(opt.learning_rate) == pytest.approx(0.01, rel=1e-6)
 
 
-@pytest.mark.parametrize('name', optimizers.NAMES)
+@pytest.mark.parametrize('name', definitions.OPTIMIZERS)
 def test_create_uses_a_schedule(name):
   """The warm-up schedule must reach the optimizer, not just a constant."""
   import keras

@@ -5,7 +5,7 @@ import time
 from records import results
 from training import controller as controller_lib
 from training import loop
-from training import record
+from training import outcome
 
 PROGRESS_SECONDS = 30  # A long epoch reports this often, so it never looks hung.
 
@@ -54,7 +54,7 @@ class EpochSummary(controller_lib.Action):
 
   def after_epoch(self, controller):
     history = controller.state.history
-    train, validation = record.epoch_scalars(history, -1)
+    train, validation = outcome.epoch_scalars(history, -1)
     self.writers.epoch(controller.epoch - 1, train, validation)
     self.say(f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: loss '
              f'{train["loss"]:.4f} accuracy {train["accuracy"]:.4f} val_loss '

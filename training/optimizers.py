@@ -1,12 +1,9 @@
 """Optimizer registry: the name given by --optimizer to a Keras optimizer and its settings.
 
-Keras is imported inside `create` so that the launcher can list the names without TensorFlow.
+The names are configs.definitions.OPTIMIZERS.
 `--weight_decay` is Keras' decoupled weight decay (AdamW-style: w -= learning_rate * decay * w)
 for sgd, momentum, adam and lamb, and LARS' own term inside its trust ratio for lars.
 """
-NAMES = ['adam', 'lamb', 'lars', 'momentum', 'sgd']
-
-
 def create(settings, learning_rate, loss_scale=False):
   """The optimizer `settings` (configs.definitions.Optimizer) name, with the hyper-parameters
   it has. `learning_rate`: a float, a keras LearningRateSchedule, or a callable returning the

@@ -18,7 +18,7 @@ from records import environment
 from records import results
 from records import storage
 from training import actions
-from training import breakdown
+from training import step_timing
 from training import checkpoints
 from training import controller as controller_lib
 from training import coordinator_log
@@ -26,10 +26,10 @@ from training import devices
 from training import loop
 from training import model_card
 from training import profiling
-from training import record
+from training import outcome
 from training import schedules
 from training import serving
-from training import summaries
+from training import event_files
 
 
 BREAKDOWN_WINDOWS = 5  # Timed windows per part of the breakdown: their median is the figure.
@@ -42,7 +42,7 @@ def run(config, tf_config=None, say=print):
   task's parsed TF_CONFIG in a cluster. The chief (or the only process) records into
   `config.run_dir`, resuming from its newest checkpoint when there is one (and
   `config.checkpoints.resume`). Returns the path of result.json, or None for a task that
-  does not record."""
+  does not outcome."""
   task = _Task(config, tf_config)
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
@@ -53,9 +53,9 @@ def run(config, tf_config=None, say=print):
                                 trainer.batching.per_replica_batch_size)
   checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), task.writes)
   state = checkpoints.start_or_resume(config.run_dir, config.checkpoints.resume, trainer,
-                                      checkpointer, record.resume_settings(config, trainer))
+                                      checkpointer, outcome.resume_settings(config, trainer))
   say = task.start_record(state, say)
-  writers = summaries.Writers(config.run_dir if task.writes else None)
+  writers = event_files.Writers(config.run_dir if task.writes else None)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, task.writes)
   _announce(config, trainer, compute_devices, state, say)
   saver, controller = _controller(config, trainer, state, checkpointer, writers, stop, say,
@@ -76,12 +76,12 @@ def run(config, tf_config=None, say=print):
 
 
 def _breakdown(config, trainer, say):
-  """Where a step's time goes (training/breakdown.py), or None when not asked for. Every
+  """Where a step's time goes (training/step_timing.py), or None when not asked for. Every
   worker measures: its all-reduces need them all."""
   if not config.performance.breakdown:
     return None
   say(f'[{config.name}] measuring where a step\'s time goes')
-  return breakdown.measure(trainer, config.performance.breakdown_steps, BREAKDOWN_WINDOWS,
+  return step_timing.measure(trainer, config.performance.breakdown_steps, BREAKDOWN_WINDOWS,
                            config.performance.steps_per_execution)
 
 
@@ -116,7 +116,7 @@ class _Task:
     if self.dir_state == 'stale' and not state.resumes:
       say(f'[{config.name}] no checkpoint of the earlier, unfinished attempt: starting it over')
     results.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
-    summaries.clear(config.run_dir)
+    event_files.clear(config.run_dir)
     environment.write_once(storage.dirname(config.run_dir), environment.describe(self.spec))
     return say
 
@@ -130,19 +130,19 @@ class _Recorder:
     self.tf_config, self.compute_devices, self.writes = tf_config, compute_devices, writes
     writers.text(config.flags, devices.describe())
     self.card = model_card.measure(trainer) if writes else None  # Traced, not run.
-    writers.hparams(record.hparams(config, trainer, self.card), trial_id=config.name)
+    writers.hparams(outcome.hparams(config, trainer, self.card), trial_id=config.name)
 
   def write(self, status, controller, saver, parts=None):
     """result.json (and, for a complete run, the headline metrics for HParams); its path."""
     if not self.writes:
       return None
     config = self.config
-    result = record.result(config, self.trainer, controller.state, status, controller.elapsed(),
+    result = outcome.result(config, self.trainer, controller.state, status, controller.elapsed(),
                            saver.retried_steps(), self.tf_config, self.compute_devices,
                            self.card, parts)
     path = results.write(config.run_dir, result)
     if status == 'complete':
-      self.writers.final(config.epochs - 1, record.final_metrics(result))
+      self.writers.final(config.epochs - 1, outcome.final_metrics(result))
       with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
         storage.remove(storage.join(config.run_dir, results.PROGRESS))
     return path
@@ -152,7 +152,7 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
   """The checkpoint action and the controller with every action of the run."""
   name, performance = config.name, config.performance
   for epoch in range(len(state.history.epoch_times)):  # Epochs of earlier attempts.
-    writers.epoch(epoch, *record.epoch_scalars(state.history, epoch))
+    writers.epoch(epoch, *outcome.epoch_scalars(state.history, epoch))
   lost = (coordinator_log.LostExecutions(lambda line: say(f'[{name}] {line}'))
           if trainer.executor.coordinated else None)
   saver = actions.Checkpoints(

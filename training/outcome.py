@@ -63,7 +63,7 @@ def hparams(config, trainer, card=None):
 def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_config,
            compute_devices=(), card=None, breakdown=None):
   """result.json: the settings, the model card, where the run got to, what faults cost, the
-  measurements, and where a step's time goes (training/breakdown.py; None when not measured)."""
+  measurements, and where a step's time goes (training/step_timing.py; None when not measured)."""
   resumes = state.resumes
   return {
       'status': status, 'run': config.name, **settings(config, trainer), **(card or {}),
