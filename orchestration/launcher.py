@@ -18,6 +18,7 @@ from orchestration import processes
 from records import results
 from records import storage
 from records import tables
+from reporting import summary
 
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
 def child_command(run_dir, verbosity=None):
@@ -264,14 +265,18 @@ def launch(experiment):
 
 
 def table(rows):
-  """A plain-text table, one row per run, of the figures a comparison needs."""
-  header = ('run', 'workers', 'replicas', 'examples/s', 'epoch time (s)', 'val accuracy')
+  """A plain-text table, one row per run, of the figures a comparison needs, ending with the
+  speed-up and scaling efficiency against the one_device baseline (as summary.md has them)."""
+  header = ('run', 'workers', 'replicas', 'examples/s', 'epoch time (s)', 'val accuracy',
+            'speed-up', 'efficiency')
+  scaled = summary.scaling([row for row in rows if 'error' not in row])
   cells = []
   for row in rows:
     if 'error' in row:
-      cells.append((row['run'], '-', '-', '-', '-', 'FAILED'))
+      cells.append((row['run'], '-', '-', '-', '-', 'FAILED', '-', '-'))
     else:
       cells.append((row['run'], str(row['num_workers']), str(row['num_replicas_in_sync']),
                     f'{row["examples_per_second"]:,.0f}', f'{row["epoch_time_seconds"]:.3f}',
-                    f'{row["final_validation_accuracy"]:.4f}'))
+                    f'{row["final_validation_accuracy"]:.4f}',
+                    *summary.scaling_cells(*scaled[row['run']][1:])))
   return tables.render(header, cells)
