@@ -158,6 +158,9 @@ def test_tensorboard_hparams_plugin_lists_every_run(default_experiment):
   for name in ('num_workers', 'num_replicas_in_sync', 'global_batch_size',
                'per_replica_batch_size', 'model', 'dataset', 'optimizer', 'learning_rate'):
     assert name in hparams, name
+  # The dashboard displays the first five hyperparameters, those marked `differs` first.
+  shown = sorted(experiment_info['hparamInfos'], key=lambda h: not h.get('differs', False))[:5]
+  assert 'strategy' in [h['name'] for h in shown]
   metrics = {m['name']['tag'] for m in experiment_info['metricInfos']}
   assert {'examples_per_second', 'final_validation_accuracy', 'wall_time_seconds'} <= metrics
   sessions = {g['name']: g for g in groups['sessionGroups']}
