@@ -40,7 +40,7 @@ def local_threads(run):
 
   Measured on 2 cores, 2 multi_worker_mirrored workers, cnn on synthetic 28x28x1, global batch
   256, two rounds (examples/s): TensorFlow's defaults 1,019 / 1,117; intra 1, inter 1: 1,170 /
-  1,181; intra 1, inter 2: 1,288 / 1,205; intra 2, inter 1: 1,015 / 963 (README). Each worker's
+  1,181; intra 1, inter 2: 1,288 / 1,205; intra 2, inter 1: 1,015 / 963 (docs). Each worker's
   ops spread over every core fight the other worker's; one core's share each, and two ops at
   once, scaled best.
   Parameter-server tasks keep their own settings (training/serving.py). Thread flags the user
