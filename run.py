@@ -4,12 +4,11 @@
   python run.py --strategies=mirrored --num_replicas=4 --epochs=10
   python run.py --flagfile=configs/multi_worker.cfg
 
-Each strategy runs in child processes of its own: one for a single-process strategy, a
-localhost cluster of tasks for a multi-worker one, each started with its run's
-<run>/config.json. With TF_CONFIG set (by Kubernetes, ssh...), or in a Slurm step of several
-tasks, run.py is instead that one task of a real cluster. Results land in
-<logdir>/<experiment>/<run>/result.json with TensorBoard logs beside them. The flags are
-defined in configs/flags.py.
+Each strategy runs in child processes of its own: one for a single-process strategy, a localhost
+cluster of tasks for a multi-worker one, each started with its run's <run>/config.json. With
+TF_CONFIG set (by Kubernetes, ssh...), or in a Slurm step of several tasks, run.py is instead that
+one task of a real cluster. Results land in <logdir>/<experiment>/<run>/result.json with
+TensorBoard logs beside them; --dry_run only prints the runs. Flags: configs/flags.py.
 """
 import functools
 import os
@@ -22,6 +21,7 @@ from absl import logging
 
 import data
 import strategies
+from configs import dry_run
 from configs import flags as defined_flags
 from configs import from_flags
 from configs import cluster_spec
@@ -92,6 +92,9 @@ def main(argv):
   if len(argv) > 1:
     raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
   action = from_flags.action()
+  if action == 'dry_run':  # Plans and prints; trains nothing, writes nothing.
+    print(dry_run.describe(from_flags.dry_run()))
+    return 0
   if action == 'predict':
     predict(from_flags.prediction())
     return 0

@@ -209,6 +209,9 @@ flags.DEFINE_string(
 flags.DEFINE_bool(
     'report_only', False, 'Rebuild the report and plots of --experiment from its event files '
     '(e.g. runs done on a cluster) and train nothing.')
+flags.DEFINE_bool(
+    'dry_run', False, 'Print the runs these flags plan, with their configurations (with '
+    '--predict: the prediction asked for), and exit: nothing trained, nothing written.')
 flags.DEFINE_string(
     'logdir', _EXPERIMENT.logdir, 'Root directory of all experiments.')
 flags.DEFINE_string(

@@ -28,9 +28,9 @@ FLAGS = flags.FLAGS
 
 
 def action(values=FLAGS):
-  """What run.py is asked to do: 'run_config', 'predict', 'report_only', 'in_process' or
-  'launch'."""
-  for name in ('run_config', 'predict', 'report_only', 'in_process'):
+  """What run.py is asked to do: 'run_config', 'dry_run', 'predict', 'report_only',
+  'in_process' or 'launch'."""
+  for name in ('run_config', 'dry_run', 'predict', 'report_only', 'in_process'):
     if values[name].value:
       return name
   return 'launch'
@@ -54,6 +54,12 @@ def experiment(values=FLAGS):
       max_restarts=values.max_restarts, resume=values.resume,
       min_free_disk_mb=values.min_free_disk_mb,
       verbosity=values.verbosity if verbosity_given(values) else None)
+
+
+def dry_run(values=FLAGS):
+  """What --dry_run describes: the prediction with --predict, else the experiment's runs as
+  run.py would launch them here."""
+  return prediction(values) if values.predict else experiment(values)
 
 
 def prediction(values=FLAGS):

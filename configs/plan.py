@@ -20,7 +20,8 @@ from records import storage
 
 # Flags that say where and what a run is; a variant changes how it trains, not these.
 NOT_IN_VARIANT = ('variant', 'condition', 'logdir', 'experiment', 'run_name', 'in_process',
-                  'report_only', 'flagfile', 'run_config', 'cluster_resolver', 'slurm_port_base')
+                  'dry_run', 'report_only', 'flagfile', 'run_config', 'cluster_resolver',
+                  'slurm_port_base')
 
 
 def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=False, options=None):

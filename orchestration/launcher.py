@@ -19,6 +19,7 @@ from orchestration import processes
 from records import results
 from records import storage
 from records import tables
+from reporting import summary
 
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
 def child_command(run_dir, verbosity=None):
@@ -40,7 +41,7 @@ def local_threads(run):
 
   Measured on 2 cores, 2 multi_worker_mirrored workers, cnn on synthetic 28x28x1, global batch
   256, two rounds (examples/s): TensorFlow's defaults 1,019 / 1,117; intra 1, inter 1: 1,170 /
-  1,181; intra 1, inter 2: 1,288 / 1,205; intra 2, inter 1: 1,015 / 963 (README). Each worker's
+  1,181; intra 1, inter 2: 1,288 / 1,205; intra 2, inter 1: 1,015 / 963 (docs). Each worker's
   ops spread over every core fight the other worker's; one core's share each, and two ops at
   once, scaled best.
   Parameter-server tasks keep their own settings (training/serving.py). Thread flags the user
@@ -265,14 +266,18 @@ def launch(experiment):
 
 
 def table(rows):
-  """A plain-text table, one row per run, of the figures a comparison needs."""
-  header = ('run', 'workers', 'replicas', 'examples/s', 'epoch time (s)', 'val accuracy')
+  """A plain-text table, one row per run, of the figures a comparison needs, ending with the
+  speed-up and scaling efficiency against the one_device baseline (as summary.md has them)."""
+  header = ('run', 'workers', 'replicas', 'examples/s', 'epoch time (s)', 'val accuracy',
+            'speed-up', 'efficiency')
+  scaled = summary.scaling([row for row in rows if 'error' not in row])
   cells = []
   for row in rows:
     if 'error' in row:
-      cells.append((row['run'], '-', '-', '-', '-', 'FAILED'))
+      cells.append((row['run'], '-', '-', '-', '-', 'FAILED', '-', '-'))
     else:
       cells.append((row['run'], str(row['num_workers']), str(row['num_replicas_in_sync']),
                     f'{row["examples_per_second"]:,.0f}', f'{row["epoch_time_seconds"]:.3f}',
-                    f'{row["final_validation_accuracy"]:.4f}'))
+                    f'{row["final_validation_accuracy"]:.4f}',
+                    *summary.scaling_cells(*scaled[row['run']][1:])))
   return tables.render(header, cells)

@@ -57,7 +57,7 @@ def fit_overlap(table=None):
 
 
 def markdown(compared):
-  """The README's table: predicted against published, the error of each."""
+  """The table of docs/prediction.md: predicted against published, the error of each."""
   from records import tables
   header = ['hardware', 'model', 'strategy', 'GPUs', 'published (images/s)', 'predicted',
             'error', 'limited by']

@@ -54,7 +54,7 @@ def markdown(table):
           'servers, the gradients\' writes to the ps tasks); exposed overhead = step - the '
           'three, negative where they overlap. "Lost to" splits 1 - efficiency by cause against '
           'the baseline. On logical CPU devices the replicas share the same cores, so compute '
-          'grows with N; see README, "Reading the breakdown".', '']
+          'grows with N; see the documentation, docs/where-time-goes.md.', '']
 
 
 def plot(fig, rows):

@@ -67,6 +67,6 @@ def markdown(document):
   """The report's closing section."""
   return ['', '## Predicted on other hardware', '',
           f'From {", ".join(f"{k}={v}" for k, v in document["source"].items())}, by the cost '
-          'model of prediction/cost_model.py (README, "Predicting other hardware"; plot: '
+          'model of prediction/cost_model.py (docs/prediction.md; plot: '
           f'{PLOT}). Nothing here ran on that hardware.', '',
           *(f'- {s}' for s in recommendations(document)), '']

@@ -1,6 +1,7 @@
 """The experiment report: summary files and plots on disk, and the same in TensorBoard."""
 from prediction import predict
 from records import storage
+from reporting import hparams_view
 from reporting import plots
 from reporting import recommendations
 from reporting import runs as run_records
@@ -31,16 +32,23 @@ def build(experiment_dir, target_accuracy):
     images.append(recommendations.plot(forecast, measured, experiment_dir))
   path = summary.write(experiment_dir, table, said, target_accuracy, images,
                        recommendations.markdown(forecast) if forecast else ())
-  _to_tensorboard(experiment_dir, path, images)
+  _to_tensorboard(experiment_dir, path, images, runs)
   return path
 
 
-def _to_tensorboard(experiment_dir, summary_path, images):
+def _to_tensorboard(experiment_dir, summary_path, images, runs):
   import tensorflow as tf
   from records import environment
   from records import files
-  writer = tf.summary.create_file_writer(storage.join(experiment_dir, 'report'))
+  directory = storage.join(experiment_dir, 'report')
+  if storage.isdir(directory):  # TensorBoard keeps a tag's first metadata: drop the old report.
+    for name in storage.listdir(directory):
+      if name.startswith('events.out.tfevents.'):
+        storage.remove(storage.join(directory, name))
+  writer = tf.summary.create_file_writer(directory)
   with writer.as_default(step=0):
+    tf.summary.experimental.write_raw_pb(
+        hparams_view.config(runs).SerializeToString(), step=0)
     tf.summary.text('summary', storage.read_text(summary_path))
     environment_path = storage.join(experiment_dir, 'environment.json')
     if storage.exists(environment_path):

@@ -40,6 +40,8 @@ def load(experiment_dir):
         'epoch_startup': train.get('epoch_startup'),
         'validation_accuracy': validation.get('epoch_accuracy', []),
         'complete': 'wall_time_seconds' in final,
+        'hparams': hparams,  # Also by name in the record; the HParams dashboard's columns.
+        'metrics': {'': list(final), 'train': list(train), 'validation': list(validation)},
         **{metric: values[-1] for metric, values in final.items()},
     })
   return sorted(runs, key=lambda run: run['started'])

@@ -42,23 +42,22 @@ def rows(runs, target_accuracy):
   complete = [run for run in runs if run['complete']]
   throughput = {run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_startup'))
                 for run in complete}
+  scaled = scaling([dict(run, examples_per_second=throughput[run['run']][0]) for run in complete])
   table = []
   for run in complete:
     median, low, high = throughput[run['run']]
-    n = parallel_units(run)
-    base = _baseline(run, complete, n)
-    speedup = median / throughput[base['run']][0] if base else None
+    base, speedup, efficiency = scaled[run['run']]
     table.append({
         'run': run['run'], 'strategy': run['strategy'], 'num_workers': run['num_workers'],
         'num_replicas_in_sync': run['num_replicas_in_sync'],
         'global_batch_size': run['global_batch_size'],
         'examples_per_second': median, 'examples_per_second_min': low,
-        'examples_per_second_max': high, 'baseline': base['run'] if base else None,
+        'examples_per_second_max': high, 'baseline': base,
         'per_replica_batch_size': run.get('per_replica_batch_size'),
         'gradient_bytes_per_step': run.get('gradient_bytes_per_step'),
         'flops_per_example': run.get('flops_per_example'),
         'compute_per_byte_communicated': compute_per_byte_communicated(run),
-        'speedup': speedup, 'scaling_efficiency': speedup / n if speedup else None,
+        'speedup': speedup, 'scaling_efficiency': efficiency,
         'final_validation_accuracy': run['validation_accuracy'][-1],
         'wall_time_seconds': run['wall_time_seconds'],
         'time_to_accuracy_seconds': results.time_to_accuracy(
@@ -70,6 +69,24 @@ def rows(runs, target_accuracy):
   for row in table:
     row['efficiency_loss'] = breakdown.efficiency_loss(row, table, parallel_units(row))
   return table
+
+
+def scaling(runs):
+  """{run: (its baseline's name, speed-up, scaling efficiency)} of finished runs that carry
+  their headline `examples_per_second` (result.json, or the report's run records); (None,
+  None, None) for a run without a baseline."""
+  found = {}
+  for run in runs:
+    n = parallel_units(run)
+    base = _baseline(run, runs, n)
+    speedup = run['examples_per_second'] / base['examples_per_second'] if base else None
+    found[run['run']] = (base and base['run'], speedup, speedup and speedup / n)
+  return found
+
+
+def scaling_cells(speedup, efficiency):
+  """Speed-up and efficiency as the tables print them, 'n/a' without a baseline."""
+  return _maybe(speedup, '{:.2f}x'), _maybe(efficiency, '{:.0%}')
 
 
 def compute_per_byte_communicated(run):
@@ -152,7 +169,7 @@ def markdown(name, table, said, target_accuracy, plots=()):
         str(row['global_batch_size']),
         f'{row["examples_per_second"]:,.0f} ({row["examples_per_second_min"]:,.0f}-'
         f'{row["examples_per_second_max"]:,.0f})',
-        _maybe(row['speedup'], '{:.2f}x'), _maybe(row['scaling_efficiency'], '{:.0%}'),
+        *scaling_cells(row['speedup'], row['scaling_efficiency']),
         f'{row["final_validation_accuracy"]:.4f}', f'{row["wall_time_seconds"]:.1f}',
         _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached')])
   lines += [tables.render(header, cells, markdown=True), '',

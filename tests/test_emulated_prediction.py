@@ -9,7 +9,7 @@ ring all-reduce's bus bandwidth at the size of the model's gradients: NCCL-tests
 which the published profiles take for their links too). That is 89-93% of the tc rate here,
 not the 95.6% TCP's payload gets: gRPC's and TensorFlow's share. The experiment gives
 compute, overhead and each strategy's software cost over loopback; the link gives the rest.
-Measured on 2 cores in three runs (README, "Predicting other hardware"): multi_worker_mirrored
+Measured on 2 cores in three runs (docs/prediction.md): multi_worker_mirrored
 +2% to +11% above the measurement, parameter_server -11% to +5%. Root only, with iproute2's
 ip and tc (skipped otherwise, saying why).
 """
@@ -42,7 +42,7 @@ PS_OPTIONS = [f'--num_ps={NUM_PS}', '--variable_partitioner=fixed_shards']
 LAYOUTS = {'multi_worker_mirrored': [('worker', 2)],
            'parameter_server': [('chief', 1), ('worker', 2), ('ps', NUM_PS)]}
 # Launches of multi_worker_mirrored on these links differ: most train at one speed, some about
-# 10% slower (more host time per step; README, "Predicting other hardware"), so it is measured
+# 10% slower (more host time per step; docs/prediction.md), so it is measured
 # in two launches and compared by the median of their steady epochs. parameter_server's
 # launches varied less (within 5% over ten).
 TRAINING_LAUNCHES = {'multi_worker_mirrored': 2, 'parameter_server': 1}

@@ -43,7 +43,7 @@ CONTAINER = 'tensorflow'
 # and the newest the pinned kubernetes-validate has schemas of.
 KUBERNETES_VERSIONS = ('1.33', '1.37')
 
-# run.py's exit statuses and what the Jobs must do with each (README.md, "When things fail"):
+# run.py's exit statuses and what the Jobs must do with each (docs/failures.md):
 # (exit status, stopped by a disruption, the Job controller's action).
 REFUSAL = 2
 RESTARTS = [

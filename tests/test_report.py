@@ -37,8 +37,8 @@ def test_every_run_says_where_its_time_goes(default_experiment):
         parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms'])
     assert row['breakdown'] == pytest.approx({k: v for k, v in parts.items() if k.endswith('_ms')})
     # The breakdown's step is the run's own: one global batch, counted by the run's step
-    # counter, not a worker's share nor N of them. (Its time is within 10% of the step the
-    # run's throughput implies when measured alone, README; not asserted: the suite's other
+    # counter, not a worker's share nor N of them. (Its time is within 10% to 20% of the step
+    # the run's throughput implies, docs/where-time-goes.md; not asserted: the suite's other
     # tests share the cores.)
     assert parts['examples_per_step'] == row['global_batch_size'], row['run']
     loss = row['efficiency_loss']
@@ -158,6 +158,9 @@ def test_tensorboard_hparams_plugin_lists_every_run(default_experiment):
   for name in ('num_workers', 'num_replicas_in_sync', 'global_batch_size',
                'per_replica_batch_size', 'model', 'dataset', 'optimizer', 'learning_rate'):
     assert name in hparams, name
+  # The dashboard displays the first five hyperparameters, those marked `differs` first.
+  shown = sorted(experiment_info['hparamInfos'], key=lambda h: not h.get('differs', False))[:5]
+  assert 'strategy' in [h['name'] for h in shown]
   metrics = {m['name']['tag'] for m in experiment_info['metricInfos']}
   assert {'examples_per_second', 'final_validation_accuracy', 'wall_time_seconds'} <= metrics
   sessions = {g['name']: g for g in groups['sessionGroups']}
