@@ -20,7 +20,7 @@ from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
 from configs import plan
 from configs import cluster_spec
-from orchestration import slurm
+from configs import slurm_step
 from records import files
 from records import storage
 
@@ -229,7 +229,7 @@ def _one_run(values, where):
 def slurm_task(environ=os.environ, values=FLAGS):
   """Whether this process is a task of a Slurm job step, its TF_CONFIG to be made from
   Slurm's variables (--cluster_resolver)."""
-  return slurm.chosen(values.cluster_resolver, environ)
+  return slurm_step.chosen(values.cluster_resolver, environ)
 
 
 def slurm_tf_config(environ=os.environ, values=FLAGS):
@@ -242,6 +242,6 @@ def slurm_tf_config(environ=os.environ, values=FLAGS):
     raise ValueError(f'{where}, run.py is one task of a cluster, but {name} runs in one '
                      'process; use multi_worker_mirrored or parameter_server, start one task, '
                      'or give --cluster_resolver=tf_config')
-  jobs = slurm.jobs(descriptor.local_jobs, _own_flags(values, strategies.get(name).__name__),
+  jobs = slurm_step.jobs(descriptor.local_jobs, _own_flags(values, strategies.get(name).__name__),
                     int(environ['SLURM_STEP_NUM_TASKS']), name)
-  return slurm.tf_config(jobs, values.slurm_port_base)
+  return slurm_step.tf_config(jobs, values.slurm_port_base)

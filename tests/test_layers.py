@@ -77,7 +77,7 @@ def test_the_launcher_side_loads_no_tensorflow():
   modules = ['run', 'configs.from_flags', 'configs.plan', 'orchestration.launcher',
              'orchestration.processes', 'orchestration.peers', 'orchestration.startup_watchdog',
              'orchestration.logdir', 'configs.cluster_spec',
-             'orchestration.slurm', 'orchestration.gpus',
+             'configs.slurm_step', 'orchestration.gpus',
              'records.results', 'records.files', 'records.tables', 'records.environment']
   code = (f'import sys; sys.path.insert(0, {ROOT!r}); '
           + '; '.join(f'import {m}' for m in modules)

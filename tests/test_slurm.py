@@ -13,7 +13,7 @@ import portpicker
 import pytest
 
 import strategies
-from orchestration import slurm
+from configs import slurm_step
 from tests import slurm_cluster
 from tests.conftest import RUN_PY, ROOT, read_result, run_py, wait_until_gone
 
@@ -23,29 +23,29 @@ QUICK = ('--nobreakdown', '--epochs=1', '--dataset=digits', '--steps_per_executi
 
 def test_auto_takes_slurm_only_in_a_step_of_several_tasks_without_tf_config():
   step = slurm_cluster.srun_environment(1, 3, 'n1')
-  assert slurm.chosen('auto', step)
-  assert not slurm.chosen('auto', {**step, 'TF_CONFIG': '{}'})
-  assert not slurm.chosen('auto', slurm_cluster.srun_environment(0, 1, 'n1'))  # May launch.
+  assert slurm_step.chosen('auto', step)
+  assert not slurm_step.chosen('auto', {**step, 'TF_CONFIG': '{}'})
+  assert not slurm_step.chosen('auto', slurm_cluster.srun_environment(0, 1, 'n1'))  # May launch.
   # An sbatch script itself (no srun): no step variables; run.py there launches locally.
   batch_script = {'SLURM_JOB_ID': '7', 'SLURM_JOB_NODELIST': 'n[1-2]', 'SLURM_NTASKS': '3',
                   'SLURM_PROCID': '0'}
-  assert not slurm.chosen('auto', batch_script)
-  assert not slurm.chosen('tf_config', step)
-  assert slurm.chosen('slurm', slurm_cluster.srun_environment(0, 1, 'n1'))
+  assert not slurm_step.chosen('auto', batch_script)
+  assert not slurm_step.chosen('tf_config', step)
+  assert slurm_step.chosen('slurm', slurm_cluster.srun_environment(0, 1, 'n1'))
 
 
 def test_slurm_forced_where_it_cannot_be_is_refused():
-  with pytest.raises(slurm.SlurmError, match='^--cluster_resolver=slurm needs the variables '
+  with pytest.raises(slurm_step.SlurmError, match='^--cluster_resolver=slurm needs the variables '
                      'srun sets, but SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST, '
                      'SLURM_STEP_TASKS_PER_NODE are not set; start run.py with srun'):
-    slurm.chosen('slurm', {'SLURM_JOB_ID': '7'})
-  with pytest.raises(slurm.SlurmError, match='TF_CONFIG is set too; unset it, or give '
+    slurm_step.chosen('slurm', {'SLURM_JOB_ID': '7'})
+  with pytest.raises(slurm_step.SlurmError, match='TF_CONFIG is set too; unset it, or give '
                      '--cluster_resolver=tf_config'):
-    slurm.chosen('slurm', {**slurm_cluster.srun_environment(0, 2, 'n1'), 'TF_CONFIG': '{}'})
+    slurm_step.chosen('slurm', {**slurm_cluster.srun_environment(0, 2, 'n1'), 'TF_CONFIG': '{}'})
 
 
 def jobs(strategy, num_tasks, num_ps=1):
-  return slurm.jobs(strategies.describe(strategy).local_jobs, {'num_ps': num_ps}, num_tasks,
+  return slurm_step.jobs(strategies.describe(strategy).local_jobs, {'num_ps': num_ps}, num_tasks,
                     strategy)
 
 
@@ -54,7 +54,7 @@ def test_the_tasks_are_shared_out_over_the_strategy_jobs():
   assert jobs('multi_worker_mirrored', 4) == {'worker': 4}
   assert jobs('parameter_server', 3) == {'chief': 1, 'ps': 1, 'worker': 1}
   assert jobs('parameter_server', 8, num_ps=2) == {'chief': 1, 'ps': 2, 'worker': 5}
-  with pytest.raises(slurm.SlurmError, match=r'^--cluster_resolver=slurm: parameter_server needs '
+  with pytest.raises(slurm_step.SlurmError, match=r'^--cluster_resolver=slurm: parameter_server needs '
                      r'at least 4 Slurm tasks \(1 chief, 2 ps and 1 worker\), but srun started '
                      r'3; start at least 4 tasks \(srun --ntasks, #SBATCH --ntasks\) or lower '
                      r'--num_ps$'):
@@ -68,7 +68,7 @@ def made_tf_config(monkeypatch, rank, step, strategy_jobs, port_base=2222, node=
     monkeypatch.setenv(name, value)
   monkeypatch.setenv('SLURM_PROCID', str(rank))
   monkeypatch.setenv('SLURMD_NODENAME', node or step['SLURMD_NODENAME'])
-  return json.loads(slurm.tf_config(strategy_jobs, port_base))
+  return json.loads(slurm_step.tf_config(strategy_jobs, port_base))
 
 
 def test_tf_config_from_a_two_node_step(monkeypatch):
@@ -89,10 +89,10 @@ def test_a_step_the_resolver_cannot_map_is_one_line(monkeypatch):
   step = {'SLURM_STEP_NUM_TASKS': '2', 'SLURM_STEP_NODELIST': 'n[9-10]',
           'SLURM_STEP_TASKS_PER_NODE': '1(x2)', 'SLURMD_NODENAME': 'n9'}
   # Slurm runs task 0 on n9; the resolver, ordering the nodes by name, puts it on n10.
-  with pytest.raises(slurm.SlurmError, match="^--cluster_resolver=slurm: task 0 runs on n9, but "
+  with pytest.raises(slurm_step.SlurmError, match="^--cluster_resolver=slurm: task 0 runs on n9, but "
                      "SlurmClusterResolver places it on n10: it orders the nodes by name"):
     made_tf_config(monkeypatch, 0, step, {'worker': 2})
-  with pytest.raises(slurm.SlurmError, match=r'^--cluster_resolver=slurm: SlurmClusterResolver '
+  with pytest.raises(slurm_step.SlurmError, match=r'^--cluster_resolver=slurm: SlurmClusterResolver '
                      r'cannot read this job step \(Invalid tasks-per-node list format'):
     made_tf_config(monkeypatch, 0, {**step, 'SLURM_STEP_TASKS_PER_NODE': 'two'}, {'worker': 2})
 

@@ -134,7 +134,8 @@ LOCAL_FILE_CALLS = {
     'orchestration/logdir.py': 7,      # --data_dir; a local --logdir after local_path.
     'orchestration/processes.py': 1,   # A task's log file, in the directory the launcher gave.
     'training/checkpoints.py': 2,      # A non-chief worker's temporary checkpoints.
-    'prediction/hardware.py': 7,       # configs/hardware/ profiles, or a --hardware file.
+    'prediction/hardware.py': 5,       # configs/hardware/ profiles, or a --hardware file.
+    'configs/hardware_profiles.py': 2,  # The configs/hardware/ directory, in the repository.
     'prediction/validation.py': 2,     # prediction/published.csv, in the repository.
 }
 FILE_CALL = re.compile(r'os\.path\.|\bopen\(|os\.(makedirs|listdir|remove|replace|rename|rmdir|'

@@ -12,11 +12,11 @@ import tensorflow as tf
 class _Done:
   """An execution already run: its value, as `fetch()` gives a scheduled one's."""
 
-  def __init__(self, value):
-    self.value = value
+  def __init__(self, result):
+    self.result = result
 
   def fetch(self):
-    return self.value
+    return self.result
 
 
 class InPlace:
