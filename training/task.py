@@ -10,6 +10,7 @@ import tensorflow as tf
 import data
 import models
 import strategies
+import user_code
 from orchestration import cluster
 from orchestration import processes
 from records import environment
@@ -65,6 +66,7 @@ def run(config, tf_config=None, say=print):
   checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), writes)
   state = checkpoints.start_or_resume(config.run_dir, config.checkpoints.resume, trainer,
                                       checkpointer, record.resume_settings(config, trainer))
+  card = _card(config, trainer) if writes else None  # Traced, not run: training unchanged.
   name = config.name
   if writes:
     if dir_state == 'stale' and not state.resumes:
@@ -76,7 +78,6 @@ def run(config, tf_config=None, say=print):
     say = lambda line: None  # Only the chief reports; the others train in step with it.
   writers = summaries.Writers(config.run_dir if writes else None)
   writers.text(config.flags, devices.describe())
-  card = model_card.measure(trainer) if writes else None  # Traced, not run: training unchanged.
   writers.hparams(record.hparams(config, trainer, card), trial_id=name)
   for epoch in range(len(state.history.epoch_times)):
     writers.epoch(epoch, *record.epoch_scalars(state.history, epoch))
@@ -124,7 +125,18 @@ def card(config):
   """The model card (training/model_card.py) of run `config`, built in this process as the run
   would build it, traced and never trained: what --predict from a model predicts with."""
   trainer, _ = _build(config, config.distribution.descriptor, None, None, print)
-  return model_card.measure(trainer)
+  return _card(config, trainer)
+
+
+def _card(config, trainer):
+  """The model card, traced before the run writes anything: a model that cannot be traced
+  fails the same way every time (its code, not a lost peer), so it is refused in one line
+  carrying the error's own message, exit status 2, never restarted."""
+  try:
+    return model_card.measure(trainer)
+  except Exception as e:  # pylint: disable=broad-except  # Whatever the model's code raises.
+    raise user_code.UserCodeError(f'[{config.name}] --model={config.model.model} cannot be '
+                                  f'traced: {user_code.message(e)}') from None
 
 
 def _build(config, descriptor, spec, me, say):
