@@ -65,7 +65,8 @@ def run(config, tf_config=None, say=print):
   models.check_ghost_batch_size(config.model.ghost_batch_size, trainer.per_replica_batch_size)
   checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), writes)
   state = checkpoints.start_or_resume(config.run_dir, config.checkpoints.resume, trainer,
-                                      checkpointer, record.resume_settings(config, trainer))
+                                      checkpointer, record.resume_settings(config, trainer),
+                                      lambda line: say(f'[{config.name}] {line}'))
   card = _card(config, trainer) if writes else None  # Traced, not run: training unchanged.
   name = config.name
   if writes:
@@ -200,7 +201,9 @@ def _announce(config, trainer, compute_devices, state, say):
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
-    say(f'[{config.name}] resumed from {last["checkpoint"]} at step {state.step} of '
+    start = (f'resumed from {last["checkpoint"]}' if last['checkpoint'] else
+             'no checkpoint could be read: started afresh')
+    say(f'[{config.name}] {start} at step {state.step} of '
         f'{config.epochs * trainer.steps_per_epoch}{redone}')
 
 
