@@ -27,6 +27,7 @@ import user_code
 from configs import flags as defined_flags
 from configs import from_flags
 from orchestration import cluster
+from orchestration import experiment_lock
 from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
@@ -121,7 +122,8 @@ def main(argv):
       report(experiment)
     return 0
   processes.raise_on_signals()
-  return launcher.launch(experiment)
+  with experiment_lock.hold(experiment.directory):
+    return launcher.launch(experiment)
 
 
 def run_main(argv):
