@@ -13,6 +13,7 @@ import functools
 import os
 import signal
 import sys
+import traceback
 
 from absl import app
 from absl import flags
@@ -20,10 +21,12 @@ from absl import logging
 
 import data
 import strategies
+import user_code
+from configs import cluster_spec
 from configs import dry_run
 from configs import flags as defined_flags
 from configs import from_flags
-from configs import cluster_spec
+from orchestration import experiment_lock
 from orchestration import peers
 from orchestration import launcher
 from orchestration import log_filter
@@ -122,7 +125,8 @@ def main(argv):
       report(experiment)
     return 0
   processes.raise_on_signals()
-  return launcher.launch(experiment)
+  with experiment_lock.hold(experiment.directory):
+    return launcher.launch(experiment)
 
 
 def run_main(argv):
@@ -136,13 +140,14 @@ def run_main(argv):
     print(f'run.py: {processes.first_line(e) or "interrupted"}', file=sys.stderr)
     sys.exit(128 + signum)
   except Exception as e:  # pylint: disable=broad-except
-    if logging.get_verbosity() >= 1:
-      raise
+    verbose = logging.get_verbosity() >= 1
+    if verbose:  # The traceback, and then the same line and exit status as without it.
+      traceback.print_exc()
     expected = isinstance(e, (ValueError, data.DatasetError, processes.TaskError))
-    first_line = processes.first_line(e)
+    first_line = user_code.message(e).removeprefix(f'{type(e).__name__}: ')
     print(f'run.py: {first_line}' if expected or isinstance(e, peers.PeerLost) else
-          f'run.py: {type(e).__name__}: {first_line} (--verbosity=1 shows the traceback)',
-          file=sys.stderr)
+          f'run.py: {type(e).__name__}: {first_line}'
+          f'{"" if verbose else " (--verbosity=1 shows the traceback)"}', file=sys.stderr)
     sys.exit(2 if expected else 1)  # 1: unexpected, or a lost peer: a restart may help.
 
 

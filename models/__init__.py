@@ -125,8 +125,12 @@ def _user_model(spec, input_shape, num_classes):
     raise user_code.UserCodeError(f'--model={spec} returned {type(model).__name__}, not a '
                                   'keras.Model; return the model (uncompiled, logits out)')
   shape = tuple(model.output_shape) if not isinstance(model.output_shape, list) else None
-  if shape is None or shape[-1] != num_classes:
+  if shape is None or len(shape) != 2 or shape[-1] != num_classes:
     raise user_code.UserCodeError(
         f'--model={spec} returned a model whose output shape is {model.output_shape}; it must '
-        f'end in the {num_classes} class logits of the dataset, e.g. (None, {num_classes})')
+        f'be the {num_classes} class logits of the dataset per example: (None, {num_classes})')
+  dtype = keras.backend.standardize_dtype(model.outputs[0].dtype)
+  if 'float' not in dtype:
+    raise user_code.UserCodeError(f'--model={spec} returns logits of dtype {dtype}; return '
+                                  'floating-point logits (the loss takes their gradient)')
   return model

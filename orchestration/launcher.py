@@ -230,7 +230,8 @@ def launch(experiment):
                                 run.distribution.gpus_per_worker)  # before any run starts.
             for run in runs if run.distribution.descriptor.cluster}
   fault = Fault.from_environment()
-  states = {run.name: results.check_run_dir(run.run_dir, experiment.resume) for run in runs}
+  states = {run.name: results.check_run_dir(run.run_dir, experiment.resume, run.to_json())
+            for run in runs}
   verbose = experiment.verbosity is not None and experiment.verbosity >= 0
   hide = None if verbose else log_filter.TF_LOG_LINE
   rows, errors = [], []

@@ -9,6 +9,7 @@ import dataclasses
 from prediction import cost_model
 from prediction import hardware
 from prediction import workload as workloads
+from records import environment
 from records import files
 from records import storage
 from records import tables
@@ -36,7 +37,8 @@ def forecast(config, card_of=None):
               'device_examples_per_second': config.device_examples_per_second}
   else:
     work = workloads.from_experiment(config.directory, config.per_device_batch or None)
-    source = {'experiment': config.directory}
+    source = {'experiment': config.directory, 'compute_measured_on': environment.compute_device(
+        environment.read(config.directory))}
   options = cost_model.Options(**{field.name: config.options[field.name]
                                   for field in dataclasses.fields(cost_model.Options)
                                   if field.name in config.options})
@@ -44,11 +46,19 @@ def forecast(config, card_of=None):
       'source': source, 'overlap': cost_model.OVERLAP, 'options': dataclasses.asdict(options),
       'workload': {k: v for k, v in dataclasses.asdict(work).items() if k != 'measured'},
       'hardware': [dataclasses.asdict(p) for p in profiles],
-      'predictions': [p for profile in profiles for p in cost_model.predict_all(
-          config.strategies, devices[profile.name], work, profile, options)]}
+      'predictions': [{**p, **_measured_on(source)} for profile in profiles
+                      for p in cost_model.predict_all(config.strategies, devices[profile.name],
+                                                      work, profile, options)]}
   storage.makedirs(config.directory)
   files.write_json(storage.join(config.directory, FILE), document)
   return document
+
+
+def _measured_on(source):
+  """What each prediction from an experiment marks: its compute was measured on this
+  machine's device, not the profile's (unless --device_examples_per_second gave theirs)."""
+  return {'compute_measured_on': source['compute_measured_on']} if (
+      'compute_measured_on' in source) else {}
 
 
 def read(experiment_dir):
@@ -58,10 +68,15 @@ def read(experiment_dir):
 
 
 def table(predictions):
+  """One row per prediction; from an experiment, each says which device its compute was
+  measured on."""
+  marked = any('compute_measured_on' in p for p in predictions)
   header = ['hardware', 'strategy', 'devices', 'examples/s', 'speed-up', 'efficiency',
-            'compute (ms)', 'communication (ms)', 'overhead (ms)', 'limited by']
+            'compute (ms)', 'communication (ms)', 'overhead (ms)', 'limited by',
+            *(['compute measured on'] if marked else [])]
   return tables.render(header, [
       [p['hardware'], p['strategy'], str(p['num_devices']), f'{p["examples_per_second"]:,.0f}',
        f'{p["speedup"]:.2f}x', f'{p["scaling_efficiency"]:.0%}', f'{p["compute_ms"]:.2f}',
-       f'{p["exposed_communication_ms"]:.2f}', f'{p["overhead_ms"]:.2f}', p['limiting']]
+       f'{p["exposed_communication_ms"]:.2f}', f'{p["overhead_ms"]:.2f}', p['limiting'],
+       *([p.get('compute_measured_on', '')] if marked else [])]
       for p in predictions])

@@ -90,6 +90,23 @@ def write_once(experiment_dir, info) -> bool:
   return True
 
 
+def read(experiment_dir):
+  """<experiment_dir>/environment.json, or None if it is not there."""
+  path = storage.join(experiment_dir, 'environment.json')
+  return files.read_json(path) if storage.exists(path) else None
+
+
+def compute_device(info):
+  """The device an experiment computed on, in a few words, from its environment.json: its
+  first GPU's name, else the CPU's model and cores."""
+  if not info:
+    return 'an unrecorded device'
+  if info.get('gpus'):
+    return f'GPU ({info["gpus"][0].get("name")})'
+  cores = info.get('cpu_affinity') or info.get('cpu_count')
+  return f'CPU ({info.get("cpu_model") or "unknown model"}{f", {cores} cores" if cores else ""})'
+
+
 def _cell(value):
   return '' if value is None else str(value).replace('|', '\\|').replace('\n', ' ')
 

@@ -6,6 +6,7 @@ import statistics
 import numpy as np
 
 from records import files
+from records import settings
 from records import storage
 
 
@@ -104,15 +105,35 @@ def run_dir_state(run_dir):
   return 'new'
 
 
-def check_run_dir(run_dir, resume=True):
+def check_run_dir(run_dir, resume=True, config=None):
   """A run never writes over another run's files, nor, without `resume`, over an unfinished
-  run's (task logs of its own launcher may be there). Returns the run directory's state."""
+  run's (task logs of its own launcher may be there); given the run's `config` (a RunConfig's
+  `to_json()`), a finished run is kept only if it measured the same (records/settings.py).
+  Returns the run directory's state."""
   state = run_dir_state(run_dir)
   if state == 'foreign' or (state != 'new' and not resume):
     raise RunDirError(f'{run_dir} already holds a run; choose another --experiment or remove it'
                       + ('' if state in ('foreign', 'finished') else
                          ' (or drop --noresume to continue it)'))
+  if state == 'finished' and config is not None:
+    _check_finished(run_dir, config)
   return state
+
+
+def _check_finished(run_dir, config):
+  """RunDirError if the finished run in `run_dir` was run with other settings than `config`."""
+  try:
+    recorded = files.read_json(storage.join(run_dir, CONFIG))
+  except (OSError, ValueError):
+    recorded = None
+  fix = 'choose another --experiment, or remove that run directory to run it again'
+  if not isinstance(recorded, dict):
+    raise RunDirError(f'{run_dir} holds a finished run whose {CONFIG} is missing or unreadable, '
+                      f'so its settings cannot be compared; {fix}')
+  found = settings.differences(settings.measured(recorded), settings.measured(config))
+  if found:
+    raise RunDirError(f'{run_dir} holds a run finished with other settings: '
+                      f'{settings.describe(found)}; {fix}')
 
 
 CONFIG = 'config.json'

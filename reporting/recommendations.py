@@ -59,7 +59,11 @@ def recommendations(document):
     said = [f'{p["strategy"]}{", predicted" if i == 0 else ""} {p["speedup"]:.1f}x '
             f'({p["scaling_efficiency"]:.0%} efficiency), limited by {p["limiting"]}'
             for i, p in enumerate(ranked)]
-    sentences.append(f'On {profile} with {most} device(s): {"; ".join(said)}.')
+    device = document['source'].get('compute_measured_on')
+    caveat = (f' Compute and input rate measured on this machine\'s {device}, not on '
+              f'{profile}\'s devices: give --device_examples_per_second for theirs.'
+              if device else '')
+    sentences.append(f'On {profile} with {most} device(s): {"; ".join(said)}.{caveat}')
   return sentences
 
 

@@ -206,23 +206,25 @@ def digest(directory):
           for path in glob.glob(os.path.join(directory, '*'))}
 
 
-def test_a_corrupted_checkpoint_is_refused_and_left_alone(unfinished_run):
+def test_a_corrupted_only_checkpoint_is_said_recorded_and_the_run_starts_afresh(unfinished_run):
   args, run_dir = unfinished_run
   data = glob.glob(os.path.join(run_dir, 'checkpoints', 'ckpt-22.data-*'))[0]
   with open(data, 'r+b') as f:
     f.truncate(os.path.getsize(data) // 2)
-  before = digest(os.path.join(run_dir, 'checkpoints'))
   proc = run_py(*args, timeout=300)
-  assert_one_line_error(proc, 'ckpt-22', 'it is left as it is')
+  assert proc.returncode == 0, proc.stderr
+  assert 'ckpt-22 cannot be read' in proc.stdout and 'starting afresh' in proc.stdout
   assert 'restarting' not in proc.stdout + proc.stderr
-  assert digest(os.path.join(run_dir, 'checkpoints')) == before
+  resume = read_result(run_dir)['resumes'][-1]
+  assert resume['checkpoint'] is None and resume['step'] == 0
+  assert [skipped['checkpoint'] for skipped in resume['skipped']] == ['ckpt-22']
 
 
 def test_a_checkpoint_of_other_settings_is_refused_and_left_alone(unfinished_run):
   args, run_dir = unfinished_run
   before = digest(os.path.join(run_dir, 'checkpoints'))
   proc = run_py(*args, '--model=mlp', timeout=300)
-  assert_one_line_error(proc, 'ckpt-22', "model='cnn'", "model='mlp'", 'same flags')
+  assert_one_line_error(proc, 'ckpt-22', "model='cnn' (now 'mlp')", 'the flags it was written')
   assert digest(os.path.join(run_dir, 'checkpoints')) == before
 
 

@@ -211,6 +211,28 @@ def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
   assert 'limited by' in predict.table(document['predictions']).splitlines()[0]
 
 
+def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_path):
+  """Every row, the recommendation and prediction.json: no one reads a CPU's compute as a
+  V100's."""
+  from configs import definitions
+  from prediction import predict
+  from reporting import predictions
+  write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
+  (tmp_path / 'environment.json').write_text(json.dumps(
+      {'gpus': [], 'cpu_model': 'AMD EPYC', 'cpu_count': 4, 'cpu_affinity': 2}))
+  document = predict.run(definitions.Prediction(
+      directory=str(tmp_path), hardware=('dgx1_v100',), num_devices=(1, 64),
+      strategies=('multi_worker_mirrored',), options={}))
+  here = 'CPU (AMD EPYC, 2 cores)'
+  assert json.loads((tmp_path / predict.FILE).read_text())['source']['compute_measured_on'] == here
+  assert [p['compute_measured_on'] for p in document['predictions']] == [here, here]
+  header, _, *rows = predict.table(document['predictions']).splitlines()
+  assert header.endswith('compute measured on') and all(row.endswith(here) for row in rows)
+  assert predictions.recommendations(document)[0].endswith(
+      f'Compute and input rate measured on this machine\'s {here}, not on dgx1_v100\'s '
+      'devices: give --device_examples_per_second for theirs.')
+
+
 def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
   from reporting import recommendations
   w = workload_of(100)
@@ -250,6 +272,7 @@ def test_run_py_predicts_from_a_model_card(tmp_path):
                                          + p['overhead_ms'])
     assert math.isclose(p['examples_per_second'], p['num_devices'] * 128 / p['step_ms'] * 1e3)
   assert 'On dgx1_v100 with 16 device(s): parameter_server' in proc.stdout
+  assert 'measured on' not in proc.stdout  # The figure given is the target device's.
 
   assert document['workload']['gradient_bytes'] == document['workload']['parameter_bytes'] > 0
 

@@ -1,6 +1,7 @@
 """Checkpoints and resume, in this process: a run resumed from a checkpoint trains on exactly as
 the uninterrupted run did, records the resume, and refuses a checkpoint of other settings."""
 import os
+import re
 import shutil
 
 import pytest
@@ -139,10 +140,10 @@ def test_a_restarted_task_records_its_resume_as_a_restart(arrays, uninterrupted,
 
 
 @pytest.mark.parametrize('changed, message', [
-    ({'seed': 1}, 'was written with seed=0, this run has seed=1'),
-    ({'global_batch_size': 32}, ('was written with global_batch_size=16, this run has '
-                                 'global_batch_size=32')),
-    ({'condition': 'lamb'}, 'was written with condition=None, this run has condition=\'lamb\''),
+    ({'seed': 1}, 'was written with other settings: seed=0 (now 1); resume with the flags'),
+    ({'global_batch_size': 32, 'optimizer': 'adam'},
+     "global_batch_size=16 (now 32), optimizer='momentum' (now 'adam')"),
+    ({'condition': 'lamb'}, "condition=None (now 'lamb')"),
 ])
 def test_a_checkpoint_of_other_settings_is_refused(arrays, uninterrupted, changed, message):
   from training import checkpoints
@@ -150,7 +151,7 @@ def test_a_checkpoint_of_other_settings_is_refused(arrays, uninterrupted, change
   trainer = tiny_training.trainer(examples=arrays)
   checkpointer = checkpoints.Checkpointer(str(run_dir), trainer.trackables())
   try:
-    with pytest.raises(checkpoints.CheckpointError, match=message) as raised:
+    with pytest.raises(checkpoints.CheckpointError, match=re.escape(message)) as raised:
       checkpoints.start_or_resume(str(run_dir), True, trainer, checkpointer,
                                   {**SETTINGS, **changed})
   finally:
@@ -170,10 +171,63 @@ def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, 
     assert trainer.steps_done == 0
 
 
-def test_a_damaged_checkpoint_is_refused_with_what_to_do(tmp_path):
+def test_a_checkpoint_that_cannot_be_read_says_so(tmp_path):
   from training import checkpoints
   path = tmp_path / 'checkpoints' / 'ckpt-8'
   path.parent.mkdir()
   (tmp_path / 'checkpoints' / 'ckpt-8.index').write_bytes(b'not a checkpoint')
-  with pytest.raises(checkpoints.CheckpointError, match='cannot be read .* remove'):
+  with pytest.raises(checkpoints.Unreadable, match=f'checkpoint {path} cannot be read'):
     checkpoints.read_state(str(path))
+
+
+def truncate(path):
+  path.write_bytes(path.read_bytes()[:100])
+
+
+DAMAGES = {
+    'truncated data': lambda d, step: truncate(d / f'ckpt-{step}.data-00000-of-00001'),
+    'missing shard': lambda d, step: (d / f'ckpt-{step}.data-00000-of-00001').unlink(),
+    'corrupt index file': lambda d, step: (d / f'ckpt-{step}.index').write_bytes(b'\0' * 64),
+}
+
+
+@pytest.mark.parametrize('damage', DAMAGES)
+def test_an_unreadable_newest_checkpoint_falls_back_to_the_next_older(
+    arrays, uninterrupted, tmp_path, capsys, damage):
+  run_dir = tmp_path / 'run'
+  shutil.copytree(uninterrupted[1], run_dir)
+  DAMAGES[damage](run_dir / 'checkpoints', 2 * SPE)
+  state = Attempt(run_dir, arrays, epochs=3).state
+  assert state.step == SPE and len(state.history.train_loss) == 1
+  last = state.resumes[-1]
+  assert last['checkpoint'] == f'ckpt-{SPE}'
+  assert [s['checkpoint'] for s in last['skipped']] == [f'ckpt-{2 * SPE}']
+  assert 'cannot be read' in last['skipped'][0]['reason']
+  said = capsys.readouterr().out
+  assert f'ckpt-{2 * SPE} cannot be read' in said and 'trying an older one' in said
+
+
+def test_a_garbage_index_resumes_from_the_checkpoint_files_never_from_step_zero(
+    arrays, uninterrupted, tmp_path, capsys):
+  run_dir = tmp_path / 'run'
+  shutil.copytree(uninterrupted[1], run_dir)
+  (run_dir / 'checkpoints' / 'checkpoint').write_text('garbage\n')
+  state = Attempt(run_dir, arrays, epochs=3).state
+  assert state.step == 2 * SPE
+  assert state.resumes[-1]['checkpoint'] == f'ckpt-{2 * SPE}'
+  assert 'is missing or cannot be read; resuming from the 2 checkpoint(s)' in (
+      capsys.readouterr().out)
+
+
+def test_a_run_whose_checkpoints_all_fail_to_read_starts_afresh_and_records_them(
+    arrays, uninterrupted, tmp_path, capsys):
+  run_dir = tmp_path / 'run'
+  shutil.copytree(uninterrupted[1], run_dir)
+  for step in (SPE, 2 * SPE):
+    DAMAGES['truncated data'](run_dir / 'checkpoints', step)
+  state = Attempt(run_dir, arrays).state
+  assert state.step == 0 and state.history.train_loss == []
+  assert state.resumes[-1]['checkpoint'] is None
+  assert [s['checkpoint'] for s in state.resumes[-1]['skipped']] == [f'ckpt-{2 * SPE}',
+                                                                     f'ckpt-{SPE}']
+  assert 'starting afresh' in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """Your own model and data (--model, --dataset = package.module:function): what works, and the
 one clear line for each way it can go wrong. In this process, modules written to a temp dir."""
 import itertools
+import os
 import shutil
 import sys
 import textwrap
@@ -27,6 +28,7 @@ def module(tmp_path, monkeypatch):
     name = f'users_module_{next(_names)}'
     (tmp_path / f'{name}.py').write_text(textwrap.dedent(source))
     return name
+  write.directory = tmp_path
   return write
 
 
@@ -41,7 +43,24 @@ def broken(input_shape, num_classes):
   raise RuntimeError('out of ideas')
 def not_a_model(input_shape, num_classes):
   return 'a model'
+def rank3(input_shape, num_classes):
+  inputs = keras.Input(input_shape)
+  per_pixel = keras.layers.Reshape((-1, 1))(keras.layers.Flatten()(inputs))
+  return keras.Model(inputs, keras.layers.Dense(num_classes)(per_pixel))
+def int_logits(input_shape, num_classes):
+  model = build(input_shape, num_classes)
+  return keras.Model(model.inputs, keras.ops.cast(model.outputs[0], 'int32'))
+class Picky(keras.layers.Layer):
+  def call(self, x):
+    if x.shape[0] is not None:  # Built on a symbolic batch; fails once traced on a real one.
+      raise ValueError(f'picky about batches of {x.shape[0]}')
+    return x
+def picky(input_shape, num_classes):
+  return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(), Picky(),
+                           keras.layers.Dense(num_classes)])
 '''
+PICKY_LINE = MODEL.splitlines().index(  # Of the raise in MODEL's file, counted from 1.
+    "      raise ValueError(f'picky about batches of {x.shape[0]}')") + 1
 
 
 def test_a_user_model_builds_from_the_working_directory(module):
@@ -55,7 +74,10 @@ def test_a_user_model_builds_from_the_working_directory(module):
     ('missing', 'has no function missing'),
     ('broken', 'raised RuntimeError: out of ideas'),
     ('not_a_model', 'returned str, not a keras.Model'),
-    ('five', 'output shape is (None, 5); it must end in the 10 class logits'),
+    ('five', 'output shape is (None, 5); it must be the 10 class logits'),
+    ('rank3', 'output shape is (None, 64, 10); it must be the 10 class logits of the dataset '
+     'per example: (None, 10)'),
+    ('int_logits', 'returns logits of dtype int32; return floating-point logits'),
 ])
 def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message):
   name = module(MODEL)
@@ -63,6 +85,35 @@ def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message)
     models.build(f'{name}:{function}', (8, 8, 1), 10)
   assert str(e.value).startswith(f'--model={name}:{function}')
   assert message in str(e.value) and '\n' not in str(e.value)
+
+
+def test_an_error_tensorflow_raises_while_tracing_says_what_failed_and_where(module):
+  import tensorflow as tf
+  name = module(MODEL)
+  model = models.build(f'{name}:picky', (8, 8, 1), 10)
+  with pytest.raises(ValueError) as e:
+    tf.function(model).get_concrete_function(tf.TensorSpec((4, 8, 8, 1)))
+  assert str(e.value).startswith('in user code:')  # TensorFlow's first line says nothing.
+  assert user_code.message(e.value) == (f'ValueError: picky about batches of 4 (at '
+                                        f'{module.directory}/{name}.py:{PICKY_LINE})')
+
+
+@pytest.mark.parametrize('verbosity', [[], ['--verbosity=1']])
+def test_a_model_that_fails_to_trace_is_one_line_exit_2_never_restarted(module, tmp_path,
+                                                                        verbosity):
+  from tests.conftest import run_py
+  name = module(MODEL)
+  proc = run_py('--strategies=one_device', f'--model={name}:picky', '--epochs=1',
+                f'--logdir={tmp_path}/runs', *verbosity, cwd=tmp_path, timeout=120)
+  lines = proc.stderr.strip().splitlines()
+  assert proc.returncode == 2, proc.stderr
+  assert lines[-1] == (f'run.py: [one_device] --model={name}:picky cannot be traced: ValueError: '
+                       f'picky about batches of 64 (at {tmp_path}/{name}.py:{PICKY_LINE})')
+  assert 'restarting' not in proc.stderr
+  assert proc.stderr.count('Traceback') == (1 if verbosity else 0)
+  if not verbosity:
+    assert len(lines) == 1, proc.stderr
+  assert not any(files for _, _, files in os.walk(tmp_path / 'runs'))
 
 
 def test_a_module_that_cannot_be_imported_says_so(module):

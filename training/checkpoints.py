@@ -13,6 +13,7 @@ on several machines the run directory must be on storage they share.
 import dataclasses
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -20,6 +21,7 @@ import tensorflow as tf
 
 from orchestration import processes
 from records import results
+from records import settings as run_settings
 from records import storage
 from training import loop
 
@@ -41,14 +43,37 @@ def latest(run_dir):
   return tf.train.latest_checkpoint(directory(run_dir))
 
 
+def kept(run_dir, say=print):
+  """The prefixes of the run's checkpoints, newest first: those of the index
+  (`checkpoints/checkpoint`), or, when it is missing or cannot be read, the checkpoint files
+  themselves (saying so), so that a damaged index never passes for a run without any."""
+  where = directory(run_dir)
+  try:
+    state = tf.train.get_checkpoint_state(where)  # None if missing or unparsable.
+  except Exception:  # pylint: disable=broad-except  # Garbage fails to parse in several ways.
+    state = None
+  if state and state.model_checkpoint_path:
+    return list(reversed(state.all_model_checkpoint_paths))
+  names = storage.listdir(where) if storage.isdir(where) else []
+  steps = sorted((int(name[len('ckpt-'):-len('.index')]) for name in names
+                  if re.fullmatch(r'ckpt-\d+\.index', name)), reverse=True)
+  if steps:
+    say(f'checkpoint index {storage.join(where, "checkpoint")} is missing or cannot be read; '
+        f'resuming from the {len(steps)} checkpoint(s) in {where}')
+  return [storage.join(where, f'ckpt-{step}') for step in steps]
+
+
 def read_state(path):
   """The run state stored in checkpoint `path`, read without building any model."""
   try:
     return json.loads(tf.train.load_checkpoint(path).get_tensor(_STATE_KEY))
   except Exception as e:  # pylint: disable=broad-except  # A damaged file fails in many ways.
-    raise CheckpointError(f'checkpoint {path} cannot be read ({_reason(e)}); it is left as it is: '
-                          f'remove {storage.dirname(path)} to start the run over, or choose '
-                          'another --experiment') from None
+    raise Unreadable(f'checkpoint {path} cannot be read ({_reason(e)})') from None
+
+
+class Unreadable(CheckpointError):
+  """A checkpoint that cannot be read (truncated, corrupt, a shard missing): an older one may
+  be."""
 
 
 @dataclasses.dataclass
@@ -73,31 +98,45 @@ class RunState:
                   'epoch_sums': loop.Totals(**saved['epoch_sums'])})
 
 
-def start_or_resume(run_dir, resume, trainer, checkpointer, settings):
-  """A fresh RunState, or (with `resume`) the newest checkpoint's, restored into `trainer`."""
-  path = latest(run_dir) if resume else None
-  if not path:
-    return RunState(settings)
-  saved = read_state(path)
-  check_compatible(path, saved, settings)
-  checkpointer.restore(path)
-  state = RunState.from_json(saved)
+def start_or_resume(run_dir, resume, trainer, checkpointer, settings, say=print):
+  """A fresh RunState, or (with `resume`) that of the newest checkpoint that can be read,
+  restored into `trainer`: each newer one that cannot is skipped, in one line, and listed in
+  the resume's `skipped`; a fresh start only when none can be read (recorded as a resume from
+  no checkpoint). A checkpoint of other settings is refused (CheckpointError)."""
+  paths = kept(run_dir, say) if resume else []
+  skipped = []
+  for path in paths:
+    try:
+      saved = read_state(path)
+      check_compatible(path, saved, settings)
+      checkpointer.restore(path)
+    except Unreadable as e:
+      skipped.append({'checkpoint': storage.basename(path), 'reason': str(e)})
+      say(f'{e}; {"trying an older one" if path != paths[-1] else "starting afresh"}')
+      continue
+    state = RunState.from_json(saved)
+    break
+  else:
+    if not skipped:
+      return RunState(settings)
+    state, path = RunState(settings), None
   trainer.seek(state.step)
   state.resumes.append({
-      'checkpoint': storage.basename(path), 'step': state.step,
+      'checkpoint': path and storage.basename(path), 'step': state.step,
       'redone_steps': max(0, results.read_progress(run_dir) - state.step),
-      'cause': 'restart' if os.environ.get(processes.RESTART_ENV) else 'resume'})
+      'cause': 'restart' if os.environ.get(processes.RESTART_ENV) else 'resume',
+      **({'skipped': skipped} if skipped else {})})
   return state
 
 
 def check_compatible(path, state, settings):
-  """Refuses to resume a checkpoint written with other settings than `settings`."""
-  saved = state.get('settings', {})
-  for name, value in settings.items():
-    if saved.get(name) != value:
-      raise CheckpointError(
-          f'checkpoint {path} was written with {name}={saved.get(name)!r}, this run has '
-          f'{name}={value!r}; resume with the same flags, or choose another --experiment')
+  """Refuses to resume a checkpoint written with other settings than `settings`, naming each
+  setting that differs."""
+  found = run_settings.differences(state.get('settings', {}), settings)
+  if found:
+    raise CheckpointError(
+        f'checkpoint {path} was written with other settings: {run_settings.describe(found)}; '
+        'resume with the flags it was written with, or choose another --experiment')
 
 
 class Checkpointer:
@@ -115,10 +154,12 @@ class Checkpointer:
     """Loads checkpoint `path` into the trackables (its run state is `read_state`'s)."""
     try:
       self._checkpoint.restore(path).assert_existing_objects_matched()
-    except Exception as e:  # pylint: disable=broad-except  # As in read_state.
+    except (AssertionError, ValueError) as e:  # Variables it lacks, or of other shapes.
       raise CheckpointError(
           f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
           'with the flags it was written with, or choose another --experiment') from None
+    except Exception as e:  # pylint: disable=broad-except  # As in read_state.
+      raise Unreadable(f'checkpoint {path} cannot be read ({_reason(e)})') from None
 
   def save(self, step, state):
     """Writes checkpoint `ckpt-<step>`; the newest KEEP are kept. Returns its path."""

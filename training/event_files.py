@@ -28,6 +28,7 @@ class Writers:
   """
 
   def __init__(self, run_dir):
+    self.run_dir = run_dir
     make = (lambda sub: tf.summary.create_file_writer(storage.join(run_dir, sub))) if run_dir else (
         lambda sub: tf.summary.create_noop_writer())
     self._train = make('train')

@@ -10,6 +10,7 @@ import tensorflow as tf
 import data
 import models
 import strategies
+import user_code
 from configs import cluster_spec
 from orchestration import peers
 from orchestration import startup_watchdog
@@ -42,7 +43,7 @@ def run(config, tf_config=None, say=print):
   task's parsed TF_CONFIG in a cluster. The chief (or the only process) records into
   `config.run_dir`, resuming from its newest checkpoint when there is one (and
   `config.checkpoints.resume`). Returns the path of result.json, or None for a task that
-  does not outcome."""
+  does not record."""
   task = _Task(config, tf_config)
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
@@ -53,10 +54,12 @@ def run(config, tf_config=None, say=print):
                                 trainer.batching.per_replica_batch_size)
   checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), task.writes)
   state = checkpoints.start_or_resume(config.run_dir, config.checkpoints.resume, trainer,
-                                      checkpointer, outcome.resume_settings(config, trainer))
+                                      checkpointer, outcome.resume_settings(config, trainer),
+                                      lambda line: say(f'[{config.name}] {line}'))
+  card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
   say = task.start_record(state, say)
   writers = event_files.Writers(config.run_dir if task.writes else None)
-  recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, task.writes)
+  recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
   _announce(config, trainer, compute_devices, state, say)
   saver, controller = _controller(config, trainer, state, checkpointer, writers, stop, say,
                                   task.writes)
@@ -122,15 +125,15 @@ class _Task:
 
 
 class _Recorder:
-  """The run's record: the text, the model card and HParams at the start; result.json at the
+  """The run's record: the text and HParams (with the model card) at the start; result.json at the
   end, or when interrupted. A task that does not record writes nothing."""
 
-  def __init__(self, config, trainer, writers, tf_config, compute_devices, writes):
+  def __init__(self, config, trainer, writers, tf_config, compute_devices, card):
     self.config, self.trainer, self.writers = config, trainer, writers
-    self.tf_config, self.compute_devices, self.writes = tf_config, compute_devices, writes
+    self.tf_config, self.compute_devices, self.card = tf_config, compute_devices, card
+    self.writes = writers.run_dir is not None
     writers.text(config.flags, devices.describe())
-    self.card = model_card.measure(trainer) if writes else None  # Traced, not run.
-    writers.hparams(outcome.hparams(config, trainer, self.card), trial_id=config.name)
+    writers.hparams(outcome.hparams(config, trainer, card), trial_id=config.name)
 
   def write(self, status, controller, saver, parts=None):
     """result.json (and, for a complete run, the headline metrics for HParams); its path."""
@@ -173,7 +176,18 @@ def card(config):
   """The model card (training/model_card.py) of run `config`, built in this process as the run
   would build it, traced and never trained: what --predict from a model predicts with."""
   trainer, _ = _build(config, None, None, print)
-  return model_card.measure(trainer)
+  return _card(config, trainer)
+
+
+def _card(config, trainer):
+  """The model card, traced before the run writes anything: a model that cannot be traced
+  fails the same way every time (its code, not a lost peer), so it is refused in one line
+  carrying the error's own message, exit status 2, never restarted."""
+  try:
+    return model_card.measure(trainer)
+  except Exception as e:  # pylint: disable=broad-except  # Whatever the model's code raises.
+    raise user_code.UserCodeError(f'[{config.name}] --model={config.model.model} cannot be '
+                                  f'traced: {user_code.message(e)}') from None
 
 
 def _build(config, spec, me, say):
@@ -222,7 +236,9 @@ def _announce(config, trainer, compute_devices, state, say):
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
-    say(f'[{config.name}] resumed from {last["checkpoint"]} at step {state.step} of '
+    start = (f'resumed from {last["checkpoint"]}' if last['checkpoint'] else
+             'no checkpoint could be read: started afresh')
+    say(f'[{config.name}] {start} at step {state.step} of '
         f'{config.epochs * batching.steps_per_epoch}{redone}')
 
 

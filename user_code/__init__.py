@@ -8,8 +8,10 @@ import importlib
 import os
 import re
 import sys
+import traceback
 
 SPEC = re.compile(r'[A-Za-z_][\w.]*:[A-Za-z_]\w*')
+_FILES = set()  # The files of the user's modules imported so far: where an error is placed.
 
 
 def is_spec(name):
@@ -32,6 +34,7 @@ def function(spec, flag):
     raise UserCodeError(f'--{flag}={spec}: cannot import {module_name} ({type(e).__name__}: '
                         f'{first_line(e)}); run from the directory that holds it or add that '
                         'to PYTHONPATH') from None
+  _FILES.add(getattr(module, '__file__', None))
   found = getattr(module, function_name, None)
   if not callable(found):
     raise UserCodeError(f'--{flag}={spec}: {module_name} ({module.__file__}) has no function '
@@ -46,8 +49,47 @@ def call(spec, flag, *args):
   except UserCodeError:
     raise
   except Exception as e:  # pylint: disable=broad-except  # Whatever the user's code raises.
-    raise UserCodeError(f'--{flag}={spec} raised {type(e).__name__}: {first_line(e)}') from None
+    raise UserCodeError(f'--{flag}={spec} raised {message(e)}') from None
 
 
 def first_line(error):
   return (str(error).strip().splitlines() or [''])[0]
+
+
+# TensorFlow's errors raised while tracing a function (AutoGraph) open with this line and end
+# with the original error's "Type: message", indented: that is what failed.
+_TRACED = 'in user code:'
+_RAISED = re.compile(r'^\s*([A-Za-z_][\w.]*(?:Error|Exception|Warning)): (.+)$')
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+_KERAS_CALL = 'Exception encountered when calling'  # Keras' line before a layer's message.
+_ANSI = re.compile(r'\x1b\[[0-9;]*m')
+
+
+def message(error):
+  """`error` in one line: 'Type: its own message' (for an error TensorFlow raised while
+  tracing, the original error under its "in user code:" frames; for an error of a Keras
+  layer, the layer's message under Keras' "Exception encountered..."), then where in the
+  user's module it was raised, when it was."""
+  lines = [line.strip() for line in _ANSI.sub('', str(error)).strip().splitlines()] or ['']
+  kind, at = type(error).__name__, 0
+  own = lines[0]
+  if own == _TRACED:
+    raised = [(i, match) for i, match in enumerate(map(_RAISED.match, lines)) if match]
+    if raised:
+      at, (kind, own) = raised[-1][0], raised[-1][1].groups()
+  if own.startswith(_KERAS_CALL):
+    own = next((line for line in lines[at + 1:] if line), own)
+  place = where(error)
+  return f'{kind}: {own} (at {place})' if place else f'{kind}: {own}'
+
+
+def where(error):
+  """'file:line' of the last frame of `error` in a user's module (its traceback, or the frames
+  TensorFlow lists in a tracing error's message), or None."""
+  frames = [(frame.filename, frame.lineno)
+            for frame in traceback.extract_tb(error.__traceback__)]
+  frames += [(name, int(line)) for name, line in _FRAME.findall(str(error))]
+  mine = [(name, line) for name, line in frames if name in _FILES]
+  return f'{mine[-1][0]}:{mine[-1][1]}' if mine else None
