@@ -34,8 +34,7 @@ from orchestration import logdir
 from orchestration import processes
 from records import storage
 
-# --help lists every flag: this program's and each strategy's own.
-for _module in (defined_flags.__name__, *strategies.module_names()):
+for _module in (defined_flags.__name__, *strategies.module_names()):  # --help lists them all.
   flags.adopt_module_key_flags(sys.modules[_module])
 
 
@@ -110,10 +109,8 @@ def main(argv):
         tf_config_text, config.distribution.descriptor.jobs))
     return 0
   one_task = action == 'in_process' or (action == 'launch' and tf_config_text)
-  if one_task:
-    experiment, tf_config = from_flags.task(tf_config_text)
-  else:
-    experiment, tf_config = from_flags.experiment(), None
+  experiment, tf_config = (from_flags.task(tf_config_text) if one_task else
+                            (from_flags.experiment(), None))
   logdir.check(experiment.logdir, experiment.min_free_disk_mb,
                {run.data.data_dir for run in experiment.runs})
   if action == 'report_only':
@@ -136,12 +133,10 @@ def run_main(argv):
   try:
     sys.exit(main(argv))
   except KeyboardInterrupt as e:  # SIGINT, or processes.Interrupted (SIGTERM too).
-    signum = getattr(e, 'signum', signal.SIGINT)
     print(f'run.py: {processes.first_line(e) or "interrupted"}', file=sys.stderr)
-    sys.exit(128 + signum)
+    sys.exit(128 + getattr(e, 'signum', signal.SIGINT))
   except Exception as e:  # pylint: disable=broad-except
-    verbose = logging.get_verbosity() >= 1
-    if verbose:  # The traceback, and then the same line and exit status as without it.
+    if verbose := logging.get_verbosity() >= 1:  # The traceback, then the same line and status.
       traceback.print_exc()
     expected = isinstance(e, (ValueError, data.DatasetError, processes.TaskError))
     first_line = user_code.message(e).removeprefix(f'{type(e).__name__}: ')

@@ -216,11 +216,11 @@ def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_
   V100's."""
   from configs import definitions
   from prediction import predict
-  from reporting import predictions
+  from reporting import recommendations
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
   (tmp_path / 'environment.json').write_text(json.dumps(
       {'gpus': [], 'cpu_model': 'AMD EPYC', 'cpu_count': 4, 'cpu_affinity': 2}))
-  document = predict.run(definitions.Prediction(
+  document = predict.forecast(definitions.Prediction(
       directory=str(tmp_path), hardware=('dgx1_v100',), num_devices=(1, 64),
       strategies=('multi_worker_mirrored',), options={}))
   here = 'CPU (AMD EPYC, 2 cores)'
@@ -228,7 +228,7 @@ def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_
   assert [p['compute_measured_on'] for p in document['predictions']] == [here, here]
   header, _, *rows = predict.table(document['predictions']).splitlines()
   assert header.endswith('compute measured on') and all(row.endswith(here) for row in rows)
-  assert predictions.recommendations(document)[0].endswith(
+  assert recommendations.recommendations(document)[0].endswith(
       f'Compute and input rate measured on this machine\'s {here}, not on dgx1_v100\'s '
       'devices: give --device_examples_per_second for theirs.')
 

@@ -132,6 +132,7 @@ LOCAL_FILE_CALLS = {
     'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
     'orchestration/launcher.py': 6,    # run.py; task logs in a local or temporary directory.
     'orchestration/logdir.py': 7,      # --data_dir; a local --logdir after local_path.
+    'orchestration/experiment_lock.py': 4,  # The lock file: flock needs a local path.
     'orchestration/processes.py': 1,   # A task's log file, in the directory the launcher gave.
     'training/checkpoints.py': 2,      # A non-chief worker's temporary checkpoints.
     'prediction/hardware.py': 5,       # configs/hardware/ profiles, or a --hardware file.
