@@ -23,8 +23,11 @@ def test_table_lists_every_run_with_its_figures(default_experiment):
   assert set(rows) == set(RUNS)
   for run in RUNS:
     result = read_result(os.path.join(experiment_dir, run))
-    name, workers, replicas, examples, _, accuracy = rows[run]
+    name, workers, replicas, examples, _, accuracy, speed_up, _ = rows[run]
     assert int(workers) == 1
+    baseline = read_result(os.path.join(experiment_dir, 'one_device'))['examples_per_second']
+    assert float(speed_up.rstrip('x')) == pytest.approx(
+        result['examples_per_second'] / baseline, abs=0.006)
     assert int(replicas) == result['num_replicas_in_sync']
     assert float(examples.replace(',', '')) == pytest.approx(result['examples_per_second'], abs=1)
     assert float(accuracy) == pytest.approx(result['final_validation_accuracy'], abs=1e-4)
