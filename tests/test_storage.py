@@ -131,10 +131,12 @@ LOCAL_FILE_CALLS = {
     'orchestration/cluster.py': 1,     # Its own file, started as the start-up watchdog.
     'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
     'orchestration/launcher.py': 6,    # run.py; task logs in a local or temporary directory.
+    'orchestration/experiment_lock.py': 4,  # flock: a local --logdir after local_path.
+    'configs/from_flags.py': 2,        # `~` of a local --logdir (not a URL) and --data_dir.
     'orchestration/logdir.py': 7,      # --data_dir; a local --logdir after local_path.
     'orchestration/processes.py': 1,   # A task's log file, in the directory the launcher gave.
     'training/checkpoints.py': 2,      # A non-chief worker's temporary checkpoints.
-    'prediction/hardware.py': 7,       # configs/hardware/ profiles, or a --hardware file.
+    'prediction/hardware.py': 8,       # configs/hardware/ profiles, or a --hardware file.
     'prediction/validation.py': 2,     # prediction/published.csv, in the repository.
 }
 FILE_CALL = re.compile(r'os\.path\.|\bopen\(|os\.(makedirs|listdir|remove|replace|rename|rmdir|'
