@@ -56,14 +56,15 @@ flags.DEFINE_list(
     '75,75).')
 flags.DEFINE_integer(
     'num_classes', _RUN.data.num_classes, 'synthetic and synthetic_tokens: number of classes. Not given, the '
-    'keras.applications models get ImageNet\'s 1000 on synthetic.', lower_bound=2)
+    'keras.applications models get ImageNet\'s 1000 on synthetic.', lower_bound=2,
+    upper_bound=2**31 - 1)  # int32 labels.
 flags.DEFINE_integer(
     'seq_len', _RUN.data.seq_len, 'synthetic_tokens and imdb: token ids per example (imdb reviews are cut or '
     'padded with 0 at the front).', lower_bound=1)
 flags.DEFINE_integer(
     'vocab_size', _RUN.data.vocab_size, 'synthetic_tokens and imdb: token ids 0..vocab_size-1, the '
     'transformer\'s embedding rows; imdb maps rarer words to the out-of-vocabulary id 2.',
-    lower_bound=4)
+    lower_bound=4, upper_bound=2**31 - 1)  # int32 token ids.
 flags.DEFINE_list(
     'vocab_sizes', _text(_RUN.data.vocab_sizes), 'synthetic_clicks and wide_deep: '
     'rows of each embedding table, one id column per table (the default tables hold 68 MB of '
@@ -164,7 +165,8 @@ flags.DEFINE_integer(
     'inter_op_threads', 0, 'TensorFlow ops run at once (0: TensorFlow\'s choice).',
     lower_bound=0)
 flags.DEFINE_integer(
-    'seed', _RUN.seed, 'Seed for weights and data order: same seed, same run.')
+    'seed', _RUN.seed, 'Seed for weights and data order: same seed, same run.', lower_bound=0,
+    upper_bound=2**32 - 1)  # Keras' and NumPy's seeds.
 flags.DEFINE_list(
     'num_replicas', _text(_RUN.distribution.num_replicas), 'Devices per worker for mirrored and central_storage: that many GPUs '
     '(0: all), or without GPUs that many logical CPU devices (0: 2). A comma list sweeps it. '

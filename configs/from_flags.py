@@ -7,6 +7,7 @@ srun); `child_run()` reads the run a launcher's child was started with. No other
 run.py reads `FLAGS` (the benchmarks read their own).
 """
 import copy
+import math
 import os
 import re
 import sys
@@ -47,9 +48,16 @@ def experiment(values=FLAGS):
     raise ValueError('--report_only needs --experiment: the experiment to report on')
   for flag in ('experiment', 'run_name'):
     _check_name(flag, values[flag].value)
-  directory = storage.join(values.logdir, name)
+  _check_finite(values)
+  logdir = _logdir(values)
+  directory = storage.join(logdir, name)
+  runs = _runs(values, directory)
+  twice = sorted({run.name for run in runs if [r.name for r in runs].count(run.name) > 1})
+  if twice:
+    raise ValueError(f'the flags plan run {", ".join(twice)} more than once; give each value of '
+                     '--strategies, --batch_size, --num_replicas and --num_workers once')
   return definitions.Experiment(
-      directory=directory, runs=tuple(_runs(values, directory)), logdir=values.logdir,
+      directory=directory, runs=tuple(runs), logdir=logdir,
       target_accuracy=values.target_accuracy, idle_timeout=values.idle_timeout,
       max_restarts=values.max_restarts, resume=values.resume,
       min_free_disk_mb=values.min_free_disk_mb,
@@ -75,7 +83,9 @@ def prediction(values=FLAGS):
     raise ValueError('--device_examples_per_second=0: give the examples per second one device '
                      'trains --model at')
   _check_name('experiment', values.experiment)
-  directory = storage.join(values.logdir, values.experiment or time.strftime('%Y%m%d-%H%M%S'))
+  _check_finite(values)
+  directory = storage.join(_logdir(values),
+                           values.experiment or time.strftime('%Y%m%d-%H%M%S'))
   options = {}
   for name in values.strategies:
     options.update(_own_flags(values, strategies.get(name).__name__))
@@ -105,6 +115,21 @@ def _check_name(flag, name):
   if name and (not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or set(name) == {'.'}):
     raise ValueError(f'--{flag}={name} is not a name: give letters, digits, _, . and - only '
                      '(it names a directory inside --logdir; choose where with --logdir)')
+
+
+def _check_finite(values):
+  """NaN passes every range check (each comparison is False): refused here, as infinity is."""
+  for name, value in sorted(values.flag_values_dict().items()):
+    if isinstance(value, float) and not math.isfinite(value):
+      raise ValueError(f'--{name}={value}: give a finite number')
+
+
+def _logdir(values):
+  """--logdir, `~` expanded (a shell leaves it alone after `=`); an empty one refused."""
+  if not values.logdir.strip():
+    raise ValueError('--logdir is empty: give the directory (or URL) experiments go into '
+                     '(default: runs)')
+  return values.logdir if storage.is_url(values.logdir) else os.path.expanduser(values.logdir)
 
 
 def child_run(values=FLAGS):
@@ -146,7 +171,8 @@ def _base(v, directory):
   return definitions.RunConfig(
       run_dir=storage.join(directory, '_'), condition=v.condition, epochs=v.epochs,
       steps_per_epoch=v.steps_per_epoch, seed=v.seed, target_accuracy=v.target_accuracy,
-      data=definitions.Data(v.dataset, v.data_dir, v.download, *_synthetic_input(v),
+      data=definitions.Data(v.dataset, os.path.expanduser(v.data_dir), v.download,
+                            *_synthetic_input(v),
                             v.seq_len, v.vocab_size, tuple(int(s) for s in v.vocab_sizes)),
       model=definitions.Model(v.model, v.batch_norm, v.ghost_batch_size, v.bn_momentum,
                               v.num_layers, v.d_model, v.num_heads, v.embedding_dim),

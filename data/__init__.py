@@ -61,7 +61,11 @@ def load(options, seed=0):
     return from_user(name, user_code.call(name, 'dataset'))
   if name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
-  return importlib.import_module(f'{__name__}.{name}').load(options, seed)
+  try:
+    return importlib.import_module(f'{__name__}.{name}').load(options, seed)
+  except MemoryError as e:  # Refused input, not a failure a restart could fix.
+    raise DatasetError(f'dataset {name} does not fit in memory ({e}); give a smaller '
+                       '--image_shape, --num_classes, --seq_len or --vocab_size') from None
 
 
 def from_user(spec, returned):

@@ -80,7 +80,7 @@ class Profile:
 
 def load(name_or_path):
   """The profile called `name_or_path` in configs/hardware/, or the one in that file."""
-  path = name_or_path
+  path = os.path.expanduser(name_or_path)
   if os.path.sep not in name_or_path and not name_or_path.endswith('.toml'):
     path = os.path.join(DIRECTORY, f'{name_or_path}.toml')
     if not os.path.exists(path):

@@ -105,6 +105,20 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
     (['--predict', '--model=resnet50', '--device_examples_per_second=219'],
      ['needs --per_device_batch']),
     (['--predict', '--experiment=absent'], ['absent has no finished one_device run']),
+    # Hostile values: NaN and infinity pass every range check, so they are refused as such.
+    (['--learning_rate=nan'], ['--learning_rate=nan: give a finite number']),
+    (['--idle_timeout=inf'], ['--idle_timeout=inf: give a finite number']),
+    (['--min_free_disk_mb=nan'], ['--min_free_disk_mb=nan: give a finite number']),
+    (['--warmup_epochs=nan', '--lr_scaling=linear', '--base_batch_size=32'],
+     ['--warmup_epochs=nan: give a finite number']),
+    (['--predict', '--model=mlp', '--device_examples_per_second=inf', '--per_device_batch=64'],
+     ['--device_examples_per_second=inf: give a finite number']),
+    (['--seed=-1'], ['--seed=-1', '[0, 4294967295]']),
+    (['--seed=4294967296'], ['--seed=4294967296', '[0, 4294967295]']),
+    (['--dataset=synthetic', '--num_classes=3000000000'], ['--num_classes', '2147483647']),
+    (['--vocab_size=3000000000'], ['--vocab_size', '2147483647']),
+    (['--strategies=one_device,one_device'], ['run one_device more than once', 'once']),
+    (['--strategies=one_device', '--batch_size=64,64'], ['run one_device-b64 more than once']),
 ])
 def test_flag_errors(tmp_path, args, fragments):
   proc = run_py(*args, f'--logdir={tmp_path}', timeout=60)
@@ -120,6 +134,31 @@ def test_a_hardware_profile_missing_a_field(tmp_path):
   assert_one_line_error(proc, f'--hardware={profile} lacks device_link_gbps', 'add them')
   assert proc.returncode == 2
   assert not os.path.exists(tmp_path / 'runs')
+
+
+def test_an_empty_logdir_is_refused(tmp_path):
+  proc = run_py('--strategies=one_device', '--logdir=', cwd=tmp_path, timeout=60)
+  assert_one_line_error(proc, '--logdir is empty')
+  assert proc.returncode == 2 and os.listdir(tmp_path) == []
+
+
+def test_a_tilde_in_a_path_is_the_home_directory(tmp_path):
+  """A shell leaves `~` alone after `--logdir=`: run.py expands it, never making a `~` dir."""
+  home, cwd = tmp_path / 'home', tmp_path / 'cwd'
+  home.mkdir()
+  cwd.mkdir()
+  proc = run_py('--strategies=one_device', '--logdir=~/runs', '--min_free_disk_mb=1e15',
+                cwd=cwd, env=dict(os.environ, HOME=str(home)), timeout=60)
+  assert_one_line_error(proc, f'--logdir={home}/runs', 'MB free')
+  assert os.listdir(cwd) == [] and os.listdir(home) == []
+
+
+def test_a_dataset_too_large_for_memory_is_refused_input():
+  import data
+  from configs import definitions
+  with pytest.raises(data.DatasetError, match='dataset synthetic does not fit in memory .* '
+                     'give a smaller --image_shape'):
+    data.load(definitions.Data(dataset='synthetic', image_shape=(20000, 20000, 3)))
 
 
 def test_malformed_fault_injection(tmp_path):

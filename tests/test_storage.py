@@ -131,11 +131,12 @@ LOCAL_FILE_CALLS = {
     'orchestration/startup_watchdog.py': 1,  # The repository, for the watchdog's PYTHONPATH.
     'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
     'orchestration/launcher.py': 6,    # run.py; task logs in a local or temporary directory.
+    'orchestration/experiment_lock.py': 4,  # flock: a local --logdir after local_path.
+    'configs/from_flags.py': 2,        # `~` of a local --logdir (not a URL) and --data_dir.
     'orchestration/logdir.py': 7,      # --data_dir; a local --logdir after local_path.
-    'orchestration/experiment_lock.py': 4,  # The lock file: flock needs a local path.
     'orchestration/processes.py': 1,   # A task's log file, in the directory the launcher gave.
     'training/checkpoints.py': 2,      # A non-chief worker's temporary checkpoints.
-    'prediction/hardware.py': 5,       # configs/hardware/ profiles, or a --hardware file.
+    'prediction/hardware.py': 6,       # configs/hardware/ profiles, or a --hardware file.
     'configs/hardware_profiles.py': 2,  # The configs/hardware/ directory, in the repository.
     'prediction/validation.py': 2,     # prediction/published.csv, in the repository.
 }
