@@ -8,7 +8,8 @@ step instead: the task that reports progress, at the first execution boundary at
 writes `<run>/fault.json` and holds there (`hold`) until the launcher, which looks for that
 file while it supervises the run (`Fault.tick`), has killed the task and answered in the same
 file; the killed task may be the holding one itself. The file stays: the fault fired for this
-run, and a restart does not hold again.
+run, and a restart does not hold again. A test that injects a fault of its own into tasks it
+started by hand (a partition, tests/test_separate_hosts.py) answers the request itself.
 """
 import os
 import time
@@ -31,11 +32,18 @@ def parse(spec):
   return task, int(step)
 
 
-def _read(run_dir):
+def request(run_dir):
+  """The fault request of the run in `run_dir` ({'task', 'step'}, and 'killed' once answered),
+  or None before the run has made one."""
   try:
     return files.read_json(storage.join(run_dir, REQUEST))
   except (OSError, ValueError):
     return None
+
+
+def answer(run_dir, killed):
+  """Lets the run holding in `hold` go on; `killed`: whether its task was killed."""
+  files.write_json(storage.join(run_dir, REQUEST), {**request(run_dir), 'killed': killed})
 
 
 class Fault:
@@ -55,14 +63,14 @@ class Fault:
 
   def tick(self, group):
     """Called while the run's children are supervised: answers a request the run made."""
-    request = _read(self.run_dir)
-    if not request or 'killed' in request:
+    asked = request(self.run_dir)
+    if not asked or 'killed' in asked:
       return
     killed = group.kill(self.task)
     if killed:
-      print(f'run.py: {FAULT_ENV}: killed {self.task} at step {request["step"]} (asked for '
+      print(f'run.py: {FAULT_ENV}: killed {self.task} at step {asked["step"]} (asked for '
             f'{self.step})', flush=True)
-    files.write_json(storage.join(self.run_dir, REQUEST), {**request, 'killed': killed})
+    answer(self.run_dir, killed)
 
 
 def hold(run_dir, step):
@@ -72,11 +80,11 @@ def hold(run_dir, step):
   if not spec:
     return
   task, at = parse(spec)
-  if step < at or _read(run_dir) is not None:
+  if step < at or request(run_dir) is not None:
     return
   files.write_json(storage.join(run_dir, REQUEST), {'task': task, 'step': step})
   deadline = time.monotonic() + ANSWER_SECONDS
-  while 'killed' not in (_read(run_dir) or {}):
+  while 'killed' not in (request(run_dir) or {}):
     if time.monotonic() > deadline:
       raise RuntimeError(f'{FAULT_ENV}: no launcher answered the fault request in '
                          f'{storage.join(run_dir, REQUEST)} within {ANSWER_SECONDS} s; the '
