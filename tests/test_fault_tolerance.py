@@ -2,8 +2,9 @@
 
 The faults are real: STRATEGY_COMPARISON_FAULT=TASK@STEP makes the launcher SIGKILL a task's
 process at the end of the first execution at or past that step, where the run holds until the
-kill (orchestration/faults.py): with epochs of 22 steps and executions of 5, @30 lands at step
-32, @40 at 42, @60 at 64, whatever the load. A SIGTERM goes to the launcher itself. Every run
+kill (orchestration/faults.py): with executions of 5 steps and epochs of 22 (44 under
+parameter_server here), @30 lands at step 32, parameter_server's @40 at 40 and @60 at 64,
+whatever the load. A SIGTERM goes to the launcher itself. Every run
 is bounded in time and every test ends with no process of its logdir alive.
 """
 import glob
@@ -129,7 +130,7 @@ def test_parameter_server_carries_on_while_a_lost_worker_restarts(logdir):
   proc = run_py('--strategies=parameter_server', '--epochs=5', *STEPS, f'--logdir={logdir}',
                 '--experiment=ps', env=with_fault('worker-1@40'), timeout=600)
   assert proc.returncode == 0, proc.stderr
-  assert 'killed worker-1 at step 42 (asked for 40)' in proc.stdout
+  assert 'killed worker-1 at step 40 (asked for 40)' in proc.stdout
   assert 'worker-1 failed (killed by SIGKILL); restarting it (1/3)' in proc.stderr
   result = read_result(os.path.join(logdir, 'ps', 'parameter_server'))
   assert (result['status'], result['epochs_done'], result['steps_done']) == ('complete', 5, 220)
