@@ -23,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 from absl import app, flags
 
@@ -39,7 +40,8 @@ flags.DEFINE_float('link_tolerance', 0.2, 'Largest shortfall of the all-reduce b
                    'below the TCP payload rate.')
 flags.DEFINE_float('breakdown_tolerance', 0.1, 'Largest relative difference between the '
                    'breakdown\'s step and the step the throughput implies.')
-flags.DEFINE_string('workdir', '/tmp/validate_prediction', 'Where the runs are written.')
+flags.DEFINE_string('workdir', '', 'An empty or new directory for the runs; default: a new '
+                    'temporary one.')
 flags.DEFINE_string('output', '', 'A JSON file for every figure, if given.')
 FLAGS = flags.FLAGS
 
@@ -129,7 +131,12 @@ def main(argv):
           file=sys.stderr)
     return 2
   rates = [int(rate) for rate in FLAGS.rates]
-  work = FLAGS.workdir
+  work = FLAGS.workdir or tempfile.mkdtemp(prefix='validate_prediction-')
+  if os.path.isdir(work) and os.listdir(work):
+    print(f'validate_prediction.py: --workdir={work} is not empty: its runs would be kept, not '
+          'measured again; give a new directory', file=sys.stderr)
+    return 2
+  print(f'runs in {work}', flush=True)
   loopback = os.path.join(work, 'loopback')
   run_py(f'--strategies=one_device,{",".join(STRATEGIES)}', *TRAINING, *PS_OPTIONS,
          '--breakdown_steps=4', f'--logdir={loopback}', '--experiment=local', timeout=900)
