@@ -12,6 +12,7 @@ import sys
 import tempfile
 
 from configs import cluster_spec
+from orchestration import faults
 from orchestration import peers
 from orchestration import gpus
 from orchestration import log_filter
@@ -156,7 +157,7 @@ def supervise(idle_timeout, start, tick=None):
 def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
   """One run; a run whose task died is started again, resuming from its last checkpoint, up
   to `--max_restarts` times. Returns the error that ended it, or None. `fault`: a test's
-  Fault to inject; `worker_gpus`: a cluster's GPUs, as start_cluster takes them."""
+  faults.Fault to inject; `worker_gpus`: a cluster's GPUs, as start_cluster takes them."""
   max_restarts, verbosity = experiment.max_restarts, experiment.verbosity
   is_cluster = run.distribution.descriptor.cluster
   with task_logs(run.run_dir) if is_cluster else contextlib.nullcontext() as logs:
@@ -174,38 +175,6 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
       print(f'run.py: restarting {run.name} from its last checkpoint '
             f'({attempt + 1}/{max_restarts})', file=sys.stderr, flush=True)
   return error
-
-
-FAULT_ENV = 'STRATEGY_COMPARISON_FAULT'
-
-
-class Fault:
-  """Test-only fault injection: STRATEGY_COMPARISON_FAULT=TASK@STEP makes the launcher SIGKILL
-  task TASK (worker-1, chief-0, ps-0, or a one-process run's name) of each run that has one,
-  once that run has trained STEP steps, as a preemption would; once per run and launcher."""
-
-  def __init__(self, run_dir, task, step):
-    self.run_dir, self.task, self.step = run_dir, task, step
-    self.fired = False
-
-  @staticmethod
-  def from_environment():
-    """A `Fault(run_dir)` factory, or None without STRATEGY_COMPARISON_FAULT."""
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-      return None
-    task, _, step = spec.partition('@')
-    if not task or not step.isdigit():
-      raise ValueError(f'{FAULT_ENV}={spec} is not TASK@STEP, e.g. worker-1@30')
-    return lambda run_dir: Fault(run_dir, task, int(step))
-
-  def tick(self, group):
-    reached = results.read_progress(self.run_dir)
-    if not self.fired and reached >= self.step:
-      self.fired = True
-      if group.kill(self.task):  # The step it reached: a loaded machine runs on past `step`.
-        print(f'run.py: {FAULT_ENV}: killed {self.task} after step {self.step} (at step '
-              f'{reached})', flush=True)
 
 
 def exit_status(errors):
@@ -229,7 +198,7 @@ def launch(experiment):
   shares = {run.name: gpus.share_out(visible_gpus, run.distribution.num_workers,  # Refused here,
                                 run.distribution.gpus_per_worker)  # before any run starts.
             for run in runs if run.distribution.descriptor.cluster}
-  fault = Fault.from_environment()
+  fault = faults.Fault.from_environment()
   states = {run.name: results.check_run_dir(run.run_dir, experiment.resume, run.to_json())
             for run in runs}
   verbose = experiment.verbosity is not None and experiment.verbosity >= 0

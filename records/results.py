@@ -179,8 +179,8 @@ PROGRESS = 'progress.json'
 
 
 def write_progress(run_dir, step):
-  """How far an unfinished run got, for the launcher's fault injection and the work a restart
-  redoes (the steps past the checkpoint it resumes from)."""
+  """How far an unfinished run got: the work a restart redoes (the steps past the checkpoint it
+  resumes from), and the step a test waits for."""
   files.write_json(storage.join(run_dir, PROGRESS), {'step': step})
 
 

@@ -21,6 +21,11 @@ FRAME_BYTES = 1514  # A full Ethernet frame: 1500 bytes of MTU and a 14-byte hea
 # What TCP carries of a link's rate: 1448 bytes of payload per full frame (the IP and TCP
 # headers with timestamps take 52 of the 1500), and tbf counts the whole frame.
 TCP_PAYLOAD = 1448 / FRAME_BYTES
+
+
+def payload_gbps(rate_mbit):
+  """What TCP carries of a link of `rate_mbit` (tc's Mbit/s, 1e6 bit/s), in GB/s (1e9 B/s)."""
+  return rate_mbit * 1e6 / 8 / 1e9 * TCP_PAYLOAD
 _NAME = re.compile(rf'^({PREFIX}(\d+)n\d+)')  # (the network's tag, its run's pid)
 _count = 0
 _open = set()  # The tags of this process's networks not closed yet.

@@ -20,7 +20,7 @@ FOREIGN = {'numprocesses': 'pytest', 'dist': 'pytest', 'site-dir': 'mkdocs', 'st
            'nodes': 'sbatch', 'ntasks': 'sbatch', 'ntasks-per-node': 'sbatch', 'time': 'sbatch',
            'job-name': 'sbatch', 'gpus-per-task': 'sbatch', 'distribution': 'srun',
            'host': 'tensorboard', 'port': 'tensorboard', 'load_fast': 'tensorboard',
-           'only': 'docs/figures.py'}
+           'only': 'docs/figures.py', 'count': 'pytest-repeat', 'cpu': 'stress'}
 ABSL = {'flagfile', 'helpfull', 'help', 'helpshort', 'verbosity'}
 PLACEHOLDERS = {'flag', 'name', 'noname'}  # "--flag=value", "--name or --noname".
 # A flag as the pages write it: --name, --noname or --name=value.

@@ -4,20 +4,19 @@ addresses, as on a real cluster; a partition is a host's link taken down.
 
 Root only (skipped otherwise). The tasks share the file system: one --logdir for all.
 """
-import json
 import os
-import sys
 import time
 
 import pytest
 
+from orchestration import faults
 from records import results
 from tests import netns
-from tests.conftest import RUN_PY, read_result
+from tests.conftest import read_result
+from tests.hosts import PORT, Cluster
 
 pytestmark = pytest.mark.slow
 
-PORT = 2222  # Every host has its own ports: the same one for each task, as on real machines.
 QUICK = ['--dataset=digits', '--steps_per_execution=5', '--startup_timeout=120', '--nobreakdown']
 
 
@@ -29,88 +28,60 @@ def network():
     yield make
 
 
-class Cluster:
-  """The tasks of a cluster, one per host of `net`, each started by hand with its own TF_CONFIG;
-  their output goes to files (a pipe nobody reads would block a task that prints a lot)."""
-
-  def __init__(self, net, jobs, logdir):
-    tasks = [(job, i) for job, count in jobs for i in range(count)]
-    self.net, self.logdir = net, logdir
-    self.hosts = dict(zip(tasks, net.hosts))
-    self.spec = {job: [f'{self.hosts[job, i].address}:{PORT}' for i in range(count)]
-                 for job, count in jobs}
-    self.procs, self.outputs = {}, {}
-
-  def start(self, args, attempt=0):
-    """Starts every task, servers first, with `args` and the shared --logdir."""
-    os.makedirs(self.logdir / 'tasks', exist_ok=True)
-    for (job, index), host in sorted(self.hosts.items(), key=lambda item: item[0][0] != 'ps'):
-      name = f'{job}-{index}'
-      env = dict(os.environ, TF_CONFIG=json.dumps(
-          {'cluster': self.spec, 'task': {'type': job, 'index': index}}))
-      paths = [self.logdir / 'tasks' / f'{name}.{attempt}.{stream}' for stream in ('out', 'err')]
-      with open(paths[0], 'w') as out, open(paths[1], 'w') as err:
-        self.procs[name] = self.net.start(
-            host, [sys.executable, RUN_PY, *args, f'--logdir={self.logdir}'], env, out, err)
-      self.outputs[name] = paths
-
-  def wait(self, timeout, names=None):
-    """{name: exit status} once the tasks `names` (all) have ended, with every process they
-    started (their output is then complete); fails after `timeout` s."""
-    names = names or list(self.procs)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-      if all(self.net.ended(self.procs[name]) for name in names):
-        return {name: self.procs[name].returncode for name in names}
-      time.sleep(0.5)
-    running = [name for name in names if not self.net.ended(self.procs[name])]
-    raise AssertionError(f'{", ".join(running)} still running after {timeout} s; stderr of '
-                         f'{running[0]}:\n{self.stderr(running[0])}')
-
-  def running(self, name):
-    return self.procs[name].poll() is None
-
-  def stdout(self, name):
-    return self.outputs[name][0].read_text()
-
-  def stderr(self, name):
-    return self.outputs[name][1].read_text()
+def wait_until(cluster, name, condition, what, timeout):
+  """Waits (bounded) until `condition()`, `what` (e.g. 'step 100'), while task `name` runs."""
+  deadline = time.monotonic() + timeout
+  while not condition():
+    assert cluster.running(name), f'{name} ended before {what}:\n{cluster.stderr(name)}'
+    assert time.monotonic() < deadline, f'no {what} within {timeout} s'
+    time.sleep(0.5)
 
 
 def wait_for_progress(cluster, chief, run_dir, step, timeout):
-  """Waits (bounded) until the chief's `<run>/progress.json` reports at least `step` steps."""
-  deadline = time.monotonic() + timeout
-  while results.read_progress(run_dir) < step:
-    assert cluster.running(chief), f'{chief} ended before step {step}:\n{cluster.stderr(chief)}'
-    assert time.monotonic() < deadline, f'no step {step} within {timeout} s'
-    time.sleep(0.5)
+  """Waits until the chief's `<run>/progress.json` reports at least `step` steps."""
+  wait_until(cluster, chief, lambda: results.read_progress(run_dir) >= step, f'step {step}',
+             timeout)
+
+
+def wait_for_line(cluster, name, line, timeout):
+  wait_until(cluster, name, lambda: line in cluster.stdout(name).splitlines(), repr(line),
+             timeout)
 
 
 def addresses(net):
   return [f'{host.address}:{PORT}' for host in net.hosts]
 
 
-def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir):
-  """A parameter-server cluster on four hosts; worker 1's host is cut off for 20 s mid-run:
-  its lost executions run again on worker 0, and the run completes on the four hosts."""
+LOST = '[parameter_server] worker 1 lost: its steps are retried on the other workers'
+BACK = '[parameter_server] worker 1 is back'
+
+
+def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir, monkeypatch):
+  """A parameter-server cluster on four hosts; worker 1's host is cut off mid-run until the
+  chief has found it lost: its lost executions run again on worker 0, the chief finds it again
+  once it is back, and the run completes on the four hosts. Each step waits for what the chief
+  says, not for a time: near its end the chief holds (orchestration/faults.py) until the test
+  has seen worker 1 back, however long gRPC's reconnection takes."""
   net = network(4)
   cluster = Cluster(net, [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
-  # 8 epochs: the run goes on for about 20 s after the link is back, as long as gRPC's
-  # reconnection backoff may take to find the worker again (4 left some runs no time to).
-  cluster.start(['--strategies=parameter_server', '--epochs=8', '--steps_per_epoch=500', *QUICK,
+  monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@1900')  # Only the chief reports progress.
+  cluster.start(['--strategies=parameter_server', '--epochs=4', '--steps_per_epoch=500', *QUICK,
                  '--experiment=hosts'])
   run_dir = logdir / 'hosts' / 'parameter_server'
   wait_for_progress(cluster, 'chief-0', run_dir, 100, timeout=180)
   partitioned = cluster.hosts['worker', 1]
   cluster.net.down(partitioned)
-  time.sleep(20)
-  assert cluster.running('chief-0'), cluster.stderr('chief-0')
+  wait_for_line(cluster, 'chief-0', LOST, timeout=120)
   cluster.net.up(partitioned)
+  wait_for_line(cluster, 'chief-0', BACK, timeout=240)
+  wait_until(cluster, 'chief-0', lambda: faults.request(run_dir), 'hold at step 1900', 300)
+  assert faults.request(run_dir) == {'task': 'worker-1', 'step': 1900}
+  faults.answer(run_dir, killed=False)
   status = cluster.wait(timeout=300, names=['chief-0'])
   stdout, stderr = cluster.stdout('chief-0'), cluster.stderr('chief-0')
   assert status == {'chief-0': 0}, stderr
   result = read_result(run_dir)
-  assert result['status'] == 'complete' and result['steps_done'] == 4000
+  assert result['status'] == 'complete' and result['steps_done'] == 2000
   assert result['num_workers'] == 2
   assert result['cluster'] == cluster.spec
   assert sorted(address for job in result['cluster'].values() for address in job) == sorted(
@@ -119,10 +90,8 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir)
   # No screens of gRPC errors: a line when the worker is lost (and one if it comes back).
   assert stderr.strip() == '', stderr
   reports = [line for line in stdout.splitlines() if 'worker 1' in line]
-  assert [line for line in reports if 'lost' in line] == [
-      '[parameter_server] worker 1 lost: its steps are retried on the other workers'], stdout
-  assert [line for line in reports if 'back' in line] == [
-      '[parameter_server] worker 1 is back'], stdout
+  assert [line for line in reports if 'lost' in line] == [LOST], stdout
+  assert [line for line in reports if 'back' in line] == [BACK], stdout
   # The servers notice the chief has gone and leave by themselves.
   assert cluster.wait(timeout=60) == dict.fromkeys(cluster.procs, 0)
   assert f'worker 1 serving at {cluster.spec["worker"][1]}' in cluster.stdout('worker-1')

@@ -2,6 +2,7 @@
 checkpoints and the profiler (see training/controller.py for when each is called)."""
 import time
 
+from orchestration import faults
 from records import results
 from training import controller as controller_lib
 from training import loop
@@ -25,8 +26,9 @@ class StopAgreement(controller_lib.Action):
 
 
 class Progress(controller_lib.Action):
-  """`<run>/progress.json` after each execution (for the launcher: fault injection, steps a
-  restart redoes) when `run_dir` is given, and a line every PROGRESS_SECONDS."""
+  """`<run>/progress.json` after each execution (for the launcher: steps a restart redoes)
+  when `run_dir` is given, where a test's fault is injected (orchestration/faults.py), and a
+  line every PROGRESS_SECONDS."""
 
   def __init__(self, run_dir, say, name):
     self.run_dir, self.say, self.name = run_dir, say, name
@@ -39,6 +41,7 @@ class Progress(controller_lib.Action):
   def after_execution(self, controller, read):
     if self.run_dir:
       results.write_progress(self.run_dir, controller.state.step)
+      faults.hold(self.run_dir, controller.state.step)
     if time.perf_counter() - self._last_report > PROGRESS_SECONDS:
       self.say(f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: training, step '
                f'{controller.state.step}, {controller.epoch_clock():.0f} s so far')
