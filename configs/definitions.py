@@ -67,8 +67,8 @@ class Performance:
   jit_compile: bool = False
   mixed_precision: str = 'float32'    # a Keras dtype policy
   profile_steps: tuple = ()           # (first, last) training steps to trace, or ()
-  intra_op_threads: typing.Optional[int] = None  # None: not given (0: TensorFlow's choice)
-  inter_op_threads: typing.Optional[int] = None
+  intra_op_threads: int | None = None  # None: not given (0: TensorFlow's choice)
+  inter_op_threads: int | None = None
   breakdown: bool = True              # where a step's time goes, measured after training
   breakdown_steps: int = 20
 
@@ -87,7 +87,7 @@ class Distribution:
   num_workers: int = 2                # computing tasks of a cluster strategy
   options: dict = dataclasses.field(default_factory=dict)  # the strategy module's own flags
   startup_timeout: float = 300.0
-  gpus_per_worker: typing.Optional[int] = None  # a local cluster's; None: the GPUs split evenly
+  gpus_per_worker: int | None = None  # a local cluster's; None: the GPUs split evenly
 
   @property
   def descriptor(self):
@@ -149,7 +149,7 @@ class Experiment:
   max_restarts: int = 3
   resume: bool = True
   min_free_disk_mb: float = 100.0
-  verbosity: int = None           # --verbosity when given, passed on to the children
+  verbosity: int | None = None    # --verbosity when given, passed on to the children
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,7 +163,7 @@ class Prediction:
   num_devices: tuple
   strategies: tuple
   options: dict                   # The strategies' flags that change how bytes move.
-  run: RunConfig = None
+  run: RunConfig | None = None
   device_examples_per_second: float = 0.0
   per_device_batch: int = 0       # 0: the experiment's one_device batch.
 

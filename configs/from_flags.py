@@ -109,7 +109,7 @@ def _runs(values, directory):
   """The runs: as the flags give them, or once per --variant with its flags on top."""
   if not values.variant:
     return plan.named(_plan(values, directory), values.run_name)
-  runs = []
+  runs: list[definitions.RunConfig] = []
   for spec in values.variant:
     name, args = plan.parse_variant(spec)
     if any(run.condition == name for run in runs):
@@ -136,10 +136,11 @@ def _plan(values, directory):
 def _base(v, directory):
   """Every setting but the strategy, its devices and workers and the batch (the plan's)."""
   given = lambda name: v[name].value if v[name].present else None
+  image_shape, num_classes = _synthetic_input(v)
   return definitions.RunConfig(
       run_dir=storage.join(directory, '_'), condition=v.condition, epochs=v.epochs,
       steps_per_epoch=v.steps_per_epoch, seed=v.seed, target_accuracy=v.target_accuracy,
-      data=definitions.Data(v.dataset, v.data_dir, v.download, *_synthetic_input(v),
+      data=definitions.Data(v.dataset, v.data_dir, v.download, image_shape, num_classes,
                             v.seq_len, v.vocab_size, tuple(int(s) for s in v.vocab_sizes)),
       model=definitions.Model(v.model, v.batch_norm, v.ghost_batch_size, v.bn_momentum,
                               v.num_layers, v.d_model, v.num_heads, v.embedding_dim),

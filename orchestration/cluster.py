@@ -175,7 +175,6 @@ class StartupWatchdog:
   def __init__(self, cluster, me, timeout):
     self._args = json.dumps({'cluster': cluster, 'me': list(me), 'timeout': timeout,
                              'pid': os.getpid()})
-    self._proc = None
 
   def __enter__(self):
     self._proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), self._args],
@@ -183,8 +182,7 @@ class StartupWatchdog:
     return self
 
   def __exit__(self, *exc):
-    self._proc.stdin.close()
-    self._proc.wait(timeout=10)
+    self._proc.communicate(timeout=10)  # Closes its stdin first: the watchdog's stop signal.
 
 
 def _watch(args):

@@ -103,7 +103,7 @@ class ProcessGroup:
     self._logs = {}
     self._last_error = {}
     self._open_streams = {}
-    self._lines = queue.Queue()
+    self._lines: queue.Queue = queue.Queue()
     self.restarted = {}  # name -> how many times that child was restarted
 
   def __enter__(self):

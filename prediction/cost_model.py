@@ -158,8 +158,8 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP):
   step = compute + exposed + overhead
   examples = n * w.per_device_batch / step * 1e3
   terms = {'compute': compute, 'overhead': overhead,
-           **({max(stages, key=stages.get): exposed} if exposed else {})}
-  limiting = max(terms, key=terms.get)
+           **({max(stages, key=stages.__getitem__): exposed} if exposed else {})}
+  limiting = max(terms, key=terms.__getitem__)
   ceiling = (w.input_examples_per_second * hw.nodes(n) if w.input_examples_per_second
              else None)
   if ceiling and ceiling < examples:

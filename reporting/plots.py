@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use('Agg')  # Before pyplot: never look for a display.
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
+import matplotlib.typing  # noqa: E402
 
 import strategies  # noqa: E402
 from records import storage  # noqa: E402
@@ -17,7 +18,7 @@ from reporting import summary  # noqa: E402
 
 FIGSIZE = (8, 5)
 DPI = 100
-STYLE = {'axes.grid': True, 'grid.alpha': 0.3, 'legend.fontsize': 'small'}
+STYLE: dict[matplotlib.typing.RcKeyType, object] = {'axes.grid': True, 'grid.alpha': 0.3, 'legend.fontsize': 'small'}
 MARKERS = 'os^Dv<>p'
 N_LABEL = 'N: replicas in sync (workers for parameter_server)'
 THOUSANDS = '{x:,.0f}'
@@ -26,7 +27,7 @@ THOUSANDS = '{x:,.0f}'
 def write(rows, histories, out_dir):
   """Writes the comparison plots as PNG files into out_dir; returns their paths (sorted)."""
   storage.makedirs(out_dir)
-  plots = {'throughput.png': (_throughput, rows),
+  plots: dict[str, tuple] = {'throughput.png': (_throughput, rows),
            'accuracy_vs_epoch.png': (_accuracy, rows, histories, False),
            'accuracy_vs_time.png': (_accuracy, rows, histories, True)}
   sweeps = {'scaling.png': (_scaling, _scaling_lines(rows)),
@@ -59,7 +60,7 @@ def _unit(strategy, n=1):
 def _lines(rows, key, x):
   """{key: rows sorted by x} per group of rows sharing key(row) that spans >= 2 x values: one
   x value is a point, not a trend. Of two runs at the same point the first is kept."""
-  groups = {}
+  groups: dict = {}
   for row in rows:
     groups.setdefault(key(row), {}).setdefault(x(row), row)
   return {k: [points[v] for v in sorted(points)] for k, points in groups.items() if len(points) > 1}

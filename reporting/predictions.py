@@ -18,7 +18,7 @@ def plot(document, measured, out_dir):
   fig, axes = plt.subplots(1, len(profiles), figsize=(5 * len(profiles) + 2, 4.5), dpi=100,
                            squeeze=False, layout='constrained')
   try:
-    colors = {}
+    colors: dict[str, str] = {}
     for ax, profile in zip(axes[0], profiles):
       mine = [p for p in document['predictions'] if p['hardware'] == profile]
       for strategy in dict.fromkeys(p['strategy'] for p in mine):

@@ -19,7 +19,7 @@ class Descriptor:
   jobs: dict = dataclasses.field(default_factory=dict)  # The TF_CONFIG jobs of its cluster,
   # {job: (least, most) tasks}, most None for no bound; {} for one process.
   serving_jobs: tuple = ()   # Jobs whose tasks only serve; the others train.
-  local_jobs: typing.Callable = None
+  local_jobs: typing.Callable | None = None
   loss_scaling: bool = True  # Keras' LossScaleOptimizer (mixed_float16) can update its variables.
   # refuse(config): the one-line reason a run (configs/definitions.RunConfig) cannot work with
   # the strategy's own options, or None.
