@@ -53,10 +53,10 @@ from absl import app, flags, logging
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import strategies
-from benchmarks import bandwidth
-from orchestration import cluster, log_filter, processes
-from records import environment, files
+import strategies  # noqa: E402
+from benchmarks import bandwidth  # noqa: E402
+from orchestration import cluster, log_filter, processes  # noqa: E402
+from records import environment, files  # noqa: E402
 
 FLAGS = flags.FLAGS
 for _module in strategies.module_names():  # --help lists the strategies' own options.

@@ -1,4 +1,5 @@
-"""ResNet-20 for small images (He et al. 2016, section 4.2): 3 stages of 3 basic blocks, 16/32/64 filters.
+"""ResNet-20 for small images (He et al. 2016, section 4.2): 3 stages of 3 basic blocks,
+16/32/64 filters.
 
 Where the width doubles, the shortcut is a 1x1 convolution with batch norm (the paper's option B,
 as in the Keras ResNet examples) rather than option A's zero padding: 0.27M parameters either way.

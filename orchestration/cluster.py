@@ -99,7 +99,8 @@ def check_own_port(config):
       s.bind(('', port))
     except OSError:
       raise ClusterError(f'TF_CONFIG gives this task ({job} {index}) {address}, but port {port} '
-                         'is in use here; stop what holds it or give the task another port') from None
+                         'is in use here; stop what holds it or give the task another '
+                         'port') from None
 
 
 def local(job_sizes, host='localhost'):

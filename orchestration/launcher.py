@@ -50,8 +50,8 @@ def local_threads(run):
     return run
   given = run.performance
   return dataclasses.replace(run, performance=dataclasses.replace(
-      given, intra_op_threads=_default(given.intra_op_threads,
-                                       max(1, (os.cpu_count() or 1) // run.distribution.num_workers)),
+      given, intra_op_threads=_default(
+          given.intra_op_threads, max(1, (os.cpu_count() or 1) // run.distribution.num_workers)),
       inter_op_threads=_default(given.inter_op_threads, 2)))
 
 

@@ -18,7 +18,8 @@ from reporting import summary  # noqa: E402
 
 FIGSIZE = (8, 5)
 DPI = 100
-STYLE: dict[matplotlib.typing.RcKeyType, object] = {'axes.grid': True, 'grid.alpha': 0.3, 'legend.fontsize': 'small'}
+STYLE: dict[matplotlib.typing.RcKeyType, object] = {
+    'axes.grid': True, 'grid.alpha': 0.3, 'legend.fontsize': 'small'}
 MARKERS = 'os^Dv<>p'
 N_LABEL = 'N: replicas in sync (workers for parameter_server)'
 THOUSANDS = '{x:,.0f}'

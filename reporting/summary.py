@@ -40,8 +40,9 @@ def parallel_units(run):
 def rows(runs, target_accuracy):
   """One row per complete run, in `runs` order."""
   complete = [run for run in runs if run['complete']]
-  throughput = {run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_startup'))
-                for run in complete}
+  throughput = {
+      run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_startup'))
+      for run in complete}
   table = []
   for run in complete:
     median, low, high = throughput[run['run']]
@@ -201,9 +202,9 @@ def _convergence_markdown(study, target_accuracy):
         f'{row["accuracy_change"]:+.4f}',
         _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
         f'{row["examples_per_second"]:,.0f}'])
-  return ['## Convergence', '', tables.render(header, cells, markdown=True), '', 'Same epochs for every condition: a larger global batch takes fewer, '
-                  'larger steps. Peak learning rate: after --lr_scaling, the end of the warm-up.',
-                  '']
+  return ['## Convergence', '', tables.render(header, cells, markdown=True), '',
+          'Same epochs for every condition: a larger global batch takes fewer, larger steps. '
+          'Peak learning rate: after --lr_scaling, the end of the warm-up.', '']
 
 
 def _maybe(value, fmt, missing='n/a'):

@@ -23,7 +23,8 @@ def create(devices, options):
   ops = {
       'auto': lambda: None,
       'nccl': lambda: tf.distribute.NcclAllReduce(num_packs=options['num_packs']),
-      'hierarchical_copy': lambda: tf.distribute.HierarchicalCopyAllReduce(num_packs=options['num_packs']),
+      'hierarchical_copy': lambda: tf.distribute.HierarchicalCopyAllReduce(
+          num_packs=options['num_packs']),
       'reduction_to_one_device': tf.distribute.ReductionToOneDevice,
   }[choice]()
   return tf.distribute.MirroredStrategy(devices, cross_device_ops=ops)

@@ -57,7 +57,6 @@ def strategy(name, compute_devices):
 
 def trainer(strategy_name, model, compute_devices):
   import keras
-  from training import loop
   dataset, options, sizes = MODELS[model]
   arrays = data.load(dataclasses.replace(options, dataset=dataset))
   keras.utils.set_random_seed(0)

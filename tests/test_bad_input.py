@@ -20,7 +20,8 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
 
 
 @pytest.mark.parametrize('args, fragments', [
-    (['--strategies=one_device,warp_drive'], ['--strategies', 'unknown strategy warp_drive', 'central_storage, mirrored']),
+    (['--strategies=one_device,warp_drive'],
+     ['--strategies', 'unknown strategy warp_drive', 'central_storage, mirrored']),
     (['--strategies='], ['--strategies']),
     (['--model=vgg'], ['--model', 'cnn', 'resnet20']),
     (['--dataset=imagenet'], ['--dataset', 'digits']),
@@ -32,7 +33,8 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
     (['--num_replicas=-1'], ['--num_replicas', 'at least 0']),
     (['--strategies=one_device', '--batch_size=32,64', '--in_process'],
      ['--in_process', 'one value to --batch_size']),
-    (['--strategies=mirrored', '--batch_size=65', '--num_replicas=2'], ['run mirrored', '--batch_size=65', 'multiple of 2']),
+    (['--strategies=mirrored', '--batch_size=65', '--num_replicas=2'],
+     ['run mirrored', '--batch_size=65', 'multiple of 2']),
     (['--image_shape=28,28'], ['--image_shape', 'height,width,channels']),
     (['--cross_device_ops=magic'], ['--cross_device_ops', 'nccl']),
     (['--no_such_flag'], ['no_such_flag']),
@@ -64,7 +66,8 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
     (['--variant=no colon here'], ['--variant', 'NAME: --flag=value']),
     (['--variant=a b: --batch_norm'], ['--variant', 'NAME made of letters']),
     (['--variant=x: batch_norm'], ['--variant=x', "'batch_norm' is not a flag"]),
-    (['--variant=x: --experiment=other'], ['--variant=x', '--experiment cannot be set per variant']),
+    (['--variant=x: --experiment=other'],
+     ['--variant=x', '--experiment cannot be set per variant']),
     (['--variant=x: --warp=9'], ['--variant=x', 'warp']),
     (['--variant=x: --lr_scaling=linear'], ['--variant=x', '--lr_scaling needs --base_batch_size']),
     (['--variant=x: --batch_norm', '--variant=x: --lr_scaling=none'], ['--variant=x', 'twice']),

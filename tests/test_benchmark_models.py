@@ -20,7 +20,7 @@ WITH_BATCH_NORM = [name for name in APPLICATIONS if name != 'vgg16']
 
 def _batch_norms(model):
   import keras
-  return [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
+  return [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
 
 
 @pytest.mark.parametrize('name', APPLICATIONS)
@@ -75,7 +75,8 @@ def test_bn_momentum_reaches_ordinary_batch_norm():
   from models import _normalization
   model = models.build('mobilenet_v2', (32, 32, 3), 5, bn_momentum=0.7)
   layers = _batch_norms(model)
-  assert all(type(l) is _normalization.BatchNormalization and l.momentum == 0.7 for l in layers)
+  assert all(type(layer) is _normalization.BatchNormalization and layer.momentum == 0.7
+             for layer in layers)
 
 
 @pytest.mark.parametrize('name, flags', [
@@ -114,10 +115,11 @@ def test_transformer_layout_and_logits():
                        num_heads=2)
   assert model.name == 'transformer'
   assert model.inputs[0].dtype == 'int32'
-  kinds = lambda kind: [l for l in model.layers if isinstance(l, getattr(keras.layers, kind))]
+  kinds = lambda kind: [layer for layer in model.layers
+                        if isinstance(layer, getattr(keras.layers, kind))]
   assert len(kinds('MultiHeadAttention')) == 3
   assert len(kinds('LayerNormalization')) == 6
-  assert [l.num_heads for l in kinds('MultiHeadAttention')] == [2] * 3
+  assert [layer.num_heads for layer in kinds('MultiHeadAttention')] == [2] * 3
   embedding = kinds('Embedding')[0]
   assert (embedding.input_dim, embedding.output_dim) == (50, 8)
   # Token and position embeddings; per block attention (4 projections), MLP, 2 LayerNorms.

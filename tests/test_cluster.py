@@ -259,7 +259,8 @@ def test_wait_for_servers_raises_naming_the_silent_task_within_bound():
     with pytest.raises(cluster.ClusterError) as e:
       cluster.wait_for_servers(spec, ('worker', 'ps'), 1.5, said.append)
     elapsed = time.monotonic() - start
-  assert 1.5 <= elapsed < 30, elapsed  # It waited the time-out, then stopped (a loose bound: CI is noisy).
+  # It waited the time-out, then stopped (a loose bound: CI is noisy).
+  assert 1.5 <= elapsed < 30, elapsed
   message = str(e.value)
   assert f'worker 1 ({closed}) did not answer within 1.5 s' in message
   assert '--startup_timeout' in message

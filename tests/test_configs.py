@@ -49,7 +49,8 @@ def test_scaling_is_weak_over_one_two_four():
 
 
 def test_batch_size_sweeps_one_device_from_32_to_1024():
-  assert plan('batch_size')['runs'] == [[f'one_device-b{b}', b] for b in (32, 64, 128, 256, 512, 1024)]
+  assert plan('batch_size')['runs'] == [
+      [f'one_device-b{b}', b] for b in (32, 64, 128, 256, 512, 1024)]
 
 
 @pytest.mark.parametrize('name, dataset, model', [

@@ -446,7 +446,7 @@ def test_validation_shards_split_the_weights(digits):
   real_labels = []
   for batches in shards:
     assert len(batches) == 2 * steps
-    for x, y, w in batches:
+    for x, _, _ in batches:
       assert x.shape == (32, 8, 8, 1) and x.dtype == np.float32
       assert x.min() >= 0.0 and x.max() <= 1.0
     first_pass, second_pass = batches[:steps], batches[steps:]

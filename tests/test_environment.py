@@ -1,4 +1,5 @@
-"""The environment record of an experiment: what it holds, written once, rendered for TensorBoard."""
+"""The environment record of an experiment: what it holds, written once, rendered for
+TensorBoard."""
 import json
 import os
 import shutil

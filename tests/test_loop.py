@@ -40,7 +40,8 @@ def test_nothing_retraces_across_epochs(arrays):
 def test_steps_per_execution_changes_nothing_but_speed(arrays):
   one, many = trainer(arrays), trainer(arrays)
   for _ in range(2):
-    (a, _), (b, _) = one.train_epoch(one.batching.steps_per_epoch, 1), many.train_epoch(many.batching.steps_per_epoch, 10)
+    (a, _) = one.train_epoch(one.batching.steps_per_epoch, 1)
+    (b, _) = many.train_epoch(many.batching.steps_per_epoch, 10)
     assert a.examples == b.examples == 22 * 64
     assert a.loss == pytest.approx(b.loss, rel=1e-6)
     assert a.correct == b.correct

@@ -148,8 +148,8 @@ def test_an_embedding_gradient_counts_one_row_per_lookup():
   assert card['sparse_gradient_bytes_per_step'] == 4 * batch * length * width
   assert card['sparse_variable_bytes'] == 4 * rows * width
   # The gradient of this very batch, computed: 80 rows of values, for 7 distinct rows.
-  gradients, _ = embedded.step.local_gradients(tf.constant(tokens.x_train), tf.constant(tokens.y_train),
-                                          tf.ones(batch))
+  gradients, _ = embedded.step.local_gradients(tf.constant(tokens.x_train),
+                                               tf.constant(tokens.y_train), tf.ones(batch))
   assert isinstance(gradients[0], tf.IndexedSlices)
   assert gradients[0].values.shape == (batch * length, width)
   assert len(np.unique(gradients[0].indices)) == 7

@@ -15,7 +15,7 @@ EMBEDDING_NAMES = ['wide_deep']  # tests/test_wide_deep.py
 
 def _layers(model, kind):
   import keras
-  return [l for l in model.layers if isinstance(l, getattr(keras.layers, kind))]
+  return [layer for layer in model.layers if isinstance(layer, getattr(keras.layers, kind))]
 
 
 def test_names_lists_exactly_the_model_modules():
@@ -62,7 +62,7 @@ def test_cnn_has_no_batch_norm_and_cnn_bn_has_one_per_conv():
 
 def test_mlp_layout():
   model = models.build('mlp', (8, 8, 1), 10)
-  assert [l.units for l in _layers(model, 'Dense')] == [256, 256, 10]
+  assert [layer.units for layer in _layers(model, 'Dense')] == [256, 256, 10]
   assert model.count_params() == (64 * 256 + 256) + (256 * 256 + 256) + (256 * 10 + 10)
 
 

@@ -27,7 +27,8 @@ def test_no_sweep_names_runs_after_strategies():
   runs = plan(['one_device', 'mirrored', 'parameter_server'], [0], [2], [64])
   assert names(runs) == ['one_device', 'mirrored', 'parameter_server']
   assert [layout(r) for r in runs] == [(0, 2, 64)] * 3
-  assert [r.run_dir for r in runs] == ['runs/e/one_device', 'runs/e/mirrored', 'runs/e/parameter_server']
+  assert [r.run_dir for r in runs] == [
+      'runs/e/one_device', 'runs/e/mirrored', 'runs/e/parameter_server']
 
 
 def test_each_strategy_sweeps_only_its_own_dimensions():
@@ -52,8 +53,10 @@ def test_a_run_records_the_flags_its_own_process_would_have_had():
 
 
 @pytest.mark.parametrize('strategy, replicas, workers, batch, message', [
-    ('mirrored', [3], [2], [64], 'run mirrored: --batch_size=64 cannot be split evenly over 3 replicas'),
-    ('parameter_server', [0], [2, 3], [64], 'run parameter_server-w3: --batch_size=64 cannot be split evenly over 3 workers'),
+    ('mirrored', [3], [2], [64],
+     'run mirrored: --batch_size=64 cannot be split evenly over 3 replicas'),
+    ('parameter_server', [0], [2, 3], [64],
+     'run parameter_server-w3: --batch_size=64 cannot be split evenly over 3 workers'),
 ])
 def test_uneven_batches_are_refused(strategy, replicas, workers, batch, message):
   with pytest.raises(ValueError, match=message):
@@ -74,7 +77,8 @@ def test_weak_scaling_needs_explicit_replicas():
 
 
 def test_a_variant_renames_its_runs_and_passes_its_flags_to_the_children():
-  name, args = sweep.parse_variant("warm: --lr_scaling=linear  --warmup_epochs=2 --condition_x='a b'")
+  name, args = sweep.parse_variant(
+      "warm: --lr_scaling=linear  --warmup_epochs=2 --condition_x='a b'")
   assert (name, args) == ('warm', ['--lr_scaling=linear', '--warmup_epochs=2', '--condition_x=a b'])
   runs = sweep.in_variant(plan(['one_device', 'mirrored'], [2], [2], [64]), name)
   assert [r.name for r in runs] == ['warm-one_device', 'warm-mirrored']

@@ -1,4 +1,5 @@
-"""Unit tests for orchestration/processes.py: relayed output, errors, hangs and clean-up of children.
+"""Unit tests for orchestration/processes.py: relayed output, errors, hangs and clean-up of
+children.
 
 Children are tiny `python -c` scripts. Every wait is bounded, and every process a test starts is
 killed by the end of the test, pass or fail (the `reap` fixture SIGKILLs whatever is left).

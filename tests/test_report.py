@@ -48,7 +48,8 @@ def test_every_run_says_where_its_time_goes(default_experiment):
     else:  # The causes add up to what the breakdowns say efficiency lost.
       base = summary['rows'][0]['breakdown']
       n = 2  # Each of the others has two replicas or two workers.
-      assert sum(loss.values()) == pytest.approx(1 - base['step_ms'] / n / row['breakdown']['step_ms'])
+      assert sum(loss.values()) == pytest.approx(
+          1 - base['step_ms'] / n / row['breakdown']['step_ms'])
   ps = {row['run']: row for row in summary['rows']}['parameter_server']['breakdown']
   assert ps['communication_ms'] > 0  # Variables read from, gradients written to the ps task.
   markdown = (experiment / 'summary.md').read_text()

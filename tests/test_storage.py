@@ -106,8 +106,8 @@ def test_an_object_store_that_refuses_the_probe_is_one_line(monkeypatch):
   def refuse(path, text):
     raise PermissionError(f'403 Forbidden: {path}')
   monkeypatch.setattr(storage, 'write_text', refuse)
-  with pytest.raises(ValueError, match=r'--logdir=memory://b/x cannot be written \(PermissionError: '
-                     r'403 Forbidden.*check its bucket and credentials'):
+  with pytest.raises(ValueError, match=r'--logdir=memory://b/x cannot be written '
+                     r'\(PermissionError: 403 Forbidden.*check its bucket and credentials'):
     logdir.check('memory://b/x', min_free_disk_mb=0)
 
 

@@ -1,4 +1,5 @@
-"""Unit tests for the large-batch techniques: LR scaling and schedules, LARS, optimizers, ghost BN."""
+"""Unit tests for the large-batch techniques: LR scaling and schedules, LARS, optimizers,
+ghost BN."""
 import math
 import re
 
@@ -13,12 +14,13 @@ from training import schedules
 
 def _layers(model, kind):
   import keras
-  return [l for l in model.layers if isinstance(l, getattr(keras.layers, kind))]
+  return [layer for layer in model.layers if isinstance(layer, getattr(keras.layers, kind))]
 
 
 def _ghosts(model):
   from models import _normalization
-  return [l for l in model.layers if isinstance(l, _normalization.GhostBatchNormalization)]
+  return [layer for layer in model.layers
+          if isinstance(layer, _normalization.GhostBatchNormalization)]
 
 
 # Learning-rate scaling.
@@ -374,7 +376,7 @@ def test_cnn_batch_norm_flag_adds_ordinary_batch_norm():
 def test_ghost_batch_size_implies_batch_norm():
   model = models.build('cnn', (8, 8, 1), 10, ghost_batch_size=4)
   assert len(_ghosts(model)) == len(_layers(model, 'BatchNormalization')) == 2
-  assert all(l.virtual_batch_size == 4 for l in _ghosts(model))
+  assert all(layer.virtual_batch_size == 4 for layer in _ghosts(model))
 
 
 def test_plain_cnn_has_no_batch_norm():
@@ -397,19 +399,19 @@ def test_resnet20_ghost_batch_norm_everywhere():
   model = models.build('resnet20', (8, 8, 3), 10, ghost_batch_size=4, bn_momentum=0.9)
   assert len(_layers(model, 'BatchNormalization')) == 21
   assert len(_ghosts(model)) == 21
-  assert all(l.momentum == 0.9 for l in _ghosts(model))
+  assert all(layer.momentum == 0.9 for layer in _ghosts(model))
 
 
 @pytest.mark.parametrize('kwargs', [{'batch_norm': True}, {'ghost_batch_size': 4}])
 def test_bn_momentum_reaches_the_layers(kwargs):
   model = models.build('cnn', (8, 8, 1), 10, bn_momentum=0.9, **kwargs)
-  momenta = [l.momentum for l in _layers(model, 'BatchNormalization')]
+  momenta = [layer.momentum for layer in _layers(model, 'BatchNormalization')]
   assert momenta == [0.9, 0.9]
 
 
 def test_default_bn_momentum_is_keras_default():
   model = models.build('cnn_bn', (8, 8, 1), 10)
-  assert [l.momentum for l in _layers(model, 'BatchNormalization')] == [0.99, 0.99]
+  assert [layer.momentum for layer in _layers(model, 'BatchNormalization')] == [0.99, 0.99]
 
 
 @pytest.mark.parametrize('ghost, per_replica', [(32, 128), (0, 7), (128, 128), (1, 7)])

@@ -93,7 +93,8 @@ class _InputWindow:
     def batches(n, iterator):
       total = tf.constant(0.0)
       for _ in tf.range(n):
-        total += strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(touch, args=next(iterator)), axis=None)
+        total += strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                 strategy.run(touch, args=next(iterator)), axis=None)
       return total
     self._batches = batches
 
@@ -182,7 +183,8 @@ class _CommunicationWindow:
       total = tf.constant(0.0)
       for i in tf.range(n):
         zero = tf.cast(i, tf.float32) * 0.0
-        total += strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(exchange, args=(zero,)), axis=None)
+        total += strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                 strategy.run(exchange, args=(zero,)), axis=None)
       return total
     self._exchanges = exchanges
 

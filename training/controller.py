@@ -79,7 +79,7 @@ class Controller:
     """Trains the remaining epochs; returns True if an action stopped it before the end."""
     state, trainer = self.state, self.trainer
     self.first_epoch = len(state.history.epoch_times) + 1
-    for self.epoch in range(self.first_epoch, self.epochs + 1):
+    for self.epoch in range(self.first_epoch, self.epochs + 1):  # noqa: B020 (an attribute, not the iterable)
       if self._any('before_epoch'):
         return True
       self.epoch_first_step, self._paused = state.step, 0.0

@@ -2,9 +2,9 @@
 and what it contributes to the all-reduce, the figures that decide how data parallelism scales.
 
 Measured by tracing, never by running: the Trainer's own forward and backward pass
-(the step's first phase, training/step.py) is traced, outside any strategy, in a function of its own on one
-per-replica batch, and that function is never called. So the card changes nothing of training:
-no weight, optimizer slot, batch-norm statistic or random state is touched.
+(the step's first phase, training/step.py) is traced, outside any strategy, in a function of
+its own on one per-replica batch, and that function is never called. So the card changes
+nothing of training: no weight, optimizer slot, batch-norm statistic or random state is touched.
 """
 import collections
 import math

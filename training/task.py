@@ -214,8 +214,9 @@ def _announce(config, trainer, compute_devices, state, say):
     warmup = config.schedule.warmup_epochs
     ramp = f' over {warmup:g} warm-up epochs' if warmup else ''
     rates = f'learning rate {opt.learning_rate:g} scaled to {peak:g}{ramp}'
-  say(f'[{config.name}] {layout}; global batch {config.batch_size}'
-      f'{f" ({batching.step_batch_size} per worker step)" if trainer.executor.coordinated else ""}, '
+  per_step = (f' ({batching.step_batch_size} per worker step)' if trainer.executor.coordinated
+              else '')
+  say(f'[{config.name}] {layout}; global batch {config.batch_size}{per_step}, '
       f'{batching.steps_per_epoch} steps/epoch, {opt.optimizer} at {rates}')
   if state.resumes:
     last = state.resumes[-1]
