@@ -10,7 +10,8 @@ import re
 import statistics
 import time
 
-from records import files, tables
+from records import files
+from records import tables
 
 UNITS = {'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
 POLL_SECONDS = 0.02  # A waiting group wakes 50 times a second: next to nothing.

@@ -48,15 +48,20 @@ import signal
 import sys
 import tempfile
 
-from absl import app, flags, logging
+from absl import app
+from absl import flags
+from absl import logging
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import strategies  # noqa: E402
 from benchmarks import bandwidth  # noqa: E402
-from orchestration import cluster, log_filter, processes  # noqa: E402
-from records import environment, files  # noqa: E402
+from orchestration import cluster  # noqa: E402
+from orchestration import log_filter  # noqa: E402
+from orchestration import processes  # noqa: E402
+from records import environment  # noqa: E402
+from records import files  # noqa: E402
 
 FLAGS = flags.FLAGS
 for _module in strategies.module_names():  # --help lists the strategies' own options.

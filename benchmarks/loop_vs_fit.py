@@ -84,6 +84,7 @@ class LoopRun:
 
   def __init__(self, strategy, build_model, arrays, batch_size, steps_per_execution):
     import keras
+
     from training import builders
     from training import loop
     from training import optimizers
@@ -109,6 +110,7 @@ class FitRun:
 
   def __init__(self, strategy, build_model, arrays, batch_size, steps_per_execution):
     import keras
+
     from data import pipeline
     keras.utils.set_random_seed(0)
     self.strategy = strategy
@@ -171,6 +173,7 @@ def host_overhead_ms(strategy, steps_per_execution):
   """Milliseconds per step of the loop under `strategy` on a model with next to no compute."""
   import keras
   import numpy as np
+
   import data
   tiny = data.Arrays(np.zeros((64, 1, 1, 1), np.uint8), np.zeros(64, np.int32),
                      np.zeros((8, 1, 1, 1), np.uint8), np.zeros(8, np.int32), 10, 1.0,

@@ -11,8 +11,8 @@ never the whole table (Keras' Embedding converts its variable to a tensor first)
 gradients are sparse (tf.IndexedSlices): only the touched rows travel.
 """
 import keras
-from keras import layers
 import tensorflow as tf
+from keras import layers
 
 BATCH_NORM = False
 # Click logs, at a recommender's batch and the rate that learns them in an epoch or two.

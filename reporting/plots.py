@@ -6,10 +6,11 @@ TensorFlow so it can be rebuilt and tested without loading it. Every figure is 8
 is closed once saved, so a long sweep leaks no figures.
 """
 import matplotlib
+
 matplotlib.use('Agg')  # Before pyplot: never look for a display.
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib import ticker  # noqa: E402
 import matplotlib.typing  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 import strategies  # noqa: E402
 from records import storage  # noqa: E402

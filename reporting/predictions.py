@@ -3,6 +3,7 @@ against device count per strategy with the measured runs overlaid, and one recom
 hardware profile naming what limits each strategy.
 """
 import matplotlib
+
 matplotlib.use('Agg')  # Before pyplot: never look for a display.
 import matplotlib.pyplot as plt  # noqa: E402
 

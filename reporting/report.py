@@ -37,6 +37,7 @@ def build(experiment_dir, target_accuracy):
 
 def _to_tensorboard(experiment_dir, summary_path, images):
   import tensorflow as tf
+
   from records import environment
   from records import files
   writer = tf.summary.create_file_writer(storage.join(experiment_dir, 'report'))

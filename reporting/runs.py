@@ -10,7 +10,6 @@ from tensorboard.util import tensor_util
 
 from records import storage
 
-
 INTEGER_HPARAMS = {'num_workers', 'num_replicas_in_sync', 'global_batch_size',
                    'per_replica_batch_size', 'epochs', 'steps_per_epoch', 'steps_per_execution',
                    'seed', 'base_batch_size', 'ghost_batch_size', 'num_ps', 'num_packs',

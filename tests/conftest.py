@@ -30,8 +30,8 @@ def read_result(run_dir):
 
 def _tensors(event_dir, plugin):
   """{tag: [(step, value), ...]} for the summaries of `plugin` in `event_dir`'s event files."""
-  from tensorboard.backend.event_processing import event_accumulator
   import tensorflow as tf
+  from tensorboard.backend.event_processing import event_accumulator
   acc = event_accumulator.EventAccumulator(event_dir, size_guidance={'tensors': 0})
   acc.Reload()
   return {tag: [(e.step, tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]

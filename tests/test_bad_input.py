@@ -158,6 +158,7 @@ def test_logdir_that_cannot_take_a_byte(tmp_path):
   import resource
   import subprocess
   import sys
+
   from tests.conftest import RUN_PY
   proc = subprocess.run(
       [sys.executable, RUN_PY, '--strategies=one_device', f'--logdir={tmp_path}/runs'],

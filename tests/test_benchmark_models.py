@@ -48,6 +48,7 @@ def test_parameter_counts_of_the_large_models(name):
 @pytest.mark.parametrize('name', WITH_BATCH_NORM)
 def test_every_batch_norm_is_the_projects_with_the_flags_values(name):
   import keras
+
   from models import _normalization
   size = APPLICATIONS[name][0]
   reference = getattr(keras.applications, {

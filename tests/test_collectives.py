@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from benchmarks import bandwidth
-from tests.conftest import ROOT, wait_until_gone
+from tests.conftest import ROOT
+from tests.conftest import wait_until_gone
 
 COLLECTIVES = os.path.join(ROOT, 'benchmarks', 'collectives.py')
 TINY = ['--sizes=4KiB,256KiB', '--repetitions=2']

@@ -8,7 +8,9 @@ import types
 import pytest
 
 from tests import tiny_training
-from tests.tiny_training import BATCH, STEPS_PER_EPOCH, STEPS_PER_EXECUTION
+from tests.tiny_training import BATCH
+from tests.tiny_training import STEPS_PER_EPOCH
+from tests.tiny_training import STEPS_PER_EXECUTION
 
 SPE, SPX = STEPS_PER_EPOCH, STEPS_PER_EXECUTION
 

@@ -7,7 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from tests.conftest import read_result, read_scalars, run_py
+from tests.conftest import read_result
+from tests.conftest import read_scalars
+from tests.conftest import run_py
 
 pytestmark = pytest.mark.slow
 CONDITIONS = ['baseline', 'naive', 'batch_norm', 'ghost_batch_norm', 'linear_scaling_warmup',

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import data
-from data import synthetic
 from configs import definitions
+from data import synthetic
 
 ALL_NAMES = ['cifar10', 'digits', 'fashion_mnist', 'imdb', 'mnist', 'synthetic',
              'synthetic_clicks', 'synthetic_tokens']
@@ -436,6 +436,7 @@ def test_validation_per_replica_batches_without_context(digits):
 
 def test_validation_shards_split_the_weights(digits):
   import tensorflow as tf
+
   from data import pipeline
   steps = pipeline.validation_steps(digits, 64)
   fn = pipeline.validation_fn(digits, per_replica_batch=32, global_batch=64)
@@ -487,6 +488,7 @@ def test_train_shuffle_follows_the_seed(digits):
 
 def test_train_shards_hold_their_own_examples(digits):
   import tensorflow as tf
+
   from data import pipeline
   fn = pipeline.train_fn(digits, 16, seed=0)
   flat = digits.x_train.reshape(len(digits.x_train), -1).astype(np.float32) / 16
@@ -524,6 +526,7 @@ def test_each_pass_is_a_permutation_in_a_new_order(digits):
 def test_resumed_stream_counts_every_replica_a_pipeline_feeds(digits):
   """With 2 replicas on one pipeline, a step takes 2 batches from it."""
   import tensorflow as tf
+
   from data import pipeline
   context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                        num_replicas_in_sync=2)

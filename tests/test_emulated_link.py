@@ -31,7 +31,10 @@ import pytest
 
 from records.results import BREAKDOWN_PARTS as PARTS
 from tests import netns
-from tests.conftest import ROOT, RUN_PY, read_result, run_py
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
+from tests.conftest import read_result
+from tests.conftest import run_py
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]  # Timings: see tests/workers.py.
 

@@ -20,7 +20,8 @@ import pytest
 
 from records import results
 from tests import netns
-from tests.conftest import read_result, run_py
+from tests.conftest import read_result
+from tests.conftest import run_py
 from tests.test_emulated_link import all_reduce
 from tests.test_separate_hosts import Cluster
 

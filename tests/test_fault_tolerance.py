@@ -15,8 +15,13 @@ import sys
 
 import pytest
 
-from tests.conftest import (ROOT, RUN_PY, kill_all, read_result, run_py, wait_for_line,
-                            wait_until_gone)
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
+from tests.conftest import kill_all
+from tests.conftest import read_result
+from tests.conftest import run_py
+from tests.conftest import wait_for_line
+from tests.conftest import wait_until_gone
 from tests.test_bad_input import assert_one_line_error
 
 pytestmark = pytest.mark.slow

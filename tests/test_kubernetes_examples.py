@@ -19,7 +19,8 @@ import strategies
 from orchestration import cluster
 from orchestration import launcher
 from orchestration import processes
-from tests.conftest import ROOT, RUN_PY
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
 
 EXAMPLES = os.path.join(ROOT, 'examples', 'kubernetes')
 MANIFESTS = sorted(glob.glob(os.path.join(EXAMPLES, '*.yaml')))

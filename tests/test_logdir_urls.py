@@ -15,8 +15,14 @@ import sys
 import pytest
 
 from tests.conftest import DEFAULT_STRATEGIES as STRATEGIES
-from tests.conftest import ROOT, RUN_PY, read_result, run_py, wait_for_line, wait_until_gone
-from tests.test_fault_tolerance import assert_continuous, checkpoint_steps
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
+from tests.conftest import read_result
+from tests.conftest import run_py
+from tests.conftest import wait_for_line
+from tests.conftest import wait_until_gone
+from tests.test_fault_tolerance import assert_continuous
+from tests.test_fault_tolerance import checkpoint_steps
 
 pytestmark = pytest.mark.slow
 

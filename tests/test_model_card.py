@@ -161,6 +161,7 @@ def test_an_embedding_gradient_counts_one_row_per_lookup():
 def test_measuring_changes_nothing_of_training():
   """Batch norm's statistics, dropout's seeds, weights and losses: the same with the card."""
   import keras
+
   from models import _normalization
   examples = tiny_training.arrays()
 

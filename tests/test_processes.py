@@ -18,7 +18,8 @@ import time
 import pytest
 
 from orchestration import processes
-from orchestration.processes import ProcessGroup, TaskError
+from orchestration.processes import ProcessGroup
+from orchestration.processes import TaskError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -12,7 +12,8 @@ import portpicker
 import pytest
 
 from records import results
-from tests.conftest import read_result, run_py
+from tests.conftest import read_result
+from tests.conftest import run_py
 
 pytestmark = pytest.mark.slow
 STRATEGIES = ['one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',

@@ -6,7 +6,9 @@ import shutil
 import pytest
 
 from tests import tiny_training
-from tests.tiny_training import BATCH, STEPS_PER_EPOCH, STEPS_PER_EXECUTION
+from tests.tiny_training import BATCH
+from tests.tiny_training import STEPS_PER_EPOCH
+from tests.tiny_training import STEPS_PER_EXECUTION
 
 SPE, SPX = STEPS_PER_EPOCH, STEPS_PER_EXECUTION
 SETTINGS = {'seed': 0, 'global_batch_size': BATCH, 'optimizer': 'momentum'}

@@ -8,8 +8,14 @@ import re
 import pytest
 
 from configs import definitions
-from configs.definitions import (Checkpointing, Data, Distribution, Model, Optimizer,
-                                 Performance, RunConfig, Schedule)
+from configs.definitions import Checkpointing
+from configs.definitions import Data
+from configs.definitions import Distribution
+from configs.definitions import Model
+from configs.definitions import Optimizer
+from configs.definitions import Performance
+from configs.definitions import RunConfig
+from configs.definitions import Schedule
 
 GOOD = RunConfig()
 
@@ -118,8 +124,9 @@ def test_from_json_keeps_defaults_for_fields_it_does_not_hold():
 
 @pytest.fixture(scope='module')
 def parse():
-  import run  # noqa: F401  # Defines every flag: run.py's and each strategy's own.
   from absl import flags
+
+  import run  # noqa: F401  # Defines every flag: run.py's and each strategy's own.
 
   def parse_flags(*args):
     values = copy.deepcopy(flags.FLAGS)

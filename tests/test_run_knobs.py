@@ -11,7 +11,8 @@ import urllib.request
 import portpicker
 import pytest
 
-from tests.conftest import read_result, run_py
+from tests.conftest import read_result
+from tests.conftest import run_py
 
 pytestmark = pytest.mark.slow
 VARIANTS = {

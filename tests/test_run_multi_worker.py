@@ -8,8 +8,12 @@ import sys
 import portpicker
 import pytest
 
-from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_for_line,
-                            wait_until_gone)
+from tests.conftest import RUN_PY
+from tests.conftest import read_result
+from tests.conftest import read_scalars
+from tests.conftest import run_py
+from tests.conftest import wait_for_line
+from tests.conftest import wait_until_gone
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,9 @@ import statistics
 import numpy as np
 import pytest
 
-from tests.conftest import read_result, read_scalars, read_texts
+from tests.conftest import read_result
+from tests.conftest import read_scalars
+from tests.conftest import read_texts
 
 pytestmark = pytest.mark.slow
 RUNS = ('one_device', 'mirrored', 'central_storage')

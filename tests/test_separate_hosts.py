@@ -13,7 +13,8 @@ import pytest
 
 from records import results
 from tests import netns
-from tests.conftest import RUN_PY, read_result
+from tests.conftest import RUN_PY
+from tests.conftest import read_result
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,11 @@ import pytest
 import strategies
 from orchestration import slurm
 from tests import slurm_cluster
-from tests.conftest import RUN_PY, ROOT, read_result, run_py, wait_until_gone
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
+from tests.conftest import read_result
+from tests.conftest import run_py
+from tests.conftest import wait_until_gone
 
 QUICK = ('--nobreakdown', '--epochs=1', '--dataset=digits', '--steps_per_execution=5',
          '--startup_timeout=120', '--experiment=slurm')

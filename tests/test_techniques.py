@@ -92,6 +92,7 @@ def _lars_step(w, g, dtype='float32', **kwargs):
   """Builds LARS for one variable holding `w`; returns (optimizer, variable, step function)."""
   import keras
   import tensorflow as tf
+
   from training import lars
   var = keras.Variable(np.asarray(w, dtype), dtype=dtype)
   opt = lars.LARS(**kwargs)
@@ -198,6 +199,7 @@ def test_lars_config_round_trips():
 
 def _keras_class(name):
   import keras
+
   from training import lars
   return {'adam': keras.optimizers.Adam, 'lamb': keras.optimizers.Lamb, 'lars': lars.LARS,
           'momentum': keras.optimizers.SGD, 'sgd': keras.optimizers.SGD}[name]
@@ -273,6 +275,7 @@ def images():
 
 def _bn_pair(ghost_batch_size):
   import keras
+
   from models import _normalization
   return (keras.layers.BatchNormalization(momentum=0.9),
           _normalization.GhostBatchNormalization(ghost_batch_size, momentum=0.9))

@@ -55,6 +55,7 @@ def test_the_pipeline_keeps_token_ids_integers():
 def test_the_transformer_learns_synthetic_tokens():
   """A few epochs in this process on one device: far above the chance of 1 in 4."""
   import tensorflow as tf
+
   import models
   arrays = _tokens()
   trainer = tiny_training.make_trainer(

@@ -155,7 +155,8 @@ def test_the_examples_keep_their_contract(module, tmp_path):
 
 @pytest.mark.slow
 def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strategy(tmp_path):
-  from tests.conftest import read_result, run_py
+  from tests.conftest import read_result
+  from tests.conftest import run_py
   from tests.test_bad_input import assert_one_line_error
   project = tmp_path / 'project'  # A user's own directory, not the repository.
   project.mkdir()

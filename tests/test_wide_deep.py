@@ -12,8 +12,9 @@ import pytest
 
 import data
 import models
-from tests.conftest import read_result, run_py
 from configs import definitions
+from tests.conftest import read_result
+from tests.conftest import run_py
 
 SMALL = definitions.Data('synthetic_clicks', vocab_sizes=(200, 50))
 
@@ -50,6 +51,7 @@ def test_click_data_refuses_tables_float32_cannot_index():
 
 def test_lookups_give_sparse_gradients_of_one_row_per_example():
   import tensorflow as tf
+
   from training import model_card
   arrays = data.load(SMALL)
   model = models.build('wide_deep', arrays.input_shape, 2, vocab_sizes=(200, 50), embedding_dim=4)

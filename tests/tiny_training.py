@@ -21,6 +21,7 @@ def make_trainer(strategy, arrays, build_model, batch_size, optimizer='momentum'
   """A Trainer of `build_model()` with `optimizer` at a constant `rate` (or `schedule(batching)`),
   the seed set first, as training/task.py does, so weights repeat."""
   import keras
+
   from configs import definitions
   from training import builders
   from training import loop

@@ -16,6 +16,7 @@ def create(settings, learning_rate, loss_scale=False):
   gradients need so that small values do not underflow to zero.
   """
   import keras
+
   from training import lars
   s = settings
   decay = s.weight_decay or None

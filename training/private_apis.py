@@ -6,6 +6,7 @@ silently wrong somewhere else. BUILD.md lists them.
 """
 import tensorflow as tf
 from tensorflow.python.framework import ops as _tf_ops
+
 # Registers the profiler's FLOP rules for the backward ops (MaxPoolGrad, BiasAddGrad, ...).
 from tensorflow.python.profiler.internal import flops_registry  # noqa: F401
 from tensorflow.python.util import deprecation as _deprecation

@@ -29,7 +29,6 @@ from training import schedules
 from training import serving
 from training import summaries
 
-
 BREAKDOWN_WINDOWS = 5  # Timed windows per part of the breakdown: their median is the figure.
 GRPC_KEEPALIVE = ('grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000,'
                   'grpc.http2.max_pings_without_data=0,grpc.keepalive_permit_without_calls=1')
