@@ -46,11 +46,10 @@ def pytest_collection_modifyitems(config, items):
       key = parent[key]
     return key
 
+  from tests import shared_fixtures
   shared = {}
   for item in items:
-    keys = [f'{d.func.__module__}.{name}'
-            for name, defs in item._fixtureinfo.name2fixturedefs.items() for d in defs[-1:]
-            if d.scope in ('module', 'session') and d.func.__module__.startswith('tests.')]
+    keys = list(filter(None, (shared_fixtures.key(item, name) for name in item.fixturenames)))
     for key in keys[1:]:
       parent[root(key)] = root(keys[0])
     shared[item] = keys
