@@ -4,7 +4,8 @@ The module is imported from the working directory or PYTHONPATH, in whichever pr
 (every task of a cluster imports it for itself); whatever goes wrong is one line naming the
 flag, the problem and the fix.
 """
-import importlib
+import importlib.machinery
+import importlib.util
 import os
 import re
 import sys
@@ -21,13 +22,48 @@ class UserCodeError(ValueError):
   """The user's module or function cannot be used; the message names the flag and the fix."""
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Where run.py's packages are.
+
+
+def _import(module_name, given):
+  """`module_name` imported. A user's module named as one of run.py's own packages (`data`,
+  `models`, `configs`, ...) is found in the working directory or PYTHONPATH and held as
+  `user_code.<name>`, so that neither hides the other."""
+  top, _, rest = module_name.partition('.')
+  if not any(os.path.exists(os.path.join(ROOT, *path))
+             for path in ((top, '__init__.py'), (f'{top}.py',))):
+    return importlib.import_module(module_name)
+  alias = f'{__name__}.{top}'
+  if alias not in sys.modules:
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != ROOT]
+    found = importlib.machinery.PathFinder.find_spec(top, path)
+    users = None
+    if found and found.has_location:  # Not a directory without __init__.py (of data files, say).
+      users = importlib.util.spec_from_file_location(
+          alias, found.origin, submodule_search_locations=found.submodule_search_locations)
+    if users is None or users.loader is None:
+      raise UserCodeError(f'{given}: {top} is a package of run.py ({ROOT}), and no module {top} '
+                          'is in the working directory or PYTHONPATH; run from the directory '
+                          'that holds yours, or give it another name')
+    module = importlib.util.module_from_spec(users)
+    sys.modules[alias] = module
+    try:
+      users.loader.exec_module(module)
+    except BaseException:
+      del sys.modules[alias]
+      raise
+  return importlib.import_module(f'{alias}.{rest}' if rest else alias)
+
+
 def function(spec, flag):
   """The function `spec` names, imported; UserCodeError if it cannot be."""
   module_name, _, function_name = spec.partition(':')
   if os.getcwd() not in sys.path:
     sys.path.insert(0, os.getcwd())
   try:
-    module = importlib.import_module(module_name)
+    module = _import(module_name, f'--{flag}={spec}')
+  except UserCodeError:
+    raise
   except Exception as e:  # pylint: disable=broad-except  # Any error of the user's module.
     raise UserCodeError(f'--{flag}={spec}: cannot import {module_name} ({type(e).__name__}: '
                         f'{first_line(e)}); run from the directory that holds it or add that '
