@@ -9,6 +9,7 @@ TF_CONFIG set (by Kubernetes, ssh...), or in a Slurm step of several tasks, run.
 one task of a real cluster. Results land in <logdir>/<experiment>/<run>/result.json with
 TensorBoard logs beside them; --dry_run only prints the runs. Flags: configs/flags.py.
 """
+
 import functools
 import os
 import signal
@@ -27,12 +28,11 @@ from configs import dry_run
 from configs import flags as defined_flags
 from configs import from_flags
 from orchestration import experiment_lock
-from orchestration import peers
 from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
+from orchestration import peers
 from orchestration import processes
-from records import storage
 
 for _module in (defined_flags.__name__, *strategies.module_names()):  # --help lists them all.
   flags.adopt_module_key_flags(sys.modules[_module])
@@ -62,30 +62,28 @@ def run_task(config, tf_config):
     peers.check_own_port(tf_config)
   quiet_tensorflow()
   from training import task  # Loads TensorFlow: only in the process that trains.
+
   processes.die_with_parent()
   return task.run(config, tf_config)
 
 
 def report(experiment):
   from reporting import report as report_lib  # Loads TensorFlow, for the report's TensorBoard.
+
   print(f'Report: {report_lib.build(experiment.directory, experiment.target_accuracy)}')
 
 
 def predict(config):
   """--predict: the prediction, its table, plot and recommendations; trains nothing."""
-  from prediction import predict as predict_lib
-  from prediction import workload
   from reporting import recommendations  # matplotlib, no TensorFlow.
-  document = predict_lib.forecast(config, card_of=_model_card)
-  print(predict_lib.table(document['predictions']))
-  print(*recommendations.recommendations(document), sep='\n')
-  image = recommendations.plot(document, workload.measured_runs(config.directory), config.directory)
-  print(f'Prediction: {storage.join(config.directory, predict_lib.FILE)}, {image}')
+
+  recommendations.show(config, card_of=_model_card)
 
 
 def _model_card(config):
   quiet_tensorflow()
   from training import task  # Loads TensorFlow: only to trace a model card.
+
   return task.card(config)
 
 
@@ -105,14 +103,15 @@ def main(argv):
   tf_config_text = os.environ.get('TF_CONFIG')
   if action == 'run_config':  # A child the launcher started, as a run or one of its tasks.
     config = from_flags.child_run()
-    run_task(config, tf_config_text and cluster_spec.parse(
-        tf_config_text, config.distribution.descriptor.jobs))
+    jobs = config.distribution.descriptor.jobs
+    run_task(config, tf_config_text and cluster_spec.parse(tf_config_text, jobs))
     return 0
   one_task = action == 'in_process' or (action == 'launch' and tf_config_text)
-  experiment, tf_config = (from_flags.task(tf_config_text) if one_task else
-                            (from_flags.experiment(), None))
-  logdir.check(experiment.logdir, experiment.min_free_disk_mb,
-               {run.data.data_dir for run in experiment.runs})
+  experiment, tf_config = (
+    from_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
+  )
+  data_dirs = {run.data.data_dir for run in experiment.runs}
+  logdir.check(experiment.logdir, experiment.min_free_disk_mb, data_dirs)
   if action == 'report_only':
     report(experiment)
     return 0
@@ -140,9 +139,10 @@ def run_main(argv):
       traceback.print_exc()
     expected = isinstance(e, (ValueError, data.DatasetError, processes.TaskError))
     first_line = user_code.message(e).removeprefix(f'{type(e).__name__}: ')
-    print(f'run.py: {first_line}' if expected or isinstance(e, peers.PeerLost) else
-          f'run.py: {type(e).__name__}: {first_line}'
-          f'{"" if verbose else " (--verbosity=1 shows the traceback)"}', file=sys.stderr)
+    if not (expected or isinstance(e, peers.PeerLost)):
+      hint = '' if verbose else ' (--verbosity=1 shows the traceback)'
+      first_line = f'{type(e).__name__}: {first_line}{hint}'
+    print(f'run.py: {first_line}', file=sys.stderr)
     sys.exit(2 if expected else 1)  # 1: unexpected, or a lost peer: a restart may help.
 
 

@@ -6,11 +6,13 @@ bus bandwidth of an all-reduce among n participants is algbw x 2(n-1)/n, the sha
 each one's link carries in an optimal ring, and so comparable with a link's speed whatever n.
 GB/s are 1e9 bytes per second.
 """
+
 import re
 import statistics
 import time
 
-from records import files, tables
+from records import files
+from records import tables
 
 UNITS = {'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
 POLL_SECONDS = 0.02  # A waiting group wakes 50 times a second: next to nothing.
@@ -23,8 +25,9 @@ def parse_size(text):
     raise ValueError(f'{text!r} is not a size like 4096, 4KiB or 64MiB')
   size = int(match.group(1)) * UNITS[match.group(2) or 'B']
   if size < 4 or size % 4:
-    raise ValueError(f'{text} is not a whole number of float32 values: give a multiple of 4 '
-                     'bytes, at least 4')
+    raise ValueError(
+      f'{text} is not a whole number of float32 values: give a multiple of 4 bytes, at least 4'
+    )
   return size
 
 
@@ -61,38 +64,75 @@ def row(config, participants, size, iterations, seconds, factor):
   """One result: `seconds`, one figure per repetition, are times of one operation."""
   median = statistics.median(seconds)
   algbw = size / median / 1e9
-  return {'config': config, 'participants': participants, 'bytes': size,
-          'iterations': iterations, 'repetitions': len(seconds),
-          'time_ms_median': median * 1e3, 'time_ms_min': min(seconds) * 1e3,
-          'time_ms_max': max(seconds) * 1e3, 'algbw_gbps': algbw, 'bus_factor': factor,
-          'busbw_gbps': algbw * factor}
+  return {
+    'config': config,
+    'participants': participants,
+    'bytes': size,
+    'iterations': iterations,
+    'repetitions': len(seconds),
+    'time_ms_median': median * 1e3,
+    'time_ms_min': min(seconds) * 1e3,
+    'time_ms_max': max(seconds) * 1e3,
+    'algbw_gbps': algbw,
+    'bus_factor': factor,
+    'busbw_gbps': algbw * factor,
+  }
 
 
 def table(results):
-  header = ['config', 'n', 'size', 'iters', 'time (ms)', 'min-max (ms)', 'algbw (GB/s)',
-            'busbw (GB/s)']
-  return tables.render(header, [
-      [r['config'], str(r['participants']), human(r['bytes']), str(r['iterations']),
-       f'{r["time_ms_median"]:.3f}', f'{r["time_ms_min"]:.3f}-{r["time_ms_max"]:.3f}',
-       f'{r["algbw_gbps"]:.4f}', f'{r["busbw_gbps"]:.4f}'] for r in results])
+  header = [
+    'config',
+    'n',
+    'size',
+    'iters',
+    'time (ms)',
+    'min-max (ms)',
+    'algbw (GB/s)',
+    'busbw (GB/s)',
+  ]
+  return tables.render(
+    header,
+    [
+      [
+        r['config'],
+        str(r['participants']),
+        human(r['bytes']),
+        str(r['iterations']),
+        f'{r["time_ms_median"]:.3f}',
+        f'{r["time_ms_min"]:.3f}-{r["time_ms_max"]:.3f}',
+        f'{r["algbw_gbps"]:.4f}',
+        f'{r["busbw_gbps"]:.4f}',
+      ]
+      for r in results
+    ],
+  )
 
 
 def plot(results, path):
   """Bus bandwidth against message size, one line per config, both axes logarithmic."""
   import matplotlib
+
   matplotlib.use('Agg')  # Before pyplot: never look for a display.
   import matplotlib.pyplot as plt
+
   fig, ax = plt.subplots(figsize=(7, 4.5))
   for config in dict.fromkeys(r['config'] for r in results):
     mine = [r for r in results if r['config'] == config]
-    ax.plot([r['bytes'] for r in mine], [r['busbw_gbps'] for r in mine], marker='o',
-            label=f'{config} (n={mine[0]["participants"]})')
+    ax.plot(
+      [r['bytes'] for r in mine],
+      [r['busbw_gbps'] for r in mine],
+      marker='o',
+      label=f'{config} (n={mine[0]["participants"]})',
+    )
   ax.set_xscale('log', base=2)
   ax.set_yscale('log')
   sizes = sorted({r['bytes'] for r in results})
   ax.set_xticks(sizes, [human(s) for s in sizes], rotation=45, ha='right')
-  ax.set(xlabel='message size per participant', ylabel='bus bandwidth (GB/s, 1e9 B/s)',
-         title='All-reduce bus bandwidth (parameter_server: transfer bandwidth)')
+  ax.set(
+    xlabel='message size per participant',
+    ylabel='bus bandwidth (GB/s, 1e9 B/s)',
+    title='All-reduce bus bandwidth (parameter_server: transfer bandwidth)',
+  )
   ax.grid(True, which='both', alpha=0.3)
   ax.legend(fontsize='small')
   fig.tight_layout()
@@ -116,8 +156,10 @@ class Baton:
     deadline = time.monotonic() + self.timeout
     while self.path and files.read_json(self.path) != self.turn * self.n + self.k:
       if time.monotonic() > deadline:
-        raise TimeoutError(f'waited {self.timeout:g} s for the other configs to take their '
-                           'turn; raise --timeout if they are just slow')
+        raise TimeoutError(
+          f'waited {self.timeout:g} s for the other configs to take their '
+          'turn; raise --timeout if they are just slow'
+        )
       time.sleep(POLL_SECONDS)
 
   def __exit__(self, *exc):

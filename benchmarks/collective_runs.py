@@ -2,6 +2,7 @@
 parameter-server transfers, alternating between configs and sizes, repetition after
 repetition. Imported only where TensorFlow runs, after the devices are configured.
 """
+
 import math
 import time
 
@@ -22,17 +23,22 @@ class AllReduce:
   def prepare(self, size):
     """Each replica's own tensor, made before any timing: replica i holds i + 1 everywhere."""
     self.inputs[size] = self.strategy.experimental_distribute_values_from_function(
-        lambda context: tf.fill([size // 4], float(context.replica_id_in_sync_group + 1)))
+      lambda context: tf.fill([size // 4], float(context.replica_id_in_sync_group + 1))
+    )
 
   def _window(self, values, iterations):
     def all_reduce(values, after):
       with tf.control_dependencies([after]):  # Not before the previous all-reduce is done.
         values = tf.identity(values)
       return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, values)[0]
+
     after = tf.constant(0.0)
     for _ in tf.range(iterations):
-      after = tf.add_n(self.strategy.experimental_local_results(
-          self.strategy.run(all_reduce, args=(values, after))))
+      after = tf.add_n(
+        self.strategy.experimental_local_results(
+          self.strategy.run(all_reduce, args=(values, after))
+        )
+      )
     return after
 
   def window(self, size, iterations):
@@ -47,16 +53,24 @@ class AllReduce:
 
   def agree(self, value):
     """The chief's `value` (replica 0's), on every task: then all run the same windows."""
+
     def first_replicas(value):
       first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
       return tf.cast(first, tf.float32) * value
-    return int(self.strategy.reduce(tf.distribute.ReduceOp.SUM, self.strategy.run(
-        first_replicas, args=(float(value),)), axis=None))
+
+    return int(
+      self.strategy.reduce(
+        tf.distribute.ReduceOp.SUM,
+        self.strategy.run(first_replicas, args=(float(value),)),
+        axis=None,
+      )
+    )
 
 
 class Transfer:
   """`window(size, k)`: seconds for k read-and-write-backs of a variable of `size` bytes on
   the ps by a function the coordinator schedules on the worker, until it has returned."""
+
   participants, factor = 2, 1.0  # The worker and the ps; busbw = algbw.
 
   def __init__(self, strategy):
@@ -74,6 +88,7 @@ class Transfer:
         variable.assign_add(delta)  # ...and S bytes back.
         total += delta[0]
       return total
+
     self.functions[size] = tf.function(window)
 
   def window(self, size, iterations):
@@ -114,5 +129,14 @@ def measure(runners, sizes, repetitions, iterations, window_seconds, baton, say)
         for name, runner in runners.items():
           times[name, size].append(runner.window(size, counts[name, size]) / counts[name, size])
     say(f'repetition {repetition}/{repetitions}')
-  return [bandwidth.row(name, runners[name].participants, size, counts[name, size],
-                        times[name, size], runners[name].factor) for name, size in times]
+  return [
+    bandwidth.row(
+      name,
+      runners[name].participants,
+      size,
+      counts[name, size],
+      times[name, size],
+      runners[name].factor,
+    )
+    for name, size in times
+  ]

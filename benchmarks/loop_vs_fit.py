@@ -19,6 +19,7 @@ noisy machine slows them alike; every ratio is taken within one repetition and r
 median, min and max. Host overhead per step: the loop's time per step on a model that
 computes almost nothing (a 10-unit Dense layer on 1x1x1 images, batch 8).
 """
+
 import json
 import os
 import statistics
@@ -42,8 +43,9 @@ for _module in (defined_flags.__name__, *strategies.module_names()):
   flags.adopt_module_key_flags(sys.modules[_module])
 
 STEPS = flags.DEFINE_integer('steps', 20, 'Training steps per timed window.', lower_bound=1)
-REPETITIONS = flags.DEFINE_integer('repetitions', 5, 'Timed windows per configuration.',
-                                   lower_bound=1)
+REPETITIONS = flags.DEFINE_integer(
+  'repetitions', 5, 'Timed windows per configuration.', lower_bound=1
+)
 OUTPUT = flags.DEFINE_string('output', '', 'Write the figures as JSON to this file too.')
 
 # Mirrored on the first device only and no strategy at all are made here; the others are the
@@ -53,9 +55,14 @@ REGISTERED = ('one_device', 'mirrored', 'central_storage')
 
 # The benchmark's defaults for run.py's flags; --strategies plans one run per registered
 # strategy, which carries that strategy's options.
-for _name, _value in {'strategies': ','.join(REGISTERED), 'model': 'cnn',
-                      'image_shape': '28,28,1', 'batch_size': '256', 'steps_per_execution': 10,
-                      'num_replicas': '2'}.items():
+for _name, _value in {
+  'strategies': ','.join(REGISTERED),
+  'model': 'cnn',
+  'image_shape': '28,28,1',
+  'batch_size': '256',
+  'steps_per_execution': 10,
+  'num_replicas': '2',
+}.items():
   flags.FLAGS.set_default(_name, _value)
 
 
@@ -63,15 +70,18 @@ def planned_runs():
   """The RunConfigs run.py's flags plan, by strategy; one setting, one run per strategy."""
   runs = from_flags.experiment().runs
   if [run.name for run in runs] != list(REGISTERED):
-    raise app.UsageError(f'the benchmark compares {", ".join(STRATEGIES)} at one setting: leave '
-                         '--strategies, --variant and --run_name unset and give one value to '
-                         '--batch_size and --num_replicas')
+    raise app.UsageError(
+      f'the benchmark compares {", ".join(STRATEGIES)} at one setting: leave '
+      '--strategies, --variant and --run_name unset and give one value to '
+      '--batch_size and --num_replicas'
+    )
   return {run.name: run for run in runs}
 
 
 def create_strategy(name, devices, options):
   """Strategy `name` of STRATEGIES; `options`: each registered strategy's own flag values."""
   import tensorflow as tf
+
   if name == 'no_strategy':
     return tf.distribute.get_strategy()
   if name == 'mirrored_1':
@@ -84,15 +94,22 @@ class LoopRun:
 
   def __init__(self, strategy, build_model, arrays, batch_size, steps_per_execution):
     import keras
+
     from training import builders
     from training import loop
     from training import optimizers
+
     keras.utils.set_random_seed(0)
     self.trainer = loop.Trainer(
-        strategy, definitions.RunConfig(batch_size=batch_size, seed=0), arrays, builders.Builders(
-            model=build_model,
-            optimizer=lambda rate: optimizers.create(definitions.Optimizer('sgd'), rate),
-            schedule=lambda batching: (lambda step: 0.01)))
+      strategy,
+      definitions.RunConfig(batch_size=batch_size, seed=0),
+      arrays,
+      builders.Builders(
+        model=build_model,
+        optimizer=lambda rate: optimizers.create(definitions.Optimizer('sgd'), rate),
+        schedule=lambda batching: lambda step: 0.01,
+      ),
+    )
     self.steps_per_execution = steps_per_execution
 
   def window(self, steps):
@@ -109,7 +126,9 @@ class FitRun:
 
   def __init__(self, strategy, build_model, arrays, batch_size, steps_per_execution):
     import keras
+
     from data import pipeline
+
     keras.utils.set_random_seed(0)
     self.strategy = strategy
     with strategy.scope():
@@ -119,10 +138,14 @@ class FitRun:
 
   def _compile(self, steps_per_execution):
     import keras
+
     with self.strategy.scope():
-      self.model.compile(keras.optimizers.SGD(0.01),
-                         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                         metrics=['accuracy'], steps_per_execution=steps_per_execution)
+      self.model.compile(
+        keras.optimizers.SGD(0.01),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=['accuracy'],
+        steps_per_execution=steps_per_execution,
+      )
       # Built up front, as the loop does: built lazily inside a MirroredStrategy replica, it
       # fails the same way.
       self.model.optimizer.build(self.model.trainable_variables)
@@ -130,6 +153,7 @@ class FitRun:
 
   def warm_up(self, steps):
     import tensorflow as tf
+
     try:
       self.window(steps)
     except tf.errors.InvalidArgumentError:
@@ -161,9 +185,14 @@ def measure(runs, steps, batch_size, repetitions):
   for repetition in range(1, repetitions + 1):
     for key, run in runs.items():
       rates[key].append(steps * batch_size / timed(run, steps))
-    print(f'repetition {repetition}/{repetitions}: ' + ', '.join(
-        f'{method} {strategy} {rates[strategy, method][-1]:,.0f}' for strategy, method in runs),
-          file=sys.stderr, flush=True)
+    print(
+      f'repetition {repetition}/{repetitions}: '
+      + ', '.join(
+        f'{method} {strategy} {rates[strategy, method][-1]:,.0f}' for strategy, method in runs
+      ),
+      file=sys.stderr,
+      flush=True,
+    )
   return rates
 
 
@@ -171,12 +200,21 @@ def host_overhead_ms(strategy, steps_per_execution):
   """Milliseconds per step of the loop under `strategy` on a model with next to no compute."""
   import keras
   import numpy as np
+
   import data
-  tiny = data.Arrays(np.zeros((64, 1, 1, 1), np.uint8), np.zeros(64, np.int32),
-                     np.zeros((8, 1, 1, 1), np.uint8), np.zeros(8, np.int32), 10, 1.0,
-                     examples_per_epoch=64)
-  build = lambda: keras.Sequential([keras.Input((1, 1, 1)), keras.layers.Flatten(),
-                                    keras.layers.Dense(10)])
+
+  tiny = data.Arrays(
+    np.zeros((64, 1, 1, 1), np.uint8),
+    np.zeros(64, np.int32),
+    np.zeros((8, 1, 1, 1), np.uint8),
+    np.zeros(8, np.int32),
+    10,
+    1.0,
+    examples_per_epoch=64,
+  )
+  build = lambda: keras.Sequential(
+    [keras.Input((1, 1, 1)), keras.layers.Flatten(), keras.layers.Dense(10)]
+  )
   result = {}
   for spe in sorted({1, steps_per_execution}):
     run = LoopRun(strategy, build, tiny, 8, spe)
@@ -197,10 +235,13 @@ def main(argv):
   import data
   import models
   from training import devices
+
   device_names = devices.configure(config.distribution.num_replicas)
   if len(device_names) < 2:
-    raise app.UsageError('--num_replicas: mirrored and central_storage need 2 devices or more '
-                         '(mirrored_1 is mirrored on one)')
+    raise app.UsageError(
+      '--num_replicas: mirrored and central_storage need 2 devices or more '
+      '(mirrored_1 is mirrored on one)'
+    )
   shape = config.data.image_shape
   batch_size, steps_per_execution = config.batch_size, config.performance.steps_per_execution
   arrays = data.load(definitions.Data('synthetic', image_shape=shape))
@@ -212,19 +253,28 @@ def main(argv):
       runs[name, method] = kind(strategy, build, arrays, batch_size, steps_per_execution)
   rates = measure(runs, STEPS.value, batch_size, REPETITIONS.value)
   baseline = rates['no_strategy', 'loop']
-  figures = {'model': config.model.model, 'image_shape': list(shape),
-             'global_batch_size': batch_size, 'steps_per_window': STEPS.value,
-             'steps_per_execution': steps_per_execution, 'repetitions': REPETITIONS.value,
-             'num_replicas': len(device_names), 'strategies': {}}
+  figures = {
+    'model': config.model.model,
+    'image_shape': list(shape),
+    'global_batch_size': batch_size,
+    'steps_per_window': STEPS.value,
+    'steps_per_execution': steps_per_execution,
+    'repetitions': REPETITIONS.value,
+    'num_replicas': len(device_names),
+    'strategies': {},
+  }
   for name in STRATEGIES:
     loop, fit = rates[name, 'loop'], rates[name, 'fit']
     figures['strategies'][name] = {
-        'loop_examples_per_second': spread(loop), 'fit_examples_per_second': spread(fit),
-        'fit_steps_per_execution': runs[name, 'fit'].steps_per_execution,
-        'loop_over_fit': spread([a / b for a, b in zip(loop, fit)]),
-        'over_no_strategy': spread([a / b for a, b in zip(loop, baseline)])}
+      'loop_examples_per_second': spread(loop),
+      'fit_examples_per_second': spread(fit),
+      'fit_steps_per_execution': runs[name, 'fit'].steps_per_execution,
+      'loop_over_fit': spread([a / b for a, b in zip(loop, fit)]),
+      'over_no_strategy': spread([a / b for a, b in zip(loop, baseline)]),
+    }
   figures['host_overhead_ms_per_step'] = host_overhead_ms(
-      create_strategy('one_device', device_names, options), steps_per_execution)
+    create_strategy('one_device', device_names, options), steps_per_execution
+  )
   print(table(figures))
   if OUTPUT.value:
     with open(OUTPUT.value, 'w') as f:
@@ -234,20 +284,28 @@ def main(argv):
 
 def table(figures):
   ratio = lambda s: f'{s["median"]:.3f} ({s["min"]:.3f}-{s["max"]:.3f})'
-  lines = [f'{figures["model"]}, synthetic {"x".join(map(str, figures["image_shape"]))}, global '
-           f'batch {figures["global_batch_size"]}, {figures["steps_per_execution"]} steps per '
-           f'execution, {figures["repetitions"]} alternating windows of '
-           f'{figures["steps_per_window"]} steps (median, min-max)', '',
-           f'{"strategy":<16} {"loop ex/s":>10} {"fit ex/s":>10} {"fit spe":>7}  '
-           f'{"loop / fit":<22} {"loop / no strategy":<22}']
+  lines = [
+    f'{figures["model"]}, synthetic {"x".join(map(str, figures["image_shape"]))}, global '
+    f'batch {figures["global_batch_size"]}, {figures["steps_per_execution"]} steps per '
+    f'execution, {figures["repetitions"]} alternating windows of '
+    f'{figures["steps_per_window"]} steps (median, min-max)',
+    '',
+    f'{"strategy":<16} {"loop ex/s":>10} {"fit ex/s":>10} {"fit spe":>7}  '
+    f'{"loop / fit":<22} {"loop / no strategy":<22}',
+  ]
   for name, s in figures['strategies'].items():
-    lines.append(f'{name:<16} {s["loop_examples_per_second"]["median"]:>10,.0f} '
-                 f'{s["fit_examples_per_second"]["median"]:>10,.0f} '
-                 f'{s["fit_steps_per_execution"]:>7}  '
-                 f'{ratio(s["loop_over_fit"]):<22} {ratio(s["over_no_strategy"]):<22}')
+    lines.append(
+      f'{name:<16} {s["loop_examples_per_second"]["median"]:>10,.0f} '
+      f'{s["fit_examples_per_second"]["median"]:>10,.0f} '
+      f'{s["fit_steps_per_execution"]:>7}  '
+      f'{ratio(s["loop_over_fit"]):<22} {ratio(s["over_no_strategy"]):<22}'
+    )
   overhead = figures['host_overhead_ms_per_step']
-  lines += ['', 'Host overhead per step (tiny model): ' + ', '.join(
-      f'{ms:.3f} ms at {spe} step(s) per execution' for spe, ms in overhead.items())]
+  lines += [
+    '',
+    'Host overhead per step (tiny model): '
+    + ', '.join(f'{ms:.3f} ms at {spe} step(s) per execution' for spe, ms in overhead.items()),
+  ]
   return '\n'.join(lines)
 
 

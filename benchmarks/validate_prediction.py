@@ -20,6 +20,7 @@ table, and the exit status 1 when any fails (2 when the machine cannot run it):
   measurement, and the slower link predicted slower. Each round trains every (link, strategy)
   once, in turn, so a machine that slows down slows them alike.
 """
+
 import json
 import os
 import pathlib
@@ -28,44 +29,70 @@ import subprocess
 import sys
 import tempfile
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from records import results, tables  # pylint: disable=wrong-import-position
-from tests import hosts, netns  # pylint: disable=wrong-import-position
+from records import results  # pylint: disable=wrong-import-position
+from records import tables  # pylint: disable=wrong-import-position
+from tests import hosts  # pylint: disable=wrong-import-position
+from tests import netns  # pylint: disable=wrong-import-position
 
 flags.DEFINE_list('rates', ['20', '50'], 'Link rates to emulate, Mbit/s.')
 flags.DEFINE_integer('repetitions', 3, 'Rounds of training on every link, alternating.')
 flags.DEFINE_float('tolerance', 0.2, 'Largest relative error of a prediction.')
-flags.DEFINE_float('link_tolerance', 0.2, 'Largest shortfall of the all-reduce bus bandwidth '
-                   'below the TCP payload rate.')
-flags.DEFINE_float('breakdown_tolerance', 0.1, 'Largest relative difference between the '
-                   'breakdown\'s step and the step the throughput implies.')
-flags.DEFINE_string('workdir', '', 'An empty or new directory for the runs; default: a new '
-                    'temporary one.')
+flags.DEFINE_float(
+  'link_tolerance',
+  0.2,
+  'Largest shortfall of the all-reduce bus bandwidth below the TCP payload rate.',
+)
+flags.DEFINE_float(
+  'breakdown_tolerance',
+  0.1,
+  "Largest relative difference between the breakdown's step and the step the throughput implies.",
+)
+flags.DEFINE_string(
+  'workdir', '', 'An empty or new directory for the runs; default: a new temporary one.'
+)
 flags.DEFINE_string('output', '', 'A JSON file for every figure, if given.')
 FLAGS = flags.FLAGS
 
 STRATEGIES = ('multi_worker_mirrored', 'parameter_server')
 # Weak scaling: 256 examples per worker, 2 workers; the digits cnn's 212 KB of gradients take
 # 89 ms each way at 20 Mbit/s, against about 10 ms of compute.
-TRAINING = ['--batch_size=256', '--scaling=weak', '--num_replicas=1', '--num_workers=2',
-            '--steps_per_execution=4', '--steps_per_epoch=16', '--epochs=3',
-            '--checkpoint_every_epochs=0', '--startup_timeout=120']
+TRAINING = [
+  '--batch_size=256',
+  '--scaling=weak',
+  '--num_replicas=1',
+  '--num_workers=2',
+  '--steps_per_execution=4',
+  '--steps_per_epoch=16',
+  '--epochs=3',
+  '--checkpoint_every_epochs=0',
+  '--startup_timeout=120',
+]
 # Two ps tasks, every variable split over both: each ps link carries half of what a worker's
 # does, so the workers' own links bound the step (with one ps, its link and the workers' tie,
 # and the step depends on how the workers' pulls meet: 8-28% off either link alone).
 NUM_PS = 2
 PS_OPTIONS = [f'--num_ps={NUM_PS}', '--variable_partitioner=fixed_shards']
-LAYOUTS = {'multi_worker_mirrored': [('worker', 2)],
-           'parameter_server': [('chief', 1), ('worker', 2), ('ps', NUM_PS)]}
+LAYOUTS = {
+  'multi_worker_mirrored': [('worker', 2)],
+  'parameter_server': [('chief', 1), ('worker', 2), ('ps', NUM_PS)],
+}
 
 
 def run_py(*args, timeout):
-  proc = subprocess.run([sys.executable, hosts.RUN_PY, *args], capture_output=True, text=True,
-                        timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL)
+  proc = subprocess.run(
+    [sys.executable, hosts.RUN_PY, *args],
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    cwd=ROOT,
+    stdin=subprocess.DEVNULL,
+  )
   if proc.returncode:
     raise RuntimeError(f'run.py {" ".join(args)} failed:\n{proc.stderr}')
 
@@ -93,8 +120,10 @@ def threads(run_dir):
   """The thread flags the loopback run trained with: a local cluster's tasks share the cores
   (orchestration/launcher.py local_threads), as the emulated hosts do."""
   result = results.read(run_dir)
-  return [f'--intra_op_threads={result["intra_op_threads"]}',
-          f'--inter_op_threads={result["inter_op_threads"]}']
+  return [
+    f'--intra_op_threads={result["intra_op_threads"]}',
+    f'--inter_op_threads={result["inter_op_threads"]}',
+  ]
 
 
 def train(strategy, rate_mbit, flags_, logdir, name):
@@ -102,8 +131,17 @@ def train(strategy, rate_mbit, flags_, logdir, name):
   net = limited(sum(count for _, count in LAYOUTS[strategy]), rate_mbit)
   try:
     cluster = hosts.Cluster(net, LAYOUTS[strategy], pathlib.Path(logdir))
-    cluster.start([f'--strategies={strategy}', *TRAINING, *PS_OPTIONS, *flags_, '--nobreakdown',
-                   f'--experiment={name}'], attempt=name)
+    cluster.start(
+      [
+        f'--strategies={strategy}',
+        *TRAINING,
+        *PS_OPTIONS,
+        *flags_,
+        '--nobreakdown',
+        f'--experiment={name}',
+      ],
+      attempt=name,
+    )
     first = 'chief-0' if strategy == 'parameter_server' else 'worker-0'
     if cluster.wait(timeout=300, names=[first]) != {first: 0}:
       raise RuntimeError(f'{strategy} on {rate_mbit} Mbit/s failed:\n{cluster.stderr(first)}')
@@ -120,9 +158,15 @@ def breakdown_rows(experiment):
     result = results.read(os.path.join(experiment, run))
     implied = result['global_batch_size'] / result['examples_per_second'] * 1e3
     step = result['breakdown']['step_ms']
-    rows.append({'run': run, 'breakdown_step_ms': step, 'implied_step_ms': implied,
-                 'error': step / implied - 1,
-                 'ok': abs(step / implied - 1) <= FLAGS.breakdown_tolerance})
+    rows.append(
+      {
+        'run': run,
+        'breakdown_step_ms': step,
+        'implied_step_ms': implied,
+        'error': step / implied - 1,
+        'ok': abs(step / implied - 1) <= FLAGS.breakdown_tolerance,
+      }
+    )
   return rows
 
 
@@ -130,70 +174,163 @@ def main(argv):
   del argv
   reason = netns.unavailable(rate_limits=True)
   if reason:
-    print(f'validate_prediction.py: emulated links need network namespaces and tc: {reason}',
-          file=sys.stderr)
+    print(
+      f'validate_prediction.py: emulated links need network namespaces and tc: {reason}',
+      file=sys.stderr,
+    )
     return 2
   rates = [int(rate) for rate in FLAGS.rates]
   work = FLAGS.workdir or tempfile.mkdtemp(prefix='validate_prediction-')
   if os.path.isdir(work) and os.listdir(work):
-    print(f'validate_prediction.py: --workdir={work} is not empty: its runs would be kept, not '
-          'measured again; give a new directory', file=sys.stderr)
+    print(
+      f'validate_prediction.py: --workdir={work} is not empty: its runs would be kept, not '
+      'measured again; give a new directory',
+      file=sys.stderr,
+    )
     return 2
   print(f'runs in {work}', flush=True)
   loopback = os.path.join(work, 'loopback')
-  run_py(f'--strategies=one_device,{",".join(STRATEGIES)}', *TRAINING, *PS_OPTIONS,
-         '--breakdown_steps=4', f'--logdir={loopback}', '--experiment=local', timeout=900)
+  run_py(
+    f'--strategies=one_device,{",".join(STRATEGIES)}',
+    *TRAINING,
+    *PS_OPTIONS,
+    '--breakdown_steps=4',
+    f'--logdir={loopback}',
+    '--experiment=local',
+    timeout=900,
+  )
   experiment = os.path.join(loopback, 'local')
-  run_py(f'--strategies=one_device,{",".join(STRATEGIES)}', f'--logdir={loopback}',
-         '--experiment=defaults', timeout=900)
+  run_py(
+    f'--strategies=one_device,{",".join(STRATEGIES)}',
+    f'--logdir={loopback}',
+    '--experiment=defaults',
+    timeout=900,
+  )
   gradient_bytes = results.read(os.path.join(experiment, 'one_device'))['gradient_bytes_per_step']
   links = []
   for rate in rates:
     busbw = link_bandwidth(rate, gradient_bytes, os.path.join(work, f'link{rate}'))
     payload = netns.payload_gbps(rate)
-    links.append({'rate_mbit': rate, 'busbw_gbps': busbw, 'payload_gbps': payload,
-                  'ok': busbw >= (1 - FLAGS.link_tolerance) * payload})
+    links.append(
+      {
+        'rate_mbit': rate,
+        'busbw_gbps': busbw,
+        'payload_gbps': payload,
+        'ok': busbw >= (1 - FLAGS.link_tolerance) * payload,
+      }
+    )
     with open(os.path.join(work, f'link{rate}.toml'), 'w') as f:
       f.write(hosts.profile(busbw))
-  run_py('--predict', f'--logdir={loopback}', '--experiment=local', '--num_devices=2',
-         f'--num_ps={NUM_PS}', f'--strategies={",".join(STRATEGIES)}',
-         '--hardware=' + ','.join(os.path.join(work, f'link{rate}.toml') for rate in rates),
-         timeout=300)
+  run_py(
+    '--predict',
+    f'--logdir={loopback}',
+    '--experiment=local',
+    '--num_devices=2',
+    f'--num_ps={NUM_PS}',
+    f'--strategies={",".join(STRATEGIES)}',
+    '--hardware=' + ','.join(os.path.join(work, f'link{rate}.toml') for rate in rates),
+    timeout=300,
+  )
   with open(os.path.join(experiment, 'prediction.json')) as f:
     predicted = {(p['hardware'], p['strategy']): p for p in json.load(f)['predictions']}
   launches = {(rate, strategy): [] for rate in rates for strategy in STRATEGIES}
   for repetition in range(FLAGS.repetitions):
     for (rate, strategy), measured in launches.items():
-      measured.append(statistics.median(train(
-          strategy, rate, threads(os.path.join(experiment, strategy)),
-          os.path.join(work, 'emulated'), f'r{rate}-{strategy}-{repetition}')))
+      measured.append(
+        statistics.median(
+          train(
+            strategy,
+            rate,
+            threads(os.path.join(experiment, strategy)),
+            os.path.join(work, 'emulated'),
+            f'r{rate}-{strategy}-{repetition}',
+          )
+        )
+      )
   predictions = []
   for (rate, strategy), measured in launches.items():
     p = predicted[f'link{rate}', strategy]
     error = p['examples_per_second'] / statistics.median(measured) - 1
-    predictions.append({'rate_mbit': rate, 'strategy': strategy, 'limiting': p['limiting'],
-                        'predicted': p['examples_per_second'], 'measured': measured,
-                        'error': error, 'ok': abs(error) <= FLAGS.tolerance})
-  ordered = all(predicted[f'link{rates[0]}', s]['examples_per_second'] <
-                predicted[f'link{rates[-1]}', s]['examples_per_second'] for s in STRATEGIES)
+    predictions.append(
+      {
+        'rate_mbit': rate,
+        'strategy': strategy,
+        'limiting': p['limiting'],
+        'predicted': p['examples_per_second'],
+        'measured': measured,
+        'error': error,
+        'ok': abs(error) <= FLAGS.tolerance,
+      }
+    )
+  ordered = all(
+    predicted[f'link{rates[0]}', s]['examples_per_second']
+    < predicted[f'link{rates[-1]}', s]['examples_per_second']
+    for s in STRATEGIES
+  )
   breakdowns = breakdown_rows(os.path.join(loopback, 'defaults'))
-  print(tables.render(('run', 'breakdown step ms', 'implied step ms', 'difference', 'ok'), [
-      [r['run'], f'{r["breakdown_step_ms"]:.2f}', f'{r["implied_step_ms"]:.2f}',
-       f'{r["error"]:+.1%}', str(r['ok'])] for r in breakdowns]) + '\n')
-  print(tables.render(('link', 'busbw GB/s', 'TCP payload GB/s', 'of payload', 'ok'), [
-      [f'{r["rate_mbit"]} Mbit/s', f'{r["busbw_gbps"]:.5f}', f'{r["payload_gbps"]:.5f}',
-       f'{r["busbw_gbps"] / r["payload_gbps"]:.1%}', str(r['ok'])] for r in links]) + '\n')
-  print(tables.render(
+  print(
+    tables.render(
+      ('run', 'breakdown step ms', 'implied step ms', 'difference', 'ok'),
+      [
+        [
+          r['run'],
+          f'{r["breakdown_step_ms"]:.2f}',
+          f'{r["implied_step_ms"]:.2f}',
+          f'{r["error"]:+.1%}',
+          str(r['ok']),
+        ]
+        for r in breakdowns
+      ],
+    )
+    + '\n'
+  )
+  print(
+    tables.render(
+      ('link', 'busbw GB/s', 'TCP payload GB/s', 'of payload', 'ok'),
+      [
+        [
+          f'{r["rate_mbit"]} Mbit/s',
+          f'{r["busbw_gbps"]:.5f}',
+          f'{r["payload_gbps"]:.5f}',
+          f'{r["busbw_gbps"] / r["payload_gbps"]:.1%}',
+          str(r['ok']),
+        ]
+        for r in links
+      ],
+    )
+    + '\n'
+  )
+  print(
+    tables.render(
       ('link', 'strategy', 'predicted ex/s', 'measured ex/s (min-max)', 'error', 'limit', 'ok'),
-      [[f'{r["rate_mbit"]} Mbit/s', r['strategy'], f'{r["predicted"]:,.0f}',
-        f'{statistics.median(r["measured"]):,.0f} ({min(r["measured"]):,.0f}-'
-        f'{max(r["measured"]):,.0f})', f'{r["error"]:+.1%}', r['limiting'], str(r['ok'])]
-       for r in predictions]))
+      [
+        [
+          f'{r["rate_mbit"]} Mbit/s',
+          r['strategy'],
+          f'{r["predicted"]:,.0f}',
+          f'{statistics.median(r["measured"]):,.0f} ({min(r["measured"]):,.0f}-'
+          f'{max(r["measured"]):,.0f})',
+          f'{r["error"]:+.1%}',
+          r['limiting'],
+          str(r['ok']),
+        ]
+        for r in predictions
+      ],
+    )
+  )
   print(f'slower link predicted slower: {ordered}')
   if FLAGS.output:
     with open(FLAGS.output, 'w') as f:
-      json.dump({'breakdown': breakdowns, 'links': links, 'predictions': predictions,
-                 'slower_link_predicted_slower': ordered}, f, indent=2)
+      json.dump(
+        {
+          'breakdown': breakdowns,
+          'links': links,
+          'predictions': predictions,
+          'slower_link_predicted_slower': ordered,
+        },
+        f,
+        indent=2,
+      )
   failed = not ordered or not all(r['ok'] for r in breakdowns + links + predictions)
   return 1 if failed else 0
 

@@ -5,6 +5,7 @@ TF_CONFIG is what Kubeflow's TFJob, Slurm scripts or a hand-run ssh session set 
 {"cluster": {"chief": [...], "worker": ["host:port", ...], "ps": [...]},
  "task": {"type": "worker", "index": 0}}. Free of TensorFlow.
 """
+
 import json
 
 
@@ -28,8 +29,9 @@ def parse(text, jobs):
   cluster = config['cluster']
   for job, addresses in cluster.items():
     if job not in jobs:
-      raise ClusterError(f'TF_CONFIG cluster has job "{job}"; this strategy knows only '
-                         f'{", ".join(jobs)}')
+      raise ClusterError(
+        f'TF_CONFIG cluster has job "{job}"; this strategy knows only {", ".join(jobs)}'
+      )
     if not isinstance(addresses, list) or not addresses:
       raise ClusterError(f'TF_CONFIG cluster job "{job}" needs a non-empty list of host:port')
     for address in addresses:
@@ -37,32 +39,41 @@ def parse(text, jobs):
   every = [a for addresses in cluster.values() for a in addresses]
   duplicates = sorted({a for a in every if every.count(a) > 1})
   if duplicates:
-    raise ClusterError(f'TF_CONFIG lists {", ".join(duplicates)} for more than one task; '
-                       'give every task its own host:port')
+    raise ClusterError(
+      f'TF_CONFIG lists {", ".join(duplicates)} for more than one task; '
+      'give every task its own host:port'
+    )
   for job, (least, most) in jobs.items():
     count = len(cluster.get(job, []))
     if count < least or (most is not None and count > most):
-      raise ClusterError(f'TF_CONFIG cluster has {count} "{job}" task(s); this strategy needs '
-                         f'{needs(jobs)}; give the cluster those tasks or choose another '
-                         '--strategies')
+      raise ClusterError(
+        f'TF_CONFIG cluster has {count} "{job}" task(s); this strategy needs '
+        f'{needs(jobs)}; give the cluster those tasks or choose another '
+        '--strategies'
+      )
   task_type, index = task['type'], task.get('index', 0)
   if task_type not in cluster:
-    raise ClusterError(f'TF_CONFIG task type "{task_type}" is not a job of the cluster '
-                       f'({", ".join(cluster)})')
+    raise ClusterError(
+      f'TF_CONFIG task type "{task_type}" is not a job of the cluster ({", ".join(cluster)})'
+    )
   if type(index) is not int or not 0 <= index < len(cluster[task_type]):
-    raise ClusterError(f'TF_CONFIG task index {index!r} is outside job "{task_type}", which has '
-                       f'{len(cluster[task_type])} task(s)')
+    raise ClusterError(
+      f'TF_CONFIG task index {index!r} is outside job "{task_type}", which has '
+      f'{len(cluster[task_type])} task(s)'
+    )
   return config
 
 
 def needs(jobs):
   """'exactly 1 chief, at least 1 worker and at least 1 ps task' for {job: (least, most)}."""
+
   def count(least, most):
     if least == most:
       return f'exactly {least}'
     if most is None:
       return f'at least {least}' if least else 'any number of'
     return f'at most {most}' if not least else f'{least} to {most}'
+
   parts = [f'{count(*bounds)} {job}' for job, bounds in jobs.items()]
   return (', '.join(parts[:-1]) + ' and ' if len(parts) > 1 else '') + f'{parts[-1]} task(s)'
 
@@ -80,8 +91,9 @@ def text(cluster, task_type, index):
 
 def tasks(cluster):
   """Every task of the cluster as (job, index, name), e.g. ('worker', 1, 'worker-1')."""
-  return [(job, i, f'{job}-{i}') for job, addresses in cluster.items()
-          for i in range(len(addresses))]
+  return [
+    (job, i, f'{job}-{i}') for job, addresses in cluster.items() for i in range(len(addresses))
+  ]
 
 
 def chief(cluster):

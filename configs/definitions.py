@@ -6,12 +6,12 @@ back (`RunConfig.from_json`). Field names are the names of the flags that set th
 error can name the flag to change. Free of TensorFlow: the launcher builds and checks runs
 without loading it.
 """
+
 import dataclasses
 import typing
 
 import models
 import strategies
-
 
 # The optimizers --optimizer names (training/optimizers.py makes each).
 OPTIMIZERS = ('adam', 'lamb', 'lars', 'momentum', 'sgd')
@@ -24,12 +24,12 @@ class ConfigError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class Data:
   dataset: str = 'digits'
-  data_dir: str = ''                  # keras.datasets files; '' for keras' own cache
+  data_dir: str = ''  # keras.datasets files; '' for keras' own cache
   download: bool = True
-  image_shape: tuple = (28, 28, 1)    # synthetic
-  num_classes: int = 10               # synthetic, synthetic_tokens
-  seq_len: int = 128                  # synthetic_tokens, imdb
-  vocab_size: int = 10000             # synthetic_tokens, imdb; the transformer's embedding
+  image_shape: tuple = (28, 28, 1)  # synthetic
+  num_classes: int = 10  # synthetic, synthetic_tokens
+  seq_len: int = 128  # synthetic_tokens, imdb
+  vocab_size: int = 10000  # synthetic_tokens, imdb; the transformer's embedding
   vocab_sizes: tuple = (500000, 300000, 200000, 50000, 10000, 1000)  # synthetic_clicks, wide_deep
 
 
@@ -39,41 +39,41 @@ class Model:
   batch_norm: bool = False
   ghost_batch_size: int = 0
   bn_momentum: float = 0.99
-  num_layers: int = 2                 # transformer
-  d_model: int = 64                   # transformer
-  num_heads: int = 4                  # transformer
-  embedding_dim: int = 16             # wide_deep
+  num_layers: int = 2  # transformer
+  d_model: int = 64  # transformer
+  num_heads: int = 4  # transformer
+  embedding_dim: int = 16  # wide_deep
 
 
 @dataclasses.dataclass(frozen=True)
 class Optimizer:
   optimizer: str = 'adam'
-  learning_rate: float = 0.001        # at base_batch_size, when lr_scaling scales it
-  momentum: float = 0.9               # momentum, lars
-  beta_1: float = 0.9                 # adam, lamb
-  beta_2: float = 0.999               # adam, lamb
-  epsilon: float = 1e-7               # adam, lamb, lars
-  weight_decay: float = 0.0           # all
-  trust_coefficient: float = 0.001    # lars
+  learning_rate: float = 0.001  # at base_batch_size, when lr_scaling scales it
+  momentum: float = 0.9  # momentum, lars
+  beta_1: float = 0.9  # adam, lamb
+  beta_2: float = 0.999  # adam, lamb
+  epsilon: float = 1e-7  # adam, lamb, lars
+  weight_decay: float = 0.0  # all
+  trust_coefficient: float = 0.001  # lars
 
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-  lr_scaling: str = 'none'            # none, linear or sqrt: large-batch scaling of the rate
-  base_batch_size: int = 0            # the batch learning_rate was chosen for
-  warmup_epochs: float = 0.0          # the learning-rate warm-up
-  lr_schedule: str = 'constant'       # after the warm-up: constant, cosine or step
+  lr_scaling: str = 'none'  # none, linear or sqrt: large-batch scaling of the rate
+  base_batch_size: int = 0  # the batch learning_rate was chosen for
+  warmup_epochs: float = 0.0  # the learning-rate warm-up
+  lr_schedule: str = 'constant'  # after the warm-up: constant, cosine or step
 
 
 @dataclasses.dataclass(frozen=True)
 class Performance:
   steps_per_execution: int = 10
   jit_compile: bool = False
-  mixed_precision: str = 'float32'    # a Keras dtype policy
-  profile_steps: tuple = ()           # (first, last) training steps to trace, or ()
-  intra_op_threads: typing.Optional[int] = None  # None: not given (0: TensorFlow's choice)
-  inter_op_threads: typing.Optional[int] = None
-  breakdown: bool = True              # where a step's time goes, measured after training
+  mixed_precision: str = 'float32'  # a Keras dtype policy
+  profile_steps: tuple = ()  # (first, last) training steps to trace, or ()
+  intra_op_threads: int | None = None  # None: not given (0: TensorFlow's choice)
+  inter_op_threads: int | None = None
+  breakdown: bool = True  # where a step's time goes, measured after training
   breakdown_steps: int = 20
 
 
@@ -81,17 +81,17 @@ class Performance:
 class Checkpointing:
   checkpoint_every_epochs: int = 1
   checkpoint_every_steps: int = 0
-  resume: bool = True                 # continue from the run's newest checkpoint, if any
+  resume: bool = True  # continue from the run's newest checkpoint, if any
 
 
 @dataclasses.dataclass(frozen=True)
 class Distribution:
   strategy: str = 'one_device'
-  num_replicas: int = 0               # local devices of a multi-device strategy (0: all, or 2 CPUs)
-  num_workers: int = 2                # computing tasks of a cluster strategy
+  num_replicas: int = 0  # local devices of a multi-device strategy (0: all, or 2 CPUs)
+  num_workers: int = 2  # computing tasks of a cluster strategy
   options: dict = dataclasses.field(default_factory=dict)  # the strategy module's own flags
   startup_timeout: float = 300.0
-  gpus_per_worker: typing.Optional[int] = None  # a local cluster's; None: the GPUs split evenly
+  gpus_per_worker: int | None = None  # a local cluster's; None: the GPUs split evenly
 
   @property
   def descriptor(self):
@@ -101,12 +101,13 @@ class Distribution:
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
   """Everything one run is: what it trains, how, where, and what it records."""
+
   name: str = 'one_device'
   run_dir: str = 'runs/one_device'
-  condition: str = ''                 # what the run stands for in a study, e.g. "lamb"
+  condition: str = ''  # what the run stands for in a study, e.g. "lamb"
   epochs: int = 5
-  batch_size: int = 64                # the global batch
-  steps_per_epoch: int = 0            # 0: one pass over the training set
+  batch_size: int = 64  # the global batch
+  steps_per_epoch: int = 0  # 0: one pass over the training set
   seed: int = 0
   target_accuracy: float = 0.9
   data: Data = Data()
@@ -122,8 +123,11 @@ class RunConfig:
   def model_sizes(self):
     """{size: value} of the sizes (models.SIZES) the run's model takes: its `build`'s keyword
     arguments, and what distinguishes one transformer from another."""
-    values = {**dataclasses.asdict(self.model), 'vocab_size': self.data.vocab_size,
-              'vocab_sizes': list(self.data.vocab_sizes)}  # As JSON holds it: resumes compare.
+    values = {
+      **dataclasses.asdict(self.model),
+      'vocab_size': self.data.vocab_size,
+      'vocab_sizes': list(self.data.vocab_sizes),
+    }  # As JSON holds it: resumes compare.
     return {size: values[size] for size in models.sizes_taken(self.model.model)}
 
   def validate(self):
@@ -145,6 +149,7 @@ class RunConfig:
 @dataclasses.dataclass(frozen=True)
 class Experiment:
   """An experiment: its runs, in order, and how the launcher treats them."""
+
   directory: str
   runs: tuple
   logdir: str = 'runs'
@@ -153,7 +158,7 @@ class Experiment:
   max_restarts: int = 3
   resume: bool = Checkpointing.resume
   min_free_disk_mb: float = 100.0
-  verbosity: int = None           # --verbosity when given, passed on to the children
+  verbosity: int | None = None  # --verbosity when given, passed on to the children
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,14 +167,15 @@ class Prediction:
   `hardware` profile (names or paths), from the measured experiment in `directory` or, with
   `device_examples_per_second`, from the model card of `run` (a one_device run at the batch
   that figure was measured at, as --model and its flags describe it)."""
+
   directory: str
   hardware: tuple
   num_devices: tuple
   strategies: tuple
-  options: dict                   # The strategies' flags that change how bytes move.
-  run: RunConfig = None
+  options: dict  # The strategies' flags that change how bytes move.
+  run: RunConfig | None = None
   device_examples_per_second: float = 0.0
-  per_device_batch: int = 0       # 0: the experiment's one_device batch.
+  per_device_batch: int = 0  # 0: the experiment's one_device batch.
 
 
 def _from_dict(cls, saved):
@@ -190,16 +196,21 @@ def _from_dict(cls, saved):
 def _in(low, high, closed_low=True, closed_high=False):
   def check(value):
     return (low <= value if closed_low else low < value) and (
-        value <= high if closed_high else value < high)
+      value <= high if closed_high else value < high
+    )
+
   return check, f'{"[" if closed_low else "("}{low}, {high}{"]" if closed_high else ")"}'
 
 
 _RANGES = {
-    ('optimizer', 'momentum'): _in(0, 1), ('optimizer', 'beta_1'): _in(0, 1),
-    ('optimizer', 'beta_2'): _in(0, 1), ('optimizer', 'epsilon'): _in(0, 1),
-    ('optimizer', 'weight_decay'): _in(0, 1), ('model', 'bn_momentum'): _in(0, 1),
-    ('optimizer', 'trust_coefficient'): _in(0, 1, closed_low=False, closed_high=True),
-    (None, 'target_accuracy'): _in(0, 1, closed_low=False, closed_high=True),
+  ('optimizer', 'momentum'): _in(0, 1),
+  ('optimizer', 'beta_1'): _in(0, 1),
+  ('optimizer', 'beta_2'): _in(0, 1),
+  ('optimizer', 'epsilon'): _in(0, 1),
+  ('optimizer', 'weight_decay'): _in(0, 1),
+  ('model', 'bn_momentum'): _in(0, 1),
+  ('optimizer', 'trust_coefficient'): _in(0, 1, closed_low=False, closed_high=True),
+  (None, 'target_accuracy'): _in(0, 1, closed_low=False, closed_high=True),
 }
 
 
@@ -214,8 +225,10 @@ def _ranges(config):
 def _shapes(config):
   shape = config.data.image_shape
   if len(shape) != 3 or not all(isinstance(s, int) and s > 0 for s in shape):
-    return ('--image_shape: give three positive integers: height,width,channels, not '
-            f'{",".join(map(str, shape))}')
+    return (
+      '--image_shape: give three positive integers: height,width,channels, not '
+      f'{",".join(map(str, shape))}'
+    )
   steps = config.performance.profile_steps
   if steps and len(steps) != 2:
     return '--profile_steps: give first,last: two step numbers, 1 <= first <= last'
@@ -229,8 +242,10 @@ def _schedule(config):
   if schedule.lr_scaling != 'none' and not schedule.base_batch_size:
     return '--lr_scaling needs --base_batch_size: the batch --learning_rate was tuned for'
   if schedule.warmup_epochs and schedule.lr_scaling == 'none':
-    return ('--warmup_epochs ramps up to the scaled learning rate; give --lr_scaling=linear or '
-            'sqrt (and --base_batch_size)')
+    return (
+      '--warmup_epochs ramps up to the scaled learning rate; give --lr_scaling=linear or '
+      'sqrt (and --base_batch_size)'
+    )
   if schedule.warmup_epochs > config.epochs:
     return '--warmup_epochs must not exceed --epochs'
   return None
@@ -242,12 +257,15 @@ def _batch(config):
   parts = dist.descriptor.batch_parts(dist.num_replicas, dist.num_workers)
   if parts and config.batch_size % parts:
     unit = 'workers' if dist.descriptor.cluster else 'replicas'
-    return (f'run {config.name}: --batch_size={config.batch_size} cannot be split evenly over '
-            f'{parts} {unit}; use a multiple of {parts}')
+    return (
+      f'run {config.name}: --batch_size={config.batch_size} cannot be split evenly over '
+      f'{parts} {unit}; use a multiple of {parts}'
+    )
   if parts:  # Else the replicas are counted at run time, where the check is made again.
     try:
-      models.check_ghost_batch_size(config.model.ghost_batch_size, config.batch_size // parts,
-                                    config.name)
+      models.check_ghost_batch_size(
+        config.model.ghost_batch_size, config.batch_size // parts, config.name
+      )
     except ValueError as e:
       return str(e)
   return None
@@ -258,8 +276,12 @@ def _model(config):
   model = config.model
   synthetic = config.data.dataset == 'synthetic'
   try:
-    models.check(model.model, config.data.image_shape if synthetic else None, model.batch_norm,
-                 model.ghost_batch_size)
+    models.check(
+      model.model,
+      config.data.image_shape if synthetic else None,
+      model.batch_norm,
+      model.ghost_batch_size,
+    )
   except ValueError as e:
     return str(e)
   if model.d_model % model.num_heads:
@@ -271,11 +293,15 @@ def _strategy(config):
   """What the strategy cannot do (its descriptor says)."""
   descriptor = config.distribution.descriptor
   if config.performance.mixed_precision == 'mixed_float16' and not descriptor.loss_scaling:
-    return (f'--mixed_precision=mixed_float16 needs Keras\' LossScaleOptimizer, whose variables '
-            f'{config.distribution.strategy} cannot update; use mixed_bfloat16 there')
+    return (
+      f"--mixed_precision=mixed_float16 needs Keras' LossScaleOptimizer, whose variables "
+      f'{config.distribution.strategy} cannot update; use mixed_bfloat16 there'
+    )
   if config.performance.profile_steps and descriptor.coordinated:
-    return (f'--profile_steps traces this process, but under {config.distribution.strategy} '
-            'the steps run in the worker processes; profile another strategy')
+    return (
+      f'--profile_steps traces this process, but under {config.distribution.strategy} '
+      'the steps run in the worker processes; profile another strategy'
+    )
   return descriptor.refuse(config)
 
 

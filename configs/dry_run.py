@@ -3,6 +3,7 @@
 The runs come from the same mapping the launcher uses (configs/from_flags.py), so a command
 that plans here starts these runs, and one refused here is refused by a real launch too.
 """
+
 from configs import definitions
 from records import tables
 
@@ -10,20 +11,50 @@ from records import tables
 def describe(plan):
   """The text --dry_run prints for an Experiment (its runs) or a Prediction."""
   if isinstance(plan, definitions.Prediction):
-    source = (f'the model card of {plan.run.model.model} at {plan.per_device_batch} examples per '
-              f'device and {plan.device_examples_per_second:,g} examples/s on one device'
-              if plan.run else f'the experiment {plan.directory}')
-    return (f'Would predict {", ".join(plan.strategies)} on {", ".join(plan.hardware)} at '
-            f'{", ".join(map(str, plan.num_devices)) or "every"} device count(s) from {source}, '
-            f'and write {plan.directory}/prediction.json and prediction.png.')
-  header = ('run', 'strategy', 'workers', 'replicas', 'global batch', 'model', 'dataset',
-            'epochs', 'optimizer', 'learning rate', 'options')
-  cells = [(run.name, run.distribution.strategy, _workers(run), _replicas(run),
-            str(run.batch_size), run.model.model, run.data.dataset, str(run.epochs),
-            run.optimizer.optimizer, f'{run.optimizer.learning_rate:g}', _options(run))
-           for run in plan.runs]
-  return (f'{len(plan.runs)} run(s) planned into {plan.directory} (dry run: nothing trained, '
-          f'nothing written):\n{tables.render(header, cells)}')
+    source = (
+      f'the model card of {plan.run.model.model} at {plan.per_device_batch} examples per '
+      f'device and {plan.device_examples_per_second:,g} examples/s on one device'
+      if plan.run
+      else f'the experiment {plan.directory}'
+    )
+    return (
+      f'Would predict {", ".join(plan.strategies)} on {", ".join(plan.hardware)} at '
+      f'{", ".join(map(str, plan.num_devices)) or "every"} device count(s) from {source}, '
+      f'and write {plan.directory}/prediction.json and prediction.png.'
+    )
+  header = (
+    'run',
+    'strategy',
+    'workers',
+    'replicas',
+    'global batch',
+    'model',
+    'dataset',
+    'epochs',
+    'optimizer',
+    'learning rate',
+    'options',
+  )
+  cells = [
+    (
+      run.name,
+      run.distribution.strategy,
+      _workers(run),
+      _replicas(run),
+      str(run.batch_size),
+      run.model.model,
+      run.data.dataset,
+      str(run.epochs),
+      run.optimizer.optimizer,
+      f'{run.optimizer.learning_rate:g}',
+      _options(run),
+    )
+    for run in plan.runs
+  ]
+  return (
+    f'{len(plan.runs)} run(s) planned into {plan.directory} (dry run: nothing trained, '
+    f'nothing written):\n{tables.render(header, cells)}'
+  )
 
 
 def _workers(run):

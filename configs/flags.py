@@ -5,6 +5,7 @@ field's default from configs/definitions.py.
 The validators here check what a flag's text must look like (a known name, integers); what a
 run's values must satisfy together is `RunConfig.validate`'s (configs/definitions.py).
 """
+
 from absl import flags
 
 import data
@@ -25,268 +26,468 @@ def _text(values):
 
 
 flags.DEFINE_list(
-    'strategies', 'one_device,mirrored,central_storage,multi_worker_mirrored,parameter_server',
-    f'Comma list of strategies to compare, out of: {", ".join(strategies.names())}.')
+  'strategies',
+  'one_device,mirrored,central_storage,multi_worker_mirrored,parameter_server',
+  f'Comma list of strategies to compare, out of: {", ".join(strategies.names())}.',
+)
 flags.DEFINE_string(
-    'model', _RUN.model.model, f'The Keras model every strategy trains: {", ".join(models.names())}, or '
-    'your own as package.module:function, function(input_shape, num_classes) returning an '
-    'uncompiled keras.Model with num_classes logits (imported from the working directory or '
-    'PYTHONPATH; see examples/my_model.py).')
+  'model',
+  _RUN.model.model,
+  f'The Keras model every strategy trains: {", ".join(models.names())}, or '
+  'your own as package.module:function, function(input_shape, num_classes) returning an '
+  'uncompiled keras.Model with num_classes logits (imported from the working directory or '
+  'PYTHONPATH; see examples/my_model.py).',
+)
 flags.DEFINE_string(
-    'dataset', _RUN.data.dataset, f'{", ".join(data.names())}, or your own as package.module:function, '
-    'function() returning (x_train, y_train), (x_val, y_val) like keras.datasets (see '
-    'examples/my_data.py). Not given: the model\'s own (transformer: synthetic_tokens, '
-    'wide_deep: synthetic_clicks, which also trains at --batch_size=512 --learning_rate=0.01 '
-    'unless given), else digits. digits: bundled with scikit-learn, no network. '
-    'synthetic: random images of --image_shape for pure throughput. synthetic_tokens: random '
-    'token ids whose class is a marker token they hold. synthetic_clicks: click logs with an '
-    'id per table of --vocab_sizes and dense features, clicks from a fixed random logistic '
-    'model. mnist, fashion_mnist, cifar10, '
-    'imdb (reviews as token ids): keras.datasets files from --data_dir, downloaded when '
-    'missing (needs the network).')
+  'dataset',
+  _RUN.data.dataset,
+  f'{", ".join(data.names())}, or your own as package.module:function, '
+  'function() returning (x_train, y_train), (x_val, y_val) like keras.datasets (see '
+  "examples/my_data.py). Not given: the model's own (transformer: synthetic_tokens, "
+  'wide_deep: synthetic_clicks, which also trains at --batch_size=512 --learning_rate=0.01 '
+  'unless given), else digits. digits: bundled with scikit-learn, no network. '
+  'synthetic: random images of --image_shape for pure throughput. synthetic_tokens: random '
+  'token ids whose class is a marker token they hold. synthetic_clicks: click logs with an '
+  'id per table of --vocab_sizes and dense features, clicks from a fixed random logistic '
+  'model. mnist, fashion_mnist, cifar10, '
+  'imdb (reviews as token ids): keras.datasets files from --data_dir, downloaded when '
+  'missing (needs the network).',
+)
 flags.DEFINE_string(
-    'data_dir', _RUN.data.data_dir, 'Directory with the keras.datasets files (mnist.npz, fashion-mnist/, '
-    'cifar-10-batches-py/, imdb.npz). Empty: keras\' own cache, ~/.keras/datasets.')
+  'data_dir',
+  _RUN.data.data_dir,
+  'Directory with the keras.datasets files (mnist.npz, fashion-mnist/, '
+  "cifar-10-batches-py/, imdb.npz). Empty: keras' own cache, ~/.keras/datasets.",
+)
 flags.DEFINE_bool(
-    'download', _RUN.data.download, 'Download a missing dataset through keras.datasets.')
+  'download', _RUN.data.download, 'Download a missing dataset through keras.datasets.'
+)
 flags.DEFINE_list(
-    'image_shape', _text(_RUN.data.image_shape), 'synthetic: height,width,channels. Not given, the '
-    'keras.applications models (resnet50, mobilenet_v2, efficientnet_b0, vgg16, inception_v3) '
-    'get ImageNet\'s 224,224,3, as in tf_cnn_benchmarks; they take down to 32,32 (inception_v3: '
-    '75,75).')
+  'image_shape',
+  _text(_RUN.data.image_shape),
+  'synthetic: height,width,channels. Not given, the '
+  'keras.applications models (resnet50, mobilenet_v2, efficientnet_b0, vgg16, inception_v3) '
+  "get ImageNet's 224,224,3, as in tf_cnn_benchmarks; they take down to 32,32 (inception_v3: "
+  '75,75).',
+)
 flags.DEFINE_integer(
-    'num_classes', _RUN.data.num_classes, 'synthetic and synthetic_tokens: number of classes. Not given, the '
-    'keras.applications models get ImageNet\'s 1000 on synthetic.', lower_bound=2,
-    upper_bound=2**31 - 1)  # int32 labels.
+  'num_classes',
+  _RUN.data.num_classes,
+  'synthetic and synthetic_tokens: number of classes. Not given, the '
+  "keras.applications models get ImageNet's 1000 on synthetic.",
+  lower_bound=2,
+  upper_bound=2**31 - 1,
+)  # int32 labels.
 flags.DEFINE_integer(
-    'seq_len', _RUN.data.seq_len, 'synthetic_tokens and imdb: token ids per example (imdb reviews are cut or '
-    'padded with 0 at the front).', lower_bound=1)
+  'seq_len',
+  _RUN.data.seq_len,
+  'synthetic_tokens and imdb: token ids per example (imdb reviews are cut or '
+  'padded with 0 at the front).',
+  lower_bound=1,
+)
 flags.DEFINE_integer(
-    'vocab_size', _RUN.data.vocab_size, 'synthetic_tokens and imdb: token ids 0..vocab_size-1, the '
-    'transformer\'s embedding rows; imdb maps rarer words to the out-of-vocabulary id 2.',
-    lower_bound=4, upper_bound=2**31 - 1)  # int32 token ids.
+  'vocab_size',
+  _RUN.data.vocab_size,
+  'synthetic_tokens and imdb: token ids 0..vocab_size-1, the '
+  "transformer's embedding rows; imdb maps rarer words to the out-of-vocabulary id 2.",
+  lower_bound=4,
+  upper_bound=2**31 - 1,
+)  # int32 token ids.
 flags.DEFINE_list(
-    'vocab_sizes', _text(_RUN.data.vocab_sizes), 'synthetic_clicks and wide_deep: '
-    'rows of each embedding table, one id column per table (the default tables hold 68 MB of '
-    'float32 at --embedding_dim=16).')
+  'vocab_sizes',
+  _text(_RUN.data.vocab_sizes),
+  'synthetic_clicks and wide_deep: '
+  'rows of each embedding table, one id column per table (the default tables hold 68 MB of '
+  'float32 at --embedding_dim=16).',
+)
 flags.register_validator(
-    'vocab_sizes', lambda sizes: all(s.isdigit() and int(s) > 0 for s in sizes) and bool(sizes),
-    message='--vocab_sizes: give a comma list of positive integers, the rows of each table')
-flags.DEFINE_integer(
-    'epochs', _RUN.epochs, 'Training epochs.', lower_bound=1)
+  'vocab_sizes',
+  lambda sizes: all(s.isdigit() and int(s) > 0 for s in sizes) and bool(sizes),
+  message='--vocab_sizes: give a comma list of positive integers, the rows of each table',
+)
+flags.DEFINE_integer('epochs', _RUN.epochs, 'Training epochs.', lower_bound=1)
 flags.DEFINE_list(
-    'batch_size', _text(_RUN.batch_size), 'GLOBAL batch size: the same for every strategy, split across replicas. '
-    'A comma list sweeps it.')
+  'batch_size',
+  _text(_RUN.batch_size),
+  'GLOBAL batch size: the same for every strategy, split across replicas. A comma list sweeps it.',
+)
 flags.DEFINE_integer(
-    'steps_per_epoch', _RUN.steps_per_epoch, 'Steps per epoch; 0 means one pass over the training set.',
-    lower_bound=0)
+  'steps_per_epoch',
+  _RUN.steps_per_epoch,
+  'Steps per epoch; 0 means one pass over the training set.',
+  lower_bound=0,
+)
 flags.DEFINE_integer(
-    'steps_per_execution', _RUN.performance.steps_per_execution, 'Training steps per tf.function call (fewer host round trips).',
-    lower_bound=1)
+  'steps_per_execution',
+  _RUN.performance.steps_per_execution,
+  'Training steps per tf.function call (fewer host round trips).',
+  lower_bound=1,
+)
 flags.DEFINE_float(
-    'learning_rate', _RUN.optimizer.learning_rate, 'Learning rate (at --base_batch_size, when --lr_scaling scales it).',
-    lower_bound=0)
+  'learning_rate',
+  _RUN.optimizer.learning_rate,
+  'Learning rate (at --base_batch_size, when --lr_scaling scales it).',
+  lower_bound=0,
+)
 flags.DEFINE_enum(
-    'optimizer', _RUN.optimizer.optimizer, list(definitions.OPTIMIZERS),
-    'Optimizer. momentum: SGD with --momentum. lamb: Keras\' LAMB (You et al. 2019). lars: '
-    'layer-wise adaptive rate scaling (You et al. 2017), SGD with --momentum and a trust ratio.')
+  'optimizer',
+  _RUN.optimizer.optimizer,
+  list(definitions.OPTIMIZERS),
+  "Optimizer. momentum: SGD with --momentum. lamb: Keras' LAMB (You et al. 2019). lars: "
+  'layer-wise adaptive rate scaling (You et al. 2017), SGD with --momentum and a trust ratio.',
+)
+flags.DEFINE_float('momentum', _RUN.optimizer.momentum, 'momentum and lars: momentum, in [0, 1).')
+flags.DEFINE_float('beta_1', _RUN.optimizer.beta_1, 'adam and lamb: first-moment decay, in [0, 1).')
 flags.DEFINE_float(
-    'momentum', _RUN.optimizer.momentum, 'momentum and lars: momentum, in [0, 1).')
+  'beta_2', _RUN.optimizer.beta_2, 'adam and lamb: second-moment decay, in [0, 1).'
+)
 flags.DEFINE_float(
-    'beta_1', _RUN.optimizer.beta_1, 'adam and lamb: first-moment decay, in [0, 1).')
+  'epsilon',
+  _RUN.optimizer.epsilon,
+  'adam, lamb, lars: the small constant of the denominator, in [0, 1).',
+)
 flags.DEFINE_float(
-    'beta_2', _RUN.optimizer.beta_2, 'adam and lamb: second-moment decay, in [0, 1).')
+  'weight_decay',
+  _RUN.optimizer.weight_decay,
+  'Weight decay: decoupled (AdamW-style) for sgd, momentum, adam and '
+  'lamb; inside the trust ratio for lars. In [0, 1).',
+)
 flags.DEFINE_float(
-    'epsilon', _RUN.optimizer.epsilon, 'adam, lamb, lars: the small constant of the '
-                             'denominator, in [0, 1).')
-flags.DEFINE_float(
-    'weight_decay', _RUN.optimizer.weight_decay, 'Weight decay: decoupled (AdamW-style) for sgd, momentum, adam and '
-    'lamb; inside the trust ratio for lars. In [0, 1).')
-flags.DEFINE_float(
-    'trust_coefficient', _RUN.optimizer.trust_coefficient, 'lars: eta, the trust coefficient, in (0, 1].')
+  'trust_coefficient',
+  _RUN.optimizer.trust_coefficient,
+  'lars: eta, the trust coefficient, in (0, 1].',
+)
 flags.DEFINE_enum(
-    'lr_scaling', _RUN.schedule.lr_scaling, ['none', 'linear', 'sqrt'],
-    'Scale --learning_rate by k = (batch of one update) / --base_batch_size (linear), by '
-    'sqrt(k) (sqrt), or not (none). With --base_batch_size the per-replica batch, k is the '
-    'number of replicas in sync (Goyal et al. 2017).')
+  'lr_scaling',
+  _RUN.schedule.lr_scaling,
+  ['none', 'linear', 'sqrt'],
+  'Scale --learning_rate by k = (batch of one update) / --base_batch_size (linear), by '
+  'sqrt(k) (sqrt), or not (none). With --base_batch_size the per-replica batch, k is the '
+  'number of replicas in sync (Goyal et al. 2017).',
+)
 flags.DEFINE_integer(
-    'base_batch_size', _RUN.schedule.base_batch_size, 'The batch --learning_rate was tuned for; needed by --lr_scaling.',
-    lower_bound=0)
+  'base_batch_size',
+  _RUN.schedule.base_batch_size,
+  'The batch --learning_rate was tuned for; needed by --lr_scaling.',
+  lower_bound=0,
+)
 flags.DEFINE_float(
-    'warmup_epochs', _RUN.schedule.warmup_epochs, 'Epochs over which the learning rate ramps linearly, every step, from '
-    '--learning_rate to the scaled rate (needs --lr_scaling).', lower_bound=0)
+  'warmup_epochs',
+  _RUN.schedule.warmup_epochs,
+  'Epochs over which the learning rate ramps linearly, every step, from '
+  '--learning_rate to the scaled rate (needs --lr_scaling).',
+  lower_bound=0,
+)
 flags.DEFINE_enum(
-    'lr_schedule', _RUN.schedule.lr_schedule, ['constant', 'cosine', 'step'],
-    'The learning rate after the warm-up: constant; cosine, a half cosine to 0 at the end; '
-    'step, divided by 10 at 1/2 and 3/4 of the steps after the warm-up.')
+  'lr_schedule',
+  _RUN.schedule.lr_schedule,
+  ['constant', 'cosine', 'step'],
+  'The learning rate after the warm-up: constant; cosine, a half cosine to 0 at the end; '
+  'step, divided by 10 at 1/2 and 3/4 of the steps after the warm-up.',
+)
 flags.DEFINE_integer(
-    'num_layers', _RUN.model.num_layers, 'transformer: encoder blocks (self-attention and MLP).', lower_bound=1)
+  'num_layers',
+  _RUN.model.num_layers,
+  'transformer: encoder blocks (self-attention and MLP).',
+  lower_bound=1,
+)
 flags.DEFINE_integer(
-    'd_model', _RUN.model.d_model, 'transformer: width of the embeddings and blocks, a multiple of '
-    '--num_heads.', lower_bound=1)
+  'd_model',
+  _RUN.model.d_model,
+  'transformer: width of the embeddings and blocks, a multiple of --num_heads.',
+  lower_bound=1,
+)
 flags.DEFINE_integer(
-    'num_heads', _RUN.model.num_heads, 'transformer: attention heads, each d_model / num_heads wide.',
-    lower_bound=1)
+  'num_heads',
+  _RUN.model.num_heads,
+  'transformer: attention heads, each d_model / num_heads wide.',
+  lower_bound=1,
+)
 flags.DEFINE_integer(
-    'embedding_dim', _RUN.model.embedding_dim, 'wide_deep: width of the deep part\'s embedding of every id.',
-    lower_bound=1)
+  'embedding_dim',
+  _RUN.model.embedding_dim,
+  "wide_deep: width of the deep part's embedding of every id.",
+  lower_bound=1,
+)
 flags.DEFINE_bool(
-    'batch_norm', _RUN.model.batch_norm, 'Add BatchNormalization after each convolution or hidden layer of '
-    'models that have none (cnn, mlp); refused for vgg16 and transformer, which cannot have '
-    'it.')
+  'batch_norm',
+  _RUN.model.batch_norm,
+  'Add BatchNormalization after each convolution or hidden layer of '
+  'models that have none (cnn, mlp); refused for vgg16 and transformer, which cannot have '
+  'it.',
+)
 flags.DEFINE_float(
-    'bn_momentum', _RUN.model.bn_momentum, 'Momentum of the batch-norm moving statistics used at inference, in '
-    '[0, 1). Keras\' 0.99 needs hundreds of steps to settle; lower it for short runs.')
+  'bn_momentum',
+  _RUN.model.bn_momentum,
+  'Momentum of the batch-norm moving statistics used at inference, in '
+  "[0, 1). Keras' 0.99 needs hundreds of steps to settle; lower it for short runs.",
+)
 flags.DEFINE_integer(
-    'ghost_batch_size', _RUN.model.ghost_batch_size, 'Ghost Batch Normalization (Hoffer et al. 2017): batch statistics '
-    'over virtual batches of this many examples of each replica\'s batch (must divide it). '
-    'Implies --batch_norm. 0: off.', lower_bound=0)
+  'ghost_batch_size',
+  _RUN.model.ghost_batch_size,
+  'Ghost Batch Normalization (Hoffer et al. 2017): batch statistics '
+  "over virtual batches of this many examples of each replica's batch (must divide it). "
+  'Implies --batch_norm. 0: off.',
+  lower_bound=0,
+)
 flags.DEFINE_bool(
-    'jit_compile', _RUN.performance.jit_compile, 'Compile each replica\'s training and evaluation step with XLA.')
+  'jit_compile',
+  _RUN.performance.jit_compile,
+  "Compile each replica's training and evaluation step with XLA.",
+)
 flags.DEFINE_enum(
-    'mixed_precision', _RUN.performance.mixed_precision, ['float32', 'mixed_float16', 'mixed_bfloat16'],
-    'Keras dtype policy: compute in float16 or bfloat16 with float32 variables (mixed_float16 '
-    'adds dynamic loss scaling), or all float32.')
+  'mixed_precision',
+  _RUN.performance.mixed_precision,
+  ['float32', 'mixed_float16', 'mixed_bfloat16'],
+  'Keras dtype policy: compute in float16 or bfloat16 with float32 variables (mixed_float16 '
+  'adds dynamic loss scaling), or all float32.',
+)
 flags.DEFINE_list(
-    'profile_steps', _text(_RUN.performance.profile_steps), 'first,last: trace these training steps (1-based, over the whole run) '
-    'with the TensorFlow profiler into <run>/train, for TensorBoard\'s Profile tab; whole '
-    'executions of --steps_per_execution are traced. Empty: no trace.')
+  'profile_steps',
+  _text(_RUN.performance.profile_steps),
+  'first,last: trace these training steps (1-based, over the whole run) '
+  "with the TensorFlow profiler into <run>/train, for TensorBoard's Profile tab; whole "
+  'executions of --steps_per_execution are traced. Empty: no trace.',
+)
 flags.DEFINE_bool(
-    'breakdown', _RUN.performance.breakdown, 'After training, measure where a step\'s time goes (input, compute, '
-    'communication, exposed overhead; training/step_timing.py) for result.json, TensorBoard and '
-    'the report.')
+  'breakdown',
+  _RUN.performance.breakdown,
+  "After training, measure where a step's time goes (input, compute, "
+  'communication, exposed overhead; training/step_timing.py) for result.json, TensorBoard and '
+  'the report.',
+)
 flags.DEFINE_integer(
-    'breakdown_steps', _RUN.performance.breakdown_steps, 'Steps in each timed window of the breakdown (3 windows per part).',
-    lower_bound=1)
+  'breakdown_steps',
+  _RUN.performance.breakdown_steps,
+  'Steps in each timed window of the breakdown (3 windows per part).',
+  lower_bound=1,
+)
 flags.DEFINE_integer(
-    'intra_op_threads', 0, 'Threads one TensorFlow op may use (0: TensorFlow\'s choice, the '
-    'cores).', lower_bound=0)
+  'intra_op_threads',
+  0,
+  "Threads one TensorFlow op may use (0: TensorFlow's choice, the cores).",
+  lower_bound=0,
+)
 flags.DEFINE_integer(
-    'inter_op_threads', 0, 'TensorFlow ops run at once (0: TensorFlow\'s choice).',
-    lower_bound=0)
+  'inter_op_threads', 0, "TensorFlow ops run at once (0: TensorFlow's choice).", lower_bound=0
+)
 flags.DEFINE_integer(
-    'seed', _RUN.seed, 'Seed for weights and data order: same seed, same run.', lower_bound=0,
-    upper_bound=2**32 - 1)  # Keras' and NumPy's seeds.
+  'seed',
+  _RUN.seed,
+  'Seed for weights and data order: same seed, same run.',
+  lower_bound=0,
+  upper_bound=2**32 - 1,
+)  # Keras' and NumPy's seeds.
 flags.DEFINE_list(
-    'num_replicas', _text(_RUN.distribution.num_replicas), 'Devices per worker for mirrored and central_storage: that many GPUs '
-    '(0: all), or without GPUs that many logical CPU devices (0: 2). A comma list sweeps it. '
-    'With GPUs, also the GPUs a multi_worker_mirrored worker mirrors over, of those it sees '
-    '(0: all; see --gpus_per_worker).')
+  'num_replicas',
+  _text(_RUN.distribution.num_replicas),
+  'Devices per worker for mirrored and central_storage: that many GPUs '
+  '(0: all), or without GPUs that many logical CPU devices (0: 2). A comma list sweeps it. '
+  'With GPUs, also the GPUs a multi_worker_mirrored worker mirrors over, of those it sees '
+  '(0: all; see --gpus_per_worker).',
+)
 flags.DEFINE_list(
-    'num_workers', _text(_RUN.distribution.num_workers), 'multi_worker_mirrored and parameter_server: worker tasks of the local '
-    'cluster run.py launches (with TF_CONFIG set, the cluster there decides). A comma list '
-    'sweeps it.')
+  'num_workers',
+  _text(_RUN.distribution.num_workers),
+  'multi_worker_mirrored and parameter_server: worker tasks of the local '
+  'cluster run.py launches (with TF_CONFIG set, the cluster there decides). A comma list '
+  'sweeps it.',
+)
 flags.DEFINE_integer(
-    'gpus_per_worker', _RUN.distribution.gpus_per_worker, 'On a machine with GPUs, the GPUs each worker of a local cluster '
-    '(multi_worker_mirrored, parameter_server) gets to itself through CUDA_VISIBLE_DEVICES; a '
-    'multi_worker_mirrored worker mirrors over them, parameter_server\'s chief and ps tasks '
-    'get none. Not given: the GPUs divided evenly among the workers, any remainder left idle '
-    '(said at the start). 0: the workers compute on CPUs. GPUs are counted from '
-    'CUDA_VISIBLE_DEVICES, else nvidia-smi -L.', lower_bound=0)
+  'gpus_per_worker',
+  _RUN.distribution.gpus_per_worker,
+  'On a machine with GPUs, the GPUs each worker of a local cluster '
+  '(multi_worker_mirrored, parameter_server) gets to itself through CUDA_VISIBLE_DEVICES; a '
+  "multi_worker_mirrored worker mirrors over them, parameter_server's chief and ps tasks "
+  'get none. Not given: the GPUs divided evenly among the workers, any remainder left idle '
+  '(said at the start). 0: the workers compute on CPUs. GPUs are counted from '
+  'CUDA_VISIBLE_DEVICES, else nvidia-smi -L.',
+  lower_bound=0,
+)
 flags.DEFINE_enum(
-    'cluster_resolver', 'auto', ['auto', 'tf_config', 'slurm'],
-    'Where a cluster task learns its cluster. tf_config: TF_CONFIG (without it, run.py launches '
-    'a local cluster). slurm: Slurm\'s variables in a task srun started, through '
-    'SlurmClusterResolver; parameter_server makes task 0 the chief, tasks 1 to --num_ps the ps '
-    'tasks and the rest workers (srun\'s --nodes and --ntasks-per-node place them), '
-    'multi_worker_mirrored makes every task a worker. auto: TF_CONFIG if set, else slurm when '
-    'srun started this step with several tasks.')
+  'cluster_resolver',
+  'auto',
+  ['auto', 'tf_config', 'slurm'],
+  'Where a cluster task learns its cluster. tf_config: TF_CONFIG (without it, run.py launches '
+  "a local cluster). slurm: Slurm's variables in a task srun started, through "
+  'SlurmClusterResolver; parameter_server makes task 0 the chief, tasks 1 to --num_ps the ps '
+  "tasks and the rest workers (srun's --nodes and --ntasks-per-node place them), "
+  'multi_worker_mirrored makes every task a worker. auto: TF_CONFIG if set, else slurm when '
+  'srun started this step with several tasks.',
+)
 flags.DEFINE_integer(
-    'slurm_port_base', 8888, '--cluster_resolver=slurm: the port of the first task on each node; '
-    'the node\'s next tasks take the next ports.', lower_bound=1, upper_bound=65535)
+  'slurm_port_base',
+  8888,
+  '--cluster_resolver=slurm: the port of the first task on each node; '
+  "the node's next tasks take the next ports.",
+  lower_bound=1,
+  upper_bound=65535,
+)
 flags.DEFINE_enum(
-    'scaling', 'strong', ['strong', 'weak'],
-    'strong: --batch_size is the global batch of every run. weak: --batch_size is per replica '
-    '(per worker for the cluster strategies), so the global batch grows with them.')
+  'scaling',
+  'strong',
+  ['strong', 'weak'],
+  'strong: --batch_size is the global batch of every run. weak: --batch_size is per replica '
+  '(per worker for the cluster strategies), so the global batch grows with them.',
+)
 flags.DEFINE_float(
-    'target_accuracy', _RUN.target_accuracy, 'Validation accuracy for time-to-accuracy: the seconds until a run '
-    'first reaches it.')
+  'target_accuracy',
+  _RUN.target_accuracy,
+  'Validation accuracy for time-to-accuracy: the seconds until a run first reaches it.',
+)
 flags.DEFINE_multi_string(
-    'variant', [], 'A study: "NAME: --flag=value ..." runs the experiment\'s runs once more with '
-    'these flags on top of the others, named NAME-<run>; repeat it for each condition (see '
-    'configs/convergence.cfg). Without it, the runs run once as given.')
+  'variant',
+  [],
+  'A study: "NAME: --flag=value ..." runs the experiment\'s runs once more with '
+  'these flags on top of the others, named NAME-<run>; repeat it for each condition (see '
+  'configs/convergence.cfg). Without it, the runs run once as given.',
+)
 flags.DEFINE_string(
-    'condition', _RUN.condition, 'What the run stands for in a study (the report\'s "condition"); '
-    '--variant sets it to the variant\'s NAME.')
+  'condition',
+  _RUN.condition,
+  'What the run stands for in a study (the report\'s "condition"); '
+  "--variant sets it to the variant's NAME.",
+)
 flags.DEFINE_bool(
-    'report_only', False, 'Rebuild the report and plots of --experiment from its event files '
-    '(e.g. runs done on a cluster) and train nothing.')
+  'report_only',
+  False,
+  'Rebuild the report and plots of --experiment from its event files '
+  '(e.g. runs done on a cluster) and train nothing.',
+)
 flags.DEFINE_bool(
-    'dry_run', False, 'Print the runs these flags plan, with their configurations (with '
-    '--predict: the prediction asked for), and exit: nothing trained, nothing written.')
-flags.DEFINE_string(
-    'logdir', _EXPERIMENT.logdir, 'Root directory of all experiments.')
-flags.DEFINE_string(
-    'experiment', '', 'Experiment name; default: a timestamp.')
-flags.DEFINE_string(
-    'run_name', '', 'Run directory name; default: the strategy.')
+  'dry_run',
+  False,
+  'Print the runs these flags plan, with their configurations (with '
+  '--predict: the prediction asked for), and exit: nothing trained, nothing written.',
+)
+flags.DEFINE_string('logdir', _EXPERIMENT.logdir, 'Root directory of all experiments.')
+flags.DEFINE_string('experiment', '', 'Experiment name; default: a timestamp.')
+flags.DEFINE_string('run_name', '', 'Run directory name; default: the strategy.')
 flags.DEFINE_bool(
-    'in_process', False, 'Run the one strategy given in this process instead of a child.')
+  'in_process', False, 'Run the one strategy given in this process instead of a child.'
+)
 flags.DEFINE_float(
-    'startup_timeout', _RUN.distribution.startup_timeout, 'Seconds a cluster task may wait for its peers before it gives up '
-    'and names the tasks that did not answer.', lower_bound=1)
+  'startup_timeout',
+  _RUN.distribution.startup_timeout,
+  'Seconds a cluster task may wait for its peers before it gives up '
+  'and names the tasks that did not answer.',
+  lower_bound=1,
+)
 flags.DEFINE_integer(
-    'checkpoint_every_epochs', _RUN.checkpoints.checkpoint_every_epochs, 'Write a checkpoint (model, optimizer, step, data position, '
-    'history) into <run>/checkpoints every this many epochs; 0: not by epoch. SIGTERM and SIGINT '
-    'always write one.', lower_bound=0)
+  'checkpoint_every_epochs',
+  _RUN.checkpoints.checkpoint_every_epochs,
+  'Write a checkpoint (model, optimizer, step, data position, '
+  'history) into <run>/checkpoints every this many epochs; 0: not by epoch. SIGTERM and SIGINT '
+  'always write one.',
+  lower_bound=0,
+)
 flags.DEFINE_integer(
-    'checkpoint_every_steps', _RUN.checkpoints.checkpoint_every_steps, 'Also write a checkpoint every this many training steps (at the '
-    'end of the execution that reaches them); 0: not by step.', lower_bound=0)
+  'checkpoint_every_steps',
+  _RUN.checkpoints.checkpoint_every_steps,
+  'Also write a checkpoint every this many training steps (at the '
+  'end of the execution that reaches them); 0: not by step.',
+  lower_bound=0,
+)
 flags.DEFINE_bool(
-    'resume', _RUN.checkpoints.resume, 'Continue an unfinished run of --experiment from its newest checkpoint and '
-    'keep its finished runs. --noresume refuses a run directory that holds any run.')
+  'resume',
+  _RUN.checkpoints.resume,
+  'Continue an unfinished run of --experiment from its newest checkpoint and '
+  'keep its finished runs. --noresume refuses a run directory that holds any run.',
+)
 flags.DEFINE_integer(
-    'max_restarts', _EXPERIMENT.max_restarts, 'Times the launcher starts a run again, from its last checkpoint, when one '
-    'of its tasks dies (a parameter-server worker: just that worker).', lower_bound=0)
+  'max_restarts',
+  _EXPERIMENT.max_restarts,
+  'Times the launcher starts a run again, from its last checkpoint, when one '
+  'of its tasks dies (a parameter-server worker: just that worker).',
+  lower_bound=0,
+)
 flags.DEFINE_float(
-    'min_free_disk_mb', _EXPERIMENT.min_free_disk_mb, 'Refuse to start when the --logdir file system has less free space '
-    'than this (MB), rather than fail at the first checkpoint.', lower_bound=0)
+  'min_free_disk_mb',
+  _EXPERIMENT.min_free_disk_mb,
+  'Refuse to start when the --logdir file system has less free space '
+  'than this (MB), rather than fail at the first checkpoint.',
+  lower_bound=0,
+)
 flags.DEFINE_float(
-    'idle_timeout', _EXPERIMENT.idle_timeout, 'Seconds a run may print nothing before it is declared hung and stopped.',
-    lower_bound=1)
+  'idle_timeout',
+  _EXPERIMENT.idle_timeout,
+  'Seconds a run may print nothing before it is declared hung and stopped.',
+  lower_bound=1,
+)
 flags.DEFINE_bool(
-    'predict', False, 'Predict each strategy\'s throughput on --hardware for --num_devices '
-    'devices, from the measured --experiment (its one_device run\'s compute, model card and '
-    'input rate) or, with --device_examples_per_second, from --model\'s card; writes '
-    'prediction.json and prediction.png into the experiment and trains nothing.')
+  'predict',
+  False,
+  "Predict each strategy's throughput on --hardware for --num_devices "
+  "devices, from the measured --experiment (its one_device run's compute, model card and "
+  "input rate) or, with --device_examples_per_second, from --model's card; writes "
+  'prediction.json and prediction.png into the experiment and trains nothing.',
+)
 flags.DEFINE_list(
-    'hardware', 'dgx1_v100', f'--predict: hardware profiles, comma-separated: '
-    f'{", ".join(hardware_profiles.names())} (configs/hardware/), or paths of TOML profiles of your own.')
+  'hardware',
+  'dgx1_v100',
+  f'--predict: hardware profiles, comma-separated: '
+  f'{", ".join(hardware_profiles.names())} (configs/hardware/), or paths of TOML profiles of '
+  'your own.',
+)
 flags.DEFINE_list(
-    'num_devices', [], '--predict: device counts to predict; above one node, whole nodes of '
-    'the profile. Empty: 1, 2, 4, ... 64, as many as each profile holds.')
+  'num_devices',
+  [],
+  '--predict: device counts to predict; above one node, whole nodes of '
+  'the profile. Empty: 1, 2, 4, ... 64, as many as each profile holds.',
+)
 flags.DEFINE_float(
-    'device_examples_per_second', 0, '--predict from a model card: examples per second one '
-    'device of the target trains --model at alone (e.g. a published single-GPU figure).',
-    lower_bound=0)
+  'device_examples_per_second',
+  0,
+  '--predict from a model card: examples per second one '
+  'device of the target trains --model at alone (e.g. a published single-GPU figure).',
+  lower_bound=0,
+)
 flags.DEFINE_integer(
-    'per_device_batch', 0, '--predict: examples per device and step (weak scaling); 0: the '
-    'experiment\'s one_device batch (needed with --device_examples_per_second).',
-    lower_bound=0)
+  'per_device_batch',
+  0,
+  '--predict: examples per device and step (weak scaling); 0: the '
+  "experiment's one_device batch (needed with --device_examples_per_second).",
+  lower_bound=0,
+)
 flags.DEFINE_string(
-    'run_config', '', 'Internal: the launcher starts each process of a run with the run\'s '
-    '<run>/config.json; set, every other flag is ignored.')
+  'run_config',
+  '',
+  "Internal: the launcher starts each process of a run with the run's "
+  '<run>/config.json; set, every other flag is ignored.',
+)
 
 
 for _flag, _registry in (('model', models), ('dataset', data)):
   flags.register_validator(
-      _flag, lambda name, registry=_registry: name in registry.names() or user_code.is_spec(name),
-      f'give one of {", ".join(_registry.names())}, or package.module:function for your own')
+    _flag,
+    lambda name, registry=_registry: name in registry.names() or user_code.is_spec(name),
+    f'give one of {", ".join(_registry.names())}, or package.module:function for your own',
+  )
 
 
 @flags.validator('strategies')
 def _known_strategies(names):
   unknown = [n for n in names if n not in strategies.names()] if names else ['(none)']
   if unknown:
-    raise flags.ValidationError(f'unknown strategy {", ".join(unknown)}; give a comma list out of '
-                                f'{", ".join(strategies.names())}')
+    raise flags.ValidationError(
+      f'unknown strategy {", ".join(unknown)}; give a comma list out of '
+      f'{", ".join(strategies.names())}'
+    )
   return True
 
 
-for _name, _least in (('batch_size', 1), ('num_replicas', 0), ('num_workers', 1),
-                      ('image_shape', 1), ('profile_steps', 0), ('num_devices', 1)):
+for _name, _least in (
+  ('batch_size', 1),
+  ('num_replicas', 0),
+  ('num_workers', 1),
+  ('image_shape', 1),
+  ('profile_steps', 0),
+  ('num_devices', 1),
+):
   flags.register_validator(
-      _name, lambda v, least=_least: all(s.strip().isdigit() and int(s) >= least for s in v),
-      f'give integers of at least {_least}, comma-separated')
+    _name,
+    lambda v, least=_least: all(s.strip().isdigit() and int(s) >= least for s in v),
+    f'give integers of at least {_least}, comma-separated',
+  )
 for _name in ('batch_size', 'num_replicas', 'num_workers', 'hardware'):
   flags.register_validator(_name, bool, 'give at least one value')

@@ -6,6 +6,7 @@ process started by hand or by a scheduler (whose TF_CONFIG `slurm_tf_config()` m
 srun); `child_run()` reads the run a launcher's child was started with. No other module of
 run.py reads `FLAGS` (the benchmarks read their own).
 """
+
 import copy
 import math
 import os
@@ -17,10 +18,10 @@ from absl import flags
 
 import models
 import strategies
+from configs import cluster_spec
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
 from configs import plan
-from configs import cluster_spec
 from configs import slurm_step
 from records import files
 from records import storage
@@ -54,14 +55,21 @@ def experiment(values=FLAGS):
   runs = _runs(values, directory)
   twice = sorted({run.name for run in runs if [r.name for r in runs].count(run.name) > 1})
   if twice:
-    raise ValueError(f'the flags plan run {", ".join(twice)} more than once; give each value of '
-                     '--strategies, --batch_size, --num_replicas and --num_workers once')
+    raise ValueError(
+      f'the flags plan run {", ".join(twice)} more than once; give each value of '
+      '--strategies, --batch_size, --num_replicas and --num_workers once'
+    )
   return definitions.Experiment(
-      directory=directory, runs=tuple(runs), logdir=logdir,
-      target_accuracy=values.target_accuracy, idle_timeout=values.idle_timeout,
-      max_restarts=values.max_restarts, resume=values.resume,
-      min_free_disk_mb=values.min_free_disk_mb,
-      verbosity=values.verbosity if verbosity_given(values) else None)
+    directory=directory,
+    runs=tuple(runs),
+    logdir=logdir,
+    target_accuracy=values.target_accuracy,
+    idle_timeout=values.idle_timeout,
+    max_restarts=values.max_restarts,
+    resume=values.resume,
+    min_free_disk_mb=values.min_free_disk_mb,
+    verbosity=values.verbosity if verbosity_given(values) else None,
+  )
 
 
 def dry_run(values=FLAGS):
@@ -74,28 +82,35 @@ def prediction(values=FLAGS):
   """What --predict is asked for (configs/definitions.py's Prediction)."""
   from_card = values['device_examples_per_second'].present
   if not from_card and not values.experiment:
-    raise ValueError('--predict needs --experiment (a measured experiment to predict from), or '
-                     '--model with --device_examples_per_second and --per_device_batch')
+    raise ValueError(
+      '--predict needs --experiment (a measured experiment to predict from), or '
+      '--model with --device_examples_per_second and --per_device_batch'
+    )
   if from_card and not values.per_device_batch:
-    raise ValueError('--predict with --device_examples_per_second needs --per_device_batch: '
-                     'the batch that figure was measured at')
+    raise ValueError(
+      '--predict with --device_examples_per_second needs --per_device_batch: '
+      'the batch that figure was measured at'
+    )
   if from_card and not values.device_examples_per_second:
-    raise ValueError('--device_examples_per_second=0: give the examples per second one device '
-                     'trains --model at')
+    raise ValueError(
+      '--device_examples_per_second=0: give the examples per second one device trains --model at'
+    )
   _check_name('experiment', values.experiment)
   _check_finite(values)
-  directory = storage.join(_logdir(values),
-                           values.experiment or time.strftime('%Y%m%d-%H%M%S'))
+  directory = storage.join(_logdir(values), values.experiment or time.strftime('%Y%m%d-%H%M%S'))
   options = {}
   for name in values.strategies:
     options.update(_own_flags(values, strategies.get(name).__name__))
   return definitions.Prediction(
-      directory=directory, hardware=tuple(values.hardware),
-      num_devices=tuple(int(n) for n in values.num_devices),
-      strategies=tuple(values.strategies), options=options,
-      run=_card_run(values, directory) if from_card else None,
-      device_examples_per_second=values.device_examples_per_second,
-      per_device_batch=values.per_device_batch)
+    directory=directory,
+    hardware=tuple(values.hardware),
+    num_devices=tuple(int(n) for n in values.num_devices),
+    strategies=tuple(values.strategies),
+    options=options,
+    run=_card_run(values, directory) if from_card else None,
+    device_examples_per_second=values.device_examples_per_second,
+    per_device_batch=values.per_device_batch,
+  )
 
 
 def _card_run(values, directory):
@@ -106,15 +121,18 @@ def _card_run(values, directory):
   if not values['dataset'].present:
     values = copy.deepcopy(values)
     values.dataset = 'synthetic'
-  return plan.plan(_base(values, directory), ('one_device',), [1], [1],
-                   [values.per_device_batch])[0]
+  return plan.plan(_base(values, directory), ('one_device',), [1], [1], [values.per_device_batch])[
+    0
+  ]
 
 
 def _check_name(flag, name):
   """Experiment and run names are directory names inside --logdir, never paths out of it."""
   if name and (not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or set(name) == {'.'}):
-    raise ValueError(f'--{flag}={name} is not a name: give letters, digits, _, . and - only '
-                     '(it names a directory inside --logdir; choose where with --logdir)')
+    raise ValueError(
+      f'--{flag}={name} is not a name: give letters, digits, _, . and - only '
+      '(it names a directory inside --logdir; choose where with --logdir)'
+    )
 
 
 def _check_finite(values):
@@ -127,8 +145,9 @@ def _check_finite(values):
 def _logdir(values):
   """--logdir, `~` expanded (a shell leaves it alone after `=`); an empty one refused."""
   if not values.logdir.strip():
-    raise ValueError('--logdir is empty: give the directory (or URL) experiments go into '
-                     '(default: runs)')
+    raise ValueError(
+      '--logdir is empty: give the directory (or URL) experiments go into (default: runs)'
+    )
   return values.logdir if storage.is_url(values.logdir) else os.path.expanduser(values.logdir)
 
 
@@ -141,7 +160,7 @@ def _runs(values, directory):
   """The runs: as the flags give them, or once per --variant with its flags on top."""
   if not values.variant:
     return plan.named(_plan(values, directory), values.run_name)
-  runs = []
+  runs: list[definitions.RunConfig] = []
   for spec in values.variant:
     name, args = plan.parse_variant(spec)
     if any(run.condition == name for run in runs):
@@ -158,44 +177,88 @@ def _runs(values, directory):
 def _plan(values, directory):
   values = _with_model_defaults(values)
   ints = lambda strings: [int(s) for s in strings]
-  options = {name: _own_flags(values, strategies.get(name).__name__)
-             for name in values.strategies}
-  return plan.plan(_base(values, directory), values.strategies, ints(values.num_replicas),
-                   ints(values.num_workers), ints(values.batch_size),
-                   weak=values.scaling == 'weak', options=options)
+  options = {name: _own_flags(values, strategies.get(name).__name__) for name in values.strategies}
+  return plan.plan(
+    _base(values, directory),
+    values.strategies,
+    ints(values.num_replicas),
+    ints(values.num_workers),
+    ints(values.batch_size),
+    weak=values.scaling == 'weak',
+    options=options,
+  )
 
 
 def _base(v, directory):
   """Every setting but the strategy, its devices and workers and the batch (the plan's)."""
   given = lambda name: v[name].value if v[name].present else None
+  image_shape, num_classes = _synthetic_input(v)
   return definitions.RunConfig(
-      run_dir=storage.join(directory, '_'), condition=v.condition, epochs=v.epochs,
-      steps_per_epoch=v.steps_per_epoch, seed=v.seed, target_accuracy=v.target_accuracy,
-      data=definitions.Data(v.dataset, os.path.expanduser(v.data_dir), v.download,
-                            *_synthetic_input(v),
-                            v.seq_len, v.vocab_size, tuple(int(s) for s in v.vocab_sizes)),
-      model=definitions.Model(v.model, v.batch_norm, v.ghost_batch_size, v.bn_momentum,
-                              v.num_layers, v.d_model, v.num_heads, v.embedding_dim),
-      optimizer=definitions.Optimizer(v.optimizer, v.learning_rate, v.momentum, v.beta_1,
-                                      v.beta_2, v.epsilon, v.weight_decay, v.trust_coefficient),
-      schedule=definitions.Schedule(v.lr_scaling, v.base_batch_size, v.warmup_epochs,
-                                    v.lr_schedule),
-      performance=definitions.Performance(
-          v.steps_per_execution, v.jit_compile, v.mixed_precision,
-          tuple(int(s) for s in v.profile_steps), given('intra_op_threads'),
-          given('inter_op_threads'), v.breakdown, v.breakdown_steps),
-      checkpoints=definitions.Checkpointing(v.checkpoint_every_epochs, v.checkpoint_every_steps,
-                                            v.resume),
-      distribution=definitions.Distribution(startup_timeout=v.startup_timeout,
-                                            gpus_per_worker=v.gpus_per_worker),
-      flags=_own_flags(v, 'configs.flags'))
+    run_dir=storage.join(directory, '_'),
+    condition=v.condition,
+    epochs=v.epochs,
+    steps_per_epoch=v.steps_per_epoch,
+    seed=v.seed,
+    target_accuracy=v.target_accuracy,
+    data=definitions.Data(
+      dataset=v.dataset,
+      data_dir=os.path.expanduser(v.data_dir),
+      download=v.download,
+      image_shape=image_shape,
+      num_classes=num_classes,
+      seq_len=v.seq_len,
+      vocab_size=v.vocab_size,
+      vocab_sizes=tuple(int(s) for s in v.vocab_sizes),
+    ),
+    model=definitions.Model(
+      v.model,
+      v.batch_norm,
+      v.ghost_batch_size,
+      v.bn_momentum,
+      v.num_layers,
+      v.d_model,
+      v.num_heads,
+      v.embedding_dim,
+    ),
+    optimizer=definitions.Optimizer(
+      v.optimizer,
+      v.learning_rate,
+      v.momentum,
+      v.beta_1,
+      v.beta_2,
+      v.epsilon,
+      v.weight_decay,
+      v.trust_coefficient,
+    ),
+    schedule=definitions.Schedule(v.lr_scaling, v.base_batch_size, v.warmup_epochs, v.lr_schedule),
+    performance=definitions.Performance(
+      v.steps_per_execution,
+      v.jit_compile,
+      v.mixed_precision,
+      tuple(int(s) for s in v.profile_steps),
+      given('intra_op_threads'),
+      given('inter_op_threads'),
+      v.breakdown,
+      v.breakdown_steps,
+    ),
+    checkpoints=definitions.Checkpointing(
+      v.checkpoint_every_epochs, v.checkpoint_every_steps, v.resume
+    ),
+    distribution=definitions.Distribution(
+      startup_timeout=v.startup_timeout, gpus_per_worker=v.gpus_per_worker
+    ),
+    flags=_own_flags(v, 'configs.flags'),
+  )
 
 
 def _with_model_defaults(values):
   """The flags, with the model's own defaults (its module's DEFAULTS, flag texts) for those
   not given: wide_deep trains on click logs at a recommender's batch, not on digits at 64."""
-  defaults = {name: text for name, text in models.declared(values.model).get('DEFAULTS', {}).items()
-              if not values[name].present}
+  defaults = {
+    name: text
+    for name, text in models.declared(values.model).get('DEFAULTS', {}).items()
+    if not values[name].present
+  }
   if defaults:
     values = copy.deepcopy(values)
     for name, text in defaults.items():
@@ -207,16 +270,21 @@ def _synthetic_input(v):
   """--image_shape and --num_classes; not given, ImageNet's for a keras.applications model on
   synthetic data, as tf_cnn_benchmarks runs them."""
   imagenet = v.dataset == 'synthetic' and models.declared(v.model).get('IMAGENET')
-  shape = (tuple(int(s) for s in v.image_shape) if v['image_shape'].present or not imagenet
-           else models.IMAGENET_SHAPE)
+  shape = (
+    tuple(int(s) for s in v.image_shape)
+    if v['image_shape'].present or not imagenet
+    else models.IMAGENET_SHAPE
+  )
   classes = v.num_classes if v['num_classes'].present or not imagenet else models.IMAGENET_CLASSES
   return shape, classes
 
 
 def _own_flags(values, module):
   """{name: value} of the flags `module` defines; lists as the comma text they were given as."""
-  return {f.name: ','.join(map(str, f.value)) if isinstance(f.value, list) else f.value
-          for f in values.get_key_flags_for_module(module)}
+  return {
+    f.name: ','.join(map(str, f.value)) if isinstance(f.value, list) else f.value
+    for f in values.get_key_flags_for_module(module)
+  }
 
 
 def task(tf_config_text=None, values=FLAGS):
@@ -227,11 +295,15 @@ def task(tf_config_text=None, values=FLAGS):
   name = _one_run(values, where)
   descriptor = strategies.describe(name)
   if tf_config_text and not descriptor.cluster:
-    raise ValueError(f'TF_CONFIG is set, but {name} runs in one process; unset TF_CONFIG or '
-                     f'use multi_worker_mirrored or parameter_server')
+    raise ValueError(
+      f'TF_CONFIG is set, but {name} runs in one process; unset TF_CONFIG or '
+      f'use multi_worker_mirrored or parameter_server'
+    )
   if descriptor.cluster and not tf_config_text:
-    raise ValueError(f'{name} --in_process needs TF_CONFIG; without --in_process run.py '
-                     'launches a local cluster itself')
+    raise ValueError(
+      f'{name} --in_process needs TF_CONFIG; without --in_process run.py '
+      'launches a local cluster itself'
+    )
   tf_config = cluster_spec.parse(tf_config_text, descriptor.jobs) if tf_config_text else None
   if tf_config:
     values = copy.deepcopy(values)
@@ -245,8 +317,11 @@ def _one_run(values, where):
   """The strategy of a process that is one run, or one task of one: one of each flag."""
   if len(values.strategies) != 1:
     raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
-  swept = [f'--{name}' for name in ('batch_size', 'num_replicas', 'num_workers')
-           if len(values[name].value) > 1]
+  swept = [
+    f'--{name}'
+    for name in ('batch_size', 'num_replicas', 'num_workers')
+    if len(values[name].value) > 1
+  ]
   if swept:
     raise ValueError(f'{where}, run.py is one run; give one value to {", ".join(swept)}')
   return values.strategies[0]
@@ -265,9 +340,15 @@ def slurm_tf_config(environ=os.environ, values=FLAGS):
   name = _one_run(values, where)
   descriptor = strategies.describe(name)
   if not descriptor.cluster:
-    raise ValueError(f'{where}, run.py is one task of a cluster, but {name} runs in one '
-                     'process; use multi_worker_mirrored or parameter_server, start one task, '
-                     'or give --cluster_resolver=tf_config')
-  jobs = slurm_step.jobs(descriptor.local_jobs, _own_flags(values, strategies.get(name).__name__),
-                    int(environ['SLURM_STEP_NUM_TASKS']), name)
+    raise ValueError(
+      f'{where}, run.py is one task of a cluster, but {name} runs in one '
+      'process; use multi_worker_mirrored or parameter_server, start one task, '
+      'or give --cluster_resolver=tf_config'
+    )
+  jobs = slurm_step.jobs(
+    descriptor.local_jobs,
+    _own_flags(values, strategies.get(name).__name__),
+    int(environ['SLURM_STEP_NUM_TASKS']),
+    name,
+  )
   return slurm_step.tf_config(jobs, values.slurm_port_base)

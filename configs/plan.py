@@ -10,6 +10,7 @@ for the cluster strategies): `--batch_size` is then multiplied by the replicas o
 A study (`--variant="NAME: --flag=value ..."`, repeated) plans the runs once per variant, with
 the variant's flags on top of the others, and names them NAME-<run>, e.g. `lamb-mirrored`.
 """
+
 import dataclasses
 import itertools
 import re
@@ -19,9 +20,20 @@ import strategies
 from records import storage
 
 # Flags that say where and what a run is; a variant changes how it trains, not these.
-NOT_IN_VARIANT = ('variant', 'condition', 'logdir', 'experiment', 'run_name', 'in_process',
-                  'dry_run', 'report_only', 'flagfile', 'run_config', 'cluster_resolver',
-                  'slurm_port_base')
+NOT_IN_VARIANT = (
+  'variant',
+  'condition',
+  'logdir',
+  'experiment',
+  'run_name',
+  'in_process',
+  'dry_run',
+  'report_only',
+  'flagfile',
+  'run_config',
+  'cluster_resolver',
+  'slurm_port_base',
+)
 
 
 def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=False, options=None):
@@ -41,22 +53,50 @@ def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=Fals
     workers = num_workers if descriptor.cluster else num_workers[:1]
     for r, w, b in itertools.product(replicas, workers, batch_sizes):
       b = b * descriptor.batch_parts(r, w) if weak else b
-      name = strategy + ''.join(f'-{tag}{value}' for tag, value, values in (
-          ('r', r, replicas), ('w', w, workers), ('b', b, batch_sizes)) if len(values) > 1)
-      runs.append(_run(base, name, storage.join(experiment_dir, name), strategy, r, w, b,
-                       (options or {}).get(strategy, {})))
+      name = strategy + ''.join(
+        f'-{tag}{value}'
+        for tag, value, values in (('r', r, replicas), ('w', w, workers), ('b', b, batch_sizes))
+        if len(values) > 1
+      )
+      runs.append(
+        _run(
+          base,
+          name,
+          storage.join(experiment_dir, name),
+          strategy,
+          r,
+          w,
+          b,
+          (options or {}).get(strategy, {}),
+        )
+      )
   return runs
 
 
 def _run(base, name, run_dir, strategy, num_replicas, num_workers, batch_size, options):
   config = dataclasses.replace(
-      base, name=name, run_dir=run_dir, batch_size=batch_size,
-      distribution=dataclasses.replace(base.distribution, strategy=strategy, options=options,
-                                       num_replicas=num_replicas, num_workers=num_workers),
-      # The flags as this run's own process would have been given them.
-      flags={**base.flags, 'strategies': strategy, 'run_name': name,
-             'num_replicas': num_replicas, 'num_workers': num_workers, 'batch_size': batch_size,
-             **options})
+    base,
+    name=name,
+    run_dir=run_dir,
+    batch_size=batch_size,
+    distribution=dataclasses.replace(
+      base.distribution,
+      strategy=strategy,
+      options=options,
+      num_replicas=num_replicas,
+      num_workers=num_workers,
+    ),
+    # The flags as this run's own process would have been given them.
+    flags={
+      **base.flags,
+      'strategies': strategy,
+      'run_name': name,
+      'num_replicas': num_replicas,
+      'num_workers': num_workers,
+      'batch_size': batch_size,
+      **options,
+    },
+  )
   return config.validate()
 
 
@@ -65,11 +105,19 @@ def named(runs, run_name):
   if not run_name:
     return runs
   if len(runs) != 1:
-    raise ValueError(f'--run_name={run_name} names one run, but the flags plan {len(runs)}; '
-                     'drop --run_name or plan one run')
+    raise ValueError(
+      f'--run_name={run_name} names one run, but the flags plan {len(runs)}; '
+      'drop --run_name or plan one run'
+    )
   run = runs[0]
-  return [dataclasses.replace(run, name=run_name, flags={**run.flags, 'run_name': run_name},
-                              run_dir=storage.join(storage.dirname(run.run_dir), run_name))]
+  return [
+    dataclasses.replace(
+      run,
+      name=run_name,
+      flags={**run.flags, 'run_name': run_name},
+      run_dir=storage.join(storage.dirname(run.run_dir), run_name),
+    )
+  ]
 
 
 def parse_variant(spec):
@@ -77,8 +125,9 @@ def parse_variant(spec):
   name, colon, rest = spec.partition(':')
   name = name.strip()
   if not colon or not re.fullmatch(r'[A-Za-z0-9_.]+', name):
-    raise ValueError(f'--variant={spec!r}: give "NAME: --flag=value ...", NAME made of letters, '
-                     'digits, _ and .')
+    raise ValueError(
+      f'--variant={spec!r}: give "NAME: --flag=value ...", NAME made of letters, digits, _ and .'
+    )
   try:
     args = shlex.split(rest)
   except ValueError as e:
@@ -88,14 +137,21 @@ def parse_variant(spec):
     if not arg.startswith('--'):
       raise ValueError(f'--variant={name}: {arg!r} is not a flag; give --flag=value')
     if flag.removeprefix('no') in NOT_IN_VARIANT:
-      raise ValueError(f'--variant={name}: --{flag} cannot be set per variant; set it once for '
-                       'the study')
+      raise ValueError(
+        f'--variant={name}: --{flag} cannot be set per variant; set it once for the study'
+      )
   return name, args
 
 
 def in_variant(runs, name):
   """`runs` as the runs of variant `name`: renamed NAME-<run>, their condition `name`."""
-  return [dataclasses.replace(
-      run, name=f'{name}-{run.name}', condition=name,
+  return [
+    dataclasses.replace(
+      run,
+      name=f'{name}-{run.name}',
+      condition=name,
       run_dir=storage.join(storage.dirname(run.run_dir), f'{name}-{run.name}'),
-      flags={**run.flags, 'condition': name, 'run_name': f'{name}-{run.name}'}) for run in runs]
+      flags={**run.flags, 'condition': name, 'run_name': f'{name}-{run.name}'},
+    )
+    for run in runs
+  ]

@@ -12,12 +12,17 @@ every task is a worker, task 0 the one that records. Which node runs which rank 
 layout (--nodes, --ntasks-per-node); the resolver assumes its default block distribution, and
 a task placed otherwise is refused. Free of TensorFlow but for `tf_config`, run in a task.
 """
+
 import os
 
 from configs import cluster_spec
 
-STEP_VARIABLES = ('SLURM_PROCID', 'SLURM_STEP_NUM_TASKS', 'SLURM_STEP_NODELIST',
-                  'SLURM_STEP_TASKS_PER_NODE')
+STEP_VARIABLES = (
+  'SLURM_PROCID',
+  'SLURM_STEP_NUM_TASKS',
+  'SLURM_STEP_NODELIST',
+  'SLURM_STEP_TASKS_PER_NODE',
+)
 
 
 class SlurmError(ValueError):
@@ -30,19 +35,26 @@ def chosen(resolver, environ):
   one task is a process that may launch a local cluster itself)."""
   if resolver == 'slurm':
     if 'TF_CONFIG' in environ:
-      raise SlurmError('--cluster_resolver=slurm makes TF_CONFIG from Slurm\'s variables, but '
-                       'TF_CONFIG is set too; unset it, or give --cluster_resolver=tf_config to '
-                       'use it')
+      raise SlurmError(
+        "--cluster_resolver=slurm makes TF_CONFIG from Slurm's variables, but "
+        'TF_CONFIG is set too; unset it, or give --cluster_resolver=tf_config to '
+        'use it'
+      )
     missing = [name for name in STEP_VARIABLES if name not in environ]
     if missing:
-      raise SlurmError(f'--cluster_resolver=slurm needs the variables srun sets, but '
-                       f'{", ".join(missing)} {"is" if len(missing) == 1 else "are"} not set; '
-                       'start run.py with srun (in an sbatch script or salloc), or drop '
-                       '--cluster_resolver')
+      raise SlurmError(
+        f'--cluster_resolver=slurm needs the variables srun sets, but '
+        f'{", ".join(missing)} {"is" if len(missing) == 1 else "are"} not set; '
+        'start run.py with srun (in an sbatch script or salloc), or drop '
+        '--cluster_resolver'
+      )
     return True
-  return (resolver == 'auto' and 'TF_CONFIG' not in environ and
-          all(name in environ for name in STEP_VARIABLES) and
-          environ['SLURM_STEP_NUM_TASKS'] != '1')
+  return (
+    resolver == 'auto'
+    and 'TF_CONFIG' not in environ
+    and all(name in environ for name in STEP_VARIABLES)
+    and environ['SLURM_STEP_NUM_TASKS'] != '1'
+  )
 
 
 def jobs(local_jobs, options, num_tasks, strategy):
@@ -52,10 +64,12 @@ def jobs(local_jobs, options, num_tasks, strategy):
   if num_tasks - sum(others.values()) < 1:
     least = sum(others.values()) + 1
     parts = ', '.join(f'{n} {job}' for job, n in others.items())
-    raise SlurmError(f'--cluster_resolver=slurm: {strategy} needs at least {least} Slurm tasks '
-                     f'({parts} and 1 worker), but srun started {num_tasks}; start at least '
-                     f'{least} tasks (srun --ntasks, #SBATCH --ntasks)'
-                     + (' or lower --num_ps' if 'ps' in others else ''))
+    raise SlurmError(
+      f'--cluster_resolver=slurm: {strategy} needs at least {least} Slurm tasks '
+      f'({parts} and 1 worker), but srun started {num_tasks}; start at least '
+      f'{least} tasks (srun --ntasks, #SBATCH --ntasks)'
+      + (' or lower --num_ps' if 'ps' in others else '')
+    )
   return {**others, 'worker': num_tasks - sum(others.values())}
 
 
@@ -63,23 +77,32 @@ def tf_config(jobs_of_step, port_base):
   """This task's TF_CONFIG text, from SlurmClusterResolver and the environment srun set.
   Loads TensorFlow."""
   import tensorflow as tf
+
   num_tasks = int(os.environ['SLURM_STEP_NUM_TASKS'])
   try:
     # The resolver's GPU split is left out (auto_set_gpu=False; one pretend GPU per task,
     # because with 0 GPUs it divides by zero): Slurm binds GPUs itself (--gpus-per-task).
     resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-        jobs=jobs_of_step, port_base=port_base, gpus_per_node=num_tasks, gpus_per_task=1,
-        auto_set_gpu=False)
+      jobs=jobs_of_step,
+      port_base=port_base,
+      gpus_per_node=num_tasks,
+      gpus_per_task=1,
+      auto_set_gpu=False,
+    )
     spec = resolver.cluster_spec().as_dict()
   except (RuntimeError, ValueError) as e:
-    raise SlurmError(f'--cluster_resolver=slurm: SlurmClusterResolver cannot read this job '
-                     f'step ({str(e).splitlines()[0]})') from None
+    raise SlurmError(
+      f'--cluster_resolver=slurm: SlurmClusterResolver cannot read this job '
+      f'step ({str(e).splitlines()[0]})'
+    ) from None
   job, index = resolver.task_type, resolver.task_id
   host = spec[job][index].rpartition(':')[0]
   node = os.environ.get('SLURMD_NODENAME')
   if node and node != host:
-    raise SlurmError(f'--cluster_resolver=slurm: task {os.environ["SLURM_PROCID"]} runs on '
-                     f'{node}, but SlurmClusterResolver places it on {host}: it orders the '
-                     'nodes by name and assumes srun\'s default block distribution; drop '
-                     'srun\'s --distribution')
+    raise SlurmError(
+      f'--cluster_resolver=slurm: task {os.environ["SLURM_PROCID"]} runs on '
+      f'{node}, but SlurmClusterResolver places it on {host}: it orders the '
+      "nodes by name and assumes srun's default block distribution; drop "
+      "srun's --distribution"
+    )
   return cluster_spec.text(spec, job, index)

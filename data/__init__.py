@@ -12,6 +12,7 @@ shape (images, feature vectors, token ids) and integer labels 0..num_classes-1, 
 counted from the labels (see examples/my_data.py). uint8 examples are scaled by 1/255, others
 are used as they are.
 """
+
 import dataclasses
 import importlib
 import pkgutil
@@ -50,8 +51,11 @@ HELPERS = ('pipeline', 'keras_format')
 
 
 def names():
-  return sorted(m.name for m in pkgutil.iter_modules(__path__)
-                if not m.name.startswith('_') and m.name not in HELPERS)
+  return sorted(
+    m.name
+    for m in pkgutil.iter_modules(__path__)
+    if not m.name.startswith('_') and m.name not in HELPERS
+  )
 
 
 def load(options, seed=0):
@@ -64,15 +68,21 @@ def load(options, seed=0):
   try:
     return importlib.import_module(f'{__name__}.{name}').load(options, seed)
   except MemoryError as e:  # Refused input, not a failure a restart could fix.
-    raise DatasetError(f'dataset {name} does not fit in memory ({e}); give a smaller '
-                       '--image_shape, --num_classes, --seq_len or --vocab_size') from None
+    raise DatasetError(
+      f'dataset {name} does not fit in memory ({e}); give a smaller '
+      '--image_shape, --num_classes, --seq_len or --vocab_size'
+    ) from None
 
 
 def from_user(spec, returned):
   """The Arrays of what a user's dataset function returned; DatasetError naming the problem."""
+
   def refuse(problem):
-    return DatasetError(f'--dataset={spec} {problem}; return (x_train, y_train), (x_val, y_val) '
-                        'as keras.datasets do, labels integers from 0')
+    return DatasetError(
+      f'--dataset={spec} {problem}; return (x_train, y_train), (x_val, y_val) '
+      'as keras.datasets do, labels integers from 0'
+    )
+
   try:
     (x_train, y_train), (x_val, y_val) = returned
   except (TypeError, ValueError):
@@ -82,18 +92,32 @@ def from_user(spec, returned):
     if not len(x) or len(x) != len(y):
       raise refuse(f'returned {len(x)} {split} examples and {len(y)} labels')
     if x.dtype.kind not in 'biuf' or x.ndim < 2:
-      raise refuse(f'returned {split} examples of dtype {x.dtype} and shape {x.shape}: give a '
-                   'numeric array of one row per example')
+      raise refuse(
+        f'returned {split} examples of dtype {x.dtype} and shape {x.shape}: give a '
+        'numeric array of one row per example'
+      )
     if y.dtype.kind not in 'iu' or y.ndim != 1:
-      raise refuse(f'returned {split} labels of dtype {y.dtype} and shape {y.shape}: give one '
-                   'integer label per example')
+      raise refuse(
+        f'returned {split} labels of dtype {y.dtype} and shape {y.shape}: give one '
+        'integer label per example'
+      )
   if x_train.shape[1:] != x_val.shape[1:]:
-    raise refuse(f'returned training examples of shape {x_train.shape[1:]} and validation '
-                 f'examples of shape {x_val.shape[1:]}')
+    raise refuse(
+      f'returned training examples of shape {x_train.shape[1:]} and validation '
+      f'examples of shape {x_val.shape[1:]}'
+    )
   labels = np.concatenate([y_train, y_val])
   num_classes = int(labels.max()) + 1
   if labels.min() < 0 or num_classes < 2:
-    raise refuse(f'returned labels from {labels.min()} to {labels.max()}: give at least two '
-                 'classes, numbered from 0')
-  return Arrays(x_train, y_train.astype(np.int32), x_val, y_val.astype(np.int32), num_classes,
-                scale=1 / 255 if x_train.dtype == np.uint8 else 1.0)
+    raise refuse(
+      f'returned labels from {labels.min()} to {labels.max()}: give at least two '
+      'classes, numbered from 0'
+    )
+  return Arrays(
+    x_train,
+    y_train.astype(np.int32),
+    x_val,
+    y_val.astype(np.int32),
+    num_classes,
+    scale=1 / 255 if x_train.dtype == np.uint8 else 1.0,
+  )

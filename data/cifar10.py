@@ -1,4 +1,5 @@
 """CIFAR-10 from `cifar-10-batches-py/`, the pickled batches keras.datasets.cifar10 downloads."""
+
 import os
 import pickle
 
@@ -27,6 +28,12 @@ def parse(directory):
 
 def load(options, seed=0):
   import keras
-  return keras_format.load('cifar10', options,
-                           [os.path.join(SUBDIR, b) for b in TRAIN_BATCHES + [TEST_BATCH]],
-                           parse, keras.datasets.cifar10.load_data, 10)
+
+  return keras_format.load(
+    'cifar10',
+    options,
+    [os.path.join(SUBDIR, b) for b in TRAIN_BATCHES + [TEST_BATCH]],
+    parse,
+    keras.datasets.cifar10.load_data,
+    10,
+  )

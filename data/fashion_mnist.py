@@ -1,4 +1,5 @@
 """Fashion-MNIST from the four idx .gz files keras.datasets.fashion_mnist downloads."""
+
 import gzip
 import os
 
@@ -7,8 +8,12 @@ import numpy as np
 from data import keras_format
 
 SUBDIR = 'fashion-mnist'
-FILES = ('train-labels-idx1-ubyte.gz', 'train-images-idx3-ubyte.gz',
-         't10k-labels-idx1-ubyte.gz', 't10k-images-idx3-ubyte.gz')
+FILES = (
+  'train-labels-idx1-ubyte.gz',
+  'train-images-idx3-ubyte.gz',
+  't10k-labels-idx1-ubyte.gz',
+  't10k-images-idx3-ubyte.gz',
+)
 
 
 def _read(path, offset):
@@ -27,5 +32,12 @@ def parse(directory):
 
 def load(options, seed=0):
   import keras
-  return keras_format.load('fashion_mnist', options, [os.path.join(SUBDIR, f) for f in FILES],
-                           parse, keras.datasets.fashion_mnist.load_data, 10)
+
+  return keras_format.load(
+    'fashion_mnist',
+    options,
+    [os.path.join(SUBDIR, f) for f in FILES],
+    parse,
+    keras.datasets.fashion_mnist.load_data,
+    10,
+  )

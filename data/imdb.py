@@ -6,6 +6,7 @@ review, 2 stands for every word whose id would reach --vocab_size (out of vocabu
 count from 3 by frequency; each review is then cut or padded with 0 at the front to
 --seq_len, as keras.utils.pad_sequences does by default.
 """
+
 import os
 
 import numpy as np
@@ -32,11 +33,18 @@ def _ids(review, vocab_size):
 
 def load(options, seed=0):
   import keras
+
   (x_train, y_train), (x_val, y_val) = keras_format.read(
-      'imdb', options, [FILE], lambda directory: parse(directory, options.vocab_size),
-      lambda: keras.datasets.imdb.load_data(num_words=options.vocab_size))
-  x_train, x_val = (keras.utils.pad_sequences(list(x), maxlen=options.seq_len, dtype='int32')
-                    for x in (x_train, x_val))
+    'imdb',
+    options,
+    [FILE],
+    lambda directory: parse(directory, options.vocab_size),
+    lambda: keras.datasets.imdb.load_data(num_words=options.vocab_size),
+  )
+  x_train, x_val = (
+    keras.utils.pad_sequences(list(x), maxlen=options.seq_len, dtype='int32')
+    for x in (x_train, x_val)
+  )
   y_train, y_val = (np.asarray(y, np.int32).reshape(-1) for y in (y_train, y_val))
   problems = []
   if len(x_train) != len(y_train) or len(x_val) != len(y_val):

@@ -3,6 +3,7 @@
 Files already in `--data_dir` (or keras' own cache, `~/.keras/datasets`, when no directory is
 given) are parsed here, so a cluster without network access can be fed by copying the files.
 """
+
 import os
 
 import numpy as np
@@ -41,19 +42,22 @@ def read(name, options, relative_paths, parse, keras_loader):
       (x_train, y_train), (x_val, y_val) = parse(directory)
     except Exception as e:  # zipfile, pickle, zlib, numpy: each fails its own way on bad files.
       raise data.DatasetError(
-          f'dataset {name}: cannot read the files in {directory} ({type(e).__name__}: {e}); '
-          f'replace them with the files keras.datasets.{name} downloads') from e
+        f'dataset {name}: cannot read the files in {directory} ({type(e).__name__}: {e}); '
+        f'replace them with the files keras.datasets.{name} downloads'
+      ) from e
   elif not options.download:
     raise data.DatasetError(
-        f'dataset {name}: {where} lacks {", ".join(relative_paths)} and --nodownload is set; '
-        f'put the keras.datasets files there or allow the download')
+      f'dataset {name}: {where} lacks {", ".join(relative_paths)} and --nodownload is set; '
+      f'put the keras.datasets files there or allow the download'
+    )
   else:
     try:
       (x_train, y_train), (x_val, y_val) = keras_loader()
     except Exception as e:  # The download fails in many ways offline; all mean the same here.
       raise data.DatasetError(
-          f'dataset {name}: {where} lacks {", ".join(relative_paths)} and the download failed '
-          f'({type(e).__name__}); put the keras.datasets files in --data_dir or go online') from e
+        f'dataset {name}: {where} lacks {", ".join(relative_paths)} and the download failed '
+        f'({type(e).__name__}); put the keras.datasets files in --data_dir or go online'
+      ) from e
   return (x_train, y_train), (x_val, y_val)
 
 

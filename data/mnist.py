@@ -1,4 +1,5 @@
 """MNIST from `mnist.npz`, the file keras.datasets.mnist downloads."""
+
 import os
 
 import numpy as np
@@ -15,4 +16,5 @@ def parse(directory):
 
 def load(options, seed=0):
   import keras
+
   return keras_format.load('mnist', options, [FILE], parse, keras.datasets.mnist.load_data, 10)

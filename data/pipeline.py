@@ -6,6 +6,7 @@ with weight-0 examples to whole global batches, so every replica of every worker
 number of evaluation steps (uneven last batches hang multi-worker collectives) while the
 weighted sums still count each real example once.
 """
+
 import math
 
 import numpy as np
@@ -20,13 +21,19 @@ def train_fn(arrays, per_replica_batch, seed, start_step=0):
   would. `seed` None draws a seed per pipeline (parameter-server workers, which each read the
   whole set, must not step in the same order).
   """
+
   def dataset_fn(context=None):
     pipelines = context.num_input_pipelines if context else 1
-    indices = np.arange(len(arrays.x_train))[context.input_pipeline_id if context else 0::pipelines]
+    indices = np.arange(len(arrays.x_train))[
+      context.input_pipeline_id if context else 0 :: pipelines
+    ]
     # Each step takes one batch from this pipeline for every replica it feeds.
     replicas_here = (context.num_replicas_in_sync if context else 1) // pipelines
-    base_seed = (tf.constant(seed, tf.int64) if seed is not None else
-                 tf.random.uniform([], maxval=2**31 - 1, dtype=tf.int64))
+    base_seed = (
+      tf.constant(seed, tf.int64)
+      if seed is not None
+      else tf.random.uniform([], maxval=2**31 - 1, dtype=tf.int64)
+    )
     images, labels = tf.constant(arrays.x_train), tf.constant(arrays.y_train)
 
     def one_pass(k):
@@ -38,8 +45,10 @@ def train_fn(arrays, per_replica_batch, seed, start_step=0):
     ds = ds.flat_map(one_pass).skip(consumed % len(indices))
     ds = ds.batch(per_replica_batch, drop_remainder=True)
     ds = ds.map(lambda i: (tf.gather(images, i), tf.gather(labels, i)))
-    return ds.map(_prepare(arrays, with_weights=False),
-                  num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return ds.map(
+      _prepare(arrays, with_weights=False), num_parallel_calls=tf.data.AUTOTUNE
+    ).prefetch(tf.data.AUTOTUNE)
+
   return dataset_fn
 
 
@@ -62,6 +71,7 @@ def validation_fn(arrays, per_replica_batch, global_batch):
     # The same batches every pass: prepared once, then served from the cache.
     ds = ds.map(_prepare(arrays, with_weights=True), num_parallel_calls=tf.data.AUTOTUNE)
     return ds.cache().repeat().prefetch(tf.data.AUTOTUNE)
+
   return dataset_fn
 
 
@@ -76,4 +86,5 @@ def _prepare(arrays, with_weights):
     # Token ids index an embedding: integers, unscaled. Anything else: float32, scaled.
     x = tf.cast(x, tf.int32) if arrays.tokens else tf.cast(x, tf.float32) * arrays.scale
     return x, y, (w if with_weights else tf.ones(tf.shape(y), tf.float32))
+
   return prepare

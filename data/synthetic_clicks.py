@@ -9,6 +9,7 @@ spread over the table and its shards, as hashed ids are. The click's log-odds ar
 BIAS + the sum over the tables of a per-id effect + a linear effect of the dense features;
 the label is a draw from that probability. The seed decides every array.
 """
+
 import numpy as np
 
 import data
@@ -18,28 +19,34 @@ VALIDATION_SIZE = 8192
 DENSE_FEATURES = 8
 ZIPF_EXPONENT = 1.2
 ID_EFFECT = 1.0  # Standard deviation of each id's effect on the log-odds.
-BIAS = -2.0      # Clicks are the minority class.
+BIAS = -2.0  # Clicks are the minority class.
 MAX_VOCABULARY = 2**24  # Larger ids are not exact in float32.
 
 
 def load(options, seed=0):
   sizes = options.vocab_sizes
   if not sizes or min(sizes) < 1 or max(sizes) > MAX_VOCABULARY:
-    raise data.DatasetError(f'dataset synthetic_clicks: --vocab_sizes={",".join(map(str, sizes))}'
-                            f' must be 1 to {MAX_VOCABULARY} rows per table')
+    raise data.DatasetError(
+      f'dataset synthetic_clicks: --vocab_sizes={",".join(map(str, sizes))}'
+      f' must be 1 to {MAX_VOCABULARY} rows per table'
+    )
   rng = np.random.default_rng(seed)
   tables = []  # (the ids in popularity order, the effect of each id) per table
   for size in sizes:
     popularity = (np.arange(size) + 1.0) ** -ZIPF_EXPONENT
-    tables.append((rng.permutation(size), rng.normal(0.0, ID_EFFECT, size),
-                   popularity / popularity.sum()))
+    tables.append(
+      (rng.permutation(size), rng.normal(0.0, ID_EFFECT, size), popularity / popularity.sum())
+    )
   dense_effect = rng.normal(0.0, 1.0, DENSE_FEATURES) / np.sqrt(DENSE_FEATURES)
 
   def examples(n):
     ids = np.stack([order[rng.choice(len(order), n, p=p)] for order, _, p in tables], axis=1)
     dense = rng.normal(0.0, 1.0, (n, DENSE_FEATURES))
-    log_odds = BIAS + dense @ dense_effect + sum(
-        effect[ids[:, i]] for i, (_, effect, _) in enumerate(tables))
+    log_odds = (
+      BIAS
+      + dense @ dense_effect
+      + sum(effect[ids[:, i]] for i, (_, effect, _) in enumerate(tables))
+    )
     labels = rng.random(n) < 1 / (1 + np.exp(-log_odds))
     return (np.concatenate([ids, dense], axis=1).astype(np.float32), labels.astype(np.int32))
 

@@ -5,6 +5,7 @@ Ids 1..num_classes are the markers (0, padding elsewhere, is unused); each examp
 --seq_len ids drawn from the rest of --vocab_size, with its class's marker at MARKERS random
 positions. The seed decides every array.
 """
+
 import numpy as np
 
 import data
@@ -17,8 +18,10 @@ MARKERS = 4
 def load(options, seed=0):
   classes, vocab_size, seq_len = options.num_classes, options.vocab_size, options.seq_len
   if vocab_size < classes + 2:
-    raise data.DatasetError(f'dataset synthetic_tokens: --vocab_size={vocab_size} leaves no ids '
-                            f'besides the {classes} class markers; give at least {classes + 2}')
+    raise data.DatasetError(
+      f'dataset synthetic_tokens: --vocab_size={vocab_size} leaves no ids '
+      f'besides the {classes} class markers; give at least {classes + 2}'
+    )
   rng = np.random.default_rng(seed)
 
   def examples(n):
@@ -30,5 +33,4 @@ def load(options, seed=0):
 
   x_train, y_train = examples(TRAIN_SIZE)
   x_val, y_val = examples(VALIDATION_SIZE)
-  return data.Arrays(x_train, y_train, x_val, y_val, num_classes=classes, scale=1.0,
-                     tokens=True)
+  return data.Arrays(x_train, y_train, x_val, y_val, num_classes=classes, scale=1.0, tokens=True)

@@ -9,6 +9,7 @@ commands that made it and the machine they ran on; the pages include the caption
 into --logdir, kept between calls: run.py keeps finished runs, so a second call only redraws.
 Nothing here is drawn by hand: change a plot in reporting/ and run this again.
 """
+
 import argparse
 import dataclasses
 import datetime
@@ -28,6 +29,7 @@ FIGURES = os.path.join(ROOT, 'docs', 'figures')
 class Figures:
   """Commands to run from the repository root, then the PNGs they leave (paths relative to
   the log directory) under their names in docs/figures/."""
+
   commands: list
   images: dict
 
@@ -35,30 +37,63 @@ class Figures:
 def jobs(logdir):
   run = lambda *args: ['run.py', f'--logdir={logdir}', *args]
   return {
-      'default': Figures([run('--epochs=3', '--experiment=docs-default')], {
-          'docs-default/throughput.png': 'throughput.png',
-          'docs-default/breakdown.png': 'breakdown.png',
-          'docs-default/accuracy_vs_epoch.png': 'accuracy_vs_epoch.png'}),
-      'prediction': Figures([run('--predict', '--experiment=docs-default',
-                                 '--hardware=dgx1_v100,cpu_10gbe')], {
-          'docs-default/prediction.png': 'prediction.png'}),
-      'scaling': Figures([run('--strategies=one_device,mirrored', '--num_replicas=1,2,4',
-                              '--epochs=3', '--nobreakdown', '--experiment=docs-scaling')], {
-          'docs-scaling/scaling.png': 'scaling.png'}),
-      'convergence': Figures([run('--flagfile=configs/convergence.cfg', '--nobreakdown',
-                                  '--experiment=docs-convergence')], {
-          'docs-convergence/accuracy_vs_epoch.png': 'convergence.png'}),
-      'embeddings': Figures([run('--predict', '--model=wide_deep', '--experiment=docs-wide-deep',
-                                 '--device_examples_per_second=20000', '--per_device_batch=512',
-                                 '--hardware=cpu_10gbe', '--num_ps=8',
-                                 '--strategies=multi_worker_mirrored,parameter_server')], {
-          'docs-wide-deep/prediction.png': 'prediction_wide_deep.png'}),
-      'collectives': Figures([[
-          'benchmarks/collectives.py', '--sizes=4KiB..16MiB', '--repetitions=3',
+    'default': Figures(
+      [run('--epochs=3', '--experiment=docs-default')],
+      {
+        'docs-default/throughput.png': 'throughput.png',
+        'docs-default/breakdown.png': 'breakdown.png',
+        'docs-default/accuracy_vs_epoch.png': 'accuracy_vs_epoch.png',
+      },
+    ),
+    'prediction': Figures(
+      [run('--predict', '--experiment=docs-default', '--hardware=dgx1_v100,cpu_10gbe')],
+      {'docs-default/prediction.png': 'prediction.png'},
+    ),
+    'scaling': Figures(
+      [
+        run(
+          '--strategies=one_device,mirrored',
+          '--num_replicas=1,2,4',
+          '--epochs=3',
+          '--nobreakdown',
+          '--experiment=docs-scaling',
+        )
+      ],
+      {'docs-scaling/scaling.png': 'scaling.png'},
+    ),
+    'convergence': Figures(
+      [run('--flagfile=configs/convergence.cfg', '--nobreakdown', '--experiment=docs-convergence')],
+      {'docs-convergence/accuracy_vs_epoch.png': 'convergence.png'},
+    ),
+    'embeddings': Figures(
+      [
+        run(
+          '--predict',
+          '--model=wide_deep',
+          '--experiment=docs-wide-deep',
+          '--device_examples_per_second=20000',
+          '--per_device_batch=512',
+          '--hardware=cpu_10gbe',
+          '--num_ps=8',
+          '--strategies=multi_worker_mirrored,parameter_server',
+        )
+      ],
+      {'docs-wide-deep/prediction.png': 'prediction_wide_deep.png'},
+    ),
+    'collectives': Figures(
+      [
+        [
+          'benchmarks/collectives.py',
+          '--sizes=4KiB..16MiB',
+          '--repetitions=3',
           '--configs=mirrored/auto,mirrored/reduction_to_one_device,'
           'multi_worker_mirrored/ring,parameter_server',
-          f'--output={logdir}/collectives.json', f'--plot={logdir}/collectives.png']], {
-          'collectives.png': 'collectives.png'}),
+          f'--output={logdir}/collectives.json',
+          f'--plot={logdir}/collectives.png',
+        ]
+      ],
+      {'collectives.png': 'collectives.png'},
+    ),
   }
 
 
@@ -71,10 +106,12 @@ def machine():
   except (OSError, StopIteration):
     pass
   version = importlib.metadata.version
-  return (f'{cpu}, {os.cpu_count()} cores, no GPU, {platform.system()}; Python '
-          f'{platform.python_version()}, TensorFlow {version("tensorflow")}, Keras '
-          f'{version("keras")}; load average {os.getloadavg()[0]:.1f} at the start (a machine '
-          'shared with other work)')
+  return (
+    f'{cpu}, {os.cpu_count()} cores, no GPU, {platform.system()}; Python '
+    f'{platform.python_version()}, TensorFlow {version("tensorflow")}, Keras '
+    f'{version("keras")}; load average {os.getloadavg()[0]:.1f} at the start (a machine '
+    'shared with other work)'
+  )
 
 
 def draw(name, job, logdir):
@@ -84,11 +121,11 @@ def draw(name, job, logdir):
     subprocess.run([sys.executable, *command], cwd=ROOT, check=True)
   for source, target in job.images.items():
     shutil.copyfile(os.path.join(logdir, source), os.path.join(FIGURES, target))
-    shown = '; '.join(f'`python {" ".join(c).replace(logdir, "$LOGDIR")}`'
-                      for c in job.commands)
+    shown = '; '.join(f'`python {" ".join(c).replace(logdir, "$LOGDIR")}`' for c in job.commands)
     with open(os.path.join(FIGURES, target.replace('.png', '.txt')), 'w') as f:
-      f.write(f'Drawn by `docs/figures.py` ({name}), {datetime.date.today()}: {shown}; on '
-              f'{where}.\n')
+      f.write(
+        f'Drawn by `docs/figures.py` ({name}), {datetime.date.today()}: {shown}; on {where}.\n'
+      )
 
 
 def main():

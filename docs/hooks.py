@@ -1,5 +1,6 @@
 """MkDocs hook: the flags page is written from the flag definitions at build time, so it
 cannot drift from run.py (mkdocs.yml names this file under `hooks:`)."""
+
 import html
 import os
 import sys
@@ -22,13 +23,20 @@ def on_page_markdown(markdown, page, **_):
 def reference():
   """A section per module that defines flags: run.py's own, then each strategy's options."""
   sections = [('run.py', defined.__name__)] + [
-      (f'{name}: its own options', strategies.get(name).__name__) for name in strategies.names()]
+    (f'{name}: its own options', strategies.get(name).__name__) for name in strategies.names()
+  ]
   text = []
   for title, module in sections:
     found = flags.FLAGS.get_flags_for_module(module)
     if found:
-      text += [f'## {title}', '', '| flag | default | what it does |', '|---|---|---|',
-               *(_row(flag) for flag in found), '']
+      text += [
+        f'## {title}',
+        '',
+        '| flag | default | what it does |',
+        '|---|---|---|',
+        *(_row(flag) for flag in found),
+        '',
+      ]
   return '\n'.join(text)
 
 

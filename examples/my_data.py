@@ -9,6 +9,7 @@ seeded order every epoch, resumable at any step) and pads the validation set its
 This one is scikit-learn's bundled Wisconsin breast-cancer data (569 tumours, 30 features,
 2 classes), no network needed, standardised with the training split's statistics.
 """
+
 import numpy as np
 from sklearn import datasets
 from sklearn import model_selection
@@ -18,7 +19,10 @@ from sklearn import preprocessing
 def load():
   features, labels = datasets.load_breast_cancer(return_X_y=True)
   x_train, x_val, y_train, y_val = model_selection.train_test_split(
-      features, labels, test_size=0.2, stratify=labels, random_state=0)
+    features, labels, test_size=0.2, stratify=labels, random_state=0
+  )
   scaler = preprocessing.StandardScaler().fit(x_train)
-  return ((scaler.transform(x_train).astype(np.float32), y_train.astype(np.int32)),
-          (scaler.transform(x_val).astype(np.float32), y_val.astype(np.int32)))
+  return (
+    (scaler.transform(x_train).astype(np.float32), y_train.astype(np.int32)),
+    (scaler.transform(x_val).astype(np.float32), y_val.astype(np.int32)),
+  )

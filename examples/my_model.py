@@ -10,6 +10,7 @@ feature vectors, such as the tabular data of my_data.py, with dropout, as most m
 (random layers need care under some strategies: the test that trains this file under all five
 strategies is what keeps them working).
 """
+
 import keras
 from keras import layers
 

@@ -20,6 +20,7 @@ examples/my_model.py); the built-in models' batch-norm flags do not reach it.
 Names are listed, and these constants read, without importing the modules, so the launcher
 stays free of TensorFlow.
 """
+
 import ast
 import contextlib
 import importlib
@@ -38,8 +39,9 @@ def names():
   return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith('_'))
 
 
-def build(name, input_shape, num_classes, batch_norm=False, ghost_batch_size=0,
-          bn_momentum=0.99, **sizes):
+def build(
+  name, input_shape, num_classes, batch_norm=False, ghost_batch_size=0, bn_momentum=0.99, **sizes
+):
   """Builds model `name`; call it inside `strategy.scope()` so its variables are distributed.
 
   `batch_norm` adds BatchNormalization to a model without it; `ghost_batch_size` makes every
@@ -53,12 +55,16 @@ def build(name, input_shape, num_classes, batch_norm=False, ghost_batch_size=0,
     raise ValueError(f'unknown model {name!r}; choose from {", ".join(names())}')
   check(name, input_shape, batch_norm, ghost_batch_size)
   from models import _normalization  # Loads Keras: only where a model is built.
+
   module = importlib.import_module(f'{__name__}.{name}')
   wanted = batch_norm or ghost_batch_size or getattr(module, 'BATCH_NORM', False)
   takes = inspect.signature(module.build).parameters
-  return module.build(tuple(input_shape), num_classes,
-                      _normalization.factory(ghost_batch_size, bn_momentum) if wanted else None,
-                      **{k: v for k, v in sizes.items() if k in takes})
+  return module.build(
+    tuple(input_shape),
+    num_classes,
+    _normalization.factory(ghost_batch_size, bn_momentum) if wanted else None,
+    **{k: v for k, v in sizes.items() if k in takes},
+  )
 
 
 def declared(name):
@@ -80,8 +86,11 @@ def sizes_taken(name):
   model."""
   if user_code.is_spec(name) or name not in names():
     return ()
-  builds = [node for node in _source(name).body
-            if isinstance(node, ast.FunctionDef) and node.name == 'build']
+  builds = [
+    node
+    for node in _source(name).body
+    if isinstance(node, ast.FunctionDef) and node.name == 'build'
+  ]
   taken = {a.arg for a in builds[0].args.args + builds[0].args.kwonlyargs} if builds else set()
   return tuple(size for size in SIZES if size in taken)
 
@@ -95,42 +104,54 @@ def check(name, input_shape=None, batch_norm=False, ghost_batch_size=0):
   """ValueError, one line naming the flag, for what model `name` (a user's too) cannot do;
   `input_shape` None when it is not known yet."""
   if user_code.is_spec(name) and (batch_norm or ghost_batch_size):
-    raise ValueError(f'--batch_norm and --ghost_batch_size add batch normalization to the '
-                     f'built-in models, not to --model={name}; build it into your model')
+    raise ValueError(
+      f'--batch_norm and --ghost_batch_size add batch normalization to the '
+      f'built-in models, not to --model={name}; build it into your model'
+    )
   constants = declared(name)
   if constants.get('BATCH_NORM') is False and (batch_norm or ghost_batch_size):
-    raise ValueError(f'--model={name} has no batch normalization and cannot add any; drop '
-                     '--batch_norm and --ghost_batch_size')
+    raise ValueError(
+      f'--model={name} has no batch normalization and cannot add any; drop '
+      '--batch_norm and --ghost_batch_size'
+    )
   least = constants.get('MIN_IMAGE_SIZE')
   if least and input_shape is not None and (len(input_shape) != 3 or min(input_shape[:2]) < least):
     raise ValueError(
-        f'--model={name} needs images of at least {least}x{least} pixels, not '
-        f'{"x".join(map(str, input_shape))}; give a larger --image_shape (at least '
-        f'{least},{least},3) or a dataset of larger images')
+      f'--model={name} needs images of at least {least}x{least} pixels, not '
+      f'{"x".join(map(str, input_shape))}; give a larger --image_shape (at least '
+      f'{least},{least},3) or a dataset of larger images'
+    )
 
 
 def check_ghost_batch_size(ghost_batch_size, per_replica_batch_size, run=''):
   """Ghost batches must tile each replica's batch exactly."""
   if ghost_batch_size and per_replica_batch_size % ghost_batch_size:
     raise ValueError(
-        f'{f"run {run}: " if run else ""}--ghost_batch_size={ghost_batch_size} does not divide '
-        f'the per-replica batch of {per_replica_batch_size}; use a divisor of it')
+      f'{f"run {run}: " if run else ""}--ghost_batch_size={ghost_batch_size} does not divide '
+      f'the per-replica batch of {per_replica_batch_size}; use a divisor of it'
+    )
 
 
 def _user_model(spec, input_shape, num_classes):
   """The user's model, checked to be a Keras model with `num_classes` logits."""
   import keras
+
   model = user_code.call(spec, 'model', input_shape, num_classes)
   if not isinstance(model, keras.Model):
-    raise user_code.UserCodeError(f'--model={spec} returned {type(model).__name__}, not a '
-                                  'keras.Model; return the model (uncompiled, logits out)')
+    raise user_code.UserCodeError(
+      f'--model={spec} returned {type(model).__name__}, not a '
+      'keras.Model; return the model (uncompiled, logits out)'
+    )
   shape = tuple(model.output_shape) if not isinstance(model.output_shape, list) else None
   if shape is None or len(shape) != 2 or shape[-1] != num_classes:
     raise user_code.UserCodeError(
-        f'--model={spec} returned a model whose output shape is {model.output_shape}; it must '
-        f'be the {num_classes} class logits of the dataset per example: (None, {num_classes})')
+      f'--model={spec} returned a model whose output shape is {model.output_shape}; it must '
+      f'be the {num_classes} class logits of the dataset per example: (None, {num_classes})'
+    )
   dtype = keras.backend.standardize_dtype(model.outputs[0].dtype)
   if 'float' not in dtype:
-    raise user_code.UserCodeError(f'--model={spec} returns logits of dtype {dtype}; return '
-                                  'floating-point logits (the loss takes their gradient)')
+    raise user_code.UserCodeError(
+      f'--model={spec} returns logits of dtype {dtype}; return '
+      'floating-point logits (the loss takes their gradient)'
+    )
   return model

@@ -6,6 +6,7 @@ statistics, so a large per-replica batch still sees the noise of small-batch sta
 Keras 3's BatchNormalization has no virtual-batch option, hence this layer. At inference it
 is ordinary batch norm: the moving statistics, updated with the mean over the ghost batches.
 """
+
 import keras
 from keras import ops
 
@@ -41,10 +42,13 @@ class GhostBatchNormalization(BatchNormalization):
     axes = [axis + 1 for axis in self._reduction_axes]
     mean, variance = ops.moments(ghosts, axes=axes, keepdims=True)
     over_ghosts = list(range(len(ghosts.shape) - 1))
-    self.moving_mean.assign(self.moving_mean * self.momentum +
-                            ops.mean(mean, axis=over_ghosts) * (1.0 - self.momentum))
-    self.moving_variance.assign(self.moving_variance * self.momentum +
-                                ops.mean(variance, axis=over_ghosts) * (1.0 - self.momentum))
+    self.moving_mean.assign(
+      self.moving_mean * self.momentum + ops.mean(mean, axis=over_ghosts) * (1.0 - self.momentum)
+    )
+    self.moving_variance.assign(
+      self.moving_variance * self.momentum
+      + ops.mean(variance, axis=over_ghosts) * (1.0 - self.momentum)
+    )
     outputs = (ghosts - mean) * ops.rsqrt(variance + self.epsilon)
     if self.scale:
       outputs = outputs * ops.cast(self.gamma, outputs.dtype)
@@ -60,6 +64,5 @@ def factory(ghost_batch_size=0, momentum=0.99):
   """A callable making the model's batch-normalization layers: ghost ones, or ordinary; its
   keyword arguments (axis, epsilon...) go to the layer, so an architecture keeps its own."""
   if ghost_batch_size:
-    return lambda **kwargs: GhostBatchNormalization(ghost_batch_size, momentum=momentum,
-                                                    **kwargs)
+    return lambda **kwargs: GhostBatchNormalization(ghost_batch_size, momentum=momentum, **kwargs)
   return lambda **kwargs: BatchNormalization(momentum=momentum, **kwargs)

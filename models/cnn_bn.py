@@ -1,4 +1,5 @@
 """The `cnn` model with BatchNormalization after each convolution (`cnn --batch_norm`)."""
+
 from models import cnn
 
 BATCH_NORM = True

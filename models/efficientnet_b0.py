@@ -3,6 +3,7 @@
 Keras' architecture rescales its input by 1/255 and normalizes it itself (an unadapted
 Normalization layer: identity); the pipeline has already scaled pixels to [0, 1].
 """
+
 from models import _applications
 
 IMAGENET = True
@@ -11,5 +12,6 @@ MIN_IMAGE_SIZE = 32
 
 
 def build(input_shape, num_classes, normalization):
-  return _applications.build('EfficientNetB0', 'efficientnet_b0', input_shape, num_classes,
-                             normalization)
+  return _applications.build(
+    'EfficientNetB0', 'efficientnet_b0', input_shape, num_classes, normalization
+  )

@@ -1,4 +1,5 @@
 """A two-hidden-layer perceptron: little compute per byte, so communication dominates."""
+
 import keras
 from keras import layers
 
@@ -9,9 +10,13 @@ def build(input_shape, num_classes, normalization=None):
       return [layers.Dense(units, activation='relu')]
     return [layers.Dense(units, use_bias=False), normalization(), layers.ReLU()]
 
-  return keras.Sequential([
+  return keras.Sequential(
+    [
       keras.Input(input_shape),
       layers.Flatten(),
-      *hidden(256), *hidden(256),
+      *hidden(256),
+      *hidden(256),
       layers.Dense(num_classes),
-  ], name='mlp')
+    ],
+    name='mlp',
+  )

@@ -1,6 +1,7 @@
 """MobileNetV2 (Sandler et al. 2018), width 1.0: 3.5M parameters at 224x224x3 with 1000
 classes; depthwise convolutions, little compute per parameter.
 """
+
 from models import _applications
 
 IMAGENET = True

@@ -1,6 +1,7 @@
 """ResNet-50 (He et al. 2016, "Deep Residual Learning for Image Recognition"): 25.6M
 parameters at 224x224x3 with 1000 classes, the standard model of tf_cnn_benchmarks.
 """
+
 from models import _applications
 
 IMAGENET = True

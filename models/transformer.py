@@ -5,6 +5,7 @@ MLP (4 x d_model wide), each with a residual and LayerNormalization, then the me
 sequence and the logits. Its normalization is LayerNorm, per example: --batch_norm and
 --ghost_batch_size are refused for it rather than ignored.
 """
+
 import keras
 from keras import layers
 from keras import ops
@@ -17,18 +18,22 @@ class PositionEmbedding(layers.Layer):
   """A learned vector per position, added to the token embeddings (Keras has no such layer)."""
 
   def build(self, input_shape):
-    self.positions = self.add_weight(shape=input_shape[1:], initializer='random_uniform',
-                                     name='positions')
+    self.positions = self.add_weight(
+      shape=input_shape[1:], initializer='random_uniform', name='positions'
+    )
 
   def call(self, inputs):
     return inputs + ops.cast(self.positions, inputs.dtype)
 
 
-def build(input_shape, num_classes, normalization, vocab_size=10000, num_layers=2, d_model=64,
-          num_heads=4):
+def build(
+  input_shape, num_classes, normalization, vocab_size=10000, num_layers=2, d_model=64, num_heads=4
+):
   if len(input_shape) != 1:
-    raise ValueError(f'--model=transformer reads sequences of token ids, not examples of shape '
-                     f'{input_shape}; use --dataset=synthetic_tokens or imdb')
+    raise ValueError(
+      f'--model=transformer reads sequences of token ids, not examples of shape '
+      f'{input_shape}; use --dataset=synthetic_tokens or imdb'
+    )
   tokens = keras.Input(input_shape, dtype='int32')
   x = PositionEmbedding()(layers.Embedding(vocab_size, d_model)(tokens))
   for _ in range(num_layers):

@@ -4,6 +4,7 @@ most of them in the fully connected head: the heaviest all-reduce of the benchma
 It has no batch normalization, and its layers are keras.applications' own: --batch_norm
 and --ghost_batch_size are refused for it rather than ignored.
 """
+
 from models import _applications
 
 IMAGENET = True

@@ -10,9 +10,10 @@ the table lives: from each shard on its ps task when --variable_partitioner spli
 never the whole table (Keras' Embedding converts its variable to a tensor first). Their
 gradients are sparse (tf.IndexedSlices): only the touched rows travel.
 """
+
 import keras
-from keras import layers
 import tensorflow as tf
+from keras import layers
 
 BATCH_NORM = False
 # Click logs, at a recommender's batch and the rate that learns them in an epoch or two.
@@ -31,9 +32,11 @@ def build(input_shape, num_classes, normalization, vocab_sizes=(1000,), embeddin
   del normalization  # Refused by BATCH_NORM = False.
   tables = len(vocab_sizes)
   if len(input_shape) != 1 or input_shape[0] <= tables:
-    raise ValueError(f'--model=wide_deep reads rows of {tables} ids (--vocab_sizes) then dense '
-                     f'features, not examples of shape {input_shape}; use '
-                     '--dataset=synthetic_clicks, or --vocab_sizes with one size per id column')
+    raise ValueError(
+      f'--model=wide_deep reads rows of {tables} ids (--vocab_sizes) then dense '
+      f'features, not examples of shape {input_shape}; use '
+      '--dataset=synthetic_clicks, or --vocab_sizes with one size per id column'
+    )
   rows = keras.Input(input_shape)
   ids = layers.Lambda(lambda r: tf.cast(r[:, :tables], tf.int32), name='ids')(rows)
   dense = layers.Lambda(lambda r: r[:, tables:], name='dense_features')(rows)

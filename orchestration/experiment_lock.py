@@ -9,6 +9,7 @@ every RENEW_SECONDS: best effort, since two launches that look within the same m
 find it free, and one that is taken over after LEASE_SECONDS without a renewal (a launcher
 stopped for that long) carries on unaware.
 """
+
 import contextlib
 import fcntl
 import json
@@ -50,14 +51,19 @@ def _holder():
 def describe(holder):
   """'pid 123 on host-a since 2025-01-01 12:00:00', from what a lock holds."""
   started = holder.get('started')
-  since = (time.strftime(' since %Y-%m-%d %H:%M:%S', time.localtime(started))
-           if isinstance(started, (int, float)) else '')
+  since = (
+    time.strftime(' since %Y-%m-%d %H:%M:%S', time.localtime(started))
+    if isinstance(started, (int, float))
+    else ''
+  )
   return f'pid {holder.get("pid", "?")} on {holder.get("host", "an unknown host")}{since}'
 
 
 def _refusal(experiment_dir, holder):
-  return Held(f'{experiment_dir} is being run by another launch ({describe(holder)}); wait for '
-              'it to end, or choose another --experiment')
+  return Held(
+    f'{experiment_dir} is being run by another launch ({describe(holder)}); wait for '
+    'it to end, or choose another --experiment'
+  )
 
 
 def _taken_over(experiment_dir, holder, why):
@@ -77,7 +83,8 @@ class _FileLock:
 
   def __init__(self, local, experiment_dir):
     self.local, self.directory = local, experiment_dir
-    self.path, self.fd = os.path.join(local, NAME), None
+    self.path = os.path.join(local, NAME)
+    self.fd: int | None = None
 
   def acquire(self, say):
     os.makedirs(self.local, exist_ok=True)
@@ -103,7 +110,8 @@ class _FileLock:
     """Removed while still locked, so that no other launch locks a file that is going."""
     with contextlib.suppress(FileNotFoundError):
       os.remove(self.path)
-    os.close(self.fd)
+    if self.fd is not None:
+      os.close(self.fd)
     self.fd = None
 
 
@@ -119,7 +127,8 @@ class _Lease:
 
   def __init__(self, experiment_dir):
     self.directory, self.path = experiment_dir, storage.join(experiment_dir, NAME)
-    self.token, self.stopped, self.renewer = uuid.uuid4().hex, threading.Event(), None
+    self.token, self.stopped = uuid.uuid4().hex, threading.Event()
+    self.renewer: threading.Thread | None = None
 
   def _read(self):
     try:
@@ -128,8 +137,9 @@ class _Lease:
       return None
 
   def _write(self, holder):
-    storage.write_atomic(self.path, json.dumps({**holder, 'token': self.token,
-                                                'renewed': time.time()}))
+    storage.write_atomic(
+      self.path, json.dumps({**holder, 'token': self.token, 'renewed': time.time()})
+    )
 
   def acquire(self, say):
     left = self._read()
@@ -152,7 +162,8 @@ class _Lease:
 
   def release(self):
     self.stopped.set()
-    self.renewer.join()
+    if self.renewer is not None:
+      self.renewer.join()
     if (self._read() or {}).get('token') == self.token:
       with contextlib.suppress(FileNotFoundError):
         storage.remove(self.path)

@@ -11,6 +11,7 @@ file; the killed task may be the holding one itself. The file stays: the fault f
 run, and a restart does not hold again. A test that injects a fault of its own into tasks it
 started by hand (a partition, tests/test_separate_hosts.py) answers the request itself.
 """
+
 import os
 import time
 
@@ -68,8 +69,10 @@ class Fault:
       return
     killed = group.kill(self.task)
     if killed:
-      print(f'run.py: {FAULT_ENV}: killed {self.task} at step {asked["step"]} (asked for '
-            f'{self.step})', flush=True)
+      print(
+        f'run.py: {FAULT_ENV}: killed {self.task} at step {asked["step"]} (asked for {self.step})',
+        flush=True,
+      )
     answer(self.run_dir, killed)
 
 
@@ -86,7 +89,9 @@ def hold(run_dir, step):
   deadline = time.monotonic() + ANSWER_SECONDS
   while 'killed' not in (request(run_dir) or {}):
     if time.monotonic() > deadline:
-      raise RuntimeError(f'{FAULT_ENV}: no launcher answered the fault request in '
-                         f'{storage.join(run_dir, REQUEST)} within {ANSWER_SECONDS} s; the '
-                         'variable is for runs the launcher starts')
+      raise RuntimeError(
+        f'{FAULT_ENV}: no launcher answered the fault request in '
+        f'{storage.join(run_dir, REQUEST)} within {ANSWER_SECONDS} s; the '
+        'variable is for runs the launcher starts'
+      )
     time.sleep(POLL_SECONDS)

@@ -6,6 +6,7 @@ by default an even share (GPUs // workers), any remainder left idle and said so.
 compute nothing (a parameter-server chief and its ps tasks) see no GPU. GPUs are counted as
 CUDA_VISIBLE_DEVICES lists them, else as `nvidia-smi -L` does. Tested without GPUs only.
 """
+
 import subprocess
 
 NVIDIA_SMI_TIMEOUT_SECONDS = 10
@@ -23,8 +24,13 @@ def visible(environ, run=subprocess.run):
       ids.append(gpu)
     return ids
   try:
-    listed = run(['nvidia-smi', '-L'], capture_output=True, text=True, check=True,
-                 timeout=NVIDIA_SMI_TIMEOUT_SECONDS).stdout
+    listed = run(
+      ['nvidia-smi', '-L'],
+      capture_output=True,
+      text=True,
+      check=True,
+      timeout=NVIDIA_SMI_TIMEOUT_SECONDS,
+    ).stdout
   except (OSError, subprocess.SubprocessError):  # Not installed, no driver, hung.
     return []
   return [str(i) for i in range(sum(line.startswith('GPU ') for line in listed.splitlines()))]
@@ -35,16 +41,19 @@ def share_out(visible_gpus, num_workers, gpus_per_worker=None):
   `visible_gpus`, maybe none); ValueError when there are not that many."""
   share = len(visible_gpus) // num_workers if gpus_per_worker is None else gpus_per_worker
   if share * num_workers > len(visible_gpus):
-    raise ValueError(f'--gpus_per_worker={share} needs {share * num_workers} GPUs for '
-                     f'{num_workers} workers, but {len(visible_gpus) or "no"} GPU(s) are '
-                     f'visible; give at most {len(visible_gpus) // num_workers}, or fewer '
-                     '--num_workers')
-  return [visible_gpus[i * share:(i + 1) * share] for i in range(num_workers)]
+    raise ValueError(
+      f'--gpus_per_worker={share} needs {share * num_workers} GPUs for '
+      f'{num_workers} workers, but {len(visible_gpus) or "no"} GPU(s) are '
+      f'visible; give at most {len(visible_gpus) // num_workers}, or fewer '
+      '--num_workers'
+    )
+  return [visible_gpus[i * share : (i + 1) * share] for i in range(num_workers)]
 
 
 def note(visible_gpus, shares):
   """'worker 0: GPU 0,1; worker 1: GPU 2,3; idle: GPU 4', for the user to see the plan."""
-  given = [f'worker {i}: {"GPU " + ",".join(gpus) if gpus else "CPU"}'
-           for i, gpus in enumerate(shares)]
-  idle = visible_gpus[sum(len(gpus) for gpus in shares):]
+  given = [
+    f'worker {i}: {"GPU " + ",".join(gpus) if gpus else "CPU"}' for i, gpus in enumerate(shares)
+  ]
+  idle = visible_gpus[sum(len(gpus) for gpus in shares) :]
   return '; '.join(given + ([f'idle: GPU {",".join(idle)}'] if idle else []))

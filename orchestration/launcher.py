@@ -5,6 +5,7 @@ per task on free localhost ports, each with its own TF_CONFIG, exactly as a sche
 start them on several machines; each task's output is saved in `<run>/logs/<task>.log`. On a
 machine with GPUs each computing task gets its own (orchestration/gpus.py).
 """
+
 import contextlib
 import dataclasses
 import os
@@ -13,9 +14,9 @@ import tempfile
 
 from configs import cluster_spec
 from orchestration import faults
-from orchestration import peers
 from orchestration import gpus
 from orchestration import log_filter
+from orchestration import peers
 from orchestration import processes
 from records import results
 from records import storage
@@ -23,11 +24,17 @@ from records import tables
 from reporting import summary
 
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
+
+
 def child_command(run_dir, verbosity=None):
   """The command that makes a fresh process (part of) the run whose config.json is in
   `run_dir`."""
-  return [sys.executable, RUN_PY, f'--run_config={storage.join(run_dir, results.CONFIG)}',
-          *([] if verbosity is None else [f'--verbosity={verbosity}'])]
+  return [
+    sys.executable,
+    RUN_PY,
+    f'--run_config={storage.join(run_dir, results.CONFIG)}',
+    *([] if verbosity is None else [f'--verbosity={verbosity}']),
+  ]
 
 
 def start_single(group, run, hide, env, verbosity=None):
@@ -52,10 +59,16 @@ def local_threads(run):
   if not descriptor.cluster or descriptor.coordinated:
     return run
   given = run.performance
-  return dataclasses.replace(run, performance=dataclasses.replace(
-      given, intra_op_threads=_default(given.intra_op_threads,
-                                       max(1, (os.cpu_count() or 1) // run.distribution.num_workers)),
-      inter_op_threads=_default(given.inter_op_threads, 2)))
+  return dataclasses.replace(
+    run,
+    performance=dataclasses.replace(
+      given,
+      intra_op_threads=_default(
+        given.intra_op_threads, max(1, (os.cpu_count() or 1) // run.distribution.num_workers)
+      ),
+      inter_op_threads=_default(given.inter_op_threads, 2),
+    ),
+  )
 
 
 def _default(given, default):
@@ -65,7 +78,9 @@ def _default(given, default):
 def task_environments(descriptor, spec, env, worker_gpus=None):
   """{task name: environment}: `env` with the task's TF_CONFIG and, given each worker's GPU
   ids (gpus.share_out), its CUDA_VISIBLE_DEVICES, empty for the tasks that compute nothing."""
-  computing = [name for job, _, name in cluster_spec.tasks(spec) if job in descriptor.computing_jobs]
+  computing = [
+    name for job, _, name in cluster_spec.tasks(spec) if job in descriptor.computing_jobs
+  ]
   shares = dict(zip(computing, worker_gpus or []))
   environments = {}
   for job, index, name in cluster_spec.tasks(spec):
@@ -94,8 +109,7 @@ def task_logs(run_dir):
         storage.upload(os.path.join(scratch, name), storage.join(logs, name))
 
 
-def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None,
-                  worker_gpus=None):
+def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None, worker_gpus=None):
   """One child per task of a localhost cluster, its output in local directory `logs`; returns
   the names of the training tasks.
 
@@ -104,26 +118,39 @@ def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None
   coordinator's to report. `worker_gpus`: each worker's GPU ids, None without GPUs.
   """
   descriptor = run.distribution.descriptor
-  spec = peers.local(descriptor.local_jobs(run.distribution.num_workers,
-                                             run.distribution.options))
+  spec = peers.local(descriptor.local_jobs(run.distribution.num_workers, run.distribution.options))
   command = child_command(run.run_dir, verbosity)
   environments = task_environments(descriptor, spec, env, worker_gpus)
   for job, index, name in cluster_spec.tasks(spec):
     serves = job in descriptor.serving_jobs
-    group.start(name, command, env=environments[name],
-                log_path=os.path.join(logs, f'{name}.log'),
-                echo=(job, index) == cluster_spec.chief(spec), hide=hide,
-                restarts=worker_restarts if serves and job == 'worker' else 0,
-                essential=not serves)
+    group.start(
+      name,
+      command,
+      env=environments[name],
+      log_path=os.path.join(logs, f'{name}.log'),
+      echo=(job, index) == cluster_spec.chief(spec),
+      hide=hide,
+      restarts=worker_restarts if serves and job == 'worker' else 0,
+      essential=not serves,
+    )
   return [name for job, _, name in cluster_spec.tasks(spec) if job not in descriptor.serving_jobs]
 
 
 def start_report(group, experiment, hide):
   """The report is built by `run.py --report_only`, from the event files, like a user would."""
-  group.start('report', [sys.executable, RUN_PY, '--report_only', f'--logdir={experiment.logdir}',
-                         f'--experiment={storage.basename(experiment.directory)}',
-                         f'--target_accuracy={experiment.target_accuracy}',
-                         f'--min_free_disk_mb={experiment.min_free_disk_mb}'], hide=hide)
+  group.start(
+    'report',
+    [
+      sys.executable,
+      RUN_PY,
+      '--report_only',
+      f'--logdir={experiment.logdir}',
+      f'--experiment={storage.basename(experiment.directory)}',
+      f'--target_accuracy={experiment.target_accuracy}',
+      f'--min_free_disk_mb={experiment.min_free_disk_mb}',
+    ],
+    hide=hide,
+  )
   return ['report']
 
 
@@ -145,8 +172,10 @@ def supervise(idle_timeout, start, tick=None):
         group.wait(idle_timeout, names=trainers, tick=tick)
       except processes.Interrupted as e:
         group.stop(trainers, STOP_GRACE_SECONDS)
-        raise processes.Interrupted(e.signum, 'interrupted: an unfinished run keeps its '
-                                    'checkpoint; run the same command to resume') from None
+        raise processes.Interrupted(
+          e.signum,
+          'interrupted: an unfinished run keeps its checkpoint; run the same command to resume',
+        ) from None
     return None
   except processes.TaskError as e:
     if not e.reported:
@@ -164,16 +193,26 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
     for attempt in range(max_restarts + 1):
       env = dict(os.environ, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
       if is_cluster:
-        start = lambda group: start_cluster(group, run, logs, hide, env,
-                                            worker_restarts=max_restarts, verbosity=verbosity,
-                                            worker_gpus=worker_gpus)
+        start = lambda group: start_cluster(
+          group,
+          run,
+          logs,
+          hide,
+          env,
+          worker_restarts=max_restarts,
+          verbosity=verbosity,
+          worker_gpus=worker_gpus,
+        )
       else:
         start = lambda group: start_single(group, run, hide, env, verbosity)
       error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
       if error is None or not error.died or attempt == max_restarts:
         return error
-      print(f'run.py: restarting {run.name} from its last checkpoint '
-            f'({attempt + 1}/{max_restarts})', file=sys.stderr, flush=True)
+      print(
+        f'run.py: restarting {run.name} from its last checkpoint ({attempt + 1}/{max_restarts})',
+        file=sys.stderr,
+        flush=True,
+      )
   return error
 
 
@@ -195,12 +234,19 @@ def launch(experiment):
   """
   runs = [local_threads(run) for run in experiment.runs]
   visible_gpus = gpus.visible(os.environ)
-  shares = {run.name: gpus.share_out(visible_gpus, run.distribution.num_workers,  # Refused here,
-                                run.distribution.gpus_per_worker)  # before any run starts.
-            for run in runs if run.distribution.descriptor.cluster}
+  shares = {
+    run.name: gpus.share_out(
+      visible_gpus,
+      run.distribution.num_workers,  # Refused here,
+      run.distribution.gpus_per_worker,
+    )  # before any run starts.
+    for run in runs
+    if run.distribution.descriptor.cluster
+  }
   fault = faults.Fault.from_environment()
-  states = {run.name: results.check_run_dir(run.run_dir, experiment.resume, run.to_json())
-            for run in runs}
+  states = {
+    run.name: results.check_run_dir(run.run_dir, experiment.resume, run.to_json()) for run in runs
+  }
   verbose = experiment.verbosity is not None and experiment.verbosity >= 0
   hide = None if verbose else log_filter.TF_LOG_LINE
   rows, errors = [], []
@@ -216,38 +262,58 @@ def launch(experiment):
       error = run_with_restarts(run, experiment, hide, fault and fault(run.run_dir), worker_gpus)
       if error and results.run_dir_state(run.run_dir) == 'new':
         results.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
-    rows.append({'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
-                if error else results.read(run.run_dir))
+    rows.append(
+      {'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
+      if error
+      else results.read(run.run_dir)
+    )
     errors += [error] if error else []
   failed = [row['run'] for row in rows if 'error' in row]
   if len(failed) < len(rows):
     print(f'\n{table(rows)}\n', flush=True)
     for line in results.recoveries(rows):
       print(line, flush=True)
-    report_error = supervise(experiment.idle_timeout,
-                             lambda group: start_report(group, experiment, hide))
+    report_error = supervise(
+      experiment.idle_timeout, lambda group: start_report(group, experiment, hide)
+    )
     errors += [report_error] if report_error else []
-    print(f'Results and TensorBoard logs: {experiment.directory}\n'
-          f'Open them with: tensorboard --logdir {experiment.directory}')
+    print(
+      f'Results and TensorBoard logs: {experiment.directory}\n'
+      f'Open them with: tensorboard --logdir {experiment.directory}'
+    )
   if failed and len(rows) > 1:
-    print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}',
-          file=sys.stderr)
+    print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}', file=sys.stderr)
   return exit_status(errors)
 
 
 def table(rows):
   """A plain-text table, one row per run, of the figures a comparison needs, ending with the
   speed-up and scaling efficiency against the one_device baseline (as summary.md has them)."""
-  header = ('run', 'workers', 'replicas', 'examples/s', 'epoch time (s)', 'val accuracy',
-            'speed-up', 'efficiency')
+  header = (
+    'run',
+    'workers',
+    'replicas',
+    'examples/s',
+    'epoch time (s)',
+    'val accuracy',
+    'speed-up',
+    'efficiency',
+  )
   scaled = summary.scaling([row for row in rows if 'error' not in row])
   cells = []
   for row in rows:
     if 'error' in row:
       cells.append((row['run'], '-', '-', '-', '-', 'FAILED', '-', '-'))
     else:
-      cells.append((row['run'], str(row['num_workers']), str(row['num_replicas_in_sync']),
-                    f'{row["examples_per_second"]:,.0f}', f'{row["epoch_time_seconds"]:.3f}',
-                    f'{row["final_validation_accuracy"]:.4f}',
-                    *summary.scaling_cells(*scaled[row['run']][1:])))
+      cells.append(
+        (
+          row['run'],
+          str(row['num_workers']),
+          str(row['num_replicas_in_sync']),
+          f'{row["examples_per_second"]:,.0f}',
+          f'{row["epoch_time_seconds"]:.3f}',
+          f'{row["final_validation_accuracy"]:.4f}',
+          *summary.scaling_cells(*scaled[row['run']][1:]),
+        )
+      )
   return tables.render(header, cells)

@@ -7,19 +7,22 @@ children's output; a task started by hand or by a scheduler drops them from its 
 `filter_own_stderr`: its file descriptor 2 becomes a pipe into a filter process that outlives
 it, so no line written just before a crash (or by the start-up watchdog) is lost.
 """
+
 import os
 import re
 import signal
 import subprocess
 import sys
 
-TF_LOG_LINE = re.compile(r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before '
-                         r'absl::InitializeLog|To enable the following instructions: |Additional '
-                         r'GRPC error information from remote target|:UNKNOWN:Error received from '
-                         r'peer|This could happen if the remote target has been disconnected|'
-                         # The coordination service's report when an all-reduce peer is lost.
-                         r'/job:\w+/replica:\d+/task:\d+\s*$|The tasks have crashed\. |The error '
-                         r'could be from a previous operation|RPC: /tensorflow\.)')
+TF_LOG_LINE = re.compile(
+  r'([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before '
+  r'absl::InitializeLog|To enable the following instructions: |Additional '
+  r'GRPC error information from remote target|:UNKNOWN:Error received from '
+  r'peer|This could happen if the remote target has been disconnected|'
+  # The coordination service's report when an all-reduce peer is lost.
+  r'/job:\w+/replica:\d+/task:\d+\s*$|The tasks have crashed\. |The error '
+  r'could be from a previous operation|RPC: /tensorflow\.)'
+)
 
 
 def filter_own_stderr():
@@ -27,8 +30,9 @@ def filter_own_stderr():
   without the lines TF_LOG_LINE matches."""
   sys.stderr.flush()
   read_end, write_end = os.pipe()
-  subprocess.Popen([sys.executable, os.path.abspath(__file__)], stdin=read_end, stdout=2,
-                   stderr=subprocess.DEVNULL)
+  subprocess.Popen(
+    [sys.executable, os.path.abspath(__file__)], stdin=read_end, stdout=2, stderr=subprocess.DEVNULL
+  )
   os.close(read_end)
   os.dup2(write_end, 2)
   os.close(write_end)

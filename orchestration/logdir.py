@@ -5,6 +5,7 @@ training; these checks refuse it up front, in one line naming the flag to change
 `--logdir` (a path or a `file://` URL) is probed and its free space checked; an object store's
 (`gs://`, `s3://`) is probed with one small object, and has no free space to know.
 """
+
 import os
 import shutil
 import tempfile
@@ -22,8 +23,10 @@ def check(logdir, min_free_disk_mb, data_dirs=()):
   try:
     local = storage.local_path(logdir)
   except (ImportError, ValueError) as e:  # A scheme fsspec has no package for.
-    raise ValueError(f'--logdir={logdir} cannot be used ({e}); install the file system package '
-                     'its scheme needs (gcsfs for gs://, s3fs for s3://)') from None
+    raise ValueError(
+      f'--logdir={logdir} cannot be used ({e}); install the file system package '
+      'its scheme needs (gcsfs for gs://, s3fs for s3://)'
+    ) from None
   if local is None:
     _probe_object_store(logdir)
   else:
@@ -36,8 +39,10 @@ def _probe_object_store(logdir):
     storage.write_text(probe, '\0' * 4096)
     storage.remove(probe)
   except (OSError, ValueError) as e:  # Credentials, a missing bucket, permissions.
-    raise ValueError(f'--logdir={logdir} cannot be written ({type(e).__name__}: {e}); check '
-                     'its bucket and credentials or choose another --logdir') from None
+    raise ValueError(
+      f'--logdir={logdir} cannot be written ({type(e).__name__}: {e}); check '
+      'its bucket and credentials or choose another --logdir'
+    ) from None
 
 
 def _check_local(logdir, local, min_free_disk_mb):
@@ -47,18 +52,23 @@ def _check_local(logdir, local, min_free_disk_mb):
   if not os.path.isdir(parent):
     raise ValueError(f'--logdir={logdir} cannot be created: {parent} is a file')
   if not os.access(parent, os.W_OK | os.X_OK):
-    raise ValueError(f'--logdir={logdir} cannot be written ({parent} is read-only); '
-                     'choose another --logdir')
+    raise ValueError(
+      f'--logdir={logdir} cannot be written ({parent} is read-only); choose another --logdir'
+    )
   try:  # What permissions cannot show: a read-only or full file system, a quota.
     with tempfile.TemporaryFile(dir=parent) as probe:
       probe.write(b'\0' * 4096)
       probe.flush()
       os.fsync(probe.fileno())
   except OSError as e:
-    raise ValueError(f'--logdir={logdir} cannot be written ({e.strerror} in {parent}); '
-                     'free space or choose another --logdir') from None
+    raise ValueError(
+      f'--logdir={logdir} cannot be written ({e.strerror} in {parent}); '
+      'free space or choose another --logdir'
+    ) from None
   free_mb = shutil.disk_usage(parent).free / 2**20
   if free_mb < min_free_disk_mb:
-    raise ValueError(f'--logdir={logdir} has {free_mb:,.0f} MB free, less than '
-                     f'--min_free_disk_mb={min_free_disk_mb:g}; free space or choose '
-                     'another --logdir')
+    raise ValueError(
+      f'--logdir={logdir} has {free_mb:,.0f} MB free, less than '
+      f'--min_free_disk_mb={min_free_disk_mb:g}; free space or choose '
+      'another --logdir'
+    )

@@ -1,6 +1,7 @@
 """The other tasks of a cluster, seen from this one: free ports for a local cluster, whether a
 task answers, and bounded waits for peers to come (or, for a server, for the chief to go).
 Free of TensorFlow."""
+
 import socket
 import time
 
@@ -25,14 +26,19 @@ def check_own_port(config):
     try:
       s.bind(('', port))
     except OSError:
-      raise cluster_spec.ClusterError(f'TF_CONFIG gives this task ({job} {index}) {address}, but port {port} '
-                         'is in use here; stop what holds it or give the task another port') from None
+      raise cluster_spec.ClusterError(
+        f'TF_CONFIG gives this task ({job} {index}) {address}, but port {port} '
+        'is in use here; stop what holds it or give the task another port'
+      ) from None
 
 
 def local(job_sizes, host='localhost'):
   """A cluster on this machine: {'worker': ['localhost:PORT', ...], ...} on free ports."""
-  return {job: [f'{host}:{portpicker.pick_unused_port()}' for _ in range(count)]
-          for job, count in job_sizes.items() if count}
+  return {
+    job: [f'{host}:{portpicker.pick_unused_port()}' for _ in range(count)]
+    for job, count in job_sizes.items()
+    if count
+  }
 
 
 def probe(address):
@@ -54,8 +60,11 @@ def answers(address):
 
 def silent_peers(cluster, me):
   """'worker 1 (host:port)' for every other task that does not accept connections."""
-  return [f'{job} {i} ({cluster[job][i]})' for job, i, _ in cluster_spec.tasks(cluster)
-          if (job, i) != me and not answers(cluster[job][i])]
+  return [
+    f'{job} {i} ({cluster[job][i]})'
+    for job, i, _ in cluster_spec.tasks(cluster)
+    if (job, i) != me and not answers(cluster[job][i])
+  ]
 
 
 def wait_for_servers(cluster, jobs, timeout, say, poll_seconds=0.5):
@@ -68,8 +77,10 @@ def wait_for_servers(cluster, jobs, timeout, say, poll_seconds=0.5):
     if not silent:
       return
     if time.monotonic() > deadline:
-      raise cluster_spec.ClusterError(f'{", ".join(silent)} did not answer within {timeout:g} s; start those '
-                         'tasks with the same TF_CONFIG cluster, or raise --startup_timeout')
+      raise cluster_spec.ClusterError(
+        f'{", ".join(silent)} did not answer within {timeout:g} s; start those '
+        'tasks with the same TF_CONFIG cluster, or raise --startup_timeout'
+      )
     if not announced:
       say(f'waiting for {", ".join(silent)}')
       announced = True
@@ -87,7 +98,9 @@ def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0):
   deadline = time.monotonic() + timeout
   while not answers(address):
     if time.monotonic() > deadline:
-      raise cluster_spec.ClusterError(f'the chief at {address} did not come up within {timeout:g} s')
+      raise cluster_spec.ClusterError(
+        f'the chief at {address} did not come up within {timeout:g} s'
+      )
     time.sleep(poll_seconds)
   misses, unreachable_since = 0, None
   while misses < 3:

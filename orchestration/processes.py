@@ -6,6 +6,7 @@ sessions, relays their output line by line, turns silence into an error, and kil
 when it is left for any reason: success, failure, Ctrl-C or SIGTERM (see `raise_on_signals`).
 Children also ask the kernel to kill them if the launcher dies (`die_with_parent`).
 """
+
 import ctypes
 import os
 import queue
@@ -38,8 +39,10 @@ class TaskError(Exception):
   def died(self):
     """Killed, or crashed with an unexpected error (status 1), as opposed to refusing its
     input (status 2), being interrupted, or hanging: a restart may help."""
-    return self.returncode is not None and (self.returncode == 1 or self.returncode in (
-        -signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS))
+    return self.returncode is not None and (
+      self.returncode == 1
+      or self.returncode in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS)
+    )
 
 
 class Interrupted(KeyboardInterrupt):
@@ -52,9 +55,11 @@ class Interrupted(KeyboardInterrupt):
 
 def raise_on_signals():
   """Makes SIGTERM and SIGINT raise Interrupted, so `with ProcessGroup()` clean-up runs."""
+
   def handler(signum, frame):
     del frame
     raise Interrupted(signum)
+
   for sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(sig, handler)
 
@@ -103,7 +108,7 @@ class ProcessGroup:
     self._logs = {}
     self._last_error = {}
     self._open_streams = {}
-    self._lines = queue.Queue()
+    self._lines: queue.Queue = queue.Queue()
     self.restarted = {}  # name -> how many times that child was restarted
 
   def __enter__(self):
@@ -112,8 +117,9 @@ class ProcessGroup:
   def __exit__(self, *exc):
     self.terminate()
 
-  def start(self, name, cmd, env=None, log_path=None, echo=True, hide=None, restarts=0,
-            essential=True):
+  def start(
+    self, name, cmd, env=None, log_path=None, echo=True, hide=None, restarts=0, essential=True
+  ):
     """Starts `cmd`; its output is echoed (but lines matching regex `hide`) and logged.
 
     A child that dies (TaskError.died) is started again, the same way, up to `restarts`
@@ -121,23 +127,36 @@ class ProcessGroup:
     reports what its loss means).
     """
     env = dict(os.environ if env is None else env, **{PARENT_PID_ENV: str(os.getpid())})
-    self._specs[name] = dict(cmd=cmd, env=env, log_path=log_path, echo=echo, hide=hide,
-                             restarts=restarts, essential=essential)
+    self._specs[name] = dict(
+      cmd=cmd,
+      env=env,
+      log_path=log_path,
+      echo=echo,
+      hide=hide,
+      restarts=restarts,
+      essential=essential,
+    )
     self.restarted.setdefault(name, 0)
     self._spawn(name)
 
   def _spawn(self, name):
     spec = self._specs[name]
-    proc = subprocess.Popen(spec['cmd'], env=spec['env'], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+      spec['cmd'],
+      env=spec['env'],
+      stdin=subprocess.DEVNULL,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      bufsize=1,
+      start_new_session=True,
+    )
     self._procs[name] = proc
     if spec['log_path']:
       self._logs[name] = open(spec['log_path'], 'a' if self.restarted[name] else 'w')
     self._open_streams[name] = 2
     for stream, is_stderr in ((proc.stdout, False), (proc.stderr, True)):
-      threading.Thread(target=self._pump, args=(name, proc, stream, is_stderr),
-                       daemon=True).start()
+      threading.Thread(target=self._pump, args=(name, proc, stream, is_stderr), daemon=True).start()
 
   def _pump(self, name, proc, stream, is_stderr):
     for line in stream:
@@ -168,8 +187,10 @@ class ProcessGroup:
         name, proc, is_stderr, line = self._lines.get(timeout=POLL_SECONDS)
       except queue.Empty:
         if time.monotonic() - last_line > idle_timeout:
-          raise TaskError(f'{", ".join(sorted(waiting))} printed nothing for {idle_timeout:g} s '
-                          '(hung? raise --idle_timeout if it is just slow); stopped it') from None
+          raise TaskError(
+            f'{", ".join(sorted(waiting))} printed nothing for {idle_timeout:g} s '
+            '(hung? raise --idle_timeout if it is just slow); stopped it'
+          ) from None
         continue
       last_line = time.monotonic()
       if self._relay(name, proc, is_stderr, line) and self._finished(name):
@@ -207,12 +228,17 @@ class ProcessGroup:
     printed = self._last_error.pop(name, None)
     # A killed child's last line says nothing of why it went; its signal does.
     reason = printed if printed and code > 0 else describe_status(code)
-    error = TaskError(f'{name} failed: {reason}', reported=spec['echo'] and reason == printed,
-                      returncode=code)
+    error = TaskError(
+      f'{name} failed: {reason}', reported=spec['echo'] and reason == printed, returncode=code
+    )
     if error.died and self.restarted[name] < spec['restarts']:
       self.restarted[name] += 1
-      print(f'run.py: {name} failed ({reason}); restarting it '
-            f'({self.restarted[name]}/{spec["restarts"]})', file=sys.stderr, flush=True)
+      print(
+        f'run.py: {name} failed ({reason}); restarting it '
+        f'({self.restarted[name]}/{spec["restarts"]})',
+        file=sys.stderr,
+        flush=True,
+      )
       self._spawn(name)
       return False
     if not spec['essential']:
@@ -224,8 +250,9 @@ class ProcessGroup:
     `grace_seconds`; then, or at once, `terminate` stops every child."""
     for name in names:
       self.kill(name, signal.SIGTERM)
-    stopping = {name for name in names if self._procs[name].poll() is None or
-                self._open_streams[name]}
+    stopping = {
+      name for name in names if self._procs[name].poll() is None or self._open_streams[name]
+    }
     deadline = time.monotonic() + grace_seconds
     while stopping and time.monotonic() < deadline:
       try:

@@ -34,12 +34,18 @@ predicted to published throughput, grid of 0.01 over [0, 0.99]); the best fit is
 published runs show no overlap this model can see, and this project's loop all-reduces after
 the backward pass, so it has none either. tests/test_prediction.py checks the fit gives it.
 """
+
 import dataclasses
 
 OVERLAP = 0.0
 
-STRATEGIES = ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
-              'parameter_server')
+STRATEGIES = (
+  'one_device',
+  'mirrored',
+  'central_storage',
+  'multi_worker_mirrored',
+  'parameter_server',
+)
 ONE_NODE = ('one_device', 'mirrored', 'central_storage')  # One process on one machine.
 
 
@@ -54,6 +60,7 @@ class Workload:
   'communication_ms'}} where a run of the experiment measured that strategy at n devices and
   this batch: its communication, over loopback where the wire takes next to no time, is its
   software's cost on that machine, which the bytes' time on the target's links adds to."""
+
   per_device_batch: int
   compute_ms: float
   gradient_bytes: float
@@ -67,6 +74,7 @@ class Workload:
 @dataclasses.dataclass(frozen=True)
 class Options:
   """The strategies' flags that change how bytes move."""
+
   cross_device_ops: str = 'auto'
   communication: str = 'auto'
   parameter_device: str = ''
@@ -115,8 +123,14 @@ def communication(strategy, n, w, hw, options):
     return {}
   if strategy == 'mirrored':
     if options.cross_device_ops == 'reduction_to_one_device':
-      return {'device link': 2 * (n - 1) * _seconds(g, hw.device_link_gbps)
-                             + 2 * hw.link_latency_us * 1e-6} if n > 1 else {}
+      return (
+        {
+          'device link': 2 * (n - 1) * _seconds(g, hw.device_link_gbps)
+          + 2 * hw.link_latency_us * 1e-6
+        }
+        if n > 1
+        else {}
+      )
     return {'device links': _all_reduce(w, n, hw.allreduce_busbw_gbps, hw.link_latency_us)}
   if strategy == 'central_storage':
     if options.parameter_device.lower().lstrip('/').startswith('gpu'):
@@ -129,11 +143,14 @@ def communication(strategy, n, w, hw, options):
       return {'network': _all_reduce(w, n, hw.nic_gbps, hw.network_latency_us)}
     # Between nodes, each node stands for its devices: the dense sum, and their sparse rows.
     node = dataclasses.replace(
-        w, gradient_bytes=w.gradient_bytes + (local - 1) * w.sparse_gradient_bytes,
-        sparse_gradient_bytes=local * w.sparse_gradient_bytes)
-    return {'device links': _all_reduce(w, local, hw.allreduce_busbw_gbps, hw.link_latency_us),
-            'network': _all_reduce(node, nodes, hw.nic_gbps * hw.nics_per_node,
-                                   hw.network_latency_us)}
+      w,
+      gradient_bytes=w.gradient_bytes + (local - 1) * w.sparse_gradient_bytes,
+      sparse_gradient_bytes=local * w.sparse_gradient_bytes,
+    )
+    return {
+      'device links': _all_reduce(w, local, hw.allreduce_busbw_gbps, hw.link_latency_us),
+      'network': _all_reduce(node, nodes, hw.nic_gbps * hw.nics_per_node, hw.network_latency_us),
+    }
   if strategy == 'parameter_server':
     if hw.max_nodes == 1:
       return _through_host(n, both, hw)
@@ -141,8 +158,9 @@ def communication(strategy, n, w, hw, options):
     workers = local * _seconds(both, node_link)
     servers = n * _seconds(max(g, w.parameter_bytes), node_link * options.num_ps)
     latency = 2 * hw.network_latency_us * 1e-6
-    return ({'network': workers + latency} if workers >= servers
-            else {'ps bandwidth': servers + latency})
+    return (
+      {'network': workers + latency} if workers >= servers else {'ps bandwidth': servers + latency}
+    )
   raise ValueError(f'no cost model for strategy {strategy}')
 
 
@@ -157,30 +175,46 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP):
   exposed = (1 - overlap) * sum(stages.values())
   step = compute + exposed + overhead
   examples = n * w.per_device_batch / step * 1e3
-  terms = {'compute': compute, 'overhead': overhead,
-           **({max(stages, key=stages.get): exposed} if exposed else {})}
-  limiting = max(terms, key=terms.get)
-  ceiling = (w.input_examples_per_second * hw.nodes(n) if w.input_examples_per_second
-             else None)
+  terms = {
+    'compute': compute,
+    'overhead': overhead,
+    **({max(stages, key=stages.__getitem__): exposed} if exposed else {}),
+  }
+  limiting = max(terms, key=terms.__getitem__)
+  ceiling = w.input_examples_per_second * hw.nodes(n) if w.input_examples_per_second else None
   if ceiling and ceiling < examples:
     examples, limiting = ceiling, 'input'
   single = w.per_device_batch / _one_device_step(w) * 1e3
-  return {'strategy': strategy, 'hardware': hw.name, 'num_devices': n,
-          'num_nodes': hw.nodes(n), 'per_device_batch': w.per_device_batch,
-          'examples_per_second': examples, 'speedup': examples / single,
-          'scaling_efficiency': examples / single / n, 'step_ms': n * w.per_device_batch
-          / examples * 1e3, 'compute_ms': compute, 'communication_ms': sum(stages.values()),
-          'exposed_communication_ms': exposed, 'overhead_ms': overhead, 'limiting': limiting}
+  return {
+    'strategy': strategy,
+    'hardware': hw.name,
+    'num_devices': n,
+    'num_nodes': hw.nodes(n),
+    'per_device_batch': w.per_device_batch,
+    'examples_per_second': examples,
+    'speedup': examples / single,
+    'scaling_efficiency': examples / single / n,
+    'step_ms': n * w.per_device_batch / examples * 1e3,
+    'compute_ms': compute,
+    'communication_ms': sum(stages.values()),
+    'exposed_communication_ms': exposed,
+    'overhead_ms': overhead,
+    'limiting': limiting,
+  }
 
 
 def _one_device_step(w):
   """The baseline of speed-up and efficiency: one device alone, as measured or computed."""
   measured = w.measured.get(('one_device', 1), {})
-  return (measured.get('compute_ms', w.compute_ms) + max(0.0, measured.get('overhead_ms',
-          w.overhead_ms)) + measured.get('communication_ms', 0.0))
+  return (
+    measured.get('compute_ms', w.compute_ms)
+    + max(0.0, measured.get('overhead_ms', w.overhead_ms))
+    + measured.get('communication_ms', 0.0)
+  )
 
 
 def predict_all(strategies, devices, w, hw, options, overlap=OVERLAP):
   """Every applicable (strategy, device count), strategies in the order given."""
-  return [predict(s, n, w, hw, options, overlap) for s in strategies for n in devices
-          if applies(s, n, hw)]
+  return [
+    predict(s, n, w, hw, options, overlap) for s in strategies for n in devices if applies(s, n, hw)
+  ]

@@ -5,6 +5,7 @@ each value comes from (a vendor specification or a published measurement, never 
 validation table). `--hardware` takes a profile's name (configs/hardware/<name>.toml) or the
 path of a profile file of your own. Bandwidths are GB/s of 1e9 bytes per direction.
 """
+
 import dataclasses
 import os
 import tomllib
@@ -15,20 +16,20 @@ DIRECTORY, names = hardware_profiles.DIRECTORY, hardware_profiles.names
 
 # Every field a profile must give: its meaning.
 FIELDS = {
-    'devices_per_node': 'accelerators (or CPU sockets used as one device) in one node',
-    'max_nodes': 'the most nodes the profile describes: one non-blocking network of them '
-                 '(1: a single machine, no network)',
-    'device_link_gbps': 'one device\'s bandwidth to the other devices of its node, per '
-                        'direction (all its NVLinks, or its PCIe slot)',
-    'allreduce_busbw_gbps': 'all-reduce bus bandwidth among the devices of a node, in the '
-                            'NCCL-tests convention (what a ring achieves)',
-    'link_latency_us': 'latency of one transfer between two devices of a node',
-    'host_link_gbps': 'one device\'s bandwidth to host memory (PCIe), per direction',
-    'host_link_sharing': 'devices sharing one upstream link to the CPU (a PCIe switch)',
-    'host_memory_gbps': 'host memory bandwidth of a node (all sockets)',
-    'nic_gbps': 'one network interface\'s bandwidth between nodes, per direction',
-    'nics_per_node': 'network interfaces a node sends through at once',
-    'network_latency_us': 'latency of one message between two nodes',
+  'devices_per_node': 'accelerators (or CPU sockets used as one device) in one node',
+  'max_nodes': 'the most nodes the profile describes: one non-blocking network of them '
+  '(1: a single machine, no network)',
+  'device_link_gbps': "one device's bandwidth to the other devices of its node, per "
+  'direction (all its NVLinks, or its PCIe slot)',
+  'allreduce_busbw_gbps': 'all-reduce bus bandwidth among the devices of a node, in the '
+  'NCCL-tests convention (what a ring achieves)',
+  'link_latency_us': 'latency of one transfer between two devices of a node',
+  'host_link_gbps': "one device's bandwidth to host memory (PCIe), per direction",
+  'host_link_sharing': 'devices sharing one upstream link to the CPU (a PCIe switch)',
+  'host_memory_gbps': 'host memory bandwidth of a node (all sockets)',
+  'nic_gbps': "one network interface's bandwidth between nodes, per direction",
+  'nics_per_node': 'network interfaces a node sends through at once',
+  'network_latency_us': 'latency of one message between two nodes',
 }
 INTEGERS = ('devices_per_node', 'max_nodes', 'host_link_sharing', 'nics_per_node')
 
@@ -61,21 +62,24 @@ class Profile:
     return -(-devices // self.devices_per_node)
 
   def holds(self, devices):
-    return devices <= self.max_devices and (devices <= self.devices_per_node or
-                                            devices % self.devices_per_node == 0)
+    return devices <= self.max_devices and (
+      devices <= self.devices_per_node or devices % self.devices_per_node == 0
+    )
 
   def check(self, devices):
     """ProfileError unless `devices` fit this hardware: at most one node's worth, or whole
     nodes up to max_nodes."""
     if devices > self.max_devices:
       raise ProfileError(
-          f'--num_devices={devices}: {self.name} holds at most {self.max_devices} devices '
-          f'({self.max_nodes} node(s) of {self.devices_per_node}); give at most '
-          f'{self.max_devices}, or a profile of a larger cluster')
+        f'--num_devices={devices}: {self.name} holds at most {self.max_devices} devices '
+        f'({self.max_nodes} node(s) of {self.devices_per_node}); give at most '
+        f'{self.max_devices}, or a profile of a larger cluster'
+      )
     if devices > self.devices_per_node and devices % self.devices_per_node:
       raise ProfileError(
-          f'--num_devices={devices} does not fill whole nodes of {self.devices_per_node} on '
-          f'{self.name}; give a multiple of {self.devices_per_node} above one node')
+        f'--num_devices={devices} does not fill whole nodes of {self.devices_per_node} on '
+        f'{self.name}; give a multiple of {self.devices_per_node} above one node'
+      )
 
 
 def load(name_or_path):
@@ -84,22 +88,28 @@ def load(name_or_path):
   if os.path.sep not in name_or_path and not name_or_path.endswith('.toml'):
     path = os.path.join(DIRECTORY, f'{name_or_path}.toml')
     if not os.path.exists(path):
-      raise ProfileError(f'--hardware={name_or_path} is not a known profile; give one of '
-                         f'{", ".join(names())}, or the path of a profile file')
+      raise ProfileError(
+        f'--hardware={name_or_path} is not a known profile; give one of '
+        f'{", ".join(names())}, or the path of a profile file'
+      )
   try:
     with open(path, 'rb') as f:
       values = tomllib.load(f)
   except (OSError, tomllib.TOMLDecodeError) as e:
-    raise ProfileError(f'--hardware={name_or_path} cannot be read ({e}); give a TOML profile '
-                       'like those in configs/hardware/') from None
+    raise ProfileError(
+      f'--hardware={name_or_path} cannot be read ({e}); give a TOML profile '
+      'like those in configs/hardware/'
+    ) from None
   return parse(values, os.path.basename(path).removesuffix('.toml'), name_or_path)
 
 
 def parse(values, name, given):
   missing = [field for field in FIELDS if field not in values]
   if missing:
-    raise ProfileError(f'--hardware={given} lacks {", ".join(missing)}; add them (see '
-                       'configs/hardware/README.md for each field)')
+    raise ProfileError(
+      f'--hardware={given} lacks {", ".join(missing)}; add them (see '
+      'configs/hardware/README.md for each field)'
+    )
   for field in FIELDS:
     value = values[field]
     whole = isinstance(value, int) and not isinstance(value, bool)

@@ -7,6 +7,7 @@ trainable parameters of keras.applications' model at 224x224x3 with 1000 classes
 25,583,592 and VGG16 138,357,544, as the published runs used) and the hardware profile. The
 one-device row itself is predicted too: with variables on the CPU it moves bytes as well.
 """
+
 import csv
 import math
 import os
@@ -20,14 +21,22 @@ FLOAT32_BYTES = 4
 
 def rows(path=PUBLISHED):
   with open(path, newline='') as f:
-    return [dict(row, parameters=int(row['parameters']), num_devices=int(row['num_devices']),
-                 per_device_batch=int(row['per_device_batch']),
-                 images_per_second=float(row['images_per_second'])) for row in csv.DictReader(f)]
+    return [
+      dict(
+        row,
+        parameters=int(row['parameters']),
+        num_devices=int(row['num_devices']),
+        per_device_batch=int(row['per_device_batch']),
+        images_per_second=float(row['images_per_second']),
+      )
+      for row in csv.DictReader(f)
+    ]
 
 
 def _group(row):
-  return tuple(row[k] for k in ('hardware', 'model', 'per_device_batch', 'strategy',
-                                'parameter_device'))
+  return tuple(
+    row[k] for k in ('hardware', 'model', 'per_device_batch', 'strategy', 'parameter_device')
+  )
 
 
 def compare(table=None, overlap=cost_model.OVERLAP):
@@ -37,14 +46,29 @@ def compare(table=None, overlap=cost_model.OVERLAP):
   out = []
   for row in table:
     batch, size = row['per_device_batch'], row['parameters'] * FLOAT32_BYTES
-    workload = cost_model.Workload(per_device_batch=batch, compute_ms=batch / single[_group(row)]
-                                   * 1e3, gradient_bytes=size, parameter_bytes=size)
+    workload = cost_model.Workload(
+      per_device_batch=batch,
+      compute_ms=batch / single[_group(row)] * 1e3,
+      gradient_bytes=size,
+      parameter_bytes=size,
+    )
     options = cost_model.Options(parameter_device=row['parameter_device'])
-    predicted = cost_model.predict(row['strategy'], row['num_devices'], workload,
-                                   hardware.load(row['hardware']), options, overlap)
-    out.append({**row, 'predicted': predicted['examples_per_second'],
-                'limiting': predicted['limiting'],
-                'error': predicted['examples_per_second'] / row['images_per_second'] - 1})
+    predicted = cost_model.predict(
+      row['strategy'],
+      row['num_devices'],
+      workload,
+      hardware.load(row['hardware']),
+      options,
+      overlap,
+    )
+    out.append(
+      {
+        **row,
+        'predicted': predicted['examples_per_second'],
+        'limiting': predicted['limiting'],
+        'error': predicted['examples_per_second'] / row['images_per_second'] - 1,
+      }
+    )
   return out
 
 
@@ -59,10 +83,31 @@ def fit_overlap(table=None):
 def markdown(compared):
   """The table of docs/prediction.md: predicted against published, the error of each."""
   from records import tables
-  header = ['hardware', 'model', 'strategy', 'GPUs', 'published (images/s)', 'predicted',
-            'error', 'limited by']
-  return tables.render(header, [
-      [r['hardware'], r['model'], r['strategy'] + (f' ({r["parameter_device"]})'
-                                                   if r['parameter_device'] else ''),
-       str(r['num_devices']), f'{r["images_per_second"]:,.1f}', f'{r["predicted"]:,.1f}',
-       f'{r["error"]:+.1%}', r['limiting']] for r in compared], markdown=True)
+
+  header = [
+    'hardware',
+    'model',
+    'strategy',
+    'GPUs',
+    'published (images/s)',
+    'predicted',
+    'error',
+    'limited by',
+  ]
+  return tables.render(
+    header,
+    [
+      [
+        r['hardware'],
+        r['model'],
+        r['strategy'] + (f' ({r["parameter_device"]})' if r['parameter_device'] else ''),
+        str(r['num_devices']),
+        f'{r["images_per_second"]:,.1f}',
+        f'{r["predicted"]:,.1f}',
+        f'{r["error"]:+.1%}',
+        r['limiting'],
+      ]
+      for r in compared
+    ],
+    markdown=True,
+  )

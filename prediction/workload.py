@@ -9,6 +9,7 @@ the same batch per device gives that (strategy, N) its own compute and overhead,
 measured communication as a floor: the strategy's software cost on this machine, which a
 faster link cannot remove. Compute scales with the batch per device, linearly (Paleo).
 """
+
 import strategies
 from prediction import cost_model
 from records import results
@@ -31,8 +32,9 @@ def measured_runs(experiment_dir):
 
 
 def _devices(run):
-  return strategies.describe(run['strategy']).parallel_units(run['num_replicas_in_sync'],
-                                                             run['num_workers'])
+  return strategies.describe(run['strategy']).parallel_units(
+    run['num_replicas_in_sync'], run['num_workers']
+  )
 
 
 def from_experiment(experiment_dir, per_device_batch=None):
@@ -41,9 +43,10 @@ def from_experiment(experiment_dir, per_device_batch=None):
   base = next((r for r in runs if r['devices'] == 1 and r['strategy'] == 'one_device'), None)
   if base is None:
     raise WorkloadError(
-        f'{experiment_dir} has no finished one_device run with a breakdown and model card; '
-        'train one there (--strategies=one_device, without --nobreakdown), or predict from '
-        '--model with --device_examples_per_second')
+      f'{experiment_dir} has no finished one_device run with a breakdown and model card; '
+      'train one there (--strategies=one_device, without --nobreakdown), or predict from '
+      '--model with --device_examples_per_second'
+    )
   parts, batch = base['breakdown'], per_device_batch or base['global_batch_size']
   per_example = parts['compute_ms'] / base['global_batch_size']
   measured = {}
@@ -51,19 +54,24 @@ def from_experiment(experiment_dir, per_device_batch=None):
     if run['global_batch_size'] == batch * run['devices']:
       measured[run['strategy'], run['devices']] = _parts(run)
   return cost_model.Workload(
-      per_device_batch=batch, compute_ms=per_example * batch, **_bytes(base),
-      overhead_ms=_parts(base)['overhead_ms'],
-      input_examples_per_second=base['global_batch_size'] / parts['input_ms'] * 1e3,
-      measured=measured)
+    per_device_batch=batch,
+    compute_ms=per_example * batch,
+    **_bytes(base),
+    overhead_ms=_parts(base)['overhead_ms'],
+    input_examples_per_second=base['global_batch_size'] / parts['input_ms'] * 1e3,
+    measured=measured,
+  )
 
 
 def _bytes(card):
   """What a step moves, from a model card: its gradients, and the variables it reads, of an
   embedding table only the rows it looks up (as many as its gradient holds)."""
   sparse = card.get('sparse_gradient_bytes_per_step') or 0
-  return {'gradient_bytes': card['gradient_bytes_per_step'], 'sparse_gradient_bytes': sparse,
-          'parameter_bytes': card['trainable_bytes'] - (card.get('sparse_variable_bytes') or 0)
-                             + sparse}
+  return {
+    'gradient_bytes': card['gradient_bytes_per_step'],
+    'sparse_gradient_bytes': sparse,
+    'parameter_bytes': card['trainable_bytes'] - (card.get('sparse_variable_bytes') or 0) + sparse,
+  }
 
 
 def _parts(run):
@@ -71,13 +79,18 @@ def _parts(run):
   device communicates with nothing, so its variable reads count as overhead."""
   parts = run['breakdown']
   communication = parts['communication_ms'] if run['strategy'] != 'one_device' else 0.0
-  return {'compute_ms': parts['compute_ms'], 'communication_ms': communication,
-          'overhead_ms': max(0.0, parts['step_ms'] - parts['compute_ms'] - communication)}
+  return {
+    'compute_ms': parts['compute_ms'],
+    'communication_ms': communication,
+    'overhead_ms': max(0.0, parts['step_ms'] - parts['compute_ms'] - communication),
+  }
 
 
 def from_card(card, per_device_batch, device_examples_per_second):
   """The workload of a model with model card `card` (training/model_card.py) on a device that
   trains `device_examples_per_second` alone at `per_device_batch`."""
-  return cost_model.Workload(per_device_batch=per_device_batch,
-                             compute_ms=per_device_batch / device_examples_per_second * 1e3,
-                             **_bytes(card))
+  return cost_model.Workload(
+    per_device_batch=per_device_batch,
+    compute_ms=per_device_batch / device_examples_per_second * 1e3,
+    **_bytes(card),
+  )

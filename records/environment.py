@@ -4,6 +4,7 @@ Written once per experiment (by the first run's chief) so that figures can be re
 the hardware, the software versions and the communication settings that produced them.
 TensorFlow is imported only inside `describe`: the report side reads the file without it.
 """
+
 import os
 import platform
 import shutil
@@ -13,8 +14,12 @@ import subprocess
 from records import files
 from records import storage
 
-_ENV_NAMES = ('TF_GPU_THREAD_MODE', 'TF_CPP_MIN_LOG_LEVEL', 'CUDA_VISIBLE_DEVICES',
-              'TF_FORCE_GPU_ALLOW_GROWTH')
+_ENV_NAMES = (
+  'TF_GPU_THREAD_MODE',
+  'TF_CPP_MIN_LOG_LEVEL',
+  'CUDA_VISIBLE_DEVICES',
+  'TF_FORCE_GPU_ALLOW_GROWTH',
+)
 
 
 def _proc_field(path, key):
@@ -36,8 +41,9 @@ def _topology():
   if not tool:
     return None
   try:
-    proc = subprocess.run([tool, 'topo', '-m'], capture_output=True, text=True, timeout=10,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+      [tool, 'topo', '-m'], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+    )
   except (OSError, subprocess.SubprocessError) as e:
     return f'nvidia-smi topo -m failed: {type(e).__name__}: {e}'
   if proc.returncode:
@@ -50,33 +56,42 @@ def describe(cluster_spec=None) -> dict:
   """What this machine and TensorFlow see: for the record of an experiment."""
   import keras
   import tensorflow as tf
+
   memory_kib = (_proc_field('/proc/meminfo', 'MemTotal') or '').split(' ')[0]
   gpus = []
   for gpu in tf.config.list_physical_devices('GPU'):
     details = tf.config.experimental.get_device_details(gpu)
     capability = details.get('compute_capability')
-    gpus.append({'name': details.get('device_name', gpu.name),
-                 'compute_capability': '.'.join(map(str, capability)) if capability else None})
+    gpus.append(
+      {
+        'name': details.get('device_name', gpu.name),
+        'compute_capability': '.'.join(map(str, capability)) if capability else None,
+      }
+    )
   build = tf.sysconfig.get_build_info()
   return {
-      'tf_version': tf.__version__,
-      'keras_version': keras.__version__,
-      'python_version': platform.python_version(),
-      'platform': platform.platform(),
-      'hostname': socket.gethostname(),
-      'cpu_model': _proc_field('/proc/cpuinfo', 'model name') or platform.processor() or None,
-      'cpu_count': os.cpu_count(),
-      'cpu_affinity': len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else None,
-      'memory_gib': round(int(memory_kib) / 2**20, 2) if memory_kib.isdigit() else None,
-      'physical_devices': [d.name.partition(':')[2] for d in tf.config.list_physical_devices()],
-      'logical_devices': [d.name for d in tf.config.list_logical_devices()],
-      'gpus': gpus,
-      'nvidia_smi_topology': _topology(),
-      'nccl_env': {name: value for name, value in sorted(os.environ.items())
-                   if name.startswith('NCCL_') or name in _ENV_NAMES},
-      'cluster_spec': cluster_spec,
-      'build_info': {key: build[key] for key in ('cuda_version', 'cudnn_version', 'is_cuda_build')
-                     if key in build},
+    'tf_version': tf.__version__,
+    'keras_version': keras.__version__,
+    'python_version': platform.python_version(),
+    'platform': platform.platform(),
+    'hostname': socket.gethostname(),
+    'cpu_model': _proc_field('/proc/cpuinfo', 'model name') or platform.processor() or None,
+    'cpu_count': os.cpu_count(),
+    'cpu_affinity': len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else None,
+    'memory_gib': round(int(memory_kib) / 2**20, 2) if memory_kib.isdigit() else None,
+    'physical_devices': [d.name.partition(':')[2] for d in tf.config.list_physical_devices()],
+    'logical_devices': [d.name for d in tf.config.list_logical_devices()],
+    'gpus': gpus,
+    'nvidia_smi_topology': _topology(),
+    'nccl_env': {
+      name: value
+      for name, value in sorted(os.environ.items())
+      if name.startswith('NCCL_') or name in _ENV_NAMES
+    },
+    'cluster_spec': cluster_spec,
+    'build_info': {
+      key: build[key] for key in ('cuda_version', 'cudnn_version', 'is_cuda_build') if key in build
+    },
   }
 
 
@@ -113,8 +128,11 @@ def _cell(value):
 
 def markdown(info) -> str:
   """The same as a Markdown text for TensorBoard."""
-  scalars = [(k, v) for k, v in info.items() if not isinstance(v, (list, dict))
-             and k != 'nvidia_smi_topology']
+  scalars = [
+    (k, v)
+    for k, v in info.items()
+    if not isinstance(v, (list, dict)) and k != 'nvidia_smi_topology'
+  ]
   lines = ['| field | value |', '|---|---|'] + [f'| {k} | {_cell(v)} |' for k, v in scalars]
   for key in ('build_info', 'nccl_env', 'cluster_spec'):
     value = info.get(key)
@@ -123,8 +141,10 @@ def markdown(info) -> str:
   for key in ('physical_devices', 'logical_devices'):
     lines += ['', f'**{key}**', ''] + ([f'* {d}' for d in info.get(key) or []] or ['* none'])
   lines += ['', '**gpus**', '']
-  lines += [f'* {g.get("name")} (compute capability {g.get("compute_capability")})'
-            for g in info.get('gpus') or []] or ['* none']
+  lines += [
+    f'* {g.get("name")} (compute capability {g.get("compute_capability")})'
+    for g in info.get('gpus') or []
+  ] or ['* none']
   topology = info.get('nvidia_smi_topology')
   if topology:
     lines += ['', '**nvidia-smi topo -m**', '', '```', topology.rstrip('\n'), '```']

@@ -4,6 +4,7 @@ A reader (the launcher, a resumed run, the report, a user's script) never sees a
 file: locally the value is written to a temporary file beside the target, which then replaces
 it; on an object store the one upload is atomic by itself (records/storage.py).
 """
+
 import json
 
 from records import storage

@@ -1,4 +1,5 @@
 """The per-epoch record of a run, its headline figures, and `result.json`."""
+
 import contextlib
 import dataclasses
 import statistics
@@ -49,8 +50,14 @@ def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
 
   Compared in float32, the precision TensorBoard stores scalars in, so that a report rebuilt from
   event files agrees with result.json: 324/360 is 0.9 exactly, its float32 a little less."""
-  return next((seconds for accuracy, seconds in zip(validation_accuracy, elapsed_seconds)
-               if np.float32(accuracy) >= np.float32(target)), None)
+  return next(
+    (
+      seconds
+      for accuracy, seconds in zip(validation_accuracy, elapsed_seconds)
+      if np.float32(accuracy) >= np.float32(target)
+    ),
+    None,
+  )
 
 
 def summarize(history, target_accuracy):
@@ -58,19 +65,20 @@ def summarize(history, target_accuracy):
   median, low, high = spread(history.epoch_examples_per_second, history.epoch_startup)
   last = lambda series: series[-1] if series else None
   return {
-      'examples_per_second': median,
-      'examples_per_second_min': low,
-      'examples_per_second_max': high,
-      'target_accuracy': target_accuracy,
-      'time_to_accuracy_seconds': time_to_accuracy(
-          history.validation_accuracy, history.epoch_elapsed_seconds, target_accuracy),
-      'epoch_time_seconds': spread(history.epoch_times, history.epoch_startup)[0],
-      'startup_epochs_excluded': len(history.epoch_times) - len(
-          after_startup(history.epoch_times, history.epoch_startup)),
-      'final_train_accuracy': last(history.train_accuracy),
-      'final_validation_accuracy': last(history.validation_accuracy),
-      'final_validation_loss': last(history.validation_loss),
-      **dataclasses.asdict(history),
+    'examples_per_second': median,
+    'examples_per_second_min': low,
+    'examples_per_second_max': high,
+    'target_accuracy': target_accuracy,
+    'time_to_accuracy_seconds': time_to_accuracy(
+      history.validation_accuracy, history.epoch_elapsed_seconds, target_accuracy
+    ),
+    'epoch_time_seconds': spread(history.epoch_times, history.epoch_startup)[0],
+    'startup_epochs_excluded': len(history.epoch_times)
+    - len(after_startup(history.epoch_times, history.epoch_startup)),
+    'final_train_accuracy': last(history.train_accuracy),
+    'final_validation_accuracy': last(history.validation_accuracy),
+    'final_validation_loss': last(history.validation_loss),
+    **dataclasses.asdict(history),
   }
 
 
@@ -112,9 +120,10 @@ def check_run_dir(run_dir, resume=True, config=None):
   Returns the run directory's state."""
   state = run_dir_state(run_dir)
   if state == 'foreign' or (state != 'new' and not resume):
-    raise RunDirError(f'{run_dir} already holds a run; choose another --experiment or remove it'
-                      + ('' if state in ('foreign', 'finished') else
-                         ' (or drop --noresume to continue it)'))
+    raise RunDirError(
+      f'{run_dir} already holds a run; choose another --experiment or remove it'
+      + ('' if state in ('foreign', 'finished') else ' (or drop --noresume to continue it)')
+    )
   if state == 'finished' and config is not None:
     _check_finished(run_dir, config)
   return state
@@ -128,12 +137,15 @@ def _check_finished(run_dir, config):
     recorded = None
   fix = 'choose another --experiment, or remove that run directory to run it again'
   if not isinstance(recorded, dict):
-    raise RunDirError(f'{run_dir} holds a finished run whose {CONFIG} is missing or unreadable, '
-                      f'so its settings cannot be compared; {fix}')
+    raise RunDirError(
+      f'{run_dir} holds a finished run whose {CONFIG} is missing or unreadable, '
+      f'so its settings cannot be compared; {fix}'
+    )
   found = settings.differences(settings.measured(recorded), settings.measured(config))
   if found:
-    raise RunDirError(f'{run_dir} holds a run finished with other settings: '
-                      f'{settings.describe(found)}; {fix}')
+    raise RunDirError(
+      f'{run_dir} holds a run finished with other settings: {settings.describe(found)}; {fix}'
+    )
 
 
 CONFIG = 'config.json'
@@ -166,10 +178,16 @@ def recoveries(runs):
   record) that lost a task, was restarted, or was resumed."""
   lines = []
   for run in runs:
-    done = [f'{int(run[key])} {what}' for key, what in (
-        ('restarts', 'restart(s) from a checkpoint'), ('redone_steps', 'step(s) redone'),
+    done = [
+      f'{int(run[key])} {what}'
+      for key, what in (
+        ('restarts', 'restart(s) from a checkpoint'),
+        ('redone_steps', 'step(s) redone'),
         ('retried_steps', 'step(s) retried on another worker'),
-        ('resumed', 'resume(s) after an interruption')) if run.get(key)]
+        ('resumed', 'resume(s) after an interruption'),
+      )
+      if run.get(key)
+    ]
     if done:
       lines.append(f'{run["run"]}: {", ".join(done)}')
   return lines

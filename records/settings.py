@@ -9,8 +9,11 @@ its experiment (orchestration/launcher.py, on its recorded config.json).
 def differences(recorded, wanted):
   """[(name, recorded value, wanted value)] of the settings in `wanted` that `recorded` holds
   otherwise (or not at all), in `wanted`'s order."""
-  return [(name, recorded.get(name), value) for name, value in wanted.items()
-          if recorded.get(name) != value]
+  return [
+    (name, recorded.get(name), value)
+    for name, value in wanted.items()
+    if recorded.get(name) != value
+  ]
 
 
 def describe(found):
@@ -22,8 +25,16 @@ def describe(found):
 # the figures its run measures: where it is and reads its data from, how it is checkpointed
 # and started, the accuracy the report times, and the flags as given (their values are the
 # other fields).
-NOT_MEASURED = ('name', 'run_dir', 'flags', 'data_dir', 'download', 'target_accuracy',
-                'checkpoints', 'startup_timeout')
+NOT_MEASURED = (
+  'name',
+  'run_dir',
+  'flags',
+  'data_dir',
+  'download',
+  'target_accuracy',
+  'checkpoints',
+  'startup_timeout',
+)
 
 
 def measured(config):

@@ -5,6 +5,7 @@ fsspec accepts the URLs tf.io.gfile does without loading TensorFlow (the launche
 `gs://` needs `gcsfs` and `s3://` needs `s3fs` installed beside it. The training side hands
 the same URLs, unchanged, to TensorFlow's own writers (summaries, checkpoints, the profiler).
 """
+
 import contextlib
 import io
 import os
@@ -98,8 +99,9 @@ def write_atomic(path, text):
   if local is None:
     write_text(path, text)
     return
-  fd, tmp = tempfile.mkstemp(prefix=f'.{os.path.basename(local)}.', suffix='.tmp',
-                             dir=os.path.dirname(local) or '.')
+  fd, tmp = tempfile.mkstemp(
+    prefix=f'.{os.path.basename(local)}.', suffix='.tmp', dir=os.path.dirname(local) or '.'
+  )
   try:
     with os.fdopen(fd, 'w') as f:
       f.write(text)

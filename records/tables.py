@@ -8,6 +8,7 @@ def render(header, rows, markdown=False):
     line = lambda cells: '| ' + ' | '.join(cells) + ' |'
     return '\n'.join([line(header), '|' + '---|' * len(header), *map(line, rows)])
   widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-  fmt = lambda r: '  '.join(c.ljust(w) if i == 0 else c.rjust(w)
-                            for i, (c, w) in enumerate(zip(r, widths)))
+  fmt = lambda r: '  '.join(
+    c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+  )
   return '\n'.join([fmt(header), fmt(['-' * w for w in widths]), *map(fmt, rows)])

@@ -7,12 +7,17 @@ step: what the part costs beyond perfect scaling. The shares sum to 1 - the effi
 breakdowns imply, which is close to the throughput's (the breakdown's step agrees with the
 throughput's to within noise), and may be negative where a run did better than its share.
 """
+
 from records import results
 from records import tables
 
 PARTS = results.BREAKDOWN_PARTS
-LABELS = {'input_ms': 'input', 'compute_ms': 'compute', 'communication_ms': 'communication',
-          'overhead_ms': 'exposed overhead'}
+LABELS = {
+  'input_ms': 'input',
+  'compute_ms': 'compute',
+  'communication_ms': 'communication',
+  'overhead_ms': 'exposed overhead',
+}
 
 
 def of(run):
@@ -28,8 +33,11 @@ def efficiency_loss(row, table, units):
   if not (row['breakdown'] and base and base['breakdown']):
     return None
   ratio = row['global_batch_size'] / base['global_batch_size']
-  return {part: (row['breakdown'][part] - base['breakdown'][part] * ratio / units)
-          / row['breakdown']['step_ms'] for part in PARTS}
+  return {
+    part: (row['breakdown'][part] - base['breakdown'][part] * ratio / units)
+    / row['breakdown']['step_ms']
+    for part in PARTS
+  }
 
 
 def markdown(table):
@@ -37,24 +45,41 @@ def markdown(table):
   measured = [row for row in table if row['breakdown']]
   if not measured:
     return []
-  header = ['run', 'step (ms)', 'implied by examples/s (ms)', *(f'{LABELS[p]} (ms)' for p in PARTS),
-            *(f'lost to {LABELS[p]}' for p in PARTS)]
+  header = [
+    'run',
+    'step (ms)',
+    'implied by examples/s (ms)',
+    *(f'{LABELS[p]} (ms)' for p in PARTS),
+    *(f'lost to {LABELS[p]}' for p in PARTS),
+  ]
   cells = []
   for row in measured:
     parts, loss = row['breakdown'], row['efficiency_loss']
     implied = 1000 * row['global_batch_size'] / row['examples_per_second']
-    cells.append([row['run'], f'{parts["step_ms"]:.2f}', f'{implied:.2f}',
-                  *(f'{parts[p]:.2f}' for p in PARTS),
-                  *(f'{loss[p]:+.0%}' if loss else 'n/a' for p in PARTS)])
-  return ['## Where the time goes', '', tables.render(header, cells, markdown=True), '',
-          'Milliseconds per global batch, each part timed on its own after training (median of '
-          'windows): input = the distributed input pipeline alone; compute = forward, backward '
-          'and update on every replica\'s batch with no communication; communication = the '
-          'all-reduce of gradient-sized tensors and the variable reads (and, for parameter '
-          'servers, the gradients\' writes to the ps tasks); exposed overhead = step - the '
-          'three, negative where they overlap. "Lost to" splits 1 - efficiency by cause against '
-          'the baseline. On logical CPU devices the replicas share the same cores, so compute '
-          'grows with N; see the documentation, docs/where-time-goes.md.', '']
+    cells.append(
+      [
+        row['run'],
+        f'{parts["step_ms"]:.2f}',
+        f'{implied:.2f}',
+        *(f'{parts[p]:.2f}' for p in PARTS),
+        *(f'{loss[p]:+.0%}' if loss else 'n/a' for p in PARTS),
+      ]
+    )
+  return [
+    '## Where the time goes',
+    '',
+    tables.render(header, cells, markdown=True),
+    '',
+    'Milliseconds per global batch, each part timed on its own after training (median of '
+    'windows): input = the distributed input pipeline alone; compute = forward, backward '
+    "and update on every replica's batch with no communication; communication = the "
+    'all-reduce of gradient-sized tensors and the variable reads (and, for parameter '
+    "servers, the gradients' writes to the ps tasks); exposed overhead = step - the "
+    'three, negative where they overlap. "Lost to" splits 1 - efficiency by cause against '
+    'the baseline. On logical CPU devices the replicas share the same cores, so compute '
+    'grows with N; see the documentation, docs/where-time-goes.md.',
+    '',
+  ]
 
 
 def plot(fig, rows):
@@ -66,14 +91,23 @@ def plot(fig, rows):
   for i, part in enumerate(PARTS):
     widths = [r['breakdown'][part] for r in measured]
     # A negative overhead runs back from the end of the other parts: hatched, the overlap.
-    ax.barh(y, widths, left=left, color=f'C{i}', label=LABELS[part],
-            hatch=['//' if w < 0 else None for w in widths])
+    ax.barh(
+      y,
+      widths,
+      left=left,
+      color=f'C{i}',
+      label=LABELS[part],
+      hatch=['//' if w < 0 else None for w in widths],
+    )
     left = [a + b for a, b in zip(left, widths)]
-  ax.plot([r['breakdown']['step_ms'] for r in measured], y, 'k|', markersize=18,
-          label='measured step')
+  ax.plot(
+    [r['breakdown']['step_ms'] for r in measured], y, 'k|', markersize=18, label='measured step'
+  )
   ax.set_yticks(y, [r['run'] for r in measured], fontsize='small')
   ax.invert_yaxis()
   ax.axvline(0, color='grey', linewidth=0.8)
-  ax.set(xlabel='milliseconds per global batch (a negative overhead: parts overlapped)',
-         title='Where the time goes')
+  ax.set(
+    xlabel='milliseconds per global batch (a negative overhead: parts overlapped)',
+    title='Where the time goes',
+  )
   fig.legend(loc='outside right upper')

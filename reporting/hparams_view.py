@@ -10,33 +10,46 @@ recorded, as TensorBoard would, but marks `strategy` as differing, with the comp
 axes (HEADLINE) when they vary and then any other varying ones up to five, and puts the
 headline metrics first.
 """
+
 from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import summary as hparams_summary
 
 SHOWN = 'strategy'
 HEADLINE = ('condition', 'global_batch_size', 'num_replicas_in_sync', 'num_workers')
-HEADLINE_METRICS = ('examples_per_second', 'final_validation_accuracy',
-                    'time_to_accuracy_seconds', 'wall_time_seconds', 'breakdown/step_ms')
+HEADLINE_METRICS = (
+  'examples_per_second',
+  'final_validation_accuracy',
+  'time_to_accuracy_seconds',
+  'wall_time_seconds',
+  'breakdown/step_ms',
+)
 DISPLAYED = 5  # Hyperparameters (and metrics) the dashboard shows before one picks columns.
 
 
 def config(runs):
   """The experiment summary (a Summary proto) of `runs`, reporting/runs.py's records."""
-  values = {}
+  values: dict[str, set] = {}
   for run in runs:
     for name, value in run['hparams'].items():
       values.setdefault(name, set()).add(value)
   varying = lambda name: len(values.get(name, ())) > 1
   others = sorted(name for name in values if name not in (SHOWN, *HEADLINE) and varying(name))
-  marked = {SHOWN, *([name for name in HEADLINE if varying(name)] + others)[:DISPLAYED - 1]}
+  marked = {SHOWN, *([name for name in HEADLINE if varying(name)] + others)[: DISPLAYED - 1]}
   hparams = [_info(name, values[name], name in marked) for name in sorted(values)]
   # TensorBoard's own metric order, (tag, group); then the headline first.
-  names = sorted({(tag, group) for run in runs for group, tags in run['metrics'].items()
-                  for tag in tags})
-  names.sort(key=lambda name: HEADLINE_METRICS.index(name[0]) if name[0] in HEADLINE_METRICS
-             and not name[1] else len(HEADLINE_METRICS))
-  metrics = [api_pb2.MetricInfo(name=api_pb2.MetricName(group=group, tag=tag))
-             for tag, group in names]
+  names = sorted(
+    {(tag, group) for run in runs for group, tags in run['metrics'].items() for tag in tags}
+  )
+  names.sort(
+    key=lambda name: (
+      HEADLINE_METRICS.index(name[0])
+      if name[0] in HEADLINE_METRICS and not name[1]
+      else len(HEADLINE_METRICS)
+    )
+  )
+  metrics = [
+    api_pb2.MetricInfo(name=api_pb2.MetricName(group=group, tag=tag)) for tag, group in names
+  ]
   return hparams_summary.experiment_pb(hparams, metrics)
 
 

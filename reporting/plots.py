@@ -5,9 +5,12 @@ TensorFlow so it can be rebuilt and tested without loading it. Every figure is 8
 100 dpi (800x500 pixels) with its legend outside the axes, so ten or so runs stay readable, and
 is closed once saved, so a long sweep leaks no figures.
 """
+
 import matplotlib
+
 matplotlib.use('Agg')  # Before pyplot: never look for a display.
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.typing  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 import strategies  # noqa: E402
@@ -17,7 +20,11 @@ from reporting import summary  # noqa: E402
 
 FIGSIZE = (8, 5)
 DPI = 100
-STYLE = {'axes.grid': True, 'grid.alpha': 0.3, 'legend.fontsize': 'small'}
+STYLE: dict[matplotlib.typing.RcKeyType, object] = {
+  'axes.grid': True,
+  'grid.alpha': 0.3,
+  'legend.fontsize': 'small',
+}
 MARKERS = 'os^Dv<>p'
 N_LABEL = 'N: replicas in sync (workers for parameter_server)'
 THOUSANDS = '{x:,.0f}'
@@ -26,13 +33,22 @@ THOUSANDS = '{x:,.0f}'
 def write(rows, histories, out_dir):
   """Writes the comparison plots as PNG files into out_dir; returns their paths (sorted)."""
   storage.makedirs(out_dir)
-  plots = {'throughput.png': (_throughput, rows),
-           'accuracy_vs_epoch.png': (_accuracy, rows, histories, False),
-           'accuracy_vs_time.png': (_accuracy, rows, histories, True)}
-  sweeps = {'scaling.png': (_scaling, _scaling_lines(rows)),
-            'batch_size.png': (_batch_size, _lines(
-                rows, lambda r: f"{r['strategy']}, {_n(r)} {_unit(r['strategy'], _n(r))}",
-                lambda r: r['global_batch_size']))}
+  plots: dict[str, tuple] = {
+    'throughput.png': (_throughput, rows),
+    'accuracy_vs_epoch.png': (_accuracy, rows, histories, False),
+    'accuracy_vs_time.png': (_accuracy, rows, histories, True),
+  }
+  sweeps = {
+    'scaling.png': (_scaling, _scaling_lines(rows)),
+    'batch_size.png': (
+      _batch_size,
+      _lines(
+        rows,
+        lambda r: f'{r["strategy"]}, {_n(r)} {_unit(r["strategy"], _n(r))}',
+        lambda r: r['global_batch_size'],
+      ),
+    ),
+  }
   if any(row.get('breakdown') for row in rows):
     sweeps['breakdown.png'] = (breakdown.plot, rows)
   plots.update({name: plot for name, plot in sweeps.items() if plot[1]})  # Something to draw.
@@ -59,7 +75,7 @@ def _unit(strategy, n=1):
 def _lines(rows, key, x):
   """{key: rows sorted by x} per group of rows sharing key(row) that spans >= 2 x values: one
   x value is a point, not a trend. Of two runs at the same point the first is kept."""
-  groups = {}
+  groups: dict = {}
   for row in rows:
     groups.setdefault(key(row), {}).setdefault(x(row), row)
   return {k: [points[v] for v in sorted(points)] for k, points in groups.items() if len(points) > 1}
@@ -72,9 +88,12 @@ def _scaling_lines(rows):
   lines = {}
   for strategy in dict.fromkeys(r['strategy'] for r in rows):
     own = [r for r in rows if r['strategy'] == strategy]
-    lines.update(_lines(own, lambda r: f"{strategy}, batch {r['global_batch_size']}", _n) or
-                 _lines(own, lambda r: f"{strategy}, {r['global_batch_size'] // _n(r)} per "
-                                       f"{_unit(strategy)}", _n))
+    lines.update(
+      _lines(own, lambda r: f'{strategy}, batch {r["global_batch_size"]}', _n)
+      or _lines(
+        own, lambda r: f'{strategy}, {r["global_batch_size"] // _n(r)} per {_unit(strategy)}', _n
+      )
+    )
   return lines
 
 
@@ -85,8 +104,10 @@ def _style(i):
 
 def _spread(rows):
   """Error bar lengths below and above the median: the slowest and fastest epoch."""
-  return [[max(0.0, r['examples_per_second'] - r['examples_per_second_min']) for r in rows],
-          [max(0.0, r['examples_per_second_max'] - r['examples_per_second']) for r in rows]]
+  return [
+    [max(0.0, r['examples_per_second'] - r['examples_per_second_min']) for r in rows],
+    [max(0.0, r['examples_per_second_max'] - r['examples_per_second']) for r in rows],
+  ]
 
 
 def _legend(fig, where='outside right upper', ncols=1):
@@ -107,13 +128,20 @@ def _throughput(fig, rows):
   colors = {s: f'C{i % 10}' for i, s in enumerate(dict.fromkeys(r['strategy'] for r in rows))}
   y = list(range(len(rows)))
   if rows:
-    ax.barh(y, [r['examples_per_second'] for r in rows], xerr=_spread(rows), capsize=3,
-            color=[colors[r['strategy']] for r in rows])
+    ax.barh(
+      y,
+      [r['examples_per_second'] for r in rows],
+      xerr=_spread(rows),
+      capsize=3,
+      color=[colors[r['strategy']] for r in rows],
+    )
   ax.set_yticks(y, [r['run'] for r in rows], fontsize='small')
   ax.invert_yaxis()  # The first run of the table on top.
   ax.xaxis.set_major_formatter(THOUSANDS)
-  ax.set(xlabel='examples per second (median epoch; error bar: slowest to fastest)',
-         title='Training throughput per run')
+  ax.set(
+    xlabel='examples per second (median epoch; error bar: slowest to fastest)',
+    title='Training throughput per run',
+  )
 
 
 def _accuracy(fig, rows, histories, by_time):
@@ -121,15 +149,20 @@ def _accuracy(fig, rows, histories, by_time):
   runs = [r['run'] for r in rows if r['run'] in histories]
   for i, run in enumerate(runs + sorted(set(histories) - set(runs))):
     accuracy = list(histories[run].get('validation_accuracy') or [])
-    x = (list(histories[run].get('elapsed_seconds') or []) if by_time
-         else list(range(1, len(accuracy) + 1)))
+    x = (
+      list(histories[run].get('elapsed_seconds') or [])
+      if by_time
+      else list(range(1, len(accuracy) + 1))
+    )
     n = min(len(x), len(accuracy))
     ax.plot(x[:n], accuracy[:n], label=run, **_style(i))
   if not by_time:
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
-  ax.set(xlabel='wall time since training start (s)' if by_time else 'epoch',
-         ylabel='validation accuracy',
-         title='Validation accuracy by ' + ('wall time' if by_time else 'epoch'))
+  ax.set(
+    xlabel='wall time since training start (s)' if by_time else 'epoch',
+    ylabel='validation accuracy',
+    title='Validation accuracy by ' + ('wall time' if by_time else 'epoch'),
+  )
   _legend(fig)
 
 
@@ -137,8 +170,14 @@ def _scaling(fig, lines):
   speed, efficiency = fig.subplots(1, 2)
   for i, (label, line) in enumerate(lines.items()):
     n = [_n(r) for r in line]
-    speed.errorbar(n, [r['examples_per_second'] for r in line], yerr=_spread(line), capsize=3,
-                   label=label, **_style(i))
+    speed.errorbar(
+      n,
+      [r['examples_per_second'] for r in line],
+      yerr=_spread(line),
+      capsize=3,
+      label=label,
+      **_style(i),
+    )
     known = [(_n(r), r['scaling_efficiency']) for r in line if r['scaling_efficiency'] is not None]
     if known:
       efficiency.plot(*zip(*known), **_style(i))
@@ -148,8 +187,9 @@ def _scaling(fig, lines):
     ax.set_xlabel(N_LABEL, fontsize='small')
   speed.yaxis.set_major_formatter(THOUSANDS)
   speed.set(ylabel='examples per second', title='Throughput')
-  efficiency.set(ylabel='(throughput / N) / baseline throughput', title='Scaling efficiency',
-                 ylim=(0, None))
+  efficiency.set(
+    ylabel='(throughput / N) / baseline throughput', title='Scaling efficiency', ylim=(0, None)
+  )
   fig.suptitle('Scaling with the number of replicas or workers')
   _legend(fig, 'outside lower center', ncols=min(3, len(lines) + 1))
 
@@ -157,10 +197,19 @@ def _scaling(fig, lines):
 def _batch_size(fig, lines):
   ax = fig.subplots()
   for i, (label, line) in enumerate(lines.items()):
-    ax.errorbar([r['global_batch_size'] for r in line], [r['examples_per_second'] for r in line],
-                yerr=_spread(line), capsize=3, label=label, **_style(i))
+    ax.errorbar(
+      [r['global_batch_size'] for r in line],
+      [r['examples_per_second'] for r in line],
+      yerr=_spread(line),
+      capsize=3,
+      label=label,
+      **_style(i),
+    )
   _log2(ax, [r['global_batch_size'] for line in lines.values() for r in line])
   ax.yaxis.set_major_formatter(THOUSANDS)
-  ax.set(xlabel='global batch size (examples per step)', ylabel='examples per second',
-         title='Throughput by global batch size')
+  ax.set(
+    xlabel='global batch size (examples per step)',
+    ylabel='examples per second',
+    title='Throughput by global batch size',
+  )
   _legend(fig)

@@ -1,4 +1,5 @@
 """The experiment report: summary files and plots on disk, and the same in TensorBoard."""
+
 from prediction import predict
 from records import storage
 from reporting import hparams_view
@@ -19,27 +20,42 @@ def build(experiment_dir, target_accuracy):
   runs = run_records.load(experiment_dir)
   table = summary.rows(runs, target_accuracy)
   if not table:
-    raise ReportError(f'{experiment_dir} holds no finished run with TensorBoard logs; check '
-                      '--logdir and --experiment')
-  histories = {run['run']: {'validation_accuracy': run['validation_accuracy'],
-                            'elapsed_seconds': run['epoch_elapsed_seconds']}
-               for run in runs if run['complete']}
+    raise ReportError(
+      f'{experiment_dir} holds no finished run with TensorBoard logs; check '
+      '--logdir and --experiment'
+    )
+  histories = {
+    run['run']: {
+      'validation_accuracy': run['validation_accuracy'],
+      'elapsed_seconds': run['epoch_elapsed_seconds'],
+    }
+    for run in runs
+    if run['complete']
+  }
   images = plots.write(table, histories, experiment_dir)
   said = summary.notes(runs, table)
   forecast = predict.read(experiment_dir)  # run.py --predict's, if any.
   if forecast:
     measured = [{**row, 'devices': summary.parallel_units(row)} for row in table]
     images.append(recommendations.plot(forecast, measured, experiment_dir))
-  path = summary.write(experiment_dir, table, said, target_accuracy, images,
-                       recommendations.markdown(forecast) if forecast else ())
+  path = summary.write(
+    experiment_dir,
+    table,
+    said,
+    target_accuracy,
+    images,
+    recommendations.markdown(forecast) if forecast else (),
+  )
   _to_tensorboard(experiment_dir, path, images, runs)
   return path
 
 
 def _to_tensorboard(experiment_dir, summary_path, images, runs):
   import tensorflow as tf
+
   from records import environment
   from records import files
+
   directory = storage.join(experiment_dir, 'report')
   if storage.isdir(directory):  # TensorBoard keeps a tag's first metadata: drop the old report.
     for name in storage.listdir(directory):
@@ -47,8 +63,7 @@ def _to_tensorboard(experiment_dir, summary_path, images, runs):
         storage.remove(storage.join(directory, name))
   writer = tf.summary.create_file_writer(directory)
   with writer.as_default(step=0):
-    tf.summary.experimental.write_raw_pb(
-        hparams_view.config(runs).SerializeToString(), step=0)
+    tf.summary.experimental.write_raw_pb(hparams_view.config(runs).SerializeToString(), step=0)
     tf.summary.text('summary', storage.read_text(summary_path))
     environment_path = storage.join(experiment_dir, 'environment.json')
     if storage.exists(environment_path):

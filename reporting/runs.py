@@ -4,19 +4,32 @@ A run directory holds its hyperparameters (HParams session info) and headline me
 own event file, and per-epoch scalars under `train/` and `validation/` (training/event_files.py).
 Nothing else is needed, so a report can be made for runs done elsewhere, e.g. on a cluster.
 """
+
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
 from records import storage
 
-
-INTEGER_HPARAMS = {'num_workers', 'num_replicas_in_sync', 'global_batch_size',
-                   'per_replica_batch_size', 'epochs', 'steps_per_epoch', 'steps_per_execution',
-                   'seed', 'base_batch_size', 'ghost_batch_size', 'num_ps', 'num_packs',
-                   # The model card (training/model_card.py).
-                   'model_parameters', 'trainable_parameters', 'trainable_bytes',
-                   'gradient_bytes_per_step'}
+INTEGER_HPARAMS = {
+  'num_workers',
+  'num_replicas_in_sync',
+  'global_batch_size',
+  'per_replica_batch_size',
+  'epochs',
+  'steps_per_epoch',
+  'steps_per_execution',
+  'seed',
+  'base_batch_size',
+  'ghost_batch_size',
+  'num_ps',
+  'num_packs',
+  # The model card (training/model_card.py).
+  'model_parameters',
+  'trainable_parameters',
+  'trainable_bytes',
+  'gradient_bytes_per_step',
+}
 
 
 def load(experiment_dir):
@@ -33,8 +46,11 @@ def load(experiment_dir):
     train = _scalars(_accumulator(storage.join(run_dir, 'train')))
     validation = _scalars(_accumulator(storage.join(run_dir, 'validation')))
     final = _scalars(root)
-    runs.append({
-        'run': name, 'started': root.FirstEventTimestamp(), **hparams,
+    runs.append(
+      {
+        'run': name,
+        'started': root.FirstEventTimestamp(),
+        **hparams,
         'epoch_examples_per_second': train.get('epoch_examples_per_second', []),
         'epoch_elapsed_seconds': train.get('epoch_elapsed_seconds', []),
         'epoch_startup': train.get('epoch_startup'),
@@ -43,7 +59,8 @@ def load(experiment_dir):
         'hparams': hparams,  # Also by name in the record; the HParams dashboard's columns.
         'metrics': {'': list(final), 'train': list(train), 'validation': list(validation)},
         **{metric: values[-1] for metric, values in final.items()},
-    })
+      }
+    )
   return sorted(runs, key=lambda run: run['started'])
 
 
@@ -55,10 +72,14 @@ def _accumulator(path):
 
 def _scalars(acc):
   """{tag: [value per step, in step order]} for the scalar summaries."""
-  return {tag: [float(tensor_util.make_ndarray(e.tensor_proto))
-                for e in sorted(acc.Tensors(tag), key=lambda e: e.step)]
-          for tag in acc.Tags()[event_accumulator.TENSORS]
-          if acc.SummaryMetadata(tag).plugin_data.plugin_name == 'scalars'}
+  return {
+    tag: [
+      float(tensor_util.make_ndarray(e.tensor_proto))
+      for e in sorted(acc.Tensors(tag), key=lambda e: e.step)
+    ]
+    for tag in acc.Tags()[event_accumulator.TENSORS]
+    if acc.SummaryMetadata(tag).plugin_data.plugin_name == 'scalars'
+  }
 
 
 def _hparams(acc):

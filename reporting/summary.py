@@ -10,6 +10,7 @@ Compute per byte communicated = FLOPs of one replica's step / the gradient bytes
 to the all-reduce (the model card, training/model_card.py): the more compute hides each byte,
 the better data parallelism scales.
 """
+
 import csv
 import io
 
@@ -20,52 +21,87 @@ from records import storage
 from records import tables
 from reporting import breakdown
 
-COLUMNS = ('run', 'strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_size',
-           'examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
-           'gradient_bytes_per_step', 'flops_per_example', 'compute_per_byte_communicated',
-           'speedup', 'scaling_efficiency', 'final_validation_accuracy', 'wall_time_seconds',
-           'time_to_accuracy_seconds')
+COLUMNS = (
+  'run',
+  'strategy',
+  'num_workers',
+  'num_replicas_in_sync',
+  'global_batch_size',
+  'examples_per_second',
+  'examples_per_second_min',
+  'examples_per_second_max',
+  'gradient_bytes_per_step',
+  'flops_per_example',
+  'compute_per_byte_communicated',
+  'speedup',
+  'scaling_efficiency',
+  'final_validation_accuracy',
+  'wall_time_seconds',
+  'time_to_accuracy_seconds',
+)
 BASELINE = 'one_device'
-CONVERGENCE_COLUMNS = ('condition', 'run', 'strategy', 'num_replicas_in_sync', 'global_batch_size',
-                       'optimizer', 'peak_learning_rate', 'final_validation_accuracy',
-                       'accuracy_change', 'time_to_accuracy_seconds', 'examples_per_second')
+CONVERGENCE_COLUMNS = (
+  'condition',
+  'run',
+  'strategy',
+  'num_replicas_in_sync',
+  'global_batch_size',
+  'optimizer',
+  'peak_learning_rate',
+  'final_validation_accuracy',
+  'accuracy_change',
+  'time_to_accuracy_seconds',
+  'examples_per_second',
+)
 
 
 def parallel_units(run):
   """N of the efficiency formula: replicas in sync, times workers under a coordinator."""
-  return strategies.describe(run['strategy']).parallel_units(run['num_replicas_in_sync'],
-                                                             run['num_workers'])
+  return strategies.describe(run['strategy']).parallel_units(
+    run['num_replicas_in_sync'], run['num_workers']
+  )
 
 
 def rows(runs, target_accuracy):
   """One row per complete run, in `runs` order."""
   complete = [run for run in runs if run['complete']]
-  throughput = {run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_startup'))
-                for run in complete}
+  throughput = {
+    run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_startup'))
+    for run in complete
+  }
   scaled = scaling([dict(run, examples_per_second=throughput[run['run']][0]) for run in complete])
   table = []
   for run in complete:
     median, low, high = throughput[run['run']]
     base, speedup, efficiency = scaled[run['run']]
-    table.append({
-        'run': run['run'], 'strategy': run['strategy'], 'num_workers': run['num_workers'],
+    table.append(
+      {
+        'run': run['run'],
+        'strategy': run['strategy'],
+        'num_workers': run['num_workers'],
         'num_replicas_in_sync': run['num_replicas_in_sync'],
         'global_batch_size': run['global_batch_size'],
-        'examples_per_second': median, 'examples_per_second_min': low,
-        'examples_per_second_max': high, 'baseline': base,
+        'examples_per_second': median,
+        'examples_per_second_min': low,
+        'examples_per_second_max': high,
+        'baseline': base,
         'per_replica_batch_size': run.get('per_replica_batch_size'),
         'gradient_bytes_per_step': run.get('gradient_bytes_per_step'),
         'flops_per_example': run.get('flops_per_example'),
         'compute_per_byte_communicated': compute_per_byte_communicated(run),
-        'speedup': speedup, 'scaling_efficiency': efficiency,
+        'speedup': speedup,
+        'scaling_efficiency': efficiency,
         'final_validation_accuracy': run['validation_accuracy'][-1],
         'wall_time_seconds': run['wall_time_seconds'],
         'time_to_accuracy_seconds': results.time_to_accuracy(
-            run['validation_accuracy'], run['epoch_elapsed_seconds'], target_accuracy),
-        'condition': run.get('condition', ''), 'optimizer': run.get('optimizer'),
+          run['validation_accuracy'], run['epoch_elapsed_seconds'], target_accuracy
+        ),
+        'condition': run.get('condition', ''),
+        'optimizer': run.get('optimizer'),
         'peak_learning_rate': run.get('peak_learning_rate'),
         'breakdown': breakdown.of(run),
-    })
+      }
+    )
   for row in table:
     row['efficiency_loss'] = breakdown.efficiency_loss(row, table, parallel_units(row))
   return table
@@ -102,15 +138,18 @@ def convergence(table):
   `accuracy_change` is against the study's first condition, its reference (the baseline).
   """
   study = [row for row in table if row['condition']]
-  return [{key: row[key] for key in CONVERGENCE_COLUMNS if key in row} | {
-      'accuracy_change': row['final_validation_accuracy'] - study[0]['final_validation_accuracy']}
-          for row in study]
+  return [
+    {key: row[key] for key in CONVERGENCE_COLUMNS if key in row}
+    | {'accuracy_change': row['final_validation_accuracy'] - study[0]['final_validation_accuracy']}
+    for row in study
+  ]
 
 
 def _baseline(run, runs, n):
   same = [b for b in runs if b['model'] == run['model'] and b['dataset'] == run['dataset']]
-  candidates = ([b for b in same if b['strategy'] == BASELINE] or
-                [b for b in same if parallel_units(b) == 1])
+  candidates = [b for b in same if b['strategy'] == BASELINE] or [
+    b for b in same if parallel_units(b) == 1
+  ]
   for batch in (run['global_batch_size'], run['global_batch_size'] // n):
     match = next((b for b in candidates if b['global_batch_size'] == batch), None)
     if match:
@@ -126,16 +165,24 @@ def notes(runs, table):
     said.append(f'Not finished, left out: {", ".join(incomplete)}.')
   kinds = sorted({(run['model'], run['dataset']) for run in runs})
   if len(kinds) > 1:
-    said.append('Not a like-for-like comparison: the runs train different models or datasets ('
-                + '; '.join(f'{m} on {d}' for m, d in kinds) + ').')
+    said.append(
+      'Not a like-for-like comparison: the runs train different models or datasets ('
+      + '; '.join(f'{m} on {d}' for m, d in kinds)
+      + ').'
+    )
   recovered = results.recoveries(runs)
   if recovered:
-    said.append('Recovered from faults (their time is in wall time, not in examples/s): '
-                + '; '.join(recovered) + '.')
+    said.append(
+      'Recovered from faults (their time is in wall time, not in examples/s): '
+      + '; '.join(recovered)
+      + '.'
+    )
   missing = [row['run'] for row in table if row['baseline'] is None]
   if missing:
-    said.append(f'No {BASELINE} (or 1-replica) baseline with the same model, dataset and batch '
-                f'for {", ".join(missing)}: speed-up and efficiency not available.')
+    said.append(
+      f'No {BASELINE} (or 1-replica) baseline with the same model, dataset and batch '
+      f'for {", ".join(missing)}: speed-up and efficiency not available.'
+    )
   return said
 
 
@@ -143,39 +190,68 @@ def write(experiment_dir, table, said, target_accuracy, plots=(), closing=()):
   """summary.json, summary.csv and summary.md in the experiment directory; `closing`: the
   Markdown lines summary.md ends with (the predictions' section)."""
   name = storage.basename(experiment_dir)
-  files.write_json(storage.join(experiment_dir, 'summary.json'), {
-      'experiment': name, 'target_accuracy': target_accuracy, 'notes': said, 'rows': table,
-      'convergence': convergence(table)})
+  files.write_json(
+    storage.join(experiment_dir, 'summary.json'),
+    {
+      'experiment': name,
+      'target_accuracy': target_accuracy,
+      'notes': said,
+      'rows': table,
+      'convergence': convergence(table),
+    },
+  )
   text = io.StringIO(newline='')
   writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction='ignore')
   writer.writeheader()
   writer.writerows(table)
   storage.write_text(storage.join(experiment_dir, 'summary.csv'), text.getvalue())
   path = storage.join(experiment_dir, 'summary.md')
-  storage.write_text(path, markdown(name, table, said, target_accuracy, plots) +
-                     ''.join(f'{line}\n' for line in closing))
+  storage.write_text(
+    path,
+    markdown(name, table, said, target_accuracy, plots) + ''.join(f'{line}\n' for line in closing),
+  )
   return path
 
 
 def markdown(name, table, said, target_accuracy, plots=()):
-  header = ['run', 'workers', 'replicas', 'global batch', 'examples/s (min-max)', 'speed-up',
-            'efficiency', 'val accuracy', 'wall time (s)', f'time to {target_accuracy:g} (s)']
+  header = [
+    'run',
+    'workers',
+    'replicas',
+    'global batch',
+    'examples/s (min-max)',
+    'speed-up',
+    'efficiency',
+    'val accuracy',
+    'wall time (s)',
+    f'time to {target_accuracy:g} (s)',
+  ]
   lines = [f'# Strategy comparison: {name}', '']
   lines += [f'> {note}' for note in said] + ([''] if said else [])
   cells = []
   for row in table:
-    cells.append([
-        row['run'], str(row['num_workers']), str(row['num_replicas_in_sync']),
+    cells.append(
+      [
+        row['run'],
+        str(row['num_workers']),
+        str(row['num_replicas_in_sync']),
         str(row['global_batch_size']),
         f'{row["examples_per_second"]:,.0f} ({row["examples_per_second_min"]:,.0f}-'
         f'{row["examples_per_second_max"]:,.0f})',
         *scaling_cells(row['speedup'], row['scaling_efficiency']),
-        f'{row["final_validation_accuracy"]:.4f}', f'{row["wall_time_seconds"]:.1f}',
-        _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached')])
-  lines += [tables.render(header, cells, markdown=True), '',
-            'Throughput is the median over the epochs after the first (tracing and start-up). '
-            f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
-            'in sync (workers for parameter_server).', '']
+        f'{row["final_validation_accuracy"]:.4f}',
+        f'{row["wall_time_seconds"]:.1f}',
+        _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
+      ]
+    )
+  lines += [
+    tables.render(header, cells, markdown=True),
+    '',
+    'Throughput is the median over the epochs after the first (tracing and start-up). '
+    f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
+    'in sync (workers for parameter_server).',
+    '',
+  ]
   lines += _compute_markdown(table)
   lines += breakdown.markdown(table)
   lines += _convergence_markdown(convergence(table), target_accuracy)
@@ -187,40 +263,81 @@ def _compute_markdown(table):
   """Throughput beside what each step computes and communicates (runs with a model card)."""
   if all(row['gradient_bytes_per_step'] is None for row in table):
     return []
-  header = ['run', 'replicas', 'batch per replica', 'examples/s', 'gradients (MB/step)',
-            'MFLOPs/example', 'compute per byte communicated (FLOPs/byte)']
+  header = [
+    'run',
+    'replicas',
+    'batch per replica',
+    'examples/s',
+    'gradients (MB/step)',
+    'MFLOPs/example',
+    'compute per byte communicated (FLOPs/byte)',
+  ]
   millions = lambda value: None if value is None else value / 1e6
-  cells = [[row['run'], str(row['num_replicas_in_sync']),
-            _maybe(row['per_replica_batch_size'], '{}'), f'{row["examples_per_second"]:,.0f}',
-            _maybe(millions(row['gradient_bytes_per_step']), '{:,.3f}'),
-            _maybe(millions(row['flops_per_example']), '{:,.2f}'),
-            _maybe(row['compute_per_byte_communicated'], '{:,.0f}')] for row in table]
-  return ['## Compute and communication', '', tables.render(header, cells, markdown=True), '',
-          'Gradients: the bytes one replica contributes to the all-reduce each step (a sparse '
-          'embedding gradient by its rows looked up); MB = 10^6 bytes. FLOPs: forward and '
-          'backward per example, counted from the traced training step. Compute per byte = '
-          'FLOPs of a replica\'s step / its gradient bytes: the higher, the better data '
-          'parallelism hides its communication (one_device all-reduces nothing: its figure is '
-          'what each replica would have at its batch).', '']
+  cells = [
+    [
+      row['run'],
+      str(row['num_replicas_in_sync']),
+      _maybe(row['per_replica_batch_size'], '{}'),
+      f'{row["examples_per_second"]:,.0f}',
+      _maybe(millions(row['gradient_bytes_per_step']), '{:,.3f}'),
+      _maybe(millions(row['flops_per_example']), '{:,.2f}'),
+      _maybe(row['compute_per_byte_communicated'], '{:,.0f}'),
+    ]
+    for row in table
+  ]
+  return [
+    '## Compute and communication',
+    '',
+    tables.render(header, cells, markdown=True),
+    '',
+    'Gradients: the bytes one replica contributes to the all-reduce each step (a sparse '
+    'embedding gradient by its rows looked up); MB = 10^6 bytes. FLOPs: forward and '
+    'backward per example, counted from the traced training step. Compute per byte = '
+    "FLOPs of a replica's step / its gradient bytes: the higher, the better data "
+    'parallelism hides its communication (one_device all-reduces nothing: its figure is '
+    'what each replica would have at its batch).',
+    '',
+  ]
 
 
 def _convergence_markdown(study, target_accuracy):
   if not study:
     return []
-  header = ['condition', 'run', 'global batch', 'optimizer', 'peak learning rate',
-            'val accuracy', f'change vs {study[0]["condition"]}',
-            f'time to {target_accuracy:g} (s)', 'examples/s']
+  header = [
+    'condition',
+    'run',
+    'global batch',
+    'optimizer',
+    'peak learning rate',
+    'val accuracy',
+    f'change vs {study[0]["condition"]}',
+    f'time to {target_accuracy:g} (s)',
+    'examples/s',
+  ]
   cells = []
   for row in study:
-    cells.append([
-        row['condition'], row['run'], str(row['global_batch_size']), str(row['optimizer']),
-        _maybe(row['peak_learning_rate'], '{:.4g}'), f'{row["final_validation_accuracy"]:.4f}',
+    cells.append(
+      [
+        row['condition'],
+        row['run'],
+        str(row['global_batch_size']),
+        str(row['optimizer']),
+        _maybe(row['peak_learning_rate'], '{:.4g}'),
+        f'{row["final_validation_accuracy"]:.4f}',
         f'{row["accuracy_change"]:+.4f}',
         _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
-        f'{row["examples_per_second"]:,.0f}'])
-  return ['## Convergence', '', tables.render(header, cells, markdown=True), '', 'Same epochs for every condition: a larger global batch takes fewer, '
-                  'larger steps. Peak learning rate: after --lr_scaling, the end of the warm-up.',
-                  '']
+        f'{row["examples_per_second"]:,.0f}',
+      ]
+    )
+  return [
+    '## Convergence',
+    '',
+    tables.render(header, cells, markdown=True),
+    '',
+    'Same epochs for every condition: a larger global batch takes fewer, '
+    'larger steps. Peak learning rate: after --lr_scaling, the end of the warm-up.',
+    '',
+  ]
 
 
 def _maybe(value, fmt, missing='n/a'):

@@ -9,14 +9,21 @@ and may define absl flags for its own options (read only through `options`). Mod
 TensorFlow only inside `create`, so the launcher lists strategies and parses flags without
 loading TensorFlow.
 """
+
 import importlib
 import pkgutil
 
-from strategies._descriptor import (ALL_REDUCE_CLUSTER, MULTI_DEVICE, ONE_DEVICE,  # noqa: F401
-                                    PARAMETER_SERVER_CLUSTER, Descriptor)
+from strategies._descriptor import ALL_REDUCE_CLUSTER  # noqa: F401
+from strategies._descriptor import MULTI_DEVICE  # noqa: F401
+from strategies._descriptor import ONE_DEVICE  # noqa: F401
+from strategies._descriptor import PARAMETER_SERVER_CLUSTER  # noqa: F401
+from strategies._descriptor import Descriptor  # noqa: F401
 
-_MODULES = {m.name: importlib.import_module(f'{__name__}.{m.name}')
-            for m in pkgutil.iter_modules(__path__) if not m.name.startswith('_')}
+_MODULES = {
+  m.name: importlib.import_module(f'{__name__}.{m.name}')
+  for m in pkgutil.iter_modules(__path__)
+  if not m.name.startswith('_')
+}
 
 
 def names():

@@ -1,9 +1,10 @@
 """What a strategy is, said once, so nothing outside strategies/ tests a strategy's name."""
+
 import dataclasses
 import typing
 
-ONE_DEVICE = 'one_device'                # one process, one device
-MULTI_DEVICE = 'multi_device'            # one process mirroring over its local devices
+ONE_DEVICE = 'one_device'  # one process, one device
+MULTI_DEVICE = 'multi_device'  # one process mirroring over its local devices
 ALL_REDUCE_CLUSTER = 'all_reduce_cluster'  # a TF_CONFIG cluster whose every task trains
 PARAMETER_SERVER_CLUSTER = 'parameter_server_cluster'  # a coordinator, serving workers and ps
 
@@ -15,11 +16,12 @@ class Descriptor:
   `local_jobs(num_workers, options)` gives the tasks of a localhost cluster, {job: count};
   `options` are the values of the strategy module's own flags.
   """
+
   kind: str
   jobs: dict = dataclasses.field(default_factory=dict)  # The TF_CONFIG jobs of its cluster,
   # {job: (least, most) tasks}, most None for no bound; {} for one process.
-  serving_jobs: tuple = ()   # Jobs whose tasks only serve; the others train.
-  local_jobs: typing.Callable = None
+  serving_jobs: tuple = ()  # Jobs whose tasks only serve; the others train.
+  local_jobs: typing.Callable | None = None
   loss_scaling: bool = True  # Keras' LossScaleOptimizer (mixed_float16) can update its variables.
   # refuse(config): the one-line reason a run (configs/definitions.RunConfig) cannot work with
   # the strategy's own options, or None.

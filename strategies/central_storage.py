@@ -1,4 +1,5 @@
 """CentralStorageStrategy: variables live on one device, computation is mirrored on all."""
+
 from absl import flags
 
 import strategies
@@ -7,21 +8,29 @@ import strategies
 DESCRIPTOR = strategies.Descriptor(strategies.MULTI_DEVICE, loss_scaling=False)
 
 flags.DEFINE_string(
-    'parameter_device', '',
-    'central_storage: the device holding the variables, e.g. /cpu:0 or /gpu:0. Empty lets '
-    'TensorFlow choose: the one GPU if there is exactly one, else the CPU.')
+  'parameter_device',
+  '',
+  'central_storage: the device holding the variables, e.g. /cpu:0 or /gpu:0. Empty lets '
+  'TensorFlow choose: the one GPU if there is exactly one, else the CPU.',
+)
 
 
 def create(devices, options):
   import tensorflow as tf
+
   parameter_device = options['parameter_device'] or None
   if parameter_device:
     known = {d.name for d in tf.config.list_logical_devices()}
     canonical = tf.DeviceSpec.from_string(parameter_device)
-    if not any(tf.DeviceSpec.from_string(k).device_type == (canonical.device_type or '').upper()
-               and tf.DeviceSpec.from_string(k).device_index == canonical.device_index
-               for k in known):
-      raise ValueError(f'--parameter_device={parameter_device} is not a device here; '
-                       f'choose from {", ".join(sorted(known))}')
+    if not any(
+      tf.DeviceSpec.from_string(k).device_type == (canonical.device_type or '').upper()
+      and tf.DeviceSpec.from_string(k).device_index == canonical.device_index
+      for k in known
+    ):
+      raise ValueError(
+        f'--parameter_device={parameter_device} is not a device here; '
+        f'choose from {", ".join(sorted(known))}'
+      )
   return tf.distribute.experimental.CentralStorageStrategy(
-      compute_devices=devices, parameter_device=parameter_device)
+    compute_devices=devices, parameter_device=parameter_device
+  )

@@ -1,4 +1,5 @@
 """OneDeviceStrategy: the single-device baseline every other strategy is measured against."""
+
 import strategies
 
 DESCRIPTOR = strategies.Descriptor(strategies.ONE_DEVICE)
@@ -7,4 +8,5 @@ DESCRIPTOR = strategies.Descriptor(strategies.ONE_DEVICE)
 def create(devices, options):
   del options  # It has none.
   import tensorflow as tf
+
   return tf.distribute.OneDeviceStrategy(devices[0])

@@ -1,4 +1,5 @@
 """Shared helpers: run `run.py` as a user would, bounded in time, and read what it wrote."""
+
 import collections
 import glob
 import json
@@ -19,8 +20,15 @@ def run_py(*args, timeout=600, env=None, cwd=None, breakdown=False):
   step-time breakdown unless asked: its own tests measure it (tests/test_breakdown.py), the
   others would only wait for it."""
   args = args if breakdown else ('--nobreakdown', *args)
-  return subprocess.run([sys.executable, RUN_PY, *args], capture_output=True, text=True,
-                        timeout=timeout, env=env, cwd=cwd or ROOT, stdin=subprocess.DEVNULL)
+  return subprocess.run(
+    [sys.executable, RUN_PY, *args],
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env=env,
+    cwd=cwd or ROOT,
+    stdin=subprocess.DEVNULL,
+  )
 
 
 def read_result(run_dir):
@@ -30,28 +38,39 @@ def read_result(run_dir):
 
 def _tensors(event_dir, plugin):
   """{tag: [(step, value), ...]} for the summaries of `plugin` in `event_dir`'s event files."""
-  from tensorboard.backend.event_processing import event_accumulator
   import tensorflow as tf
+  from tensorboard.backend.event_processing import event_accumulator
+
   acc = event_accumulator.EventAccumulator(event_dir, size_guidance={'tensors': 0})
   acc.Reload()
-  return {tag: [(e.step, tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
-          for tag in acc.Tags()['tensors']
-          if acc.SummaryMetadata(tag).plugin_data.plugin_name == plugin}
+  return {
+    tag: [(e.step, tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
+    for tag in acc.Tags()['tensors']
+    if acc.SummaryMetadata(tag).plugin_data.plugin_name == plugin
+  }
 
 
 def read_scalars(event_dir):
-  return {tag: [(step, float(v)) for step, v in values]
-          for tag, values in _tensors(event_dir, 'scalars').items()}
+  return {
+    tag: [(step, float(v)) for step, v in values]
+    for tag, values in _tensors(event_dir, 'scalars').items()
+  }
 
 
 def read_texts(event_dir):
   return {tag: values[0][1].item().decode() for tag, values in _tensors(event_dir, 'text').items()}
 
 
-DEFAULT_STRATEGIES = ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
-                      'parameter_server')
-DefaultExperiment = collections.namedtuple('DefaultExperiment',
-                                           'proc experiment url cwd left_running')
+DEFAULT_STRATEGIES = (
+  'one_device',
+  'mirrored',
+  'central_storage',
+  'multi_worker_mirrored',
+  'parameter_server',
+)
+DefaultExperiment = collections.namedtuple(
+  'DefaultExperiment', 'proc experiment url cwd left_running'
+)
 
 
 @pytest.fixture(scope='session')
@@ -70,8 +89,9 @@ def default_experiment(tmp_path_factory):
   cwd.mkdir()
   url = f'file://{local}'
   try:
-    proc = run_py(f'--logdir={url}', '--experiment=default', cwd=str(cwd), timeout=900,
-                  breakdown=True)
+    proc = run_py(
+      f'--logdir={url}', '--experiment=default', cwd=str(cwd), timeout=900, breakdown=True
+    )
     left_running = wait_until_gone(str(root), timeout=15)  # For the tests to assert on.
   finally:
     kill_all(str(root))
@@ -102,6 +122,7 @@ def processes_mentioning(text):
 def wait_until_gone(text, timeout=30):
   """Waits (bounded) for every process mentioning `text` to end; returns the survivors."""
   import time
+
   deadline = time.monotonic() + timeout
   while processes_mentioning(text) and time.monotonic() < deadline:
     time.sleep(0.2)
@@ -110,6 +131,7 @@ def wait_until_gone(text, timeout=30):
 
 def kill_all(text):
   import signal
+
   for pid in processes_mentioning(text):
     try:
       os.kill(pid, signal.SIGKILL)
@@ -121,6 +143,7 @@ def wait_for_line(proc, prefix, timeout):
   """Reads `proc`'s stdout until a line starts with `prefix`; bounded by `timeout`."""
   import selectors
   import time
+
   selector = selectors.DefaultSelector()
   selector.register(proc.stdout, selectors.EVENT_READ)
   deadline = time.monotonic() + timeout

@@ -7,6 +7,7 @@ cluster of one, and parameter_server against a worker and a ps served in this pr
 connecting to a cluster is for good). Every strategy is built by its module in strategies/, as
 run.py builds it, and trained by training/loop.py's Trainer.
 """
+
 import dataclasses
 import functools
 import json
@@ -28,24 +29,33 @@ TINY_IMAGES = definitions.Data(image_shape=(8, 8, 3), num_classes=4)
 SMALL_IMAGES = definitions.Data(image_shape=(32, 32, 3), num_classes=4)
 # {model: (dataset, its options, the model's sizes)}.
 MODELS = {
-    'cnn': ('synthetic', TINY_IMAGES, {}),
-    'cnn_bn': ('synthetic', TINY_IMAGES, {}),
-    'mlp': ('synthetic', TINY_IMAGES, {}),
-    'resnet20': ('synthetic', TINY_IMAGES, {}),
-    'resnet50': ('synthetic', SMALL_IMAGES, {}),
-    'mobilenet_v2': ('synthetic', SMALL_IMAGES, {}),
-    'efficientnet_b0': ('synthetic', SMALL_IMAGES, {}),
-    'vgg16': ('synthetic', SMALL_IMAGES, {}),
-    'inception_v3': ('synthetic', definitions.Data(image_shape=(75, 75, 3), num_classes=4), {}),
-    'transformer': ('synthetic_tokens', definitions.Data(seq_len=16, vocab_size=64, num_classes=4),
-                    {'vocab_size': 64, 'num_layers': 1, 'd_model': 16, 'num_heads': 2}),
-    'wide_deep': ('synthetic_clicks', definitions.Data(vocab_sizes=(50, 20)),
-                  {'vocab_sizes': (50, 20), 'embedding_dim': 4}),
+  'cnn': ('synthetic', TINY_IMAGES, {}),
+  'cnn_bn': ('synthetic', TINY_IMAGES, {}),
+  'mlp': ('synthetic', TINY_IMAGES, {}),
+  'resnet20': ('synthetic', TINY_IMAGES, {}),
+  'resnet50': ('synthetic', SMALL_IMAGES, {}),
+  'mobilenet_v2': ('synthetic', SMALL_IMAGES, {}),
+  'efficientnet_b0': ('synthetic', SMALL_IMAGES, {}),
+  'vgg16': ('synthetic', SMALL_IMAGES, {}),
+  'inception_v3': ('synthetic', definitions.Data(image_shape=(75, 75, 3), num_classes=4), {}),
+  'transformer': (
+    'synthetic_tokens',
+    definitions.Data(seq_len=16, vocab_size=64, num_classes=4),
+    {'vocab_size': 64, 'num_layers': 1, 'd_model': 16, 'num_heads': 2},
+  ),
+  'wide_deep': (
+    'synthetic_clicks',
+    definitions.Data(vocab_sizes=(50, 20)),
+    {'vocab_sizes': (50, 20), 'embedding_dim': 4},
+  ),
 }
-OPTIONS = {'one_device': {}, 'mirrored': {'cross_device_ops': 'auto', 'num_packs': 1},
-           'central_storage': {'parameter_device': ''},
-           'multi_worker_mirrored': {'communication': 'auto'},
-           'parameter_server': {'num_ps': 1, 'variable_partitioner': 'none'}}
+OPTIONS = {
+  'one_device': {},
+  'mirrored': {'cross_device_ops': 'auto', 'num_packs': 1},
+  'central_storage': {'parameter_device': ''},
+  'multi_worker_mirrored': {'communication': 'auto'},
+  'parameter_server': {'num_ps': 1, 'variable_partitioner': 'none'},
+}
 
 
 @functools.cache
@@ -57,14 +67,18 @@ def strategy(name, compute_devices):
 
 def trainer(strategy_name, model, compute_devices):
   import keras
-  from training import loop
+
   dataset, options, sizes = MODELS[model]
   arrays = data.load(dataclasses.replace(options, dataset=dataset))
   keras.utils.set_random_seed(0)
   return tiny_training.make_trainer(
-      strategy(strategy_name, tuple(compute_devices)), arrays,
-      lambda: models.build(model, arrays.input_shape, arrays.num_classes, **sizes), BATCH,
-      rate=0.001, steps_per_epoch=STEPS)
+    strategy(strategy_name, tuple(compute_devices)),
+    arrays,
+    lambda: models.build(model, arrays.input_shape, arrays.num_classes, **sizes),
+    BATCH,
+    rate=0.001,
+    steps_per_epoch=STEPS,
+  )
 
 
 def train(trainer, steps_per_execution=EXECUTION):
@@ -76,49 +90,80 @@ def train(trainer, steps_per_execution=EXECUTION):
     losses.append(totals.loss)
   validation = trainer.evaluate()
   weights = trainer.model.get_weights()
-  return {'losses': losses, 'validation_loss': validation.loss,
-          'validation_examples': validation.examples, 'steps': trainer.steps_done,
-          'traces': trainer.trace_count, 'weights_finite': trainer.weights_finite(),
-          'weights_changed': sum(bool((a != b).any()) for a, b in zip(initial, weights)),
-          'weights': len(weights), '_final': weights}
+  return {
+    'losses': losses,
+    'validation_loss': validation.loss,
+    'validation_examples': validation.examples,
+    'steps': trainer.steps_done,
+    'traces': trainer.trace_count,
+    'weights_finite': trainer.weights_finite(),
+    'weights_changed': sum(bool((a != b).any()) for a, b in zip(initial, weights)),
+    'weights': len(weights),
+    '_final': weights,
+  }
 
 
 def report(model, strategy, outcome):
-  print(json.dumps({'model': model, 'strategy': strategy,
-                    **{k: v for k, v in outcome.items() if not k.startswith('_')}}), flush=True)
+  print(
+    json.dumps(
+      {
+        'model': model,
+        'strategy': strategy,
+        **{k: v for k, v in outcome.items() if not k.startswith('_')},
+      }
+    ),
+    flush=True,
+  )
 
 
 def serve_cluster():
   """A worker and a ps in this process; TF_CONFIG makes this process their chief."""
   import tensorflow as tf
+
   ports = []
   for _ in range(3):
     with socket.socket() as s:
       s.bind(('localhost', 0))
       ports.append(s.getsockname()[1])
-  spec = {'chief': [f'localhost:{ports[0]}'], 'worker': [f'localhost:{ports[1]}'],
-          'ps': [f'localhost:{ports[2]}']}
+  spec = {
+    'chief': [f'localhost:{ports[0]}'],
+    'worker': [f'localhost:{ports[1]}'],
+    'ps': [f'localhost:{ports[2]}'],
+  }
   # On 2 cores an in-process cluster hangs unless the servers have threads to spare.
   config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
   for job in ('worker', 'ps'):
-    tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=job, task_index=0,
-                         protocol='grpc', config=config, start=True)
+    tf.distribute.Server(
+      tf.train.ClusterSpec(spec),
+      job_name=job,
+      task_index=0,
+      protocol='grpc',
+      config=config,
+      start=True,
+    )
   os.environ['TF_CONFIG'] = json.dumps({'cluster': spec, 'task': {'type': 'chief', 'index': 0}})
 
 
 def main(names):
   import numpy as np
+
   two = devices.configure(2)
   for model in names:
-    for strategy, on in (('one_device', two[:1]), ('mirrored', two), ('central_storage', two),
-                         ('multi_worker_mirrored', two[:1])):
+    for strategy, on in (
+      ('one_device', two[:1]),
+      ('mirrored', two),
+      ('central_storage', two),
+      ('multi_worker_mirrored', two[:1]),
+    ):
       outcome = train(trainer(strategy, model, on))
       if strategy == 'mirrored':  # One step per execution: the same training, only slower.
         stepwise = train(trainer(strategy, model, on), steps_per_execution=1)
         outcome['stepwise_loss_difference'] = max(
-            abs(a - b) for a, b in zip(outcome['losses'], stepwise['losses']))
+          abs(a - b) for a, b in zip(outcome['losses'], stepwise['losses'])
+        )
         outcome['stepwise_weight_difference'] = max(
-            float(np.abs(a - b).max()) for a, b in zip(outcome['_final'], stepwise['_final']))
+          float(np.abs(a - b).max()) for a, b in zip(outcome['_final'], stepwise['_final'])
+        )
       report(model, strategy, outcome)
   serve_cluster()
   for model in names:

@@ -4,6 +4,7 @@ TF_CONFIG naming the tasks by their hosts' addresses, as on real machines: a clu
 hardware profile of such hosts for --predict. Shared by
 the tests of separate hosts and emulated links and by benchmarks/validate_prediction.py.
 """
+
 import json
 import os
 import sys
@@ -25,8 +26,9 @@ class Cluster:
     self.net, self.logdir = net, logdir
     self.program = program or [RUN_PY]
     self.hosts = dict(zip(tasks, net.hosts))
-    self.spec = {job: [f'{self.hosts[job, i].address}:{PORT}' for i in range(count)]
-                 for job, count in jobs}
+    self.spec = {
+      job: [f'{self.hosts[job, i].address}:{PORT}' for i in range(count)] for job, count in jobs
+    }
     self.procs, self.outputs = {}, {}
 
   def start(self, args, attempt=0):
@@ -35,12 +37,15 @@ class Cluster:
     logdir = [f'--logdir={self.logdir}'] if self.program == [RUN_PY] else []
     for (job, index), host in sorted(self.hosts.items(), key=lambda item: item[0][0] != 'ps'):
       name = f'{job}-{index}'
-      env = dict(os.environ, TF_CONFIG=json.dumps(
-          {'cluster': self.spec, 'task': {'type': job, 'index': index}}))
+      env = dict(
+        os.environ,
+        TF_CONFIG=json.dumps({'cluster': self.spec, 'task': {'type': job, 'index': index}}),
+      )
       paths = [self.logdir / 'tasks' / f'{name}.{attempt}.{stream}' for stream in ('out', 'err')]
       with open(paths[0], 'w') as out, open(paths[1], 'w') as err:
         self.procs[name] = self.net.start(
-            host, [sys.executable, *self.program, *args, *logdir], env, out, err)
+          host, [sys.executable, *self.program, *args, *logdir], env, out, err
+        )
       self.outputs[name] = paths
 
   def wait(self, timeout, names=None):
@@ -53,8 +58,10 @@ class Cluster:
         return {name: self.procs[name].returncode for name in names}
       time.sleep(0.5)
     running = [name for name in names if not self.net.ended(self.procs[name])]
-    raise AssertionError(f'{", ".join(running)} still running after {timeout} s; stderr of '
-                         f'{running[0]}:\n{self.stderr(running[0])}')
+    raise AssertionError(
+      f'{", ".join(running)} still running after {timeout} s; stderr of '
+      f'{running[0]}:\n{self.stderr(running[0])}'
+    )
 
   def running(self, name):
     return self.procs[name].poll() is None
@@ -72,8 +79,15 @@ def all_reduce(net, sizes, workdir, repetitions=3):
   of `repetitions` windows."""
   output = workdir / 'collectives.json'
   cluster = Cluster(net, [('worker', 2)], workdir, program=[COLLECTIVES])
-  cluster.start(['--configs=multi_worker_mirrored/ring', f'--sizes={",".join(map(str, sizes))}',
-                 f'--repetitions={repetitions}', '--timeout=60', f'--output={output}'])
+  cluster.start(
+    [
+      '--configs=multi_worker_mirrored/ring',
+      f'--sizes={",".join(map(str, sizes))}',
+      f'--repetitions={repetitions}',
+      '--timeout=60',
+      f'--output={output}',
+    ]
+  )
   statuses = cluster.wait(timeout=180)
   assert statuses == {'worker-0': 0, 'worker-1': 0}, cluster.stderr('worker-0')
   assert cluster.stdout('worker-1') == ''  # Only the chief reports.
@@ -88,8 +102,19 @@ def profile(link_gbps):
   carry `link_gbps` (GB/s), as a user writes one for their own network; inside a host,
   everything effectively free."""
   fast = 100.0
-  return '\n'.join([
-      'devices_per_node = 1', 'max_nodes = 4', f'device_link_gbps = {fast}',
-      f'allreduce_busbw_gbps = {fast}', 'link_latency_us = 1.0', f'host_link_gbps = {fast}',
-      'host_link_sharing = 1', f'host_memory_gbps = {fast}', f'nic_gbps = {link_gbps}',
-      'nics_per_node = 1', 'network_latency_us = 50.0', ''])
+  return '\n'.join(
+    [
+      'devices_per_node = 1',
+      'max_nodes = 4',
+      f'device_link_gbps = {fast}',
+      f'allreduce_busbw_gbps = {fast}',
+      'link_latency_us = 1.0',
+      f'host_link_gbps = {fast}',
+      'host_link_sharing = 1',
+      f'host_memory_gbps = {fast}',
+      f'nic_gbps = {link_gbps}',
+      'nics_per_node = 1',
+      'network_latency_us = 50.0',
+      '',
+    ]
+  )

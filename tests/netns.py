@@ -7,6 +7,7 @@ PREFIX, this process's pid and the network's number, so runs side by side do not
 `remove_leftovers` can tell which names a dead run left. Needs root and iproute2's `ip`;
 rate limits (`Network.limit`) also its `tc`.
 """
+
 import contextlib
 import os
 import re
@@ -26,6 +27,8 @@ TCP_PAYLOAD = 1448 / FRAME_BYTES
 def payload_gbps(rate_mbit):
   """What TCP carries of a link of `rate_mbit` (tc's Mbit/s, 1e6 bit/s), in GB/s (1e9 B/s)."""
   return rate_mbit * 1e6 / 8 / 1e9 * TCP_PAYLOAD
+
+
 _NAME = re.compile(rf'^({PREFIX}(\d+)n\d+)')  # (the network's tag, its run's pid)
 _count = 0
 _open = set()  # The tags of this process's networks not closed yet.
@@ -45,8 +48,14 @@ class Host:
 
 def ip(*args, check=True):
   """Runs `ip ARGS`, bounded; raises with ip's own message when `check` and it fails."""
-  proc = subprocess.run(['ip', *args], capture_output=True, text=True, check=False,
-                        timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+  proc = subprocess.run(
+    ['ip', *args],
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=COMMAND_TIMEOUT,
+    stdin=subprocess.DEVNULL,
+  )
   if check and proc.returncode:
     raise RuntimeError(f'ip {" ".join(args)}: {proc.stderr.strip()}')
   return proc
@@ -54,8 +63,14 @@ def ip(*args, check=True):
 
 def tc(*args):
   """Runs `tc ARGS`, bounded; raises with tc's own message when it fails."""
-  proc = subprocess.run(['tc', *args], capture_output=True, text=True, check=False,
-                        timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+  proc = subprocess.run(
+    ['tc', *args],
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=COMMAND_TIMEOUT,
+    stdin=subprocess.DEVNULL,
+  )
   if proc.returncode:
     raise RuntimeError(f'tc {" ".join(args)}: {proc.stderr.strip()}')
   return proc
@@ -67,9 +82,9 @@ def unavailable(rate_limits=False):
   if os.geteuid() != 0:
     return 'network namespaces need root'
   if not shutil.which('ip'):
-    return 'network namespaces need iproute2\'s ip, which is not on PATH'
+    return "network namespaces need iproute2's ip, which is not on PATH"
   if rate_limits and not shutil.which('tc'):
-    return 'rate-limited links need iproute2\'s tc, which is not on PATH'
+    return "rate-limited links need iproute2's tc, which is not on PATH"
   return None
 
 
@@ -124,6 +139,7 @@ def maker(skip_reason, **options):
   each closed afterwards with every process started on it, whatever happened; where
   namespaces cannot be made, the test is skipped with `skip_reason` and why."""
   import pytest
+
   made = []
 
   def make(count):
@@ -185,9 +201,14 @@ class Network:
 
   def start(self, host, argv, env, stdout, stderr):
     """Starts `argv` on `host` in a process group of its own; `close` kills the group."""
-    proc = subprocess.Popen(['ip', 'netns', 'exec', host.namespace, *argv], env=env,
-                            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+      ['ip', 'netns', 'exec', host.namespace, *argv],
+      env=env,
+      stdin=subprocess.DEVNULL,
+      stdout=stdout,
+      stderr=stderr,
+      start_new_session=True,
+    )
     self.processes.append(proc)
     return proc
 
@@ -211,8 +232,10 @@ class Network:
     before, as a NIC does: a deeper one banks the tokens of an idle link and lets them pass
     at the veth's own speed after each pause (with 64 KB, a third of each 212 KB exchange of
     a training step between pauses for compute). `latency` bounds the queue before drops."""
-    for where in (['-n', host.namespace, 'qdisc', 'add', 'dev', host.peer],
-                  ['qdisc', 'add', 'dev', host.link]):
+    for where in (
+      ['-n', host.namespace, 'qdisc', 'add', 'dev', host.peer],
+      ['qdisc', 'add', 'dev', host.link],
+    ):
       tc(*where, 'root', 'tbf', 'rate', rate, 'burst', str(2 * FRAME_BYTES), 'latency', latency)
 
   def close(self):

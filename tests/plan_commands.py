@@ -5,6 +5,7 @@ Reads a JSON list of argument lists on stdin; prints JSON: {"flags": every flag 
 knows, "errors": [null, or the one line run.py would print, per command line]}. One process
 for all of them: each is parsed into a fresh copy of the flags, so none leaks into the next.
 """
+
 import copy
 import json
 import os

@@ -6,6 +6,7 @@ there that only the commands given `Cluster.env` (SLURM_CONF) see; it stops them
 `srun_environment` is what srun 22.05 sets in each task of a step, read off a real one, for
 starting the tasks by hand where Slurm cannot run.
 """
+
 import os
 import shutil
 import socket
@@ -50,8 +51,17 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 
 # A job's states once it has ended (slurm.h's JOB_COMPLETE and after), as scontrol names them;
 # not COMPLETING, which it shows while the job's processes are still being ended.
-ENDED = ('COMPLETED', 'CANCELLED', 'FAILED', 'TIMEOUT', 'NODE_FAIL', 'PREEMPTED', 'BOOT_FAIL',
-         'DEADLINE', 'OUT_OF_MEMORY')
+ENDED = (
+  'COMPLETED',
+  'CANCELLED',
+  'FAILED',
+  'TIMEOUT',
+  'NODE_FAIL',
+  'PREEMPTED',
+  'BOOT_FAIL',
+  'DEADLINE',
+  'OUT_OF_MEMORY',
+)
 
 
 class Unavailable(Exception):
@@ -64,8 +74,7 @@ def unavailable():
     return 'a test Slurm cluster needs root (slurmd starts the tasks)'
   missing = [command for command in COMMANDS if not shutil.which(command)]
   if missing:
-    return (f'{", ".join(missing)} not on PATH; apt-get install munge slurmctld slurmd '
-            'slurm-client')
+    return f'{", ".join(missing)} not on PATH; apt-get install munge slurmctld slurmd slurm-client'
   return None
 
 
@@ -94,29 +103,48 @@ class Cluster:
       f.write(os.urandom(1024))
     os.chmod(key, 0o400)
     with open(self.env['SLURM_CONF'], 'w') as f:
-      f.write(CONFIG.format(host=self.host, dir=self.dir, ctld_port=portpicker.pick_unused_port(),
-                            d_port=portpicker.pick_unused_port()))
-    self._daemon('munged', '--foreground', '--force', f'--key-file={key}',
-                 f'--socket={self.dir}/munge.socket', f'--pid-file={self.dir}/munged.pid',
-                 f'--log-file={self.dir}/munged.log', f'--seed-file={self.dir}/munged.seed')
+      f.write(
+        CONFIG.format(
+          host=self.host,
+          dir=self.dir,
+          ctld_port=portpicker.pick_unused_port(),
+          d_port=portpicker.pick_unused_port(),
+        )
+      )
+    self._daemon(
+      'munged',
+      '--foreground',
+      '--force',
+      f'--key-file={key}',
+      f'--socket={self.dir}/munge.socket',
+      f'--pid-file={self.dir}/munged.pid',
+      f'--log-file={self.dir}/munged.log',
+      f'--seed-file={self.dir}/munged.seed',
+    )
     self._daemon('slurmctld', '-D', '-i')
     self._daemon('slurmd', '-D')
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while self.command('sinfo', '--noheader', '--format=%T').stdout.strip() != 'idle':
       if time.monotonic() > deadline or any(d.poll() is not None for d in self._daemons):
-        raise Unavailable(f'the test Slurm cluster did not come up within '
-                          f'{START_TIMEOUT_SECONDS} s; see the logs in {self.dir}')
+        raise Unavailable(
+          f'the test Slurm cluster did not come up within '
+          f'{START_TIMEOUT_SECONDS} s; see the logs in {self.dir}'
+        )
       time.sleep(0.5)
 
   def _daemon(self, *command):
     with open(os.path.join(self.dir, f'{command[0]}.out'), 'w') as out:
-      self._daemons.append(subprocess.Popen(command, env=self.env, stdin=subprocess.DEVNULL,
-                                            stdout=out, stderr=subprocess.STDOUT))
+      self._daemons.append(
+        subprocess.Popen(
+          command, env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+        )
+      )
 
   def command(self, *args, timeout=30):
     """A Slurm command against this cluster, bounded in time."""
-    return subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+      args, env=self.env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
   def wait_for_job(self, job_id, timeout):
     """(state, exit code) of job `job_id` once it has ended, e.g. ('COMPLETED', '0:0'); fails
@@ -129,8 +157,9 @@ class Cluster:
       if fields.get('JobState') in ENDED:
         return fields['JobState'], fields.get('ExitCode')
       if time.monotonic() > deadline:
-        raise AssertionError(f'job {job_id} not ended within {timeout} s: {proc.stdout}'
-                             f'{proc.stderr}')
+        raise AssertionError(
+          f'job {job_id} not ended within {timeout} s: {proc.stdout}{proc.stderr}'
+        )
       time.sleep(0.5)
 
   def __exit__(self, *exc):
@@ -150,13 +179,30 @@ def srun_environment(rank, num_tasks, node, job_id=4242):
   (as srun 22.05 set them in a real step of 3 tasks on one node)."""
   n = str(num_tasks)
   return {
-      'SLURM_JOB_ID': str(job_id), 'SLURM_JOBID': str(job_id), 'SLURM_JOB_NAME': 'run.py',
-      'SLURM_JOB_NODELIST': node, 'SLURM_NODELIST': node, 'SLURM_JOB_NUM_NODES': '1',
-      'SLURM_NNODES': '1', 'SLURM_JOB_CPUS_PER_NODE': n, 'SLURM_CPUS_ON_NODE': n,
-      'SLURM_NTASKS': n, 'SLURM_NPROCS': n, 'SLURM_TASKS_PER_NODE': n, 'SLURM_STEP_ID': '0',
-      'SLURM_STEPID': '0', 'SLURM_STEP_NODELIST': node, 'SLURM_STEP_NUM_NODES': '1',
-      'SLURM_STEP_NUM_TASKS': n, 'SLURM_STEP_TASKS_PER_NODE': n, 'SLURM_NODEID': '0',
-      'SLURM_PROCID': str(rank), 'SLURM_LOCALID': str(rank), 'SLURMD_NODENAME': node,
-      'SLURM_GTIDS': ','.join(map(str, range(num_tasks))), 'SLURM_TOPOLOGY_ADDR': node,
-      'SLURM_LAUNCH_NODE_IPADDR': '127.0.0.1', 'SLURM_SUBMIT_HOST': node,
+    'SLURM_JOB_ID': str(job_id),
+    'SLURM_JOBID': str(job_id),
+    'SLURM_JOB_NAME': 'run.py',
+    'SLURM_JOB_NODELIST': node,
+    'SLURM_NODELIST': node,
+    'SLURM_JOB_NUM_NODES': '1',
+    'SLURM_NNODES': '1',
+    'SLURM_JOB_CPUS_PER_NODE': n,
+    'SLURM_CPUS_ON_NODE': n,
+    'SLURM_NTASKS': n,
+    'SLURM_NPROCS': n,
+    'SLURM_TASKS_PER_NODE': n,
+    'SLURM_STEP_ID': '0',
+    'SLURM_STEPID': '0',
+    'SLURM_STEP_NODELIST': node,
+    'SLURM_STEP_NUM_NODES': '1',
+    'SLURM_STEP_NUM_TASKS': n,
+    'SLURM_STEP_TASKS_PER_NODE': n,
+    'SLURM_NODEID': '0',
+    'SLURM_PROCID': str(rank),
+    'SLURM_LOCALID': str(rank),
+    'SLURMD_NODENAME': node,
+    'SLURM_GTIDS': ','.join(map(str, range(num_tasks))),
+    'SLURM_TOPOLOGY_ADDR': node,
+    'SLURM_LAUNCH_NODE_IPADDR': '127.0.0.1',
+    'SLURM_SUBMIT_HOST': node,
   }

@@ -1,5 +1,6 @@
 """The benchmark models: keras.applications' architectures with the project's batch norm, and
 the transformer; their refusals, and the ImageNet defaults they get on synthetic data."""
+
 import re
 
 import numpy as np
@@ -9,18 +10,19 @@ import models
 
 # name: smallest input, published parameters at 224x224x3 with 1000 classes (Keras' counts).
 APPLICATIONS = {
-    'resnet50': (32, 25_636_712),
-    'mobilenet_v2': (32, 3_538_984),
-    'efficientnet_b0': (32, 5_330_571),
-    'vgg16': (32, 138_357_544),
-    'inception_v3': (75, 23_851_784),
+  'resnet50': (32, 25_636_712),
+  'mobilenet_v2': (32, 3_538_984),
+  'efficientnet_b0': (32, 5_330_571),
+  'vgg16': (32, 138_357_544),
+  'inception_v3': (75, 23_851_784),
 }
 WITH_BATCH_NORM = [name for name in APPLICATIONS if name != 'vgg16']
 
 
 def _batch_norms(model):
   import keras
-  return [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
+
+  return [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
 
 
 @pytest.mark.parametrize('name', APPLICATIONS)
@@ -48,11 +50,19 @@ def test_parameter_counts_of_the_large_models(name):
 @pytest.mark.parametrize('name', WITH_BATCH_NORM)
 def test_every_batch_norm_is_the_projects_with_the_flags_values(name):
   import keras
+
   from models import _normalization
+
   size = APPLICATIONS[name][0]
-  reference = getattr(keras.applications, {
-      'resnet50': 'ResNet50', 'mobilenet_v2': 'MobileNetV2', 'efficientnet_b0': 'EfficientNetB0',
-      'inception_v3': 'InceptionV3'}[name])(weights=None, input_shape=(size, size, 3), classes=7)
+  reference = getattr(
+    keras.applications,
+    {
+      'resnet50': 'ResNet50',
+      'mobilenet_v2': 'MobileNetV2',
+      'efficientnet_b0': 'EfficientNetB0',
+      'inception_v3': 'InceptionV3',
+    }[name],
+  )(weights=None, input_shape=(size, size, 3), classes=7)
   model = models.build(name, (size, size, 3), 7, ghost_batch_size=2, bn_momentum=0.5)
   ours, theirs = _batch_norms(model), _batch_norms(reference)
   assert len(ours) == len(theirs) > 40
@@ -60,7 +70,10 @@ def test_every_batch_norm_is_the_projects_with_the_flags_values(name):
     assert isinstance(mine, _normalization.GhostBatchNormalization)
     assert (mine.virtual_batch_size, mine.momentum) == (2, 0.5)
     assert (mine.epsilon, mine.center, mine.scale) == (
-        original.epsilon, original.center, original.scale)
+      original.epsilon,
+      original.center,
+      original.scale,
+    )
 
 
 def test_a_cloned_model_trains_and_infers_with_ghost_batches():
@@ -73,34 +86,59 @@ def test_a_cloned_model_trains_and_infers_with_ghost_batches():
 
 def test_bn_momentum_reaches_ordinary_batch_norm():
   from models import _normalization
+
   model = models.build('mobilenet_v2', (32, 32, 3), 5, bn_momentum=0.7)
   layers = _batch_norms(model)
-  assert all(type(l) is _normalization.BatchNormalization and l.momentum == 0.7 for l in layers)
+  assert all(
+    type(layer) is _normalization.BatchNormalization and layer.momentum == 0.7 for layer in layers
+  )
 
 
-@pytest.mark.parametrize('name, flags', [
-    ('vgg16', {'batch_norm': True}), ('vgg16', {'ghost_batch_size': 4}),
-    ('transformer', {'batch_norm': True})])
+@pytest.mark.parametrize(
+  'name, flags',
+  [
+    ('vgg16', {'batch_norm': True}),
+    ('vgg16', {'ghost_batch_size': 4}),
+    ('transformer', {'batch_norm': True}),
+  ],
+)
 def test_models_without_batch_norm_refuse_it(name, flags):
-  with pytest.raises(ValueError, match=re.escape(
+  with pytest.raises(
+    ValueError,
+    match=re.escape(
       f'--model={name} has no batch normalization and cannot add any; drop --batch_norm and '
-      '--ghost_batch_size')):
+      '--ghost_batch_size'
+    ),
+  ):
     models.build(name, (32, 32, 3) if name == 'vgg16' else (16,), 5, **flags)
 
 
-@pytest.mark.parametrize('name, shape, least', [
-    ('inception_v3', (74, 80, 3), 75), ('resnet50', (31, 32, 3), 32), ('vgg16', (8, 8, 1), 32),
-    ('resnet50', (16,), 32)])
+@pytest.mark.parametrize(
+  'name, shape, least',
+  [
+    ('inception_v3', (74, 80, 3), 75),
+    ('resnet50', (31, 32, 3), 32),
+    ('vgg16', (8, 8, 1), 32),
+    ('resnet50', (16,), 32),
+  ],
+)
 def test_too_small_images_are_refused_naming_the_minimum(name, shape, least):
-  with pytest.raises(ValueError, match=re.escape(
+  with pytest.raises(
+    ValueError,
+    match=re.escape(
       f'--model={name} needs images of at least {least}x{least} pixels, not '
-      f'{"x".join(map(str, shape))}; give a larger --image_shape (at least {least},{least},3)')):
+      f'{"x".join(map(str, shape))}; give a larger --image_shape (at least {least},{least},3)'
+    ),
+  ):
     models.build(name, shape, 10)
 
 
 def test_declared_constants_are_read_without_keras():
-  assert models.declared('inception_v3') == {'IMAGENET': True, 'BATCH_NORM': True,
-                                             'MIN_IMAGE_SIZE': 75}
+  assert models.declared('inception_v3') == {
+    'IMAGENET': True,
+    'BATCH_NORM': True,
+    'MIN_IMAGE_SIZE': 75,
+  }
   assert models.declared('vgg16')['BATCH_NORM'] is False
   assert models.declared('resnet20') == {'BATCH_NORM': True}
   assert models.declared('cnn') == models.declared('my_model:build') == {}
@@ -108,16 +146,19 @@ def test_declared_constants_are_read_without_keras():
 
 # --- transformer ---------------------------------------------------------------------------------
 
+
 def test_transformer_layout_and_logits():
   import keras
-  model = models.build('transformer', [16], 3, vocab_size=50, num_layers=3, d_model=8,
-                       num_heads=2)
+
+  model = models.build('transformer', [16], 3, vocab_size=50, num_layers=3, d_model=8, num_heads=2)
   assert model.name == 'transformer'
   assert model.inputs[0].dtype == 'int32'
-  kinds = lambda kind: [l for l in model.layers if isinstance(l, getattr(keras.layers, kind))]
+  kinds = lambda kind: [
+    layer for layer in model.layers if isinstance(layer, getattr(keras.layers, kind))
+  ]
   assert len(kinds('MultiHeadAttention')) == 3
   assert len(kinds('LayerNormalization')) == 6
-  assert [l.num_heads for l in kinds('MultiHeadAttention')] == [2] * 3
+  assert [layer.num_heads for layer in kinds('MultiHeadAttention')] == [2] * 3
   embedding = kinds('Embedding')[0]
   assert (embedding.input_dim, embedding.output_dim) == (50, 8)
   # Token and position embeddings; per block attention (4 projections), MLP, 2 LayerNorms.
@@ -140,12 +181,19 @@ def test_transformer_refuses_images():
 def test_a_runs_sizes_are_those_its_model_takes():
   """They distinguish one transformer from another in result.json, HParams and on resume."""
   from configs import definitions
+
   assert models.sizes_taken('transformer') == ('vocab_size', 'num_layers', 'd_model', 'num_heads')
   assert models.sizes_taken('wide_deep') == ('vocab_sizes', 'embedding_dim')
   assert set(models.SIZES) == {*models.sizes_taken('transformer'), *models.sizes_taken('wide_deep')}
   assert models.sizes_taken('cnn') == models.sizes_taken('my_model:build') == ()
-  transformer = definitions.RunConfig(model=definitions.Model('transformer', num_layers=3),
-                                      data=definitions.Data('synthetic_tokens', vocab_size=50))
-  assert transformer.model_sizes == {'vocab_size': 50, 'num_layers': 3, 'd_model': 64,
-                                     'num_heads': 4}
+  transformer = definitions.RunConfig(
+    model=definitions.Model('transformer', num_layers=3),
+    data=definitions.Data('synthetic_tokens', vocab_size=50),
+  )
+  assert transformer.model_sizes == {
+    'vocab_size': 50,
+    'num_layers': 3,
+    'd_model': 64,
+    'num_heads': 4,
+  }
   assert definitions.RunConfig(model=definitions.Model('resnet20', num_layers=3)).model_sizes == {}

@@ -1,5 +1,6 @@
 """The step-time breakdown, in this process: what it measures and how the report splits an
 efficiency loss by cause. (The five strategies' breakdowns end to end: test_report.py.)"""
+
 import pytest
 
 from reporting import breakdown as report_breakdown
@@ -8,17 +9,26 @@ from tests import tiny_training
 
 def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
   from training import step_timing
+
   trainer = tiny_training.trainer()
   trainer.train_epoch(2, 2)
   before = trainer.steps_done
   parts = step_timing.measure(trainer, steps=4, repetitions=2, steps_per_execution=3)
-  assert set(parts) == {'step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms',
-                        'steps', 'repetitions', 'examples_per_step'}
+  assert set(parts) == {
+    'step_ms',
+    'input_ms',
+    'compute_ms',
+    'communication_ms',
+    'overhead_ms',
+    'steps',
+    'repetitions',
+    'examples_per_step',
+  }
   assert (parts['steps'], parts['repetitions']) == (4, 2)
-  assert all(parts[name] > 0 for name in ('step_ms', 'input_ms', 'compute_ms',
-                                           'communication_ms'))
+  assert all(parts[name] > 0 for name in ('step_ms', 'input_ms', 'compute_ms', 'communication_ms'))
   assert parts['overhead_ms'] == pytest.approx(
-      parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms'])
+    parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms']
+  )
   # The step window is the run's own step: one warm-up step, then 2 windows of 4.
   assert trainer.steps_done == before + 1 + 2 * 4
   assert parts['examples_per_step'] == trainer.batching.step_batch_size
@@ -26,10 +36,16 @@ def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
 
 
 def _row(run, step, parts, n=1, batch=64, baseline='one_device'):
-  return {'run': run, 'strategy': 'one_device', 'num_workers': 1, 'num_replicas_in_sync': n,
-          'global_batch_size': batch, 'examples_per_second': 1000 * batch / step,
-          'baseline': baseline,
-          'breakdown': {'step_ms': step, **dict(zip(report_breakdown.PARTS, parts))}}
+  return {
+    'run': run,
+    'strategy': 'one_device',
+    'num_workers': 1,
+    'num_replicas_in_sync': n,
+    'global_batch_size': batch,
+    'examples_per_second': 1000 * batch / step,
+    'baseline': baseline,
+    'breakdown': {'step_ms': step, **dict(zip(report_breakdown.PARTS, parts))},
+  }
 
 
 def test_efficiency_loss_is_split_by_cause_and_sums_to_the_loss():
@@ -38,8 +54,9 @@ def test_efficiency_loss_is_split_by_cause_and_sums_to_the_loss():
   # did not shrink at all, overhead halved: step 4 + 1 + 3 + 0.5 ... = 8.5 ms.
   two = _row('mirrored', 8.5, (1.0, 4.0, 3.0, 0.5), n=2)
   loss = report_breakdown.efficiency_loss(two, [one, two], units=2)
-  assert loss == pytest.approx({'input_ms': 0.5 / 8.5, 'compute_ms': 0.0,
-                                'communication_ms': 3 / 8.5, 'overhead_ms': 0.0})
+  assert loss == pytest.approx(
+    {'input_ms': 0.5 / 8.5, 'compute_ms': 0.0, 'communication_ms': 3 / 8.5, 'overhead_ms': 0.0}
+  )
   efficiency = (10.0 / 2) / 8.5
   assert sum(loss.values()) == pytest.approx(1 - efficiency)
   # A larger global batch: the baseline's time scaled to the same examples.
@@ -52,13 +69,16 @@ def test_efficiency_loss_is_split_by_cause_and_sums_to_the_loss():
 
 def test_the_reports_section_and_plot(tmp_path):
   import matplotlib
+
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
+
   one = _row('one_device', 10.0, (1.0, 8.0, 0.0, 1.0))
   two = _row('mirrored', 8.5, (1.0, 4.0, 3.0, 0.5), n=2)
   for row in (one, two):
-    row['efficiency_loss'] = report_breakdown.efficiency_loss(row, [one, two], units=(
-        row['num_replicas_in_sync']))
+    row['efficiency_loss'] = report_breakdown.efficiency_loss(
+      row, [one, two], units=(row['num_replicas_in_sync'])
+    )
   lines = report_breakdown.markdown([one, two, {**two, 'run': 'unmeasured', 'breakdown': None}])
   table = '\n'.join(lines)
   assert '| mirrored | 8.50 | 8.50 | 1.00 | 4.00 | 3.00 | 0.50 | +6% | +0% | +35% | +0% |' in table

@@ -1,6 +1,7 @@
 """benchmarks/collectives.py: its arithmetic (NCCL-tests' bus bandwidth, message sizes), the
 figures a tiny run writes for mirrored and a local multi_worker_mirrored cluster, and one line
 for bad input."""
+
 import json
 import os
 import subprocess
@@ -9,19 +10,39 @@ import sys
 import pytest
 
 from benchmarks import bandwidth
-from tests.conftest import ROOT, wait_until_gone
+from tests.conftest import ROOT
+from tests.conftest import wait_until_gone
 
 COLLECTIVES = os.path.join(ROOT, 'benchmarks', 'collectives.py')
 TINY = ['--sizes=4KiB,256KiB', '--repetitions=2']
-FIELDS = {'config', 'participants', 'bytes', 'iterations', 'repetitions', 'time_ms_median',
-          'time_ms_min', 'time_ms_max', 'algbw_gbps', 'bus_factor', 'busbw_gbps'}
+FIELDS = {
+  'config',
+  'participants',
+  'bytes',
+  'iterations',
+  'repetitions',
+  'time_ms_median',
+  'time_ms_min',
+  'time_ms_max',
+  'algbw_gbps',
+  'bus_factor',
+  'busbw_gbps',
+}
 
 
 def collectives(tmp_path, *args, env=None):
   """Runs the benchmark in `tmp_path` (its temporary files too), bounded in time."""
   env = dict(os.environ if env is None else env, TMPDIR=str(tmp_path))
-  return subprocess.run([sys.executable, COLLECTIVES, *args], capture_output=True, text=True,
-                        timeout=300, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, check=False)
+  return subprocess.run(
+    [sys.executable, COLLECTIVES, *args],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    cwd=tmp_path,
+    env=env,
+    stdin=subprocess.DEVNULL,
+    check=False,
+  )
 
 
 @pytest.mark.parametrize('n, factor', [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
@@ -47,8 +68,12 @@ def test_sizes_parse_units_lists_and_ranges():
       bandwidth.parse_size(bad)
   with pytest.raises(ValueError, match='ends below'):
     bandwidth.parse_sizes(['64MiB..4KiB'])
-  assert [bandwidth.human(s) for s in (4, 4096, 1000, 3 << 20)] == ['4 B', '4 KiB', '1000 B',
-                                                                    '3 MiB']
+  assert [bandwidth.human(s) for s in (4, 4096, 1000, 3 << 20)] == [
+    '4 B',
+    '4 KiB',
+    '1000 B',
+    '3 MiB',
+  ]
 
 
 def test_a_group_waits_for_its_turn(tmp_path):
@@ -72,7 +97,8 @@ def check(figures, configs, participants):
   """Every config and size has a row of positive times, algbw and busbw = algbw x 2(n-1)/n."""
   results = figures['results']
   assert [(r['config'], r['bytes']) for r in results] == [
-      (config, size) for config in configs for size in (4096, 262144)]
+    (config, size) for config in configs for size in (4096, 262144)
+  ]
   for r in results:
     assert set(r) == FIELDS, r
     assert r['participants'] == participants and r['repetitions'] == 2 and r['iterations'] >= 1
@@ -85,8 +111,9 @@ def check(figures, configs, participants):
 
 def test_mirrored_on_two_logical_devices_writes_json_table_and_plot(tmp_path):
   configs = ['mirrored/auto', 'mirrored/reduction_to_one_device']
-  proc = collectives(tmp_path, f'--configs={",".join(configs)}', *TINY, '--output=out.json',
-                     '--plot=out.png')
+  proc = collectives(
+    tmp_path, f'--configs={",".join(configs)}', *TINY, '--output=out.json', '--plot=out.png'
+  )
   assert proc.returncode == 0, proc.stderr
   figures = json.loads((tmp_path / 'out.json').read_text())
   check(figures, configs, participants=2)
@@ -98,8 +125,14 @@ def test_mirrored_on_two_logical_devices_writes_json_table_and_plot(tmp_path):
 
 
 def test_multi_worker_mirrored_on_a_local_cluster_of_two_workers(tmp_path):
-  proc = collectives(tmp_path, '--configs=multi_worker_mirrored/ring', '--num_workers=2',
-                     '--iterations=3', *TINY, '--output=out.json')
+  proc = collectives(
+    tmp_path,
+    '--configs=multi_worker_mirrored/ring',
+    '--num_workers=2',
+    '--iterations=3',
+    *TINY,
+    '--output=out.json',
+  )
   assert proc.returncode == 0, proc.stderr
   figures = json.loads((tmp_path / 'out.json').read_text())
   check(figures, ['multi_worker_mirrored/ring'], participants=2)
@@ -110,19 +143,30 @@ def test_multi_worker_mirrored_on_a_local_cluster_of_two_workers(tmp_path):
   assert wait_until_gone(str(tmp_path), timeout=10) == []  # Every worker has ended.
 
 
-@pytest.mark.parametrize('args, env, fragments', [
+@pytest.mark.parametrize(
+  'args, env, fragments',
+  [
     (['--sizes=2B'], {}, ['--sizes', 'multiple of 4']),
     (['--sizes=64MiB..4KiB'], {}, ['--sizes', 'ends below its start']),
     (['--configs=mirrored/warp'], {}, ['--configs', 'multi_worker_mirrored/ring']),
     (['--configs=mirrored/nccl'], {}, ['--configs=mirrored/nccl', 'need GPUs']),
     (['--output=missing/out.json'], {}, ['--output=missing/out.json', 'not a directory']),
     (['stray'], {}, ['stray']),
-    (['--configs=mirrored/auto'], {'TF_CONFIG': '{"cluster": {"worker": ["localhost:1"]}, '
-                                                '"task": {"type": "worker", "index": 0}}'},
-     ['--configs=mirrored/auto', 'TF_CONFIG', 'one cluster strategy']),
-    (['--configs=multi_worker_mirrored/ring'], {'TF_CONFIG': '{"cluster": {}'},
-     ['TF_CONFIG is not valid JSON']),
-])
+    (
+      ['--configs=mirrored/auto'],
+      {
+        'TF_CONFIG': '{"cluster": {"worker": ["localhost:1"]}, '
+        '"task": {"type": "worker", "index": 0}}'
+      },
+      ['--configs=mirrored/auto', 'TF_CONFIG', 'one cluster strategy'],
+    ),
+    (
+      ['--configs=multi_worker_mirrored/ring'],
+      {'TF_CONFIG': '{"cluster": {}'},
+      ['TF_CONFIG is not valid JSON'],
+    ),
+  ],
+)
 def test_bad_input_is_one_line(tmp_path, args, env, fragments):
   if 'nccl' in args[0] and os.path.exists('/dev/nvidia0'):
     pytest.skip('GPUs here: nccl is valid')

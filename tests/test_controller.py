@@ -1,6 +1,7 @@
 """The controller's outer loop and its actions, in this process on one CPU device: epochs and
 steps, the order of the hooks, stopping, and what Progress, EpochSummary, Checkpoints and
 Profile do at their points."""
+
 import json
 import math
 import types
@@ -8,7 +9,9 @@ import types
 import pytest
 
 from tests import tiny_training
-from tests.tiny_training import BATCH, STEPS_PER_EPOCH, STEPS_PER_EXECUTION
+from tests.tiny_training import BATCH
+from tests.tiny_training import STEPS_PER_EPOCH
+from tests.tiny_training import STEPS_PER_EXECUTION
 
 SPE, SPX = STEPS_PER_EPOCH, STEPS_PER_EXECUTION
 
@@ -21,12 +24,14 @@ def arrays():
 def controller(trainer, actions, epochs=2, state=None):
   from training import checkpoints
   from training import controller as controller_lib
+
   state = state or checkpoints.RunState({})
   return controller_lib.Controller(trainer, state, epochs, SPX, actions)
 
 
 def action_class():
   from training import controller as controller_lib
+
   return controller_lib.Action
 
 
@@ -68,6 +73,7 @@ class FakeClock:
 def clock(monkeypatch):
   from training import actions
   from training import controller as controller_lib
+
   fake = FakeClock()
   monkeypatch.setattr(controller_lib, 'time', fake)
   monkeypatch.setattr(actions, 'time', fake)
@@ -76,9 +82,11 @@ def clock(monkeypatch):
 
 def ticking(clock):
   """An action that makes every training step take one (fake) second."""
+
   class Tick(action_class()):
     def before_execution(self, c, first, last):
       clock.now += last - first + 1
+
   return Tick()
 
 
@@ -96,6 +104,7 @@ class FakeCheckpointer:
 
 def test_trains_every_epoch_in_executions_and_records_each(arrays):
   from training import loop
+
   trainer = tiny_training.trainer(examples=arrays)
   assert trainer.batching.steps_per_epoch == SPE
   run = controller(trainer, [], epochs=3)
@@ -118,11 +127,15 @@ def test_hooks_are_called_in_order_at_their_steps(arrays):
   recorder = Recorder()
   assert controller(tiny_training.trainer(examples=arrays), [recorder]).train() is False
   epoch = lambda n, first: [
-      ('before_epoch', n, first),
-      ('before_execution', first + 1, first + 3), ('after_execution', first + 3, 3 * BATCH),
-      ('before_execution', first + 4, first + 6), ('after_execution', first + 6, 6 * BATCH),
-      ('before_execution', first + 7, first + 8), ('after_execution', first + 8, 8 * BATCH),
-      ('after_epoch', n, n)]
+    ('before_epoch', n, first),
+    ('before_execution', first + 1, first + 3),
+    ('after_execution', first + 3, 3 * BATCH),
+    ('before_execution', first + 4, first + 6),
+    ('after_execution', first + 6, 6 * BATCH),
+    ('before_execution', first + 7, first + 8),
+    ('after_execution', first + 8, 8 * BATCH),
+    ('after_epoch', n, n),
+  ]
   assert recorder.calls == [*epoch(1, 0), *epoch(2, SPE), ('end', 2 * SPE)]
 
 
@@ -161,8 +174,10 @@ def test_a_new_controller_finishes_the_stopped_epoch_as_if_never_stopped(arrays)
   recorder = Recorder()
   second = controller(trainer, [recorder], state=first.state)
   assert second.train() is False
-  assert recorder.calls[:2] == [('before_epoch', 2, SPE + SPX),
-                                ('before_execution', SPE + SPX + 1, SPE + 2 * SPX)]
+  assert recorder.calls[:2] == [
+    ('before_epoch', 2, SPE + SPX),
+    ('before_execution', SPE + SPX + 1, SPE + 2 * SPX),
+  ]
   # read() adds the epoch's earlier part: the epoch's examples so far, not this call's.
   assert recorder.calls[2] == ('after_execution', SPE + 2 * SPX, 2 * SPX * BATCH)
   history = second.state.history
@@ -175,11 +190,13 @@ def test_a_new_controller_finishes_the_stopped_epoch_as_if_never_stopped(arrays)
 def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
   from training import actions
   from training import loop
+
   trainer = tiny_training.trainer(examples=arrays)
   requests = types.SimpleNamespace(requested=False)
 
   class Signal(action_class()):
     """A SIGTERM arriving during the last execution of epoch 1."""
+
     def after_execution(self, c, read):
       requests.requested = requests.requested or c.state.step == SPE
       return False
@@ -195,6 +212,7 @@ def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
 def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkeypatch):
   from records import results
   from training import actions
+
   monkeypatch.setattr(actions, 'PROGRESS_SECONDS', -1)  # A line after every execution.
   lines, steps = [], []
 
@@ -203,8 +221,10 @@ def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkey
       steps.append(results.read_progress(str(tmp_path)))
       return False
 
-  run = controller(tiny_training.trainer(examples=arrays),
-                   [actions.Progress(str(tmp_path), lines.append, 'tiny'), Reader()])
+  run = controller(
+    tiny_training.trainer(examples=arrays),
+    [actions.Progress(str(tmp_path), lines.append, 'tiny'), Reader()],
+  )
   run.train()
   assert steps == [3, 6, 8, 11, 14, 16]
   with open(tmp_path / results.PROGRESS) as f:
@@ -216,19 +236,28 @@ def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkey
 
 def test_progress_without_a_run_dir_writes_nothing(arrays, tmp_path, monkeypatch):
   from training import actions
+
   monkeypatch.chdir(tmp_path)
-  controller(tiny_training.trainer(examples=arrays),
-             [actions.Progress(None, lambda line: None, 'tiny')], epochs=1).train()
+  controller(
+    tiny_training.trainer(examples=arrays),
+    [actions.Progress(None, lambda line: None, 'tiny')],
+    epochs=1,
+  ).train()
   assert list(tmp_path.iterdir()) == []
 
 
 def test_epoch_summary_writes_each_epoch_at_its_keras_step(arrays):
   from training import actions
+
   writes, lines = [], []
-  writers = types.SimpleNamespace(epoch=lambda step, train, validation: writes.append(
-      (step, train, validation)))
-  run = controller(tiny_training.trainer(examples=arrays),
-                   [actions.EpochSummary(writers, lines.append, 'tiny')], epochs=3)
+  writers = types.SimpleNamespace(
+    epoch=lambda step, train, validation: writes.append((step, train, validation))
+  )
+  run = controller(
+    tiny_training.trainer(examples=arrays),
+    [actions.EpochSummary(writers, lines.append, 'tiny')],
+    epochs=3,
+  )
   run.train()
   history = run.state.history
   assert [step for step, _, _ in writes] == [0, 1, 2]  # As Keras' TensorBoard callback.
@@ -242,6 +271,7 @@ def test_epoch_summary_writes_each_epoch_at_its_keras_step(arrays):
 def test_checkpoints_are_written_every_epochs_and_every_steps(arrays):
   from training import actions
   from training import checkpoints
+
   trainer = tiny_training.trainer(examples=arrays)
   state = checkpoints.RunState({'seed': 0})
   checkpointer = FakeCheckpointer()
@@ -274,6 +304,7 @@ def test_epoch_time_is_the_training_time_of_the_epoch(arrays, clock):
 def test_checkpoint_time_is_left_out_of_the_epoch_time_at_epoch_ends(arrays, clock):
   from training import actions
   from training import checkpoints
+
   trainer = tiny_training.trainer(examples=arrays)
   state = checkpoints.RunState({})
   saver = actions.Checkpoints(FakeCheckpointer(clock, 100.0), trainer, 1, 0, SPX, state)
@@ -288,6 +319,7 @@ def test_checkpoint_time_is_left_out_of_the_epoch_time_at_epoch_ends(arrays, clo
 def test_a_mid_epoch_checkpoint_leaves_the_epoch_time_as_it_is(arrays, clock):
   from training import actions
   from training import checkpoints
+
   trainer = tiny_training.trainer(examples=arrays)
   state = checkpoints.RunState({})
   saver = actions.Checkpoints(FakeCheckpointer(clock, 100.0), trainer, 0, 5, SPX, state)
@@ -299,13 +331,28 @@ def test_a_mid_epoch_checkpoint_leaves_the_epoch_time_as_it_is(arrays, clock):
 
 def test_profile_traces_the_executions_and_stops_at_the_end(arrays):
   from training import actions
+
   calls, lines = [], []
   profiler = types.SimpleNamespace(
-      first=2, last=5, before=lambda first, last: calls.append(('before', first, last)),
-      after=lambda step: calls.append(('after', step)), stop=lambda: calls.append(('stop',)))
-  run = controller(tiny_training.trainer(examples=arrays),
-                   [actions.Profile(profiler, lines.append, 'tiny')], epochs=1)
+    first=2,
+    last=5,
+    before=lambda first, last: calls.append(('before', first, last)),
+    after=lambda step: calls.append(('after', step)),
+    stop=lambda: calls.append(('stop',)),
+  )
+  run = controller(
+    tiny_training.trainer(examples=arrays),
+    [actions.Profile(profiler, lines.append, 'tiny')],
+    epochs=1,
+  )
   run.train()
-  assert calls == [('before', 1, 3), ('after', 3), ('before', 4, 6), ('after', 6),
-                   ('before', 7, 8), ('after', 8), ('stop',)]
-  assert lines == ['[tiny] profile of steps 2-5: TensorBoard\'s Profile tab']
+  assert calls == [
+    ('before', 1, 3),
+    ('after', 3),
+    ('before', 4, 6),
+    ('after', 6),
+    ('before', 7, 8),
+    ('after', 8),
+    ('stop',),
+  ]
+  assert lines == ["[tiny] profile of steps 2-5: TensorBoard's Profile tab"]

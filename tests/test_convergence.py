@@ -1,5 +1,6 @@
 """End to end: the large-batch techniques train under mirrored and parameter_server, and the
 convergence study (configs/convergence.cfg) measures what they buy."""
+
 import json
 import math
 import os
@@ -7,19 +8,29 @@ import os
 import numpy as np
 import pytest
 
-from tests.conftest import read_result, read_scalars, run_py
+from tests.conftest import read_result
+from tests.conftest import read_scalars
+from tests.conftest import run_py
 
 pytestmark = pytest.mark.slow
-CONDITIONS = ['baseline', 'naive', 'batch_norm', 'ghost_batch_norm', 'linear_scaling_warmup',
-              'lamb', 'lars']
+CONDITIONS = [
+  'baseline',
+  'naive',
+  'batch_norm',
+  'ghost_batch_norm',
+  'linear_scaling_warmup',
+  'lamb',
+  'lars',
+]
 
 
 @pytest.fixture(scope='module')
 def study(tmp_path_factory):
   """The convergence study exactly as configs/convergence.cfg gives it."""
   logdir = tmp_path_factory.mktemp('convergence')
-  proc = run_py('--flagfile=configs/convergence.cfg', f'--logdir={logdir}',
-                '--experiment=study', timeout=900)
+  proc = run_py(
+    '--flagfile=configs/convergence.cfg', f'--logdir={logdir}', '--experiment=study', timeout=900
+  )
   assert proc.returncode == 0, proc.stderr
   return logdir / 'study'
 
@@ -30,11 +41,16 @@ def test_every_condition_runs_with_its_technique(study):
   assert [row['condition'] for row in rows] == CONDITIONS
   result = {c: read_result(study / row['run']) for c, row in zip(CONDITIONS, rows)}
   assert (result['baseline']['strategy'], result['baseline']['global_batch_size']) == (
-      'one_device', 32)
+    'one_device',
+    32,
+  )
   for condition in CONDITIONS[1:]:
     r = result[condition]
     assert (r['strategy'], r['num_replicas_in_sync'], r['global_batch_size']) == (
-        'mirrored', 2, 256)
+      'mirrored',
+      2,
+      256,
+    )
     assert r['condition'] == condition and r['epochs'] == result['baseline']['epochs']
     assert r['steps_per_epoch'] * 8 <= result['baseline']['steps_per_epoch'] + 8
   assert not result['naive']['batch_norm'] and result['batch_norm']['batch_norm']
@@ -58,13 +74,16 @@ def test_warm_up_ramps_per_step_to_the_scaled_rate(study):
   np.testing.assert_allclose(result['epoch_learning_rate'], expected, rtol=1e-5)
   logged = read_scalars(os.path.join(run_dir, 'train'))['epoch_learning_rate']
   np.testing.assert_allclose([v for _, v in logged], expected, rtol=1e-5)
-  np.testing.assert_allclose(read_result(study / 'naive-mirrored')['epoch_learning_rate'], 0.02,
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    read_result(study / 'naive-mirrored')['epoch_learning_rate'], 0.02, rtol=1e-6
+  )
 
 
 def test_the_naive_large_batch_loses_accuracy_and_a_technique_wins_most_of_it_back(study):
-  accuracy = {row['condition']: row['final_validation_accuracy'] for row in json.loads(
-      (study / 'summary.json').read_text())['convergence']}
+  accuracy = {
+    row['condition']: row['final_validation_accuracy']
+    for row in json.loads((study / 'summary.json').read_text())['convergence']
+  }
   gap = accuracy['baseline'] - accuracy['naive']
   assert gap > 0.05, accuracy
   best = max(accuracy[c] for c in CONDITIONS[2:])
@@ -72,13 +91,21 @@ def test_the_naive_large_batch_loses_accuracy_and_a_technique_wins_most_of_it_ba
 
 
 PS_VARIANTS = {  # name: (flags, optimizer, peak learning rate, the rates of epochs 1 and 2)
-    # 2 workers share the global batch of 128: 64 per update, k = 64 / 32 = 2, 22 steps/epoch.
-    'lars': ('--ghost_batch_size=16 --optimizer=lars --learning_rate=0.5 --lr_scaling=linear '
-             '--warmup_epochs=1 --lr_schedule=cosine --weight_decay=0.0001', 'lars', 1.0,
-             [1.0, 0.5]),
-    'lamb': ('--batch_norm --optimizer=lamb --learning_rate=0.004 --lr_scaling=sqrt '
-             '--warmup_epochs=1 --lr_schedule=step --weight_decay=0.01', 'lamb',
-             0.004 * math.sqrt(2), [0.004 * math.sqrt(2), 0.004 * math.sqrt(2) * 0.1]),
+  # 2 workers share the global batch of 128: 64 per update, k = 64 / 32 = 2, 22 steps/epoch.
+  'lars': (
+    '--ghost_batch_size=16 --optimizer=lars --learning_rate=0.5 --lr_scaling=linear '
+    '--warmup_epochs=1 --lr_schedule=cosine --weight_decay=0.0001',
+    'lars',
+    1.0,
+    [1.0, 0.5],
+  ),
+  'lamb': (
+    '--batch_norm --optimizer=lamb --learning_rate=0.004 --lr_scaling=sqrt '
+    '--warmup_epochs=1 --lr_schedule=step --weight_decay=0.01',
+    'lamb',
+    0.004 * math.sqrt(2),
+    [0.004 * math.sqrt(2), 0.004 * math.sqrt(2) * 0.1],
+  ),
 }
 
 
@@ -86,10 +113,18 @@ PS_VARIANTS = {  # name: (flags, optimizer, peak learning rate, the rates of epo
 def ps_techniques(tmp_path_factory):
   """Both techniques' runs under parameter_server, variants of one experiment."""
   logdir = tmp_path_factory.mktemp('ps')
-  proc = run_py('--strategies=parameter_server', '--num_workers=2', '--batch_size=128',
-                '--base_batch_size=32', '--epochs=3', '--bn_momentum=0.9',
-                *(f'--variant={name}: {flags}' for name, (flags, *_) in PS_VARIANTS.items()),
-                f'--logdir={logdir}', '--experiment=ps', timeout=900)
+  proc = run_py(
+    '--strategies=parameter_server',
+    '--num_workers=2',
+    '--batch_size=128',
+    '--base_batch_size=32',
+    '--epochs=3',
+    '--bn_momentum=0.9',
+    *(f'--variant={name}: {flags}' for name, (flags, *_) in PS_VARIANTS.items()),
+    f'--logdir={logdir}',
+    '--experiment=ps',
+    timeout=900,
+  )
   assert proc.returncode == 0, proc.stderr
   return logdir / 'ps'
 
@@ -110,16 +145,30 @@ def test_techniques_train_under_parameter_server(ps_techniques, name):
 
 def test_techniques_train_alike_under_every_synchronous_strategy(tmp_path):
   """Ghost batch norm, LARS and a warm-up: central_storage takes mirrored's very steps."""
-  proc = run_py('--strategies=mirrored,central_storage,multi_worker_mirrored', '--epochs=2',
-                '--batch_size=64', '--ghost_batch_size=16', '--bn_momentum=0.9',
-                '--optimizer=lars', '--learning_rate=1', '--lr_scaling=linear',
-                '--base_batch_size=32', '--warmup_epochs=1', '--lr_schedule=step',
-                f'--logdir={tmp_path}', '--experiment=sync', timeout=600)
+  proc = run_py(
+    '--strategies=mirrored,central_storage,multi_worker_mirrored',
+    '--epochs=2',
+    '--batch_size=64',
+    '--ghost_batch_size=16',
+    '--bn_momentum=0.9',
+    '--optimizer=lars',
+    '--learning_rate=1',
+    '--lr_scaling=linear',
+    '--base_batch_size=32',
+    '--warmup_epochs=1',
+    '--lr_schedule=step',
+    f'--logdir={tmp_path}',
+    '--experiment=sync',
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr
-  runs = {name: read_result(tmp_path / 'sync' / name)
-          for name in ('mirrored', 'central_storage', 'multi_worker_mirrored')}
-  np.testing.assert_allclose(runs['central_storage']['train_loss'], runs['mirrored']['train_loss'],
-                             rtol=2e-3)
+  runs = {
+    name: read_result(tmp_path / 'sync' / name)
+    for name in ('mirrored', 'central_storage', 'multi_worker_mirrored')
+  }
+  np.testing.assert_allclose(
+    runs['central_storage']['train_loss'], runs['mirrored']['train_loss'], rtol=2e-3
+  )
   for result in runs.values():
     assert result['ghost_batch_size'] == 16 and result['optimizer'] == 'lars'
     assert result['per_replica_batch_size'] == 32

@@ -1,4 +1,5 @@
 """The retried-step count rests on TensorFlow's log text: fail loudly if TensorFlow rewords it."""
+
 import ast
 import logging
 
@@ -8,17 +9,22 @@ from training import coordinator_log
 def coordinator_strings():
   """Every string literal of TensorFlow's ClusterCoordinator (adjacent literals joined)."""
   from tensorflow.python.distribute.coordinator import cluster_coordinator
+
   with open(cluster_coordinator.__file__) as f:
     tree = ast.parse(f.read())
-  return [node.value for node in ast.walk(tree)
-          if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+  return [
+    node.value
+    for node in ast.walk(tree)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str)
+  ]
 
 
 def test_tensorflow_still_logs_the_lines_counted_and_hidden():
   strings = coordinator_strings()
   assert any(s.startswith(coordinator_log.LOST_EXECUTION) for s in strings), (
-      'TensorFlow no longer logs "Worker %s failed with": lost parameter-server executions '
-      'would not be counted; update training/coordinator_log.py')
+    'TensorFlow no longer logs "Worker %s failed with": lost parameter-server executions '
+    'would not be counted; update training/coordinator_log.py'
+  )
   assert coordinator_log.RECOVERED in strings, 'TensorFlow no longer logs recovered workers'
   for quiet in coordinator_log.QUIET:
     assert any(quiet in s for s in strings), f'TensorFlow no longer logs {quiet!r}'
@@ -30,8 +36,10 @@ def test_lost_executions_are_counted_hidden_and_said_once_per_loss_and_return():
   said = []
   counter = coordinator_log.LostExecutions(said.append)
   try:
+
     def record(msg, device='/job:worker/replica:0/task:1', level=logging.ERROR):
       return logger.makeRecord('tensorflow', level, __file__, 1, msg, (device, 'e', 'e'), None)
+
     lost = 'Worker %s failed with %r:%s'
     assert not counter.filter(record(lost))
     assert not counter.filter(record(lost))

@@ -3,6 +3,7 @@
 No test touches the network: the keras-format loaders read files written here under
 `tmp_path`, and the download branch is exercised with `keras.datasets.*.load_data` replaced.
 """
+
 import gzip
 import io
 import os
@@ -14,24 +15,37 @@ import numpy as np
 import pytest
 
 import data
-from data import synthetic
 from configs import definitions
+from data import synthetic
 
-ALL_NAMES = ['cifar10', 'digits', 'fashion_mnist', 'imdb', 'mnist', 'synthetic',
-             'synthetic_clicks', 'synthetic_tokens']
+ALL_NAMES = [
+  'cifar10',
+  'digits',
+  'fashion_mnist',
+  'imdb',
+  'mnist',
+  'synthetic',
+  'synthetic_clicks',
+  'synthetic_tokens',
+]
 
 
 # --- registry -----------------------------------------------------------------------------------
+
 
 def test_names_lists_exactly_the_dataset_modules():
   assert data.names() == ALL_NAMES
 
 
 def test_unknown_dataset_raises_and_lists_valid_names():
-  with pytest.raises(data.DatasetError,
-                     match=re.escape("unknown dataset 'imagenet'; choose from cifar10, digits, "
-                                     'fashion_mnist, imdb, mnist, synthetic, synthetic_clicks, '
-                                     'synthetic_tokens')):
+  with pytest.raises(
+    data.DatasetError,
+    match=re.escape(
+      "unknown dataset 'imagenet'; choose from cifar10, digits, "
+      'fashion_mnist, imdb, mnist, synthetic, synthetic_clicks, '
+      'synthetic_tokens'
+    ),
+  ):
     data.load(definitions.Data('imagenet'))
 
 
@@ -42,6 +56,7 @@ def test_helper_modules_are_not_datasets(helper):
 
 
 # --- digits -------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope='module')
 def digits():
@@ -75,9 +90,11 @@ def test_digits_labels_and_stratified_validation(digits):
   assert counts.min() >= 35 and counts.max() <= 37
   # Together the splits are the whole bundled set, class by class.
   from sklearn import datasets as sk_datasets
+
   target = sk_datasets.load_digits().target
   assert np.array_equal(
-      np.bincount(digits.y_train, minlength=10) + counts, np.bincount(target, minlength=10))
+    np.bincount(digits.y_train, minlength=10) + counts, np.bincount(target, minlength=10)
+  )
 
 
 def test_digits_split_is_deterministic(digits):
@@ -89,6 +106,7 @@ def test_digits_split_is_deterministic(digits):
 
 
 # --- synthetic ----------------------------------------------------------------------------------
+
 
 def _synthetic(seed):
   return data.load(definitions.Data('synthetic', image_shape=(32, 32, 3), num_classes=7), seed)
@@ -119,6 +137,7 @@ def test_synthetic_seed_decides_the_arrays():
 
 # --- keras-format files, written locally --------------------------------------------------------
 
+
 @pytest.fixture
 def no_download(monkeypatch):
   """Makes any keras download attempt fail the test loudly (and never reach the network)."""
@@ -133,15 +152,22 @@ def no_download(monkeypatch):
 
 def _mnist_arrays(seed=0):
   rng = np.random.default_rng(seed)
-  return (rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
-          rng.integers(0, 10, 20).astype(np.uint8),
-          rng.integers(0, 256, (10, 28, 28), dtype=np.uint8),
-          rng.integers(0, 10, 10).astype(np.uint8))
+  return (
+    rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
+    rng.integers(0, 10, 20).astype(np.uint8),
+    rng.integers(0, 256, (10, 28, 28), dtype=np.uint8),
+    rng.integers(0, 10, 10).astype(np.uint8),
+  )
 
 
 def _write_mnist(directory, x_train, y_train, x_test, y_test):
-  np.savez(os.path.join(directory, 'mnist.npz'),
-           x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+  np.savez(
+    os.path.join(directory, 'mnist.npz'),
+    x_train=x_train,
+    y_train=y_train,
+    x_test=x_test,
+    y_test=y_test,
+  )
 
 
 def test_mnist_reads_local_npz(tmp_path, no_download):
@@ -170,9 +196,11 @@ def test_local_files_win_over_download(tmp_path, no_download):
 
 def test_download_branch_uses_keras_loader(tmp_path, monkeypatch):
   import keras
+
   x_train, y_train, x_test, y_test = _mnist_arrays(2)
-  monkeypatch.setattr(keras.datasets.mnist, 'load_data',
-                      lambda: ((x_train, y_train), (x_test, y_test)))
+  monkeypatch.setattr(
+    keras.datasets.mnist, 'load_data', lambda: ((x_train, y_train), (x_test, y_test))
+  )
   arrays = data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=True))
   assert arrays.x_train.shape == (20, 28, 28, 1)
   assert np.array_equal(arrays.x_validation[..., 0], x_test)
@@ -186,9 +214,11 @@ def test_failed_download_raises_dataset_error(tmp_path, monkeypatch):
     raise ConnectionError('no network')
 
   monkeypatch.setattr(keras.datasets.mnist, 'load_data', offline)
-  with pytest.raises(data.DatasetError,
-                     match=r'dataset mnist: .*lacks mnist\.npz and the download failed '
-                           r'\(ConnectionError\)'):
+  with pytest.raises(
+    data.DatasetError,
+    match=r'dataset mnist: .*lacks mnist\.npz and the download failed '
+    r'\(ConnectionError\)',
+  ):
     data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=True))
 
 
@@ -201,10 +231,14 @@ def _write_fashion(directory, x_train, y_train, x_test, y_test):
   sub = os.path.join(directory, 'fashion-mnist')
   os.makedirs(sub, exist_ok=True)
   for prefix, x, y in (('train', x_train, y_train), ('t10k', x_test, y_test)):
-    _idx_gz(os.path.join(sub, f'{prefix}-labels-idx1-ubyte.gz'),
-            struct.pack('>II', 2049, len(y)), y)
-    _idx_gz(os.path.join(sub, f'{prefix}-images-idx3-ubyte.gz'),
-            struct.pack('>IIII', 2051, len(x), 28, 28), x)
+    _idx_gz(
+      os.path.join(sub, f'{prefix}-labels-idx1-ubyte.gz'), struct.pack('>II', 2049, len(y)), y
+    )
+    _idx_gz(
+      os.path.join(sub, f'{prefix}-images-idx3-ubyte.gz'),
+      struct.pack('>IIII', 2051, len(x), 28, 28),
+      x,
+    )
 
 
 def test_fashion_mnist_reads_local_idx_files(tmp_path, no_download):
@@ -279,11 +313,15 @@ def test_cifar10_reads_local_batches_channel_last(tmp_path, no_download):
 
 # --- errors -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize('name, missing', [
+
+@pytest.mark.parametrize(
+  'name, missing',
+  [
     ('mnist', 'mnist.npz'),
     ('fashion_mnist', os.path.join('fashion-mnist', 'train-labels-idx1-ubyte.gz')),
     ('cifar10', os.path.join('cifar-10-batches-py', 'data_batch_1')),
-])
+  ],
+)
 def test_missing_files_without_download(tmp_path, no_download, name, missing):
   with pytest.raises(data.DatasetError) as info:
     data.load(definitions.Data(name, data_dir=str(tmp_path), download=False))
@@ -311,12 +349,15 @@ def _npz_bytes():
 
 @pytest.mark.parametrize('kind', ['garbage', 'empty', 'truncated'])
 def test_unreadable_mnist_npz(tmp_path, no_download, kind):
-  content = {'garbage': b'this is not a numpy file at all',
-             'empty': b'',
-             'truncated': _npz_bytes()[:2000]}[kind]
+  content = {
+    'garbage': b'this is not a numpy file at all',
+    'empty': b'',
+    'truncated': _npz_bytes()[:2000],
+  }[kind]
   (tmp_path / 'mnist.npz').write_bytes(content)
-  with pytest.raises(data.DatasetError,
-                     match=r'dataset mnist: cannot read the files in ' + re.escape(str(tmp_path))):
+  with pytest.raises(
+    data.DatasetError, match=r'dataset mnist: cannot read the files in ' + re.escape(str(tmp_path))
+  ):
     data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=False))
 
 
@@ -346,8 +387,11 @@ def test_corrupt_fashion_mnist_gzip(tmp_path, no_download):
 def test_fashion_mnist_wrong_image_size(tmp_path, no_download):
   x_train, y_train, x_test, y_test = _mnist_arrays()
   _write_fashion(tmp_path, x_train, y_train, x_test, y_test)
-  _idx_gz(os.path.join(tmp_path, 'fashion-mnist', 'train-images-idx3-ubyte.gz'),
-          struct.pack('>IIII', 2051, 20, 28, 28), x_train[:19])  # One image short.
+  _idx_gz(
+    os.path.join(tmp_path, 'fashion-mnist', 'train-images-idx3-ubyte.gz'),
+    struct.pack('>IIII', 2051, 20, 28, 28),
+    x_train[:19],
+  )  # One image short.
   with pytest.raises(data.DatasetError, match=r'cannot read .*ValueError'):
     data.load(definitions.Data('fashion_mnist', data_dir=str(tmp_path), download=False))
 
@@ -380,13 +424,13 @@ def test_inconsistent_shapes_and_counts(tmp_path, no_download):
 
 def test_empty_split(tmp_path, no_download):
   x_train, y_train, _, _ = _mnist_arrays()
-  _write_mnist(tmp_path, x_train, y_train, np.zeros((0, 28, 28), np.uint8),
-               np.zeros(0, np.uint8))
+  _write_mnist(tmp_path, x_train, y_train, np.zeros((0, 28, 28), np.uint8), np.zeros(0, np.uint8))
   with pytest.raises(data.DatasetError, match='a split is empty'):
     data.load(definitions.Data('mnist', data_dir=str(tmp_path), download=False))
 
 
 # --- pipeline -----------------------------------------------------------------------------------
+
 
 def _batches(dataset, n):
   return [tuple(t.numpy() for t in batch) for batch in dataset.take(n)]
@@ -394,6 +438,7 @@ def _batches(dataset, n):
 
 def test_validation_steps(digits):
   from data import pipeline
+
   assert pipeline.validation_steps(digits, 64) == 6  # ceil(360 / 64)
   assert pipeline.validation_steps(digits, 360) == 1
   assert pipeline.validation_steps(digits, 359) == 2
@@ -401,6 +446,7 @@ def test_validation_steps(digits):
 
 def test_validation_one_replica_counts_every_example_once(digits):
   from data import pipeline
+
   steps = pipeline.validation_steps(digits, 64)
   batches = _batches(pipeline.validation_fn(digits, 64, 64)(), steps)
   assert len(batches) == steps == 6
@@ -419,10 +465,12 @@ def test_validation_one_replica_counts_every_example_once(digits):
 def test_validation_per_replica_batches_without_context(digits):
   """One input pipeline feeding two replicas: a step takes 2 per-replica batches of 32."""
   from data import pipeline
+
   steps = pipeline.validation_steps(digits, 64)
   per_pass = steps * 64 // 32
-  batches = _batches(pipeline.validation_fn(digits, per_replica_batch=32, global_batch=64)(),
-                     2 * per_pass)
+  batches = _batches(
+    pipeline.validation_fn(digits, per_replica_batch=32, global_batch=64)(), 2 * per_pass
+  )
   for x, y, w in batches:
     assert x.shape == (32, 8, 8, 1) and y.shape == (32,) and w.shape == (32,)
     assert x.dtype == np.float32 and w.dtype == np.float32
@@ -436,17 +484,27 @@ def test_validation_per_replica_batches_without_context(digits):
 
 def test_validation_shards_split_the_weights(digits):
   import tensorflow as tf
+
   from data import pipeline
+
   steps = pipeline.validation_steps(digits, 64)
   fn = pipeline.validation_fn(digits, per_replica_batch=32, global_batch=64)
-  shards = [_batches(fn(tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i,
-                                                   num_replicas_in_sync=2)), 2 * steps)
-            for i in range(2)]
+  shards = [
+    _batches(
+      fn(
+        tf.distribute.InputContext(
+          num_input_pipelines=2, input_pipeline_id=i, num_replicas_in_sync=2
+        )
+      ),
+      2 * steps,
+    )
+    for i in range(2)
+  ]
   total = 0.0
   real_labels = []
   for batches in shards:
     assert len(batches) == 2 * steps
-    for x, y, w in batches:
+    for x, _, _ in batches:
       assert x.shape == (32, 8, 8, 1) and x.dtype == np.float32
       assert x.min() >= 0.0 and x.max() <= 1.0
     first_pass, second_pass = batches[:steps], batches[steps:]
@@ -456,12 +514,15 @@ def test_validation_shards_split_the_weights(digits):
     total += sum(w.sum() for _, _, w in first_pass)
     real_labels += [y[w == 1] for _, y, w in first_pass]
   assert total == 360
-  assert np.array_equal(np.bincount(np.concatenate(real_labels), minlength=10),
-                        np.bincount(digits.y_validation, minlength=10))
+  assert np.array_equal(
+    np.bincount(np.concatenate(real_labels), minlength=10),
+    np.bincount(digits.y_validation, minlength=10),
+  )
 
 
 def test_train_batches_are_full_and_weighted_one(digits):
   from data import pipeline
+
   batches = _batches(pipeline.train_fn(digits, 16, seed=0)(), 100)  # > one pass of 1437.
   assert len(batches) == 100
   for x, y, w in batches:
@@ -487,15 +548,18 @@ def test_train_shuffle_follows_the_seed(digits):
 
 def test_train_shards_hold_their_own_examples(digits):
   import tensorflow as tf
+
   from data import pipeline
+
   fn = pipeline.train_fn(digits, 16, seed=0)
   flat = digits.x_train.reshape(len(digits.x_train), -1).astype(np.float32) / 16
   for i in range(2):
-    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i,
-                                         num_replicas_in_sync=2)
+    context = tf.distribute.InputContext(
+      num_input_pipelines=2, input_pipeline_id=i, num_replicas_in_sync=2
+    )
     x = np.concatenate([b[0] for b in _batches(fn(context), 20)])
     own = {row.tobytes() for row in flat[i::2]}  # Pipeline i gets examples i, i+2, ...
-    other = {row.tobytes() for row in flat[1 - i::2]} - own
+    other = {row.tobytes() for row in flat[1 - i :: 2]} - own
     rows = {row.tobytes() for row in x.reshape(len(x), -1)}
     assert rows <= own
     assert not rows & other
@@ -505,14 +569,16 @@ def test_train_stream_resumes_where_it_stopped(digits):
   """Starting at step s gives the batches an uninterrupted stream gives from step s on,
   across pass boundaries (1437 examples: a pass is ~90 batches of 16)."""
   from data import pipeline
+
   whole = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, seed=0)(), 200)]
   for start in (1, 89, 90, 150):
     resumed = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, 0, start)(), 20)]
-    assert all(np.array_equal(p, q) for p, q in zip(whole[start:start + 20], resumed)), start
+    assert all(np.array_equal(p, q) for p, q in zip(whole[start : start + 20], resumed)), start
 
 
 def test_each_pass_is_a_permutation_in_a_new_order(digits):
   from data import pipeline
+
   n = len(digits.x_train)  # 1437 = 3 * 479: batches of 479 make passes of 3 whole batches.
   labels = [y for _, y, _ in _batches(pipeline.train_fn(digits, n // 3, seed=0)(), 6)]
   first, second = np.concatenate(labels[:3]), np.concatenate(labels[3:])
@@ -524,9 +590,12 @@ def test_each_pass_is_a_permutation_in_a_new_order(digits):
 def test_resumed_stream_counts_every_replica_a_pipeline_feeds(digits):
   """With 2 replicas on one pipeline, a step takes 2 batches from it."""
   import tensorflow as tf
+
   from data import pipeline
-  context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                       num_replicas_in_sync=2)
+
+  context = tf.distribute.InputContext(
+    num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=2
+  )
   whole = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, seed=0)(context), 40)]
   resumed = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, 0, 10)(context), 4)]
   assert all(np.array_equal(p, q) for p, q in zip(whole[20:24], resumed))

@@ -1,5 +1,6 @@
 """Every default is written once: a flag that sets a configuration field takes that field's
 default (configs/definitions.py) rather than a literal of its own."""
+
 import ast
 import dataclasses
 import os
@@ -15,8 +16,9 @@ def field_defaults(cls, found=None):
   """{field name: default} of `cls` and the dataclasses it nests, by field name."""
   found = {} if found is None else found
   for field in dataclasses.fields(cls):
-    if dataclasses.is_dataclass(field.type) or (isinstance(field.type, type) and
-                                                 dataclasses.is_dataclass(field.type)):
+    if dataclasses.is_dataclass(field.type) or (
+      isinstance(field.type, type) and dataclasses.is_dataclass(field.type)
+    ):
       field_defaults(field.type, found)
     elif field.default is not dataclasses.MISSING:
       found.setdefault(field.name, field.default)
@@ -29,8 +31,11 @@ def configured_flags():
   own = {f.name for f in flags.FLAGS.get_key_flags_for_module(defined_flags)}
   # Not the same setting: --intra_op_threads=0 asks for TensorFlow's choice, the field's None
   # says the flag was not given; `name`, `run_dir` and `flags` are derived, not set by a flag.
-  return {name: default for name, default in defaults.items()
-          if name in own and name not in ('intra_op_threads', 'inter_op_threads')}
+  return {
+    name: default
+    for name, default in defaults.items()
+    if name in own and name not in ('intra_op_threads', 'inter_op_threads')
+  }
 
 
 def test_most_configuration_fields_have_a_flag():
@@ -54,10 +59,15 @@ def test_no_flag_of_a_field_writes_its_default_as_a_literal():
   fields = configured_flags()
   checked = 0
   for node in ast.walk(tree):
-    if (isinstance(node, ast.Call) and getattr(node.func, 'attr', '').startswith('DEFINE_') and
-        isinstance(node.args[0], ast.Constant) and node.args[0].value in fields):
+    if (
+      isinstance(node, ast.Call)
+      and getattr(node.func, 'attr', '').startswith('DEFINE_')
+      and isinstance(node.args[0], ast.Constant)
+      and node.args[0].value in fields
+    ):
       default = node.args[1]
       assert not isinstance(default, (ast.Constant, ast.List)), (
-          f'--{node.args[0].value}: a literal default; read it from configs/definitions.py')
+        f'--{node.args[0].value}: a literal default; read it from configs/definitions.py'
+      )
       checked += 1
   assert checked == len(fields)

@@ -1,4 +1,5 @@
 """Device choice: GPUs when present, never more than there are."""
+
 import pytest
 import tensorflow as tf
 
@@ -6,10 +7,13 @@ from training import devices
 
 
 def test_more_replicas_than_gpus_is_refused(monkeypatch):
-  fake_gpus = [tf.config.PhysicalDevice('/physical_device:GPU:0', 'GPU'),
-               tf.config.PhysicalDevice('/physical_device:GPU:1', 'GPU')]
-  monkeypatch.setattr(tf.config, 'list_physical_devices',
-                      lambda kind=None: fake_gpus if kind == 'GPU' else [])
+  fake_gpus = [
+    tf.config.PhysicalDevice('/physical_device:GPU:0', 'GPU'),
+    tf.config.PhysicalDevice('/physical_device:GPU:1', 'GPU'),
+  ]
+  monkeypatch.setattr(
+    tf.config, 'list_physical_devices', lambda kind=None: fake_gpus if kind == 'GPU' else []
+  )
   with pytest.raises(devices.DeviceError, match=r'--num_replicas=4 but only 2 GPU\(s\)'):
     devices.configure(4)
 

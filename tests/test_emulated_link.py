@@ -13,15 +13,18 @@ close the figures come (bus bandwidth within 20% of what TCP carries of the link
 within 20% of measurements) is benchmarks/validate_prediction.py's claim, measured alone.
 Root only, with iproute2's ip and tc (skipped otherwise, with the reason).
 """
+
 import json
 
 import pytest
 
 from records.results import BREAKDOWN_PARTS as PARTS
-from tests import netns
-from tests.conftest import read_result, run_py
 from tests import hosts
-from tests.hosts import Cluster, all_reduce
+from tests import netns
+from tests.conftest import read_result
+from tests.conftest import run_py
+from tests.hosts import Cluster
+from tests.hosts import all_reduce
 
 pytestmark = pytest.mark.slow
 
@@ -53,12 +56,12 @@ def test_the_ring_all_reduce_runs_at_the_links_rate(networks, tmp_path):
     assert r['config'] == 'multi_worker_mirrored/ring' and r['participants'] == 2
     assert r['bus_factor'] == 1.0 and r['busbw_gbps'] == r['algbw_gbps']  # 2(n-1)/n, n = 2.
     assert 0.5 <= r['busbw_gbps'] / netns.payload_gbps(RATE_MBIT) <= 2, (
-        f'{r["bytes"]} bytes: busbw {r["busbw_gbps"]:.5f} GB/s against a link that carries '
-        f'{netns.payload_gbps(RATE_MBIT):.5f} GB/s of TCP payload')
+      f'{r["bytes"]} bytes: busbw {r["busbw_gbps"]:.5f} GB/s against a link that carries '
+      f'{netns.payload_gbps(RATE_MBIT):.5f} GB/s of TCP payload'
+    )
 
 
-def test_a_slow_link_is_found_by_the_breakdown_and_foreseen_by_the_prediction(networks,
-                                                                              tmp_path):
+def test_a_slow_link_is_found_by_the_breakdown_and_foreseen_by_the_prediction(networks, tmp_path):
   """multi_worker_mirrored on the digits cnn, 256 examples per worker: over loopback (with the
   one_device run --predict starts from), then on two hosts whose links run at 20 Mbit/s, where
   each step's ring all-reduce moves the 212 KB of gradients each way, 85 ms at the TCP payload
@@ -66,17 +69,37 @@ def test_a_slow_link_is_found_by_the_breakdown_and_foreseen_by_the_prediction(ne
   half those 85 ms and many times loopback's; the prediction for such links, made from the
   loopback runs, says the network limits the step and comes within a factor of two of the
   slow run's measured throughput."""
-  args = ['--epochs=1', '--steps_per_epoch=10', '--batch_size=256', '--scaling=weak',
-          '--num_replicas=1', '--num_workers=2', '--breakdown_steps=5',
-          '--steps_per_execution=5', '--checkpoint_every_epochs=0', '--experiment=link']
+  args = [
+    '--epochs=1',
+    '--steps_per_epoch=10',
+    '--batch_size=256',
+    '--scaling=weak',
+    '--num_replicas=1',
+    '--num_workers=2',
+    '--breakdown_steps=5',
+    '--steps_per_execution=5',
+    '--checkpoint_every_epochs=0',
+    '--experiment=link',
+  ]
   loopback = tmp_path / 'loopback'
-  local = run_py('--strategies=one_device,multi_worker_mirrored', *args, f'--logdir={loopback}',
-                 breakdown=True, timeout=300)
+  local = run_py(
+    '--strategies=one_device,multi_worker_mirrored',
+    *args,
+    f'--logdir={loopback}',
+    breakdown=True,
+    timeout=300,
+  )
   assert local.returncode == 0, local.stderr
   (tmp_path / 'link.toml').write_text(hosts.profile(netns.payload_gbps(SLOW_MBIT)))
-  predicted = run_py('--predict', f'--logdir={loopback}', '--experiment=link', '--num_devices=2',
-                     '--strategies=multi_worker_mirrored', f'--hardware={tmp_path / "link.toml"}',
-                     timeout=120)
+  predicted = run_py(
+    '--predict',
+    f'--logdir={loopback}',
+    '--experiment=link',
+    '--num_devices=2',
+    '--strategies=multi_worker_mirrored',
+    f'--hardware={tmp_path / "link.toml"}',
+    timeout=120,
+  )
   assert predicted.returncode == 0, predicted.stderr
   [prediction] = json.loads((loopback / 'link' / 'prediction.json').read_text())['predictions']
 
@@ -84,8 +107,10 @@ def test_a_slow_link_is_found_by_the_breakdown_and_foreseen_by_the_prediction(ne
   slow.start(['--strategies=multi_worker_mirrored', *args])
   statuses = slow.wait(timeout=240)
   assert statuses == {'worker-0': 0, 'worker-1': 0}, slow.stderr('worker-0')
-  parts = {where: read_result(d / 'link' / 'multi_worker_mirrored')['breakdown']
-           for where, d in (('loopback', loopback), ('slow', tmp_path / 'slow'))}
+  parts = {
+    where: read_result(d / 'link' / 'multi_worker_mirrored')['breakdown']
+    for where, d in (('loopback', loopback), ('slow', tmp_path / 'slow'))
+  }
   largest = {where: max(PARTS, key=p.get) for where, p in parts.items()}
   assert largest['slow'] == 'communication_ms', parts
   assert largest['loopback'] != 'communication_ms', parts

@@ -1,4 +1,6 @@
-"""The environment record of an experiment: what it holds, written once, rendered for TensorBoard."""
+"""The environment record of an experiment: what it holds, written once, rendered for
+TensorBoard."""
+
 import json
 import os
 import shutil
@@ -10,9 +12,7 @@ import tensorflow as tf
 
 from records import environment
 
-TOPOLOGY = ('\tGPU0\tGPU1\tCPU Affinity\n'
-            'GPU0\t X \tNV12\t0-31\n'
-            'GPU1\tNV12\t X \t0-31\n')
+TOPOLOGY = '\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV12\t0-31\nGPU1\tNV12\t X \t0-31\n'
 
 
 def fake_nvidia_smi(directory, script, monkeypatch):
@@ -29,12 +29,24 @@ def info():
 
 
 def test_describe_keys_and_types(info):
-  types = {'tf_version': str, 'keras_version': str, 'python_version': str, 'platform': str,
-           'hostname': str, 'cpu_model': (str, type(None)), 'cpu_count': int,
-           'cpu_affinity': (int, type(None)), 'memory_gib': (float, type(None)),
-           'physical_devices': list, 'logical_devices': list, 'gpus': list,
-           'nvidia_smi_topology': (str, type(None)), 'nccl_env': dict,
-           'cluster_spec': dict, 'build_info': dict}
+  types = {
+    'tf_version': str,
+    'keras_version': str,
+    'python_version': str,
+    'platform': str,
+    'hostname': str,
+    'cpu_model': (str, type(None)),
+    'cpu_count': int,
+    'cpu_affinity': (int, type(None)),
+    'memory_gib': (float, type(None)),
+    'physical_devices': list,
+    'logical_devices': list,
+    'gpus': list,
+    'nvidia_smi_topology': (str, type(None)),
+    'nccl_env': dict,
+    'cluster_spec': dict,
+    'build_info': dict,
+  }
   assert set(info) == set(types)
   for key, kind in types.items():
     assert isinstance(info[key], kind), key
@@ -64,8 +76,9 @@ def test_no_nvidia_smi_means_no_topology(monkeypatch):
 
 
 def test_topology_is_nvidia_smi_output(tmp_path, monkeypatch):
-  fake_nvidia_smi(tmp_path, f'[ "$1 $2" = "topo -m" ] || exit 2\nprintf \'{TOPOLOGY}\'\n',
-                  monkeypatch)
+  fake_nvidia_smi(
+    tmp_path, f'[ "$1 $2" = "topo -m" ] || exit 2\nprintf \'{TOPOLOGY}\'\n', monkeypatch
+  )
   assert environment.describe()['nvidia_smi_topology'] == TOPOLOGY
 
 

@@ -10,6 +10,7 @@ test_run_benchmark_models.py). Dropout under every strategy: test_user_code.py's
 default cnn trains under every strategy in test_report.py's default experiment; wide_deep here
 stands for the sparse (IndexedSlices) gradients of embedding lookups, all-reduced or pushed.
 """
+
 import json
 import math
 import os
@@ -21,8 +22,13 @@ import pytest
 from tests.conftest import ROOT
 
 MODELS = ('cnn_bn', 'mlp', 'resnet20', 'transformer', 'mobilenet_v2', 'wide_deep')
-STRATEGIES = ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
-              'parameter_server')
+STRATEGIES = (
+  'one_device',
+  'mirrored',
+  'central_storage',
+  'multi_worker_mirrored',
+  'parameter_server',
+)
 # Batch norm's moving statistics after four tiny steps make inference meaningless (and may
 # overflow); the models without it must validate to a finite loss.
 WITH_BATCH_NORM = ('cnn_bn', 'resnet20', 'mobilenet_v2')
@@ -30,9 +36,14 @@ WITH_BATCH_NORM = ('cnn_bn', 'resnet20', 'mobilenet_v2')
 
 def trained(model):
   """{strategy: what tests/every_model.py reported of `model`'s training under it}."""
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, 'tests', 'every_model.py'), model],
-                        capture_output=True, text=True, timeout=600, cwd=ROOT,
-                        stdin=subprocess.DEVNULL)
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, 'tests', 'every_model.py'), model],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=ROOT,
+    stdin=subprocess.DEVNULL,
+  )
   lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
   assert proc.returncode == 0, proc.stderr[-3000:]
   return {o['strategy']: o for o in lines if o['model'] == model}
@@ -60,5 +71,6 @@ def test_the_model_trains_under_every_strategy(model):
   # Without batch norm and dropout, two replicas step exactly like one device.
   if model not in WITH_BATCH_NORM:
     for strategy in ('mirrored', 'central_storage', 'multi_worker_mirrored'):
-      assert outcomes[strategy]['losses'] == pytest.approx(outcomes['one_device']['losses'],
-                                                           rel=1e-4)
+      assert outcomes[strategy]['losses'] == pytest.approx(
+        outcomes['one_device']['losses'], rel=1e-4
+      )

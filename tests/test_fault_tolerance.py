@@ -7,6 +7,7 @@ parameter_server here), @30 lands at step 32, parameter_server's @40 at 40 and @
 whatever the load. A SIGTERM goes to the launcher itself. Every run
 is bounded in time and every test ends with no process of its logdir alive.
 """
+
 import glob
 import hashlib
 import json
@@ -18,8 +19,13 @@ import sys
 
 import pytest
 
-from tests.conftest import (ROOT, RUN_PY, kill_all, read_result, run_py, wait_for_line,
-                            wait_until_gone)
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
+from tests.conftest import kill_all
+from tests.conftest import read_result
+from tests.conftest import run_py
+from tests.conftest import wait_for_line
+from tests.conftest import wait_until_gone
 from tests.test_bad_input import assert_one_line_error
 
 pytestmark = pytest.mark.slow
@@ -35,6 +41,7 @@ def logged_steps(event_dir, tag):
   """Every step `tag` was written at, in every event file of `event_dir`: a duplicated or
   reset step shows up here, where TensorBoard's loader might hide it."""
   from tensorboard.backend.event_processing import event_file_loader
+
   steps = []
   for path in sorted(glob.glob(os.path.join(event_dir, 'events.out.tfevents.*'))):
     for event in event_file_loader.EventFileLoader(path).Load():
@@ -49,8 +56,10 @@ def assert_continuous(run_dir, epochs):
 
 
 def checkpoint_steps(run_dir):
-  return sorted(int(path.rsplit('-', 1)[1].split('.')[0])
-                for path in glob.glob(os.path.join(run_dir, 'checkpoints', 'ckpt-*.index')))
+  return sorted(
+    int(path.rsplit('-', 1)[1].split('.')[0])
+    for path in glob.glob(os.path.join(run_dir, 'checkpoints', 'ckpt-*.index'))
+  )
 
 
 def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
@@ -61,9 +70,14 @@ def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
   cwd.mkdir()
   url = f'file://{local}'
   args = ['--strategies=mirrored', '--epochs=6', '--steps_per_execution=2', f'--logdir={url}']
-  proc = subprocess.Popen([sys.executable, RUN_PY, '--nobreakdown', *args,
-                           '--experiment=stopped'], cwd=str(cwd), stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  proc = subprocess.Popen(
+    [sys.executable, RUN_PY, '--nobreakdown', *args, '--experiment=stopped'],
+    cwd=str(cwd),
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   try:
     wait_for_line(proc, '[mirrored] epoch 2/6', timeout=180)
     proc.send_signal(signal.SIGTERM)
@@ -97,16 +111,22 @@ def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
   assert whole.returncode == 0, whole.stderr
   reference = read_result(os.path.join(local, 'whole', 'mirrored'))
   assert result['train_loss'] == pytest.approx(reference['train_loss'], rel=1e-4)
-  assert result['validation_accuracy'] == pytest.approx(reference['validation_accuracy'],
-                                                        abs=1e-6)
+  assert result['validation_accuracy'] == pytest.approx(reference['validation_accuracy'], abs=1e-6)
   assert wait_until_gone(str(logdir)) == []
   assert os.listdir(cwd) == []  # Nothing written where the URL does not say.
   assert not os.path.exists(os.path.join(ROOT, 'file:'))
 
 
 def test_multi_worker_mirrored_restarts_every_task_from_the_last_checkpoint(logdir):
-  proc = run_py('--strategies=multi_worker_mirrored', '--epochs=4', *STEPS, f'--logdir={logdir}',
-                '--experiment=mwm', env=with_fault('worker-1@30'), timeout=600)
+  proc = run_py(
+    '--strategies=multi_worker_mirrored',
+    '--epochs=4',
+    *STEPS,
+    f'--logdir={logdir}',
+    '--experiment=mwm',
+    env=with_fault('worker-1@30'),
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr
   assert 'killed worker-1 at step 32 (asked for 30)' in proc.stdout
   assert 'restarting multi_worker_mirrored from its last checkpoint (1/3)' in proc.stderr
@@ -127,8 +147,15 @@ def test_multi_worker_mirrored_restarts_every_task_from_the_last_checkpoint(logd
 
 
 def test_parameter_server_carries_on_while_a_lost_worker_restarts(logdir):
-  proc = run_py('--strategies=parameter_server', '--epochs=5', *STEPS, f'--logdir={logdir}',
-                '--experiment=ps', env=with_fault('worker-1@40'), timeout=600)
+  proc = run_py(
+    '--strategies=parameter_server',
+    '--epochs=5',
+    *STEPS,
+    f'--logdir={logdir}',
+    '--experiment=ps',
+    env=with_fault('worker-1@40'),
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr
   assert 'killed worker-1 at step 40 (asked for 40)' in proc.stdout
   assert 'worker-1 failed (killed by SIGKILL); restarting it (1/3)' in proc.stderr
@@ -146,8 +173,13 @@ def test_a_lost_ps_task_is_restarted_with_the_run_from_its_last_checkpoint(logdi
   """A ps task takes its variables with it: the chief stops with one line naming it (status 1,
   as for a lost all-reduce peer, so that a launcher or scheduler restarts it), and the launcher
   starts the whole cluster again from the last checkpoint."""
-  args = ['--strategies=parameter_server', '--epochs=3', *STEPS, f'--logdir={logdir}',
-          '--experiment=ps']
+  args = [
+    '--strategies=parameter_server',
+    '--epochs=3',
+    *STEPS,
+    f'--logdir={logdir}',
+    '--experiment=ps',
+  ]
   proc = run_py(*args, env=with_fault('ps-0@60'), timeout=600)
   assert proc.returncode == 0, proc.stderr
   assert 'killed ps-0 at step 64 (asked for 60)' in proc.stdout
@@ -162,9 +194,16 @@ def test_a_lost_ps_task_is_restarted_with_the_run_from_its_last_checkpoint(logdi
 
 
 def test_step_checkpoints_keep_the_newest_three(logdir):
-  proc = run_py('--strategies=one_device', '--epochs=2', '--steps_per_execution=10',
-                '--checkpoint_every_steps=10', '--checkpoint_every_epochs=0',
-                f'--logdir={logdir}', '--experiment=steps', timeout=300)
+  proc = run_py(
+    '--strategies=one_device',
+    '--epochs=2',
+    '--steps_per_execution=10',
+    '--checkpoint_every_steps=10',
+    '--checkpoint_every_epochs=0',
+    f'--logdir={logdir}',
+    '--experiment=steps',
+    timeout=300,
+  )
   assert proc.returncode == 0, proc.stderr
   # Executions end at steps 10, 20, 22 (epoch end), 32, 42, 44: each crossing of a multiple of
   # 10 is saved, at 10, 20, 32 and 42; the newest three are kept.
@@ -176,8 +215,7 @@ def unfinished_run_made_once(tmp_path_factory):
   """A one_device run killed at step 30 with no restart: its checkpoint of epoch 1 (step 22).
   Made once; `unfinished_run` hands each test the run as it was left."""
   logdir = tmp_path_factory.mktemp('unfinished')
-  args = ['--strategies=one_device', '--epochs=3', *STEPS, f'--logdir={logdir}',
-          '--experiment=exp']
+  args = ['--strategies=one_device', '--epochs=3', *STEPS, f'--logdir={logdir}', '--experiment=exp']
   try:
     proc = run_py(*args, '--max_restarts=0', env=with_fault('one_device@30'), timeout=300)
   finally:
@@ -205,8 +243,10 @@ def unfinished_run(unfinished_run_made_once):
 
 
 def digest(directory):
-  return {path: hashlib.sha256(open(path, 'rb').read()).hexdigest()
-          for path in glob.glob(os.path.join(directory, '*'))}
+  return {
+    path: hashlib.sha256(open(path, 'rb').read()).hexdigest()
+    for path in glob.glob(os.path.join(directory, '*'))
+  }
 
 
 def test_a_corrupted_only_checkpoint_is_said_recorded_and_the_run_starts_afresh(unfinished_run):
@@ -238,8 +278,7 @@ def test_noresume_refuses_an_unfinished_run(unfinished_run):
 
 
 def test_a_killed_run_restarts_from_its_checkpoint_and_finished_runs_are_kept(logdir):
-  args = ['--strategies=one_device', '--epochs=3', *STEPS, f'--logdir={logdir}',
-          '--experiment=exp']
+  args = ['--strategies=one_device', '--epochs=3', *STEPS, f'--logdir={logdir}', '--experiment=exp']
   proc = run_py(*args, env=with_fault('one_device@30'), timeout=300)
   assert proc.returncode == 0, proc.stderr
   run_dir = os.path.join(logdir, 'exp', 'one_device')
@@ -254,8 +293,15 @@ def test_a_killed_run_restarts_from_its_checkpoint_and_finished_runs_are_kept(lo
 
 
 def test_divergence_stops_at_its_step_and_keeps_the_last_good_checkpoint(logdir):
-  proc = run_py('--strategies=one_device', '--optimizer=sgd', '--learning_rate=1e30',
-                '--steps_per_execution=1', '--checkpoint_every_steps=1', f'--logdir={logdir}',
-                '--experiment=nan', timeout=300)
+  proc = run_py(
+    '--strategies=one_device',
+    '--optimizer=sgd',
+    '--learning_rate=1e30',
+    '--steps_per_execution=1',
+    '--checkpoint_every_steps=1',
+    f'--logdir={logdir}',
+    '--experiment=nan',
+    timeout=300,
+  )
   assert_one_line_error(proc, 'NaN or infinite at step 2', 'ckpt-1, is kept', '--learning_rate')
   assert checkpoint_steps(os.path.join(logdir, 'nan', 'one_device')) == [1]

@@ -1,5 +1,6 @@
 """orchestration/faults.py in this process: the run holds at the first execution at or past the
 fault's step until the launcher has killed the task, once per run."""
+
 import json
 import threading
 import time
@@ -45,8 +46,9 @@ def asked(run_dir, holding, timeout=30):
   return request(run_dir)
 
 
-def test_the_run_holds_at_its_step_until_the_launcher_has_killed_the_task(tmp_path, fault_env,
-                                                                          capsys):
+def test_the_run_holds_at_its_step_until_the_launcher_has_killed_the_task(
+  tmp_path, fault_env, capsys
+):
   fault = faults.Fault.from_environment()(str(tmp_path))
   group = Group(['worker-0', 'worker-1'])
   faults.hold(str(tmp_path), 27)  # Before the step: nothing asked, no wait.

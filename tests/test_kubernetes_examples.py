@@ -1,6 +1,7 @@
 """The Kubernetes examples (examples/kubernetes) agree with run.py and with the APIs they use:
 every manifest passes the real schemas strictly, restarts what a restart can fix and nothing
 else, and its scripts build the TF_CONFIG run.py parses. No cluster, network or docker."""
+
 import collections
 import glob
 import json
@@ -19,23 +20,30 @@ import strategies
 from configs import cluster_spec
 from orchestration import launcher
 from orchestration import processes
-from tests.conftest import ROOT, RUN_PY
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
 
 EXAMPLES = os.path.join(ROOT, 'examples', 'kubernetes')
 MANIFESTS = sorted(glob.glob(os.path.join(EXAMPLES, '*.yaml')))
 JOBS = {  # The main path: plain Kubernetes Jobs, and the strategy each runs.
-    'job-one-device.yaml': 'one_device',
-    'job-multi-worker-mirrored.yaml': 'multi_worker_mirrored',
-    'job-parameter-server.yaml': 'parameter_server',
+  'job-one-device.yaml': 'one_device',
+  'job-multi-worker-mirrored.yaml': 'multi_worker_mirrored',
+  'job-parameter-server.yaml': 'parameter_server',
 }
 INDEXED_JOBS = ['job-multi-worker-mirrored.yaml', 'job-parameter-server.yaml']
 TFJOBS = {  # Legacy: {manifest: {replica type: (replicas, restartPolicy)}}.
-    'tfjob-multi-worker-mirrored.yaml': {'Worker': (2, 'OnFailure')},
-    'tfjob-parameter-server.yaml': {'Chief': (1, 'OnFailure'), 'Worker': (2, 'Always'),
-                                    'PS': (1, 'Always')},
+  'tfjob-multi-worker-mirrored.yaml': {'Worker': (2, 'OnFailure')},
+  'tfjob-parameter-server.yaml': {
+    'Chief': (1, 'OnFailure'),
+    'Worker': (2, 'Always'),
+    'PS': (1, 'Always'),
+  },
 }
-STRATEGIES = {**JOBS, 'tfjob-multi-worker-mirrored.yaml': 'multi_worker_mirrored',
-              'tfjob-parameter-server.yaml': 'parameter_server'}
+STRATEGIES = {
+  **JOBS,
+  'tfjob-multi-worker-mirrored.yaml': 'multi_worker_mirrored',
+  'tfjob-parameter-server.yaml': 'parameter_server',
+}
 EXPERIMENT = 'k8s'
 CLAIM = 'tf-runs'
 CONTAINER = 'tensorflow'
@@ -47,13 +55,13 @@ KUBERNETES_VERSIONS = ('1.33', '1.37')
 # (exit status, stopped by a disruption, the Job controller's action).
 REFUSAL = 2
 RESTARTS = [
-    (REFUSAL, False, 'FailJob'),  # Bad flags or configuration: the same command refuses again.
-    (1, False, 'Count'),  # An unexpected error or a lost peer: retried within the limit.
-    (128 + signal.SIGKILL, False, 'Count'),  # Out of memory, the start-up watchdog.
-    (128 + signal.SIGTERM, False, 'Count'),  # Checkpointed, then stopped: resumed.
-    (128 + signal.SIGINT, False, 'Count'),
-    (128 + signal.SIGTERM, True, 'Ignore'),  # Evicted, drained, preempted: not counted.
-    (128 + signal.SIGKILL, True, 'Ignore'),  # The same, past its grace period.
+  (REFUSAL, False, 'FailJob'),  # Bad flags or configuration: the same command refuses again.
+  (1, False, 'Count'),  # An unexpected error or a lost peer: retried within the limit.
+  (128 + signal.SIGKILL, False, 'Count'),  # Out of memory, the start-up watchdog.
+  (128 + signal.SIGTERM, False, 'Count'),  # Checkpointed, then stopped: resumed.
+  (128 + signal.SIGINT, False, 'Count'),
+  (128 + signal.SIGTERM, True, 'Ignore'),  # Evicted, drained, preempted: not counted.
+  (128 + signal.SIGKILL, True, 'Ignore'),  # The same, past its grace period.
 ]
 
 # The TFJob v1 API (kubeflow.org/v1), field by field, as the generated models of the training
@@ -65,23 +73,45 @@ RESTARTS = [
 # could not be fetched here. Pod templates and metadata are checked against Kubernetes' schemas.
 Map = collections.namedtuple('Map', 'keys values')  # keys: the allowed keys, None for any.
 TFJOB_V1 = {
-    'TFJob': {'apiVersion': ('kubeflow.org/v1',), 'kind': ('TFJob',), 'metadata': 'ObjectMeta',
-              'spec': 'TFJobSpec', 'status': dict},
-    'TFJobSpec': {'enableDynamicWorker': bool, 'runPolicy': 'RunPolicy',
-                  'successPolicy': ('', 'AllWorkers'),
-                  'tfReplicaSpecs': Map(('Chief', 'Master', 'Worker', 'PS', 'Evaluator'),
-                                        'ReplicaSpec')},
-    'RunPolicy': {'activeDeadlineSeconds': int, 'backoffLimit': int,
-                  'cleanPodPolicy': ('All', 'Running', 'None'), 'managedBy': str,
-                  'schedulingPolicy': 'SchedulingPolicy', 'suspend': bool,
-                  'ttlSecondsAfterFinished': int},
-    'SchedulingPolicy': {'minAvailable': int, 'minResources': Map(None, (str, int)),
-                         'priorityClass': str, 'queue': str, 'scheduleTimeoutSeconds': int},
-    'ReplicaSpec': {'replicas': int, 'restartPolicy': ('Always', 'OnFailure', 'Never', 'ExitCode'),
-                    'template': 'PodTemplateSpec'},
+  'TFJob': {
+    'apiVersion': ('kubeflow.org/v1',),
+    'kind': ('TFJob',),
+    'metadata': 'ObjectMeta',
+    'spec': 'TFJobSpec',
+    'status': dict,
+  },
+  'TFJobSpec': {
+    'enableDynamicWorker': bool,
+    'runPolicy': 'RunPolicy',
+    'successPolicy': ('', 'AllWorkers'),
+    'tfReplicaSpecs': Map(('Chief', 'Master', 'Worker', 'PS', 'Evaluator'), 'ReplicaSpec'),
+  },
+  'RunPolicy': {
+    'activeDeadlineSeconds': int,
+    'backoffLimit': int,
+    'cleanPodPolicy': ('All', 'Running', 'None'),
+    'managedBy': str,
+    'schedulingPolicy': 'SchedulingPolicy',
+    'suspend': bool,
+    'ttlSecondsAfterFinished': int,
+  },
+  'SchedulingPolicy': {
+    'minAvailable': int,
+    'minResources': Map(None, (str, int)),
+    'priorityClass': str,
+    'queue': str,
+    'scheduleTimeoutSeconds': int,
+  },
+  'ReplicaSpec': {
+    'replicas': int,
+    'restartPolicy': ('Always', 'OnFailure', 'Never', 'ExitCode'),
+    'template': 'PodTemplateSpec',
+  },
 }
-TFJOB_REQUIRED = {'TFJob': {'apiVersion', 'kind', 'metadata', 'spec'},
-                  'TFJobSpec': {'tfReplicaSpecs'}}
+TFJOB_REQUIRED = {
+  'TFJob': {'apiVersion', 'kind', 'metadata', 'spec'},
+  'TFJobSpec': {'tfReplicaSpecs'},
+}
 
 
 def load(name):
@@ -116,14 +146,20 @@ VALUE = r'[^\s)]+'
 
 def flags_given(name):
   """Every --flag=value (or --flag) in the manifest's containers."""
-  return {m.group(0) for c in containers(name)
-          for m in re.finditer(rf'--[a-z_]+(={VALUE})?', command_line(c))}
+  return {
+    m.group(0)
+    for c in containers(name)
+    for m in re.finditer(rf'--[a-z_]+(={VALUE})?', command_line(c))
+  }
 
 
 def flag_values(name, flag):
   """Every value given to --flag in the manifest's containers."""
-  return {m.group(1) for c in containers(name)
-          for m in re.finditer(rf'--{flag}=({VALUE})', command_line(c))}
+  return {
+    m.group(1)
+    for c in containers(name)
+    for m in re.finditer(rf'--{flag}=({VALUE})', command_line(c))
+  }
 
 
 def job(name):
@@ -158,6 +194,7 @@ def test_every_document_is_a_named_object(path):
 
 
 # Strict schema validation.
+
 
 def validate(doc, version):
   """Kubernetes' OpenAPI schema of `version` for the document's kind, unknown fields rejected
@@ -195,8 +232,15 @@ def check_tfjob(value, spec, path, version):
   """`value` against `spec` of TFJOB_V1: a type name, a Python type, an enum (a tuple of
   strings), or a Map; unknown fields are errors."""
   if spec == 'PodTemplateSpec':  # Kubernetes' own schema, through its PodTemplate object.
-    validate({'apiVersion': 'v1', 'kind': 'PodTemplate', 'metadata': {'name': 'template'},
-              'template': value}, version)
+    validate(
+      {
+        'apiVersion': 'v1',
+        'kind': 'PodTemplate',
+        'metadata': {'name': 'template'},
+        'template': value,
+      },
+      version,
+    )
   elif spec == 'ObjectMeta':
     validate({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': value}, version)
   elif isinstance(spec, str):
@@ -238,10 +282,17 @@ def test_the_tfjob_check_rejects_unknown_fields():
 
 # The runs: run.py's real flags, one experiment, like for like.
 
+
 @pytest.fixture(scope='module')
 def run_py_flags():
-  proc = subprocess.run([sys.executable, RUN_PY, '--helpfull'], capture_output=True, text=True,
-                        timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
+  proc = subprocess.run(
+    [sys.executable, RUN_PY, '--helpfull'],
+    capture_output=True,
+    text=True,
+    timeout=120,
+    cwd=ROOT,
+    stdin=subprocess.DEVNULL,
+  )
   text = proc.stdout + proc.stderr
   # "  --epochs: ...", "  --[no]download: ...", "  -v,--verbosity: ..."
   names = set(re.findall(r'^\s+(?:-\w,)?--(?:\[no\])?(\w+):', text, re.MULTILINE))
@@ -251,8 +302,11 @@ def run_py_flags():
 
 @pytest.mark.parametrize('path', MANIFESTS, ids=os.path.basename)
 def test_every_flag_is_a_flag_of_run_py(path, run_py_flags):
-  used = {flag for c in containers(os.path.basename(path))
-          for flag in re.findall(r'--([a-z_]+)', command_line(c))}
+  used = {
+    flag
+    for c in containers(os.path.basename(path))
+    for flag in re.findall(r'--([a-z_]+)', command_line(c))
+  }
   assert used, 'no run.py flags found'
   assert used <= run_py_flags, f'not flags of run.py: {sorted(used - run_py_flags)}'
 
@@ -274,8 +328,9 @@ def test_every_run_goes_into_one_experiment_with_the_same_flags():
   the whole comparison; they differ only in the strategy, so it is like for like."""
   for name in (*JOBS, *TFJOBS):
     assert flag_values(name, 'experiment') == {EXPERIMENT}, name
-  others = {name: flags_given(name) - {f'--strategies={STRATEGIES[name]}'}
-            for name in (*JOBS, *TFJOBS)}
+  others = {
+    name: flags_given(name) - {f'--strategies={STRATEGIES[name]}'} for name in (*JOBS, *TFJOBS)
+  }
   assert len({frozenset(flags) for flags in others.values()}) == 1, others
 
 
@@ -287,14 +342,18 @@ def test_the_writer_keeps_its_results_on_the_claim(path):
   [doc] = [d for d in load(name) if pod_templates(d)]
   pods = pod_templates(doc)
   writer = pods.get('Chief') or pods.get('Worker') or pods['Job']
-  claims = {v['name']: v['persistentVolumeClaim']['claimName']
-            for v in writer['spec'].get('volumes', []) if 'persistentVolumeClaim' in v}
+  claims = {
+    v['name']: v['persistentVolumeClaim']['claimName']
+    for v in writer['spec'].get('volumes', [])
+    if 'persistentVolumeClaim' in v
+  }
   [container] = writer['spec']['containers']
   mounts = {m['mountPath']: claims.get(m['name']) for m in container.get('volumeMounts', [])}
   assert mounts.get(logdir) == CLAIM
 
 
 # Restart behaviour.
+
 
 def failure_action(job_doc, exit_code, disrupted):
   """What the Job controller does with a failed pod: the action of the first podFailurePolicy
@@ -313,8 +372,9 @@ def failure_action(job_doc, exit_code, disrupted):
 
 @pytest.mark.parametrize('exit_code, disrupted, action', RESTARTS)
 @pytest.mark.parametrize('name', sorted(JOBS))
-def test_jobs_fail_on_a_refusal_and_retry_what_a_restart_can_fix(name, exit_code, disrupted,
-                                                                  action):
+def test_jobs_fail_on_a_refusal_and_retry_what_a_restart_can_fix(
+  name, exit_code, disrupted, action
+):
   assert failure_action(job(name), exit_code, disrupted) == action
 
 
@@ -374,7 +434,8 @@ def test_training_pods_have_time_to_checkpoint_and_are_not_pid_1(path):
     serves = name == 'tfjob-parameter-server.yaml' and rtype in ('Worker', 'PS')
     if not serves:  # A server has nothing to save.
       assert pod['terminationGracePeriodSeconds'] >= (
-          launcher.STOP_GRACE_SECONDS + processes.TERMINATE_GRACE_SECONDS), rtype
+        launcher.STOP_GRACE_SECONDS + processes.TERMINATE_GRACE_SECONDS
+      ), rtype
 
 
 @pytest.mark.parametrize('path', MANIFESTS, ids=os.path.basename)
@@ -389,7 +450,7 @@ def test_restart_behaviour_is_written_down_beside_it(path):
 
 # The Indexed Jobs' scripts, run with a stand-in `python` that records how it was started.
 
-STAND_IN = r'''#!/bin/bash
+STAND_IN = r"""#!/bin/bash
 # Records TF_CONFIG and the arguments; exits with the next status of $STAND_IN/statuses
 # ("wait": until SIGTERM, then 143).
 echo "$TF_CONFIG" >> "$STAND_IN/tf_configs"
@@ -402,7 +463,7 @@ if [ "$status" = wait ]; then
   wait $sleeper
 fi
 exit "${status:-0}"
-'''
+"""
 
 
 def script(name):
@@ -423,9 +484,15 @@ class Task:
     env = {'PATH': f'{tmp_path}:{os.environ["PATH"]}', 'STAND_IN': str(tmp_path)}
     if index is not None:
       env['JOB_COMPLETION_INDEX'] = str(index)
-    self.proc = subprocess.Popen(['bash', '-c', script(name)], env=env, cwd=tmp_path, text=True,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
+    self.proc = subprocess.Popen(
+      ['bash', '-c', script(name)],
+      env=env,
+      cwd=tmp_path,
+      text=True,
+      stdin=subprocess.DEVNULL,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+    )
 
   def wait(self):
     try:
@@ -447,8 +514,9 @@ def cluster_of(name):
 
 
 def every_index():
-  return [(name, index) for name in INDEXED_JOBS
-          for index in range(job(name)['spec']['completions'])]
+  return [
+    (name, index) for name in INDEXED_JOBS for index in range(job(name)['spec']['completions'])
+  ]
 
 
 @pytest.mark.parametrize('name, index', every_index())
@@ -461,13 +529,15 @@ def test_indexed_job_script_builds_tf_config(tmp_path, name, index):
   config = cluster_spec.parse(config_text, strategies.describe(strategy).jobs)
   tasks = cluster_of(name)
   assert sum(map(len, tasks.values())) == job(name)['spec']['completions']
-  [(task_type, task_index)] = [(t, indexes.index(index)) for t, indexes in tasks.items()
-                               if index in indexes]
+  [(task_type, task_index)] = [
+    (t, indexes.index(index)) for t, indexes in tasks.items() if index in indexes
+  ]
   assert config['task'] == {'type': task_type, 'index': task_index}
   job_name, subdomain = job(name)['metadata']['name'], service(name)['metadata']['name']
   [port] = [p['port'] for p in service(name)['spec']['ports']]
-  assert config['cluster'] == {t: [f'{job_name}-{i}.{subdomain}:{port}' for i in indexes]
-                               for t, indexes in tasks.items()}
+  assert config['cluster'] == {
+    t: [f'{job_name}-{i}.{subdomain}:{port}' for i in indexes] for t, indexes in tasks.items()
+  }
   [container] = job(name)['spec']['template']['spec']['containers']
   assert [p['containerPort'] for p in container['ports']] == [port]
   assert task.lines('args')[0].startswith('run.py --strategies=')
@@ -484,9 +554,14 @@ def test_indexed_job_pods_resolve_through_their_service():
 
 
 @pytest.mark.parametrize('status', [0, 1, REFUSAL])
-@pytest.mark.parametrize('name, index', [('job-multi-worker-mirrored.yaml', 0),
-                                         ('job-multi-worker-mirrored.yaml', 1),
-                                         ('job-parameter-server.yaml', 0)])
+@pytest.mark.parametrize(
+  'name, index',
+  [
+    ('job-multi-worker-mirrored.yaml', 0),
+    ('job-multi-worker-mirrored.yaml', 1),
+    ('job-parameter-server.yaml', 0),
+  ],
+)
 def test_a_training_task_exits_with_run_pys_status(tmp_path, name, index, status):
   task = Task(tmp_path, name, index, statuses=(str(status),))
   assert task.wait()[0] == status
@@ -531,13 +606,17 @@ def test_parameter_server_job_is_done_when_its_chief_is():
 
 # The image and the README.
 
+
 def dockerfile_instructions():
   """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
   with open(os.path.join(EXAMPLES, 'Dockerfile')) as f:
     text = re.sub(r'\\\n', ' ', f.read())
   lines = [line.strip() for line in text.splitlines()]
-  return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1])
-          for line in lines if line and not line.startswith('#')]
+  return [
+    (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+    for line in lines
+    if line and not line.startswith('#')
+  ]
 
 
 def test_dockerfile_runs_run_py_with_the_requirements():
@@ -550,8 +629,11 @@ def test_dockerfile_runs_run_py_with_the_requirements():
   copied = [args.split()[:-1] for op, args in instructions if op == 'COPY']
   sources = {s.rstrip('/') for srcs in copied for s in srcs}
   # Everything run.py imports from the repository is in the image.
-  packages = {d for d in os.listdir(ROOT) if d != 'tests' and
-              os.path.isfile(os.path.join(ROOT, d, '__init__.py'))}
+  packages = {
+    d
+    for d in os.listdir(ROOT)
+    if d != 'tests' and os.path.isfile(os.path.join(ROOT, d, '__init__.py'))
+  }
   assert {'requirements.txt', 'run.py', *packages} <= sources | {'.'}, sorted(sources)
   [workdir] = [args for op, args in instructions if op == 'WORKDIR']
   assert workdir.startswith('/')

@@ -5,6 +5,7 @@ call left on a log-dir path would turn `file:///x` into `<cwd>/file:/x`, so each
 an empty working directory, under a layout deeper than the default, and checks both that the
 files are where the URL says and that the working directory (and the repository) stay clean.
 """
+
 import glob
 import os
 import shutil
@@ -15,13 +16,21 @@ import sys
 import pytest
 
 from tests.conftest import DEFAULT_STRATEGIES as STRATEGIES
-from tests.conftest import ROOT, RUN_PY, read_result, run_py, wait_for_line, wait_until_gone
-from tests.test_fault_tolerance import assert_continuous, checkpoint_steps
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
+from tests.conftest import read_result
+from tests.conftest import run_py
+from tests.conftest import wait_for_line
+from tests.conftest import wait_until_gone
+from tests.test_fault_tolerance import assert_continuous
+from tests.test_fault_tolerance import checkpoint_steps
 
 pytestmark = pytest.mark.slow
 
-TASK_LOGS = {'multi_worker_mirrored': ['worker-0.log', 'worker-1.log'],
-             'parameter_server': ['chief-0.log', 'ps-0.log', 'worker-0.log', 'worker-1.log']}
+TASK_LOGS = {
+  'multi_worker_mirrored': ['worker-0.log', 'worker-1.log'],
+  'parameter_server': ['chief-0.log', 'ps-0.log', 'worker-0.log', 'worker-1.log'],
+}
 
 
 @pytest.fixture
@@ -40,8 +49,12 @@ def assert_clean(cwd):
 def test_every_strategy_writes_every_file_where_the_url_says(default_experiment, tmp_path):
   """The default comparison (tests/conftest.py trains it once with a `file://` --logdir for this
   test and tests/test_report.py's), then --report_only of a copy of it, named by a URL too."""
-  proc, experiment, url, cwd = (default_experiment.proc, default_experiment.experiment,
-                                default_experiment.url, default_experiment.cwd)
+  proc, experiment, url, cwd = (
+    default_experiment.proc,
+    default_experiment.experiment,
+    default_experiment.url,
+    default_experiment.cwd,
+  )
   for name in STRATEGIES:
     run_dir = experiment / name
     result = read_result(str(run_dir))
@@ -54,8 +67,15 @@ def test_every_strategy_writes_every_file_where_the_url_says(default_experiment,
     assert result['checkpoint'].startswith(f'{url}/default/{name}/checkpoints/ckpt-'), name
     logs = run_dir / 'logs'
     assert (sorted(os.listdir(logs)) if logs.exists() else []) == TASK_LOGS.get(name, []), name
-  for name in ('summary.md', 'summary.csv', 'summary.json', 'environment.json',
-               'throughput.png', 'accuracy_vs_epoch.png', 'accuracy_vs_time.png'):
+  for name in (
+    'summary.md',
+    'summary.csv',
+    'summary.json',
+    'environment.json',
+    'throughput.png',
+    'accuracy_vs_epoch.png',
+    'accuracy_vs_time.png',
+  ):
     assert (experiment / name).stat().st_size > 0, name
   assert glob.glob(str(experiment / 'report' / 'events.out.tfevents.*'))
   assert f'tensorboard --logdir {url}/default' in proc.stdout
@@ -64,11 +84,13 @@ def test_every_strategy_writes_every_file_where_the_url_says(default_experiment,
   # --report_only of a copy (the experiment above is shared, and stays as it is) without its
   # report, which must come back where the URL says.
   local = tmp_path / 'deeper' / 'layout'
-  shutil.copytree(experiment, local / 'default', ignore=shutil.ignore_patterns(
-      'summary.*', '*.png', 'report'))
+  shutil.copytree(
+    experiment, local / 'default', ignore=shutil.ignore_patterns('summary.*', '*.png', 'report')
+  )
   copy_url = f'file://{local}'
-  again = run_py('--report_only', f'--logdir={copy_url}', '--experiment=default', cwd=str(cwd),
-                 timeout=300)
+  again = run_py(
+    '--report_only', f'--logdir={copy_url}', '--experiment=default', cwd=str(cwd), timeout=300
+  )
   assert again.returncode == 0, again.stderr
   assert f'Report: {copy_url}/default/summary.md' in again.stdout
   for name in ('summary.md', 'summary.csv', 'summary.json', 'throughput.png'):
@@ -82,11 +104,21 @@ def test_every_strategy_writes_every_file_where_the_url_says(default_experiment,
 def test_sigterm_then_the_same_command_resumes_from_a_url(places, strategy):
   """Every task of a cluster run resumes from the chief's checkpoints, found by the URL."""
   url, local, cwd = places
-  args = [f'--strategies={strategy}', '--epochs=4', '--steps_per_execution=2', f'--logdir={url}',
-          '--experiment=stopped']
-  proc = subprocess.Popen([sys.executable, RUN_PY, '--nobreakdown', *args], cwd=str(cwd),
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+  args = [
+    f'--strategies={strategy}',
+    '--epochs=4',
+    '--steps_per_execution=2',
+    f'--logdir={url}',
+    '--experiment=stopped',
+  ]
+  proc = subprocess.Popen(
+    [sys.executable, RUN_PY, '--nobreakdown', *args],
+    cwd=str(cwd),
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   try:
     wait_for_line(proc, f'[{strategy}] epoch 2/4', timeout=180)
     proc.send_signal(signal.SIGTERM)

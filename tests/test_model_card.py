@@ -1,6 +1,7 @@
 """The model card, in this process on one device: FLOPs per example against a hand count,
 parameters and bytes, gradient bytes of dense and sparse (embedding) gradients, training left
 unchanged by measuring; and the summary's compute-and-communication columns."""
+
 import csv
 
 import numpy as np
@@ -18,8 +19,15 @@ from training import model_card
 def trainer(build_model, arrays, batch=64, loss_scale=False):
   """A one-device Trainer, the seed set first as training/task.py does."""
   import tensorflow as tf
-  return tiny_training.make_trainer(tf.distribute.OneDeviceStrategy('/cpu:0'), arrays,
-                                    build_model, batch, rate=0.05, loss_scale=loss_scale)
+
+  return tiny_training.make_trainer(
+    tf.distribute.OneDeviceStrategy('/cpu:0'),
+    arrays,
+    build_model,
+    batch,
+    rate=0.05,
+    loss_scale=loss_scale,
+  )
 
 
 @pytest.fixture(scope='module')
@@ -32,10 +40,10 @@ def test_cnn_flops_per_example_match_a_hand_count(digits):
   assert digits.input_shape == (8, 8, 1) and digits.num_classes == 10
   # Multiply-adds of one example's forward pass: 3x3 'same' convolutions H*W*Cin*Cout*9, each
   # followed by 2x2 pooling (8x8 -> 4x4 -> 2x2), then dense layers in*out.
-  conv1 = 8 * 8 * 1 * 32 * 9        # 18,432
-  conv2 = 4 * 4 * 32 * 64 * 9       # 294,912
-  dense1 = (2 * 2 * 64) * 128       # 32,768: the flattened 2x2x64
-  dense2 = 128 * 10                 # 1,280
+  conv1 = 8 * 8 * 1 * 32 * 9  # 18,432
+  conv2 = 4 * 4 * 32 * 64 * 9  # 294,912
+  dense1 = (2 * 2 * 64) * 128  # 32,768: the flattened 2x2x64
+  dense2 = 128 * 10  # 1,280
   macs = conv1 + conv2 + dense1 + dense2
   assert macs == 347_392
   hand = macs * 2 * 3  # 2 FLOPs per multiply-add; forward + backward (twice the forward).
@@ -54,6 +62,7 @@ def test_cnn_flops_per_example_match_a_hand_count(digits):
   # TensorFlow's profiler agrees op by op here, but counts every op of the graph, the dead one
   # too.
   import tensorflow as tf
+
   builder = tf.compat.v1.profiler.ProfileOptionBuilder
   options = builder(builder.float_operation()).with_empty_output().build()
   step = model_card.trace_step(cnn)
@@ -64,19 +73,27 @@ def test_cnn_flops_per_example_match_a_hand_count(digits):
 def flops_by_op(run):
   """{op type: FLOPs per example} of `run`'s traced step."""
   step = model_card.trace_step(run)
-  return {op: flops / run.batching.per_replica_batch_size
-          for op, flops in model_card.count_flops(step.graph).items()}
+  return {
+    op: flops / run.batching.per_replica_batch_size
+    for op, flops in model_card.count_flops(step.graph).items()
+  }
 
 
 def test_attention_and_convolution_gradients_are_counted_exactly():
   """tf.profiler has no rule for einsums (attention) nor depthwise convolutions' gradients, and
   misjudges a strided convolution's."""
   import keras
+
   length, width, heads, head_size = 6, 8, 2, 4
   rng = np.random.default_rng(0)
   sequences = data.Arrays(
-      rng.random((32, length, width), dtype=np.float32), np.arange(32, dtype=np.int32) % 2,
-      np.zeros((4, length, width), np.float32), np.zeros(4, np.int32), num_classes=2, scale=1.0)
+    rng.random((32, length, width), dtype=np.float32),
+    np.arange(32, dtype=np.int32) % 2,
+    np.zeros((4, length, width), np.float32),
+    np.zeros(4, np.int32),
+    num_classes=2,
+    scale=1.0,
+  )
 
   def self_attention():
     inputs = keras.Input((length, width))
@@ -89,24 +106,39 @@ def test_attention_and_convolution_gradients_are_counted_exactly():
   assert flops_by_op(attention)['Einsum'] == 6 * 2 * heads * length * length * head_size
 
   images = tiny_training.arrays()
-  convolutions = flops_by_op(trainer(lambda: keras.Sequential([
-      keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3, strides=2),  # 'valid': 3x3 outputs.
-      keras.layers.DepthwiseConv2D(3, padding='same'), keras.layers.Flatten(),
-      keras.layers.Dense(2)]), images, batch=tiny_training.BATCH))
+  convolutions = flops_by_op(
+    trainer(
+      lambda: keras.Sequential(
+        [
+          keras.Input((8, 8, 1)),
+          keras.layers.Conv2D(4, 3, strides=2),  # 'valid': 3x3 outputs.
+          keras.layers.DepthwiseConv2D(3, padding='same'),
+          keras.layers.Flatten(),
+          keras.layers.Dense(2),
+        ]
+      ),
+      images,
+      batch=tiny_training.BATCH,
+    )
+  )
   # Each gradient as many multiply-adds as the forward pass: 3x3 outputs x 4 channels x 3x3
   # taps (x 1 input channel). tf.profiler's rule would count the strided filter gradient from
   # the 8x8 input / stride squared: 2 * 8 * 8 * 4 * 9 / 4 = 1,152.
   forward = 2 * 3 * 3 * 4 * 9
   assert convolutions['Conv2D'] == convolutions['Conv2DBackpropFilter'] == forward
   assert 'Conv2DBackpropInput' not in convolutions  # The first layer's: never runs.
-  assert (convolutions['DepthwiseConv2dNative'] == forward
-          == convolutions['DepthwiseConv2dNativeBackpropFilter']
-          == convolutions['DepthwiseConv2dNativeBackpropInput'])
+  assert (
+    convolutions['DepthwiseConv2dNative']
+    == forward
+    == convolutions['DepthwiseConv2dNativeBackpropFilter']
+    == convolutions['DepthwiseConv2dNativeBackpropInput']
+  )
 
 
 def test_parameters_and_bytes_of_a_dense_model(digits):
-  run = trainer(lambda: models.build('cnn', digits.input_shape, digits.num_classes,
-                                     batch_norm=True), digits)
+  run = trainer(
+    lambda: models.build('cnn', digits.input_shape, digits.num_classes, batch_norm=True), digits
+  )
   cnn_bn, card = run.model, model_card.measure(run)
   trainable = sum(int(np.prod(v.shape)) for v in cnn_bn.trainable_weights)
   assert card['model_parameters'] == cnn_bn.count_params()
@@ -117,11 +149,14 @@ def test_parameters_and_bytes_of_a_dense_model(digits):
 
 def test_mixed_float16_gradients_are_float32_like_their_variables(digits):
   import keras
+
   keras.mixed_precision.set_global_policy('mixed_float16')
   try:
-    card = model_card.measure(trainer(
-        lambda: models.build('cnn', digits.input_shape, digits.num_classes), digits,
-        loss_scale=True))
+    card = model_card.measure(
+      trainer(
+        lambda: models.build('cnn', digits.input_shape, digits.num_classes), digits, loss_scale=True
+      )
+    )
   finally:
     keras.mixed_precision.set_global_policy('float32')
   assert card['trainable_bytes'] == card['gradient_bytes_per_step'] == 4 * 53_002
@@ -133,14 +168,29 @@ def test_an_embedding_gradient_counts_one_row_per_lookup():
   what the card counts, not the distinct rows."""
   import keras
   import tensorflow as tf
+
   rows, width, length, batch = 1000, 16, 5, 16
   ids = np.arange(batch * length).reshape(batch, length) % 7  # 80 lookups of 7 distinct rows.
-  tokens = data.Arrays(ids.astype(np.float32), np.arange(batch, dtype=np.int32) % 10,
-                       ids[:4].astype(np.float32), np.zeros(4, np.int32), num_classes=10,
-                       scale=1.0)
-  embedded = trainer(lambda: keras.Sequential([
-      keras.Input((length,)), keras.layers.Embedding(rows, width), keras.layers.Flatten(),
-      keras.layers.Dense(10)]), tokens, batch=batch)
+  tokens = data.Arrays(
+    ids.astype(np.float32),
+    np.arange(batch, dtype=np.int32) % 10,
+    ids[:4].astype(np.float32),
+    np.zeros(4, np.int32),
+    num_classes=10,
+    scale=1.0,
+  )
+  embedded = trainer(
+    lambda: keras.Sequential(
+      [
+        keras.Input((length,)),
+        keras.layers.Embedding(rows, width),
+        keras.layers.Flatten(),
+        keras.layers.Dense(10),
+      ]
+    ),
+    tokens,
+    batch=batch,
+  )
   card = model_card.measure(embedded)
   dense_bytes = 4 * (length * width * 10 + 10)
   assert card['trainable_bytes'] == 4 * rows * width + dense_bytes
@@ -148,26 +198,36 @@ def test_an_embedding_gradient_counts_one_row_per_lookup():
   assert card['sparse_gradient_bytes_per_step'] == 4 * batch * length * width
   assert card['sparse_variable_bytes'] == 4 * rows * width
   # The gradient of this very batch, computed: 80 rows of values, for 7 distinct rows.
-  gradients, _ = embedded.step.local_gradients(tf.constant(tokens.x_train), tf.constant(tokens.y_train),
-                                          tf.ones(batch))
+  gradients, _ = embedded.step.local_gradients(
+    tf.constant(tokens.x_train), tf.constant(tokens.y_train), tf.ones(batch)
+  )
   assert isinstance(gradients[0], tf.IndexedSlices)
   assert gradients[0].values.shape == (batch * length, width)
   assert len(np.unique(gradients[0].indices)) == 7
   assert card['gradient_bytes_per_step'] == sum(
-      int(np.prod((g.values if isinstance(g, tf.IndexedSlices) else g).shape)) * 4
-      for g in gradients)
+    int(np.prod((g.values if isinstance(g, tf.IndexedSlices) else g).shape)) * 4 for g in gradients
+  )
 
 
 def test_measuring_changes_nothing_of_training():
   """Batch norm's statistics, dropout's seeds, weights and losses: the same with the card."""
   import keras
+
   from models import _normalization
+
   examples = tiny_training.arrays()
 
   def model():
-    return keras.Sequential([
-        keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3), _normalization.BatchNormalization(),
-        keras.layers.Flatten(), keras.layers.Dropout(0.5), keras.layers.Dense(2)])
+    return keras.Sequential(
+      [
+        keras.Input((8, 8, 1)),
+        keras.layers.Conv2D(4, 3),
+        _normalization.BatchNormalization(),
+        keras.layers.Flatten(),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(2),
+      ]
+    )
 
   runs = []
   for with_card in (True, False):
@@ -185,22 +245,29 @@ def test_measuring_changes_nothing_of_training():
     np.testing.assert_array_equal(a, b)
 
 
-def carded(name, strategy, replicas, per_replica_batch, gradient_bytes=212_008,
-           flops=2_060_842.3):
+def carded(name, strategy, replicas, per_replica_batch, gradient_bytes=212_008, flops=2_060_842.3):
   return fake_run(name, strategy, replicas=replicas, batch=64) | {
-      'per_replica_batch_size': per_replica_batch, 'gradient_bytes_per_step': gradient_bytes,
-      'flops_per_example': flops}
+    'per_replica_batch_size': per_replica_batch,
+    'gradient_bytes_per_step': gradient_bytes,
+    'flops_per_example': flops,
+  }
 
 
 def test_the_summary_puts_compute_and_communication_beside_throughput(tmp_path):
-  runs = [carded('one_device', 'one_device', 1, 64), carded('mirrored', 'mirrored', 2, 32),
-          fake_run('old', 'central_storage', replicas=2)]  # Recorded before the card: n/a.
+  runs = [
+    carded('one_device', 'one_device', 1, 64),
+    carded('mirrored', 'mirrored', 2, 32),
+    fake_run('old', 'central_storage', replicas=2),
+  ]  # Recorded before the card: n/a.
   table = summary.rows(runs, 0.9)
   one, mirrored, old = table
   assert mirrored['compute_per_byte_communicated'] == pytest.approx(2_060_842.3 * 32 / 212_008)
   assert one['compute_per_byte_communicated'] == pytest.approx(2 * 311.05, rel=1e-3)
-  assert (old['gradient_bytes_per_step'], old['flops_per_example'],
-          old['compute_per_byte_communicated']) == (None, None, None)
+  assert (
+    old['gradient_bytes_per_step'],
+    old['flops_per_example'],
+    old['compute_per_byte_communicated'],
+  ) == (None, None, None)
   summary.write(str(tmp_path), table, [], 0.9)
   with open(tmp_path / 'summary.csv') as f:
     rows = list(csv.DictReader(f))

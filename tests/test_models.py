@@ -1,4 +1,5 @@
 """Unit tests for the model registry and the architectures it builds."""
+
 import re
 
 import numpy as np
@@ -8,14 +9,21 @@ import models
 
 NAMES = ['cnn', 'cnn_bn', 'mlp', 'resnet20']
 # Tested in tests/test_benchmark_models.py: they need larger inputs, or token ids.
-BENCHMARK_NAMES = ['efficientnet_b0', 'inception_v3', 'mobilenet_v2', 'resnet50', 'transformer',
-                   'vgg16']
+BENCHMARK_NAMES = [
+  'efficientnet_b0',
+  'inception_v3',
+  'mobilenet_v2',
+  'resnet50',
+  'transformer',
+  'vgg16',
+]
 EMBEDDING_NAMES = ['wide_deep']  # tests/test_wide_deep.py
 
 
 def _layers(model, kind):
   import keras
-  return [l for l in model.layers if isinstance(l, getattr(keras.layers, kind))]
+
+  return [layer for layer in model.layers if isinstance(layer, getattr(keras.layers, kind))]
 
 
 def test_names_lists_exactly_the_model_modules():
@@ -23,9 +31,13 @@ def test_names_lists_exactly_the_model_modules():
 
 
 def test_unknown_model_raises_value_error_listing_names():
-  with pytest.raises(ValueError, match=re.escape(
+  with pytest.raises(
+    ValueError,
+    match=re.escape(
       "unknown model 'vgg'; choose from cnn, cnn_bn, efficientnet_b0, inception_v3, mlp, "
-      'mobilenet_v2, resnet20, resnet50, transformer, vgg16')):
+      'mobilenet_v2, resnet20, resnet50, transformer, vgg16'
+    ),
+  ):
     models.build('vgg', (8, 8, 1), 10)
 
 
@@ -62,7 +74,7 @@ def test_cnn_has_no_batch_norm_and_cnn_bn_has_one_per_conv():
 
 def test_mlp_layout():
   model = models.build('mlp', (8, 8, 1), 10)
-  assert [l.units for l in _layers(model, 'Dense')] == [256, 256, 10]
+  assert [layer.units for layer in _layers(model, 'Dense')] == [256, 256, 10]
   assert model.count_params() == (64 * 256 + 256) + (256 * 256 + 256) + (256 * 10 + 10)
 
 
@@ -90,7 +102,8 @@ def test_resnet20_feature_maps(resnet20):
   # 32x32 -> 16x16 -> 8x8 over the three stages, then global pooling to 64 features.
   adds = _layers(resnet20, 'Add')
   assert [tuple(a.output.shape[1:]) for a in adds] == (
-      [(32, 32, 16)] * 3 + [(16, 16, 32)] * 3 + [(8, 8, 64)] * 3)
+    [(32, 32, 16)] * 3 + [(16, 16, 32)] * 3 + [(8, 8, 64)] * 3
+  )
   assert tuple(_layers(resnet20, 'GlobalAveragePooling2D')[0].output.shape) == (None, 64)
 
 

@@ -1,5 +1,6 @@
 """An experiment is one thing: a finished run is kept only for a launch of the same settings,
 and one launch at a time holds the experiment (orchestration/experiment_lock.py)."""
+
 import json
 import os
 import socket
@@ -14,7 +15,11 @@ from orchestration import experiment_lock
 from records import files
 from records import results
 from records import storage
-from tests.conftest import RUN_PY, kill_all, read_result, run_py, wait_for_line
+from tests.conftest import RUN_PY
+from tests.conftest import kill_all
+from tests.conftest import read_result
+from tests.conftest import run_py
+from tests.conftest import wait_for_line
 from tests.test_bad_input import assert_one_line_error
 
 
@@ -24,36 +29,51 @@ def finished_run(run_dir, config):
   results.write(str(run_dir), {'status': 'complete'})
 
 
-RUN = definitions.RunConfig(name='one_device', epochs=2, data=definitions.Data(
-    image_shape=(8, 8, 1)), distribution=definitions.Distribution(options={'num_packs': 1}))
+RUN = definitions.RunConfig(
+  name='one_device',
+  epochs=2,
+  data=definitions.Data(image_shape=(8, 8, 1)),
+  distribution=definitions.Distribution(options={'num_packs': 1}),
+)
 
 
-@pytest.mark.parametrize('changed, said', [
+@pytest.mark.parametrize(
+  'changed, said',
+  [
     (dict(epochs=3), 'epochs=2 (now 3)'),
     (dict(batch_size=32, seed=1), 'batch_size=64 (now 32), seed=0 (now 1)'),
     (dict(model=definitions.Model('mymod:build')), "model='cnn' (now 'mymod:build')"),
-    (dict(data=definitions.Data(image_shape=(16, 16, 1))),
-     'image_shape=[8, 8, 1] (now [16, 16, 1])'),
-    (dict(distribution=definitions.Distribution(options={'num_packs': 2})),
-     'num_packs=1 (now 2)'),
-])
+    (
+      dict(data=definitions.Data(image_shape=(16, 16, 1))),
+      'image_shape=[8, 8, 1] (now [16, 16, 1])',
+    ),
+    (dict(distribution=definitions.Distribution(options={'num_packs': 2})), 'num_packs=1 (now 2)'),
+  ],
+)
 def test_a_finished_run_of_other_settings_is_refused_naming_them(tmp_path, changed, said):
   import dataclasses
+
   finished_run(tmp_path, RUN)
   with pytest.raises(results.RunDirError) as raised:
     results.check_run_dir(str(tmp_path), config=dataclasses.replace(RUN, **changed).to_json())
-  assert str(raised.value) == (f'{tmp_path} holds a run finished with other settings: {said}; '
-                               'choose another --experiment, or remove that run directory to '
-                               'run it again')
+  assert str(raised.value) == (
+    f'{tmp_path} holds a run finished with other settings: {said}; '
+    'choose another --experiment, or remove that run directory to '
+    'run it again'
+  )
 
 
 def test_a_finished_run_of_the_same_settings_is_kept(tmp_path):
   import dataclasses
+
   finished_run(tmp_path, RUN)
   # Where its data is read from, how it checkpoints: not what it measures.
-  same = dataclasses.replace(RUN, data=dataclasses.replace(RUN.data, data_dir='/elsewhere'),
-                             checkpoints=definitions.Checkpointing(checkpoint_every_epochs=2),
-                             flags={'verbosity': 0})
+  same = dataclasses.replace(
+    RUN,
+    data=dataclasses.replace(RUN.data, data_dir='/elsewhere'),
+    checkpoints=definitions.Checkpointing(checkpoint_every_epochs=2),
+    flags={'verbosity': 0},
+  )
   assert results.check_run_dir(str(tmp_path), config=same.to_json()) == 'finished'
 
 
@@ -73,31 +93,46 @@ def test_a_second_launch_is_refused_naming_the_holder(tmp_path, url):
         pytest.fail('held twice')
     assert (tmp_path / 'exp' / experiment_lock.NAME).exists()
   assert str(raised.value).startswith(
-      f'{experiment} is being run by another launch (pid {os.getpid()} on '
-      f'{socket.gethostname()} since ')
+    f'{experiment} is being run by another launch (pid {os.getpid()} on '
+    f'{socket.gethostname()} since '
+  )
   assert str(raised.value).endswith('wait for it to end, or choose another --experiment')
   assert not (tmp_path / 'exp').exists()  # Nothing else was written: nothing is left.
 
 
 def test_a_lock_left_by_a_dead_launch_is_taken_over(tmp_path, capsys):
-  dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
-                        capture_output=True, text=True, check=True)
+  dead = subprocess.run(
+    [sys.executable, '-c', 'import os; print(os.getpid())'],
+    capture_output=True,
+    text=True,
+    check=True,
+  )
   (tmp_path / 'exp').mkdir()
-  (tmp_path / 'exp' / experiment_lock.NAME).write_text(json.dumps(
-      {'host': 'vm', 'pid': int(dead.stdout), 'started': 0}))
+  (tmp_path / 'exp' / experiment_lock.NAME).write_text(
+    json.dumps({'host': 'vm', 'pid': int(dead.stdout), 'started': 0})
+  )
   (tmp_path / 'exp' / 'result_of_before').write_text('')
   with experiment_lock.hold(str(tmp_path / 'exp')):
     holder = json.loads((tmp_path / 'exp' / experiment_lock.NAME).read_text())
     assert holder['pid'] == os.getpid()
   assert capsys.readouterr().out.startswith(
-      f'run.py: taking over the lock on {tmp_path}/exp left by pid {int(dead.stdout)} on vm '
-      'since 1970-01-01 ')
+    f'run.py: taking over the lock on {tmp_path}/exp left by pid {int(dead.stdout)} on vm '
+    'since 1970-01-01 '
+  )
   assert os.listdir(tmp_path / 'exp') == ['result_of_before']
 
 
 def lease(path, **holder):
-  files.write_json(path, {'host': socket.gethostname(), 'pid': os.getpid(), 'started': 0,
-                          'renewed': time.time(), **holder})
+  files.write_json(
+    path,
+    {
+      'host': socket.gethostname(),
+      'pid': os.getpid(),
+      'started': 0,
+      'renewed': time.time(),
+      **holder,
+    },
+  )
 
 
 def test_an_object_store_lease_refuses_a_live_holder_and_takes_over_a_gone_one(capsys):
@@ -114,8 +149,10 @@ def test_an_object_store_lease_refuses_a_live_holder_and_takes_over_a_gone_one(c
   with pytest.raises(experiment_lock.Held, match='pid 1 on elsewhere'):
     with experiment_lock.hold(experiment):
       pytest.fail('held by elsewhere')
-  for gone, why in (({'pid': 2 ** 22 + 1}, 'which is no longer running'),
-                    ({'host': 'elsewhere', 'renewed': 0}, 'not renewed for over 300 s')):
+  for gone, why in (
+    ({'pid': 2**22 + 1}, 'which is no longer running'),
+    ({'host': 'elsewhere', 'renewed': 0}, 'not renewed for over 300 s'),
+  ):
     lease(path, **gone)
     with experiment_lock.hold(experiment):
       assert json.loads(storage.read_text(path))['pid'] == os.getpid()
@@ -126,17 +163,28 @@ def test_an_object_store_lease_refuses_a_live_holder_and_takes_over_a_gone_one(c
 def test_two_launches_into_one_experiment(logdir):
   """The second is refused in one line while the first trains; the first finishes untouched;
   a launch of other settings into the finished experiment is refused before it writes."""
-  args = ['--strategies=one_device', '--epochs=2', '--nobreakdown', f'--logdir={logdir}',
-          '--experiment=exp']
-  first = subprocess.Popen([sys.executable, RUN_PY, *args], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+  args = [
+    '--strategies=one_device',
+    '--epochs=2',
+    '--nobreakdown',
+    f'--logdir={logdir}',
+    '--experiment=exp',
+  ]
+  first = subprocess.Popen(
+    [sys.executable, RUN_PY, *args],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    stdin=subprocess.DEVNULL,
+  )
   try:
     wait_for_line(first, '=== one_device', timeout=60)
     started = time.monotonic()
     second = run_py(*args, timeout=60)
     assert time.monotonic() - started < 30
-    assert_one_line_error(second, f'{logdir}/exp is being run by another launch',
-                          f'pid {first.pid} on')
+    assert_one_line_error(
+      second, f'{logdir}/exp is being run by another launch', f'pid {first.pid} on'
+    )
     assert second.returncode == 2
     first.communicate(timeout=300)
   finally:

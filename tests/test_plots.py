@@ -1,4 +1,5 @@
 """The comparison plots: which PNGs are written for which runs, and that each is a real image."""
+
 import os
 import subprocess
 import sys
@@ -11,24 +12,39 @@ from reporting import plots
 
 PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 ALWAYS = ['accuracy_vs_epoch.png', 'accuracy_vs_time.png', 'throughput.png']
-STRATEGIES = ['one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
-              'parameter_server']
+STRATEGIES = [
+  'one_device',
+  'mirrored',
+  'central_storage',
+  'multi_worker_mirrored',
+  'parameter_server',
+]
 
 
 def row(name, strategy, replicas=1, workers=1, batch=64, eps=1000.0, efficiency=1.0):
-  return {'run': name, 'strategy': strategy, 'num_workers': workers,
-          'num_replicas_in_sync': replicas, 'global_batch_size': batch,
-          'examples_per_second': eps, 'examples_per_second_min': eps * 0.9,
-          'examples_per_second_max': eps * 1.1, 'scaling_efficiency': efficiency,
-          'final_validation_accuracy': 0.9}
+  return {
+    'run': name,
+    'strategy': strategy,
+    'num_workers': workers,
+    'num_replicas_in_sync': replicas,
+    'global_batch_size': batch,
+    'examples_per_second': eps,
+    'examples_per_second_min': eps * 0.9,
+    'examples_per_second_max': eps * 1.1,
+    'scaling_efficiency': efficiency,
+    'final_validation_accuracy': 0.9,
+  }
 
 
 def histories(rows, epochs=5):
   """Rising accuracy, a different pace per run, so every line is drawn apart."""
-  return {r['run']: {'validation_accuracy': [0.5 + 0.4 * (e + 1) / epochs - 0.01 * i
-                                             for e in range(epochs)],
-                     'elapsed_seconds': [(e + 1) * (1.0 + 0.3 * i) for e in range(epochs)]}
-          for i, r in enumerate(rows)}
+  return {
+    r['run']: {
+      'validation_accuracy': [0.5 + 0.4 * (e + 1) / epochs - 0.01 * i for e in range(epochs)],
+      'elapsed_seconds': [(e + 1) * (1.0 + 0.3 * i) for e in range(epochs)],
+    }
+    for i, r in enumerate(rows)
+  }
 
 
 def write(rows, out_dir):
@@ -48,10 +64,17 @@ def assert_png(path):
 
 
 def five_strategies():
-  return [row(s, s, replicas=1 if s in ('one_device', 'parameter_server') else 2,
-              workers=2 if s in ('multi_worker_mirrored', 'parameter_server') else 1,
-              eps=1000.0 * (i + 1), efficiency=None if s == 'one_device' else 0.5)
-          for i, s in enumerate(STRATEGIES)]
+  return [
+    row(
+      s,
+      s,
+      replicas=1 if s in ('one_device', 'parameter_server') else 2,
+      workers=2 if s in ('multi_worker_mirrored', 'parameter_server') else 1,
+      eps=1000.0 * (i + 1),
+      efficiency=None if s == 'one_device' else 0.5,
+    )
+    for i, s in enumerate(STRATEGIES)
+  ]
 
 
 def test_one_run_per_strategy_gives_the_three_plots_as_real_images(tmp_path):
@@ -63,24 +86,28 @@ def test_one_run_per_strategy_gives_the_three_plots_as_real_images(tmp_path):
 
 def test_a_replica_and_worker_sweep_adds_the_scaling_plot(tmp_path):
   rows = [row('one_device', 'one_device', eps=1000.0)]
-  rows += [row(f'mirrored-r{r}', 'mirrored', replicas=r, eps=900.0 * r, efficiency=0.9)
-           for r in (1, 2, 4)]
-  rows += [row(f'parameter_server-w{w}', 'parameter_server', workers=w, eps=500.0 * w,
-               efficiency=0.5) for w in (1, 2)]
+  rows += [
+    row(f'mirrored-r{r}', 'mirrored', replicas=r, eps=900.0 * r, efficiency=0.9) for r in (1, 2, 4)
+  ]
+  rows += [
+    row(f'parameter_server-w{w}', 'parameter_server', workers=w, eps=500.0 * w, efficiency=0.5)
+    for w in (1, 2)
+  ]
   paths = write(rows, tmp_path)
   assert names(paths) == sorted(ALWAYS + ['scaling.png'])
   assert_png(os.path.join(tmp_path, 'scaling.png'))
 
 
 def test_weak_scaling_where_the_global_batch_grows_with_n_still_draws_scaling(tmp_path):
-  rows = [row(f'mirrored-r{r}-b{64 * r}', 'mirrored', replicas=r, batch=64 * r)
-          for r in (1, 2, 4)]
+  rows = [row(f'mirrored-r{r}-b{64 * r}', 'mirrored', replicas=r, batch=64 * r) for r in (1, 2, 4)]
   assert names(write(rows, tmp_path)) == sorted(ALWAYS + ['scaling.png'])
 
 
 def test_a_batch_size_sweep_adds_the_batch_size_plot(tmp_path):
-  rows = [row(f'one_device-b{b}', 'one_device', batch=b, eps=10.0 * b)
-          for b in (32, 64, 128, 256, 512, 1024)]
+  rows = [
+    row(f'one_device-b{b}', 'one_device', batch=b, eps=10.0 * b)
+    for b in (32, 64, 128, 256, 512, 1024)
+  ]
   paths = write(rows, tmp_path)
   assert names(paths) == sorted(ALWAYS + ['batch_size.png'])
   assert_png(os.path.join(tmp_path, 'batch_size.png'))
@@ -102,8 +129,14 @@ def test_returned_paths_are_the_files_written_into_a_new_directory(tmp_path):
   assert paths == sorted(paths) and 'batch_size.png' in names(paths)
 
 
-@pytest.mark.parametrize('history', [{}, {'validation_accuracy': [], 'elapsed_seconds': []},
-                                     {'validation_accuracy': [0.5, 0.7], 'elapsed_seconds': [1.0]}])
+@pytest.mark.parametrize(
+  'history',
+  [
+    {},
+    {'validation_accuracy': [], 'elapsed_seconds': []},
+    {'validation_accuracy': [0.5, 0.7], 'elapsed_seconds': [1.0]},
+  ],
+)
 def test_missing_or_short_histories_do_not_crash(tmp_path, history):
   rows = five_strategies()
   assert names(plots.write(rows, {'one_device': history}, str(tmp_path))) == ALWAYS
@@ -111,8 +144,11 @@ def test_missing_or_short_histories_do_not_crash(tmp_path, history):
 
 def test_ten_runs_leave_no_figure_open(tmp_path):
   before = plt.get_fignums()
-  rows = [row(f'multi_worker_mirrored-w{w}-b{b}', 'multi_worker_mirrored', replicas=w, workers=w,
-              batch=b) for w in (1, 2) for b in (64, 128, 256, 512, 1024)]
+  rows = [
+    row(f'multi_worker_mirrored-w{w}-b{b}', 'multi_worker_mirrored', replicas=w, workers=w, batch=b)
+    for w in (1, 2)
+    for b in (64, 128, 256, 512, 1024)
+  ]
   for path in write(rows, tmp_path):
     assert_png(path)
   assert plt.get_fignums() == before

@@ -1,6 +1,7 @@
 """The scaling predictor (prediction/): the published table within 15% with its one fitted
 constant, the hardware profiles and their sources, each strategy's bytes over each link, a
 measured experiment as the source, the report's plot and sentences, and run.py --predict."""
+
 import dataclasses
 import json
 import math
@@ -24,7 +25,10 @@ def test_every_published_row_is_predicted_within_15_percent():
     assert abs(row['error']) <= 0.15, validation.markdown([row])
   # The single-GPU rows of all-reduce groups are the device's own figure: no error at all.
   assert [round(r['predicted'], 1) for r in compared if r['num_devices'] == 1] == [
-      209.7, 154.0, 52.4]
+    209.7,
+    154.0,
+    52.4,
+  ]
 
 
 def test_the_one_fitted_constant_is_what_the_fit_gives():
@@ -36,8 +40,17 @@ def test_the_one_fitted_constant_is_what_the_fit_gives():
 
 def test_every_profile_has_every_field_and_a_source_for_each():
   import tomllib
-  assert hardware.names() == ['aws_p2_8xlarge', 'cpu_10gbe', 'dgx1_p100', 'dgx1_v100',
-                              'dgx_a100', 'gce_k80', 'hgx_h100', 'pcie_workstation']
+
+  assert hardware.names() == [
+    'aws_p2_8xlarge',
+    'cpu_10gbe',
+    'dgx1_p100',
+    'dgx1_v100',
+    'dgx_a100',
+    'gce_k80',
+    'hgx_h100',
+    'pcie_workstation',
+  ]
   for name in hardware.names():
     with open(os.path.join(hardware.DIRECTORY, f'{name}.toml'), 'rb') as f:
       values = tomllib.load(f)
@@ -46,12 +59,17 @@ def test_every_profile_has_every_field_and_a_source_for_each():
     assert hardware.load(name).name == name
 
 
-@pytest.mark.parametrize('text, fragments', [
+@pytest.mark.parametrize(
+  'text, fragments',
+  [
     ('devices_per_node = 8\n', ['lacks max_nodes', 'network_latency_us']),
-    ('\n'.join(f'{f} = 1' for f in hardware.FIELDS).replace('max_nodes = 1', 'max_nodes = 0.5'),
-     ['max_nodes = 0.5 is not a positive integer']),
+    (
+      '\n'.join(f'{f} = 1' for f in hardware.FIELDS).replace('max_nodes = 1', 'max_nodes = 0.5'),
+      ['max_nodes = 0.5 is not a positive integer'],
+    ),
     ('devices_per_node = [', ['cannot be read']),
-])
+  ],
+)
 def test_a_bad_profile_file_is_one_message(tmp_path, text, fragments):
   path = tmp_path / 'mine.toml'
   path.write_text(text)
@@ -76,13 +94,15 @@ def test_device_counts_a_profile_cannot_hold_are_refused():
 
 def workload_of(megabytes, compute_ms=100.0, batch=64):
   size = megabytes * MB
-  return cost_model.Workload(per_device_batch=batch, compute_ms=compute_ms,
-                             gradient_bytes=size, parameter_bytes=size)
+  return cost_model.Workload(
+    per_device_batch=batch, compute_ms=compute_ms, gradient_bytes=size, parameter_bytes=size
+  )
 
 
 def comm_ms(strategy, n, hw_name, megabytes=100, **options):
-  stages = cost_model.communication(strategy, n, workload_of(megabytes),
-                                    hardware.load(hw_name), cost_model.Options(**options))
+  stages = cost_model.communication(
+    strategy, n, workload_of(megabytes), hardware.load(hw_name), cost_model.Options(**options)
+  )
   return {name: seconds * 1e3 for name, seconds in stages.items()}
 
 
@@ -100,14 +120,24 @@ def test_ring_all_reduce_moves_2_n_minus_1_over_n_of_the_bytes():
 
 def test_sparse_gradients_are_gathered_and_a_parameter_server_sends_only_their_rows():
   """An embedding model: 1 MB of dense gradients, 4 MB of looked-up rows of 400 MB tables."""
-  w = cost_model.Workload(per_device_batch=512, compute_ms=50.0, gradient_bytes=5 * MB,
-                          parameter_bytes=5 * MB, sparse_gradient_bytes=4 * MB)
+  w = cost_model.Workload(
+    per_device_batch=512,
+    compute_ms=50.0,
+    gradient_bytes=5 * MB,
+    parameter_bytes=5 * MB,
+    sparse_gradient_bytes=4 * MB,
+  )
   hw = hardware.load('cpu_10gbe')
-  ms = lambda strategy, n: {k: s * 1e3 for k, s in cost_model.communication(  # A ps per worker.
-      strategy, n, w, hw, cost_model.Options(num_ps=n)).items()}
+  ms = lambda strategy, n: {
+    k: s * 1e3
+    for k, s in cost_model.communication(  # A ps per worker.
+      strategy, n, w, hw, cost_model.Options(num_ps=n)
+    ).items()
+  }
   # 8 nodes of one device: the dense MB ring all-reduced, the rows of the 7 others gathered.
   assert ms('multi_worker_mirrored', 8)['network'] == pytest.approx(
-      2 * 7 / 8 * 1 / 1.25 + 14 * 0.05 + 7 * (4 / 1.25 + 0.05))
+    2 * 7 / 8 * 1 / 1.25 + 14 * 0.05 + 7 * (4 / 1.25 + 0.05)
+  )
   # Each worker pushes its 5 MB and pulls the 5 MB of rows and dense variables it reads.
   assert ms('parameter_server', 8) == pytest.approx({'network': 10 / 1.25 + 0.1})
   # The gathered rows grow with the workers; a parameter server's traffic per worker does not.
@@ -117,13 +147,16 @@ def test_sparse_gradients_are_gathered_and_a_parameter_server_sends_only_their_r
 
 def test_reduction_to_one_device_and_central_storage_go_through_one_device_or_the_host():
   # Into GPU 0 and back out: 2 x 7 x 100 MB over its 150 GB/s of NVLink.
-  assert comm_ms('mirrored', 8, 'dgx1_v100', cross_device_ops='reduction_to_one_device') == \
-      pytest.approx({'device link': 2 * 7 * 100 / 150 + 0.02})
+  assert comm_ms(
+    'mirrored', 8, 'dgx1_v100', cross_device_ops='reduction_to_one_device'
+  ) == pytest.approx({'device link': 2 * 7 * 100 / 150 + 0.02})
   # On the CPU: 2 GPUs share a PCIe switch; gradients up, variables down, 200 MB each.
-  assert comm_ms('central_storage', 8, 'dgx1_v100', parameter_device='/cpu:0') == \
-      pytest.approx({'host link': 2 * 200 / 15.75})
-  assert comm_ms('central_storage', 8, 'dgx1_v100', parameter_device='/gpu:0') == \
-      pytest.approx({'device link': 7 * 200 / 150})
+  assert comm_ms('central_storage', 8, 'dgx1_v100', parameter_device='/cpu:0') == pytest.approx(
+    {'host link': 2 * 200 / 15.75}
+  )
+  assert comm_ms('central_storage', 8, 'dgx1_v100', parameter_device='/gpu:0') == pytest.approx(
+    {'device link': 7 * 200 / 150}
+  )
   assert comm_ms('central_storage', 1, 'dgx1_v100') == {}  # TensorFlow keeps the one GPU's.
 
 
@@ -137,9 +170,14 @@ def test_parameter_servers_are_limited_by_their_links_until_there_are_enough_of_
 
 def test_a_prediction_adds_up_and_knows_what_limits_it():
   hw = hardware.load('cpu_10gbe')
-  w = cost_model.Workload(per_device_batch=100, compute_ms=50.0, gradient_bytes=100 * MB,
-                          parameter_bytes=100 * MB, overhead_ms=5.0,
-                          input_examples_per_second=3000)
+  w = cost_model.Workload(
+    per_device_batch=100,
+    compute_ms=50.0,
+    gradient_bytes=100 * MB,
+    parameter_bytes=100 * MB,
+    overhead_ms=5.0,
+    input_examples_per_second=3000,
+  )
   p = cost_model.predict('multi_worker_mirrored', 4, w, hw, cost_model.Options())
   assert p['step_ms'] == pytest.approx(50 + 5 + 120 + 6 * 0.05)
   assert p['examples_per_second'] == pytest.approx(400 / p['step_ms'] * 1e3)
@@ -157,28 +195,41 @@ def write_run(directory, name, strategy, devices, batch, parts, workers=1):
   run_dir = directory / name
   run_dir.mkdir(parents=True)
   replicas = 1 if strategy == 'parameter_server' else devices
-  result = {'strategy': strategy, 'num_workers': workers, 'num_replicas_in_sync': replicas,
-            'global_batch_size': batch * devices, 'examples_per_second': 1000.0,
-            'gradient_bytes_per_step': 4_000_000, 'trainable_bytes': 4_000_000,
-            'breakdown': dict(zip(('step_ms', 'input_ms', 'compute_ms', 'communication_ms',
-                                   'overhead_ms'), parts))}
+  result = {
+    'strategy': strategy,
+    'num_workers': workers,
+    'num_replicas_in_sync': replicas,
+    'global_batch_size': batch * devices,
+    'examples_per_second': 1000.0,
+    'gradient_bytes_per_step': 4_000_000,
+    'trainable_bytes': 4_000_000,
+    'breakdown': dict(
+      zip(('step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms'), parts)
+    ),
+  }
   (run_dir / 'result.json').write_text(json.dumps(result))
 
 
 def test_an_experiment_gives_compute_overhead_input_and_measured_floors(tmp_path):
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
-  write_run(tmp_path, 'multi_worker_mirrored', 'multi_worker_mirrored', 2, 64,
-            (20.0, 5.0, 9.0, 6.0, 0.0), workers=2)
+  write_run(
+    tmp_path,
+    'multi_worker_mirrored',
+    'multi_worker_mirrored',
+    2,
+    64,
+    (20.0, 5.0, 9.0, 6.0, 0.0),
+    workers=2,
+  )
   write_run(tmp_path, 'mirrored', 'mirrored', 2, 32, (9.0, 1.0, 6.0, 1.0, 1.0))  # Other batch.
   w = workload.from_experiment(str(tmp_path))
   assert (w.per_device_batch, w.compute_ms, w.gradient_bytes) == (64, 8.0, 4_000_000)
   assert w.overhead_ms == 4.0  # The step minus compute: one device communicates nothing.
   assert w.input_examples_per_second == 64 / 4.0 * 1e3
-  assert w.measured == {('one_device', 1): {'compute_ms': 8.0, 'communication_ms': 0.0,
-                                            'overhead_ms': 4.0},
-                        ('multi_worker_mirrored', 2): {'compute_ms': 9.0,
-                                                       'communication_ms': 6.0,
-                                                       'overhead_ms': 5.0}}
+  assert w.measured == {
+    ('one_device', 1): {'compute_ms': 8.0, 'communication_ms': 0.0, 'overhead_ms': 4.0},
+    ('multi_worker_mirrored', 2): {'compute_ms': 9.0, 'communication_ms': 6.0, 'overhead_ms': 5.0},
+  }
   fast = hardware.load('dgx_a100')
   p = cost_model.predict('multi_worker_mirrored', 2, w, fast, cost_model.Options())
   # The software's cost as measured here, plus 4 MB over two A100s' NVSwitch.
@@ -193,15 +244,21 @@ def test_an_experiment_gives_compute_overhead_input_and_measured_floors(tmp_path
 def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
   from configs import definitions
   from prediction import predict
+
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
   config = definitions.Prediction(
-      directory=str(tmp_path), hardware=('pcie_workstation', 'aws_p2_8xlarge'), num_devices=(),
-      strategies=('mirrored', 'multi_worker_mirrored'), options={'communication': 'ring'})
+    directory=str(tmp_path),
+    hardware=('pcie_workstation', 'aws_p2_8xlarge'),
+    num_devices=(),
+    strategies=('mirrored', 'multi_worker_mirrored'),
+    options={'communication': 'ring'},
+  )
   document = predict.forecast(config)
   assert document == predict.read(str(tmp_path))
   assert document['options']['communication'] == 'ring'
-  devices = lambda hw, s: [p['num_devices'] for p in document['predictions']
-                           if (p['hardware'], p['strategy']) == (hw, s)]
+  devices = lambda hw, s: [
+    p['num_devices'] for p in document['predictions'] if (p['hardware'], p['strategy']) == (hw, s)
+  ]
   # Without --num_devices: the powers of two each profile holds.
   assert devices('pcie_workstation', 'multi_worker_mirrored') == [1, 2, 4]
   assert devices('aws_p2_8xlarge', 'multi_worker_mirrored') == [1, 2, 4, 8, 16, 32, 64]
@@ -217,28 +274,45 @@ def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_
   from configs import definitions
   from prediction import predict
   from reporting import recommendations
+
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
-  (tmp_path / 'environment.json').write_text(json.dumps(
-      {'gpus': [], 'cpu_model': 'AMD EPYC', 'cpu_count': 4, 'cpu_affinity': 2}))
-  document = predict.forecast(definitions.Prediction(
-      directory=str(tmp_path), hardware=('dgx1_v100',), num_devices=(1, 64),
-      strategies=('multi_worker_mirrored',), options={}))
+  (tmp_path / 'environment.json').write_text(
+    json.dumps({'gpus': [], 'cpu_model': 'AMD EPYC', 'cpu_count': 4, 'cpu_affinity': 2})
+  )
+  document = predict.forecast(
+    definitions.Prediction(
+      directory=str(tmp_path),
+      hardware=('dgx1_v100',),
+      num_devices=(1, 64),
+      strategies=('multi_worker_mirrored',),
+      options={},
+    )
+  )
   here = 'CPU (AMD EPYC, 2 cores)'
   assert json.loads((tmp_path / predict.FILE).read_text())['source']['compute_measured_on'] == here
   assert [p['compute_measured_on'] for p in document['predictions']] == [here, here]
   header, _, *rows = predict.table(document['predictions']).splitlines()
   assert header.endswith('compute measured on') and all(row.endswith(here) for row in rows)
   assert recommendations.recommendations(document)[0].endswith(
-      f'Compute and input rate measured on this machine\'s {here}, not on dgx1_v100\'s '
-      'devices: give --device_examples_per_second for theirs.')
+    f"Compute and input rate measured on this machine's {here}, not on dgx1_v100's "
+    'devices: give --device_examples_per_second for theirs.'
+  )
 
 
 def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
   from reporting import recommendations
+
   w = workload_of(100)
-  document = {'source': {'model': 'resnet50'}, 'predictions': [
-      p for name in ('dgx1_v100', 'aws_p2_8xlarge') for p in cost_model.predict_all(
-          cost_model.STRATEGIES, (1, 2, 4, 8), w, hardware.load(name), cost_model.Options())]}
+  document = {
+    'source': {'model': 'resnet50'},
+    'predictions': [
+      p
+      for name in ('dgx1_v100', 'aws_p2_8xlarge')
+      for p in cost_model.predict_all(
+        cost_model.STRATEGIES, (1, 2, 4, 8), w, hardware.load(name), cost_model.Options()
+      )
+    ],
+  }
   measured = [{'strategy': 'mirrored', 'devices': 2, 'examples_per_second': 1000.0}]
   path = recommendations.plot(document, measured, str(tmp_path))
   assert os.path.getsize(path) > 10_000
@@ -251,25 +325,41 @@ def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
 
 
 def test_run_py_predicts_from_a_model_card(tmp_path):
-  proc = run_py('--predict', '--model=mlp', '--device_examples_per_second=5000',
-                '--per_device_batch=128', '--hardware=dgx1_v100,cpu_10gbe',
-                '--num_devices=1,8,16', '--strategies=mirrored,parameter_server', '--num_ps=2',
-                f'--logdir={tmp_path}', '--experiment=card', timeout=120)
+  proc = run_py(
+    '--predict',
+    '--model=mlp',
+    '--device_examples_per_second=5000',
+    '--per_device_batch=128',
+    '--hardware=dgx1_v100,cpu_10gbe',
+    '--num_devices=1,8,16',
+    '--strategies=mirrored,parameter_server',
+    '--num_ps=2',
+    f'--logdir={tmp_path}',
+    '--experiment=card',
+    timeout=120,
+  )
   assert proc.returncode == 0, proc.stderr
   document = json.loads((tmp_path / 'card' / 'prediction.json').read_text())
   assert (tmp_path / 'card' / 'prediction.png').exists()
   assert document['options']['num_ps'] == 2 and document['overlap'] == cost_model.OVERLAP
   rows = {(p['hardware'], p['strategy'], p['num_devices']): p for p in document['predictions']}
   # mirrored is one machine: 8 on a DGX-1, only 1 on a CPU node.
-  assert set(rows) == {('dgx1_v100', 'mirrored', 1), ('dgx1_v100', 'mirrored', 8),
-                       ('dgx1_v100', 'parameter_server', 1), ('dgx1_v100', 'parameter_server', 8),
-                       ('dgx1_v100', 'parameter_server', 16), ('cpu_10gbe', 'mirrored', 1),
-                       ('cpu_10gbe', 'parameter_server', 1), ('cpu_10gbe', 'parameter_server', 8),
-                       ('cpu_10gbe', 'parameter_server', 16)}
+  assert set(rows) == {
+    ('dgx1_v100', 'mirrored', 1),
+    ('dgx1_v100', 'mirrored', 8),
+    ('dgx1_v100', 'parameter_server', 1),
+    ('dgx1_v100', 'parameter_server', 8),
+    ('dgx1_v100', 'parameter_server', 16),
+    ('cpu_10gbe', 'mirrored', 1),
+    ('cpu_10gbe', 'parameter_server', 1),
+    ('cpu_10gbe', 'parameter_server', 8),
+    ('cpu_10gbe', 'parameter_server', 16),
+  }
   for p in document['predictions']:
     assert p['compute_ms'] == pytest.approx(128 / 5000 * 1e3)
-    assert p['step_ms'] == pytest.approx(p['compute_ms'] + p['exposed_communication_ms']
-                                         + p['overhead_ms'])
+    assert p['step_ms'] == pytest.approx(
+      p['compute_ms'] + p['exposed_communication_ms'] + p['overhead_ms']
+    )
     assert math.isclose(p['examples_per_second'], p['num_devices'] * 128 / p['step_ms'] * 1e3)
   assert 'On dgx1_v100 with 16 device(s): parameter_server' in proc.stdout
   assert 'measured on' not in proc.stdout  # The figure given is the target device's.
@@ -280,11 +370,21 @@ def test_run_py_predicts_from_a_model_card(tmp_path):
 def test_an_embedding_models_card_counts_only_the_rows_a_step_looks_up(tmp_path):
   """wide_deep from its card: on its own click data (not images), at the sizes given, its
   tables read and all-gathered only where a batch of 64 looks them up."""
-  proc = run_py('--predict', '--model=wide_deep', '--vocab_sizes=1000,100', '--embedding_dim=4',
-                '--device_examples_per_second=20000', '--per_device_batch=64',
-                '--hardware=cpu_10gbe', '--num_devices=32', '--num_ps=8',
-                '--strategies=multi_worker_mirrored,parameter_server', f'--logdir={tmp_path}',
-                '--experiment=card', timeout=120)
+  proc = run_py(
+    '--predict',
+    '--model=wide_deep',
+    '--vocab_sizes=1000,100',
+    '--embedding_dim=4',
+    '--device_examples_per_second=20000',
+    '--per_device_batch=64',
+    '--hardware=cpu_10gbe',
+    '--num_devices=32',
+    '--num_ps=8',
+    '--strategies=multi_worker_mirrored,parameter_server',
+    f'--logdir={tmp_path}',
+    '--experiment=card',
+    timeout=120,
+  )
   assert proc.returncode == 0, proc.stderr
   document = json.loads((tmp_path / 'card' / 'prediction.json').read_text())
   assert document['source']['dataset'] == 'synthetic_clicks'
@@ -298,5 +398,7 @@ def test_an_embedding_models_card_counts_only_the_rows_a_step_looks_up(tmp_path)
   dense = work['gradient_bytes'] - work['sparse_gradient_bytes']
   assert work['parameter_bytes'] == work['gradient_bytes'] < dense + 1100 * 6 * 4
   rows = {p['strategy']: p for p in document['predictions']}
-  assert (rows['parameter_server']['exposed_communication_ms']
-          < rows['multi_worker_mirrored']['exposed_communication_ms'])
+  assert (
+    rows['parameter_server']['exposed_communication_ms']
+    < rows['multi_worker_mirrored']['exposed_communication_ms']
+  )

@@ -1,11 +1,14 @@
 """The private TensorFlow and Keras APIs the project relies on (training/private_apis.py) are
 still what it expects: a new version that changes one fails here, naming it."""
+
 import pytest
 
 
 def test_each_private_api_is_there():
   import keras
+
   from training import private_apis
+
   optimizer = keras.optimizers.SGD(0.1)
   private_apis.aggregate_outside(optimizer)  # Raises PrivateApiChanged naming the API.
   assert optimizer._all_reduce_sum_gradients([(1, 2)]) == [(1, 2)]
@@ -20,15 +23,19 @@ def test_a_missing_api_is_named():
   class NoAggregation:
     pass
 
-  with pytest.raises(private_apis.PrivateApiChanged,
-                     match=r'keras TFOptimizer\._all_reduce_sum_gradients is gone'):
+  with pytest.raises(
+    private_apis.PrivateApiChanged, match=r'keras TFOptimizer\._all_reduce_sum_gradients is gone'
+  ):
     private_apis.aggregate_outside(NoAggregation())
 
 
 def test_op_flops_counts_a_matmul():
   import tensorflow as tf
+
   from training import private_apis
+
   function = tf.function(lambda a, b: tf.matmul(a, b)).get_concrete_function(
-      tf.TensorSpec((4, 3)), tf.TensorSpec((3, 5)))
+    tf.TensorSpec((4, 3)), tf.TensorSpec((3, 5))
+  )
   matmul = [op for op in function.graph.get_operations() if op.type == 'MatMul'][0]
   assert private_apis.op_flops(function.graph, matmul) == 2 * 4 * 3 * 5

@@ -1,10 +1,12 @@
-"""Unit tests for orchestration/processes.py: relayed output, errors, hangs and clean-up of children.
+"""Unit tests for orchestration/processes.py: relayed output, errors, hangs and clean-up of
+children.
 
 Children are tiny `python -c` scripts. Every wait is bounded, and every process a test starts is
 killed by the end of the test, pass or fail (the `reap` fixture SIGKILLs whatever is left).
 A pid counts as gone when it no longer exists or is a zombie: an orphan that was killed is
 reaped by init, which in a container may be slow or never do it.
 """
+
 import os
 import re
 import select
@@ -17,7 +19,8 @@ import time
 import pytest
 
 from orchestration import processes
-from orchestration.processes import ProcessGroup, TaskError
+from orchestration.processes import ProcessGroup
+from orchestration.processes import TaskError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,12 +72,12 @@ def read_line(stream, timeout=10):
 
 
 # Writes this process's pid (or argv[2]'s value) to the file argv[1], atomically.
-WRITE_PID = '''
+WRITE_PID = """
 def write_pid(path, pid):
   with open(path + '.tmp', 'w') as f:
     f.write(str(pid))
   os.rename(path + '.tmp', path)
-'''
+"""
 
 
 @pytest.fixture
@@ -102,15 +105,16 @@ def reap():
 
 # --- output, logs and errors --------------------------------------------------------------------
 
+
 def test_output_is_echoed_and_logged_and_hidden_lines_only_logged(tmp_path, capsys):
   log = tmp_path / 'task.log'
-  child = py('''
+  child = py("""
       import sys
       print('out line 1', flush=True)
       print('I0101 noise to hide', flush=True)
       print('err line 1', file=sys.stderr, flush=True)
       print('out line 2', flush=True)
-      ''')
+      """)
   with ProcessGroup() as group:
     group.start('task', child, log_path=str(log), hide=re.compile(r'I\d{4} '))
     group.wait(idle_timeout=10)
@@ -118,18 +122,17 @@ def test_output_is_echoed_and_logged_and_hidden_lines_only_logged(tmp_path, caps
   assert out == 'out line 1\nout line 2\n'
   assert err == 'err line 1\n'
   logged = log.read_text().splitlines()
-  assert sorted(logged) == sorted(['out line 1', 'I0101 noise to hide', 'err line 1',
-                                   'out line 2'])
+  assert sorted(logged) == sorted(['out line 1', 'I0101 noise to hide', 'err line 1', 'out line 2'])
   assert logged.index('out line 1') < logged.index('out line 2')
 
 
 def test_echo_false_prints_nothing_but_logs(tmp_path, capsys):
   log = tmp_path / 'quiet.log'
-  child = py('''
+  child = py("""
       import sys
       print('to stdout', flush=True)
       print('to stderr', file=sys.stderr, flush=True)
-      ''')
+      """)
   with ProcessGroup() as group:
     group.start('quiet', child, log_path=str(log), echo=False)
     group.wait(idle_timeout=10)
@@ -138,11 +141,11 @@ def test_echo_false_prints_nothing_but_logs(tmp_path, capsys):
 
 
 def test_children_get_env_parent_pid_and_own_session(capsys):
-  child = py(f'''
+  child = py(f"""
       import os
       print(os.environ['MY_VAR'], os.environ[{processes.PARENT_PID_ENV!r}], flush=True)
       print(os.getsid(0) == os.getpid(), os.getpgid(0) == os.getpid(), flush=True)
-      ''')
+      """)
   with ProcessGroup() as group:
     group.start('env', child, env=dict(os.environ, MY_VAR='hello'))
     group.wait(idle_timeout=10)
@@ -151,13 +154,13 @@ def test_children_get_env_parent_pid_and_own_session(capsys):
 
 @pytest.mark.parametrize('echo', [True, False], ids=['echo', 'no-echo'])
 def test_failing_child_raises_naming_it_and_quoting_its_error(echo, capsys):
-  child = py('''
+  child = py("""
       import sys
       print('working', flush=True)
       print('some warning', file=sys.stderr, flush=True)
       print('boom: bad thing', file=sys.stderr, flush=True)
       sys.exit(3)
-      ''')
+      """)
   with ProcessGroup() as group:
     group.start('worker-1', child, echo=echo)
     with pytest.raises(TaskError) as e:
@@ -178,12 +181,12 @@ def test_failing_child_without_error_line_gives_exit_status(capsys):
 
 
 def test_hidden_stderr_line_is_not_quoted_as_the_error(capsys):
-  child = py('''
+  child = py("""
       import sys
       print('real problem', file=sys.stderr, flush=True)
       print('I0101 noise after it', file=sys.stderr, flush=True)
       sys.exit(1)
-      ''')
+      """)
   with ProcessGroup() as group:
     group.start('t', child, hide=re.compile(r'I\d{4} '))
     with pytest.raises(TaskError, match='^t failed: real problem$'):
@@ -192,13 +195,18 @@ def test_hidden_stderr_line_is_not_quoted_as_the_error(capsys):
 
 # --- hangs, partial waits and clean-up ----------------------------------------------------------
 
+
 def test_silent_child_raises_and_is_killed_on_leaving(tmp_path, reap):
   pid_file = str(tmp_path / 'pid')
-  child = py(WRITE_PID + '''
+  child = py(
+    WRITE_PID
+    + """
 import os, sys, time
 write_pid(sys.argv[1], os.getpid())
 time.sleep(60)
-''', pid_file)
+""",
+    pid_file,
+  )
   start = time.monotonic()
   with ProcessGroup() as group:
     group.start('sleeper', child)
@@ -215,11 +223,15 @@ time.sleep(60)
 
 def test_exception_inside_with_still_kills_children(tmp_path, reap):
   pid_file = str(tmp_path / 'pid')
-  child = py(WRITE_PID + '''
+  child = py(
+    WRITE_PID
+    + """
 import os, sys, time
 write_pid(sys.argv[1], os.getpid())
 time.sleep(60)
-''', pid_file)
+""",
+    pid_file,
+  )
   with pytest.raises(RuntimeError):
     with ProcessGroup() as group:
       group.start('sleeper', child)
@@ -231,16 +243,20 @@ time.sleep(60)
 
 def test_wait_for_named_children_leaves_server_running_until_exit(tmp_path, reap, capsys):
   pid_file = str(tmp_path / 'server.pid')
-  server = py(WRITE_PID + '''
+  server = py(
+    WRITE_PID
+    + """
 import os, sys, time
 write_pid(sys.argv[1], os.getpid())
 time.sleep(60)
-''', pid_file)
-  client = py('''
+""",
+    pid_file,
+  )
+  client = py("""
       import time
       time.sleep(0.3)
       print('client done', flush=True)
-      ''')
+      """)
   start = time.monotonic()
   with ProcessGroup() as group:
     group.start('server', server)
@@ -256,13 +272,17 @@ time.sleep(60)
 
 def test_terminate_kills_grandchildren(tmp_path, reap):
   pid_file = str(tmp_path / 'grandchild.pid')
-  child = py(WRITE_PID + '''
+  child = py(
+    WRITE_PID
+    + """
 import os, subprocess, sys, time
 grandchild = subprocess.Popen(['sleep', '60'])
 write_pid(sys.argv[1], grandchild.pid)
 print(grandchild.pid, flush=True)
 time.sleep(60)
-''', pid_file)
+""",
+    pid_file,
+  )
   with ProcessGroup() as group:
     group.start('parent', child)
     grandchild = read_pid_file(pid_file)
@@ -277,13 +297,17 @@ time.sleep(60)
 def test_child_ignoring_sigterm_is_killed_after_grace(tmp_path, reap, monkeypatch):
   monkeypatch.setattr(processes, 'TERMINATE_GRACE_SECONDS', 1)
   pid_file = str(tmp_path / 'pid')
-  child = py(WRITE_PID + '''
+  child = py(
+    WRITE_PID
+    + """
 import os, signal, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 write_pid(sys.argv[1], os.getpid())
 print('ready', flush=True)
 time.sleep(60)
-''', pid_file)
+""",
+    pid_file,
+  )
   with ProcessGroup() as group:
     group.start('stubborn', child)
     pid = read_pid_file(pid_file)  # Written once SIGTERM is ignored.
@@ -297,16 +321,16 @@ time.sleep(60)
 
 # --- die_with_parent and raise_on_signals -------------------------------------------------------
 
-GRANDCHILD = '''
+GRANDCHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from orchestration import processes
 processes.die_with_parent()
 print('armed', flush=True)
 time.sleep(60)
-'''
+"""
 
-INTERMEDIATE = '''
+INTERMEDIATE = """
 import os, subprocess, sys, time
 env = dict(os.environ, **{sys.argv[2]: str(os.getpid())})
 grandchild = subprocess.Popen([sys.executable, '-c', sys.argv[3], sys.argv[1]], env=env,
@@ -314,14 +338,17 @@ grandchild = subprocess.Popen([sys.executable, '-c', sys.argv[3], sys.argv[1]], 
 line = grandchild.stdout.readline().strip()
 print(grandchild.pid, line, flush=True)
 time.sleep(60)
-'''
+"""
 
 
 def test_die_with_parent_kills_child_when_parent_is_sigkilled(reap):
   _, popens = reap
   intermediate = subprocess.Popen(
-      [sys.executable, '-c', INTERMEDIATE, ROOT, processes.PARENT_PID_ENV, GRANDCHILD],
-      stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    [sys.executable, '-c', INTERMEDIATE, ROOT, processes.PARENT_PID_ENV, GRANDCHILD],
+    stdout=subprocess.PIPE,
+    stdin=subprocess.DEVNULL,
+    text=True,
+  )
   popens.append(intermediate)
   pid, state = read_line(intermediate.stdout).split()
   grandchild = int(pid)
@@ -336,8 +363,14 @@ def test_die_with_parent_kills_child_when_parent_is_sigkilled(reap):
 def test_die_with_parent_when_parent_already_gone_ends_at_once(reap):
   """PARENT_PID_ENV names a process that is not the parent: the parent died before prctl."""
   env = dict(os.environ, **{processes.PARENT_PID_ENV: '1'})
-  proc = subprocess.run([sys.executable, '-c', GRANDCHILD, ROOT], env=env, capture_output=True,
-                        text=True, timeout=10, stdin=subprocess.DEVNULL)
+  proc = subprocess.run(
+    [sys.executable, '-c', GRANDCHILD, ROOT],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=10,
+    stdin=subprocess.DEVNULL,
+  )
   assert proc.returncode == -signal.SIGKILL
   assert 'armed' not in proc.stdout
 
@@ -345,13 +378,19 @@ def test_die_with_parent_when_parent_already_gone_ends_at_once(reap):
 def test_die_with_parent_without_env_is_a_no_op():
   env = {k: v for k, v in os.environ.items() if k != processes.PARENT_PID_ENV}
   code = GRANDCHILD.replace('time.sleep(60)', '')
-  proc = subprocess.run([sys.executable, '-c', code, ROOT], env=env, capture_output=True,
-                        text=True, timeout=10, stdin=subprocess.DEVNULL)
+  proc = subprocess.run(
+    [sys.executable, '-c', code, ROOT],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=10,
+    stdin=subprocess.DEVNULL,
+  )
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout == 'armed\n'
 
 
-RAISE_ON_SIGNALS = '''
+RAISE_ON_SIGNALS = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from orchestration import processes
@@ -361,13 +400,18 @@ try:
   time.sleep(60)
 except KeyboardInterrupt as e:
   print('caught', e.signum, flush=True)
-'''
+"""
 
 
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
 def test_raise_on_signals_turns_both_into_keyboard_interrupt(reap, sig):
-  proc = subprocess.Popen([sys.executable, '-c', RAISE_ON_SIGNALS, ROOT], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+  proc = subprocess.Popen(
+    [sys.executable, '-c', RAISE_ON_SIGNALS, ROOT],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    stdin=subprocess.DEVNULL,
+    text=True,
+  )
   reap[1].append(proc)
   assert read_line(proc.stdout).strip() == 'ready'
   proc.send_signal(sig)
@@ -378,17 +422,21 @@ def test_raise_on_signals_turns_both_into_keyboard_interrupt(reap, sig):
 
 # --- restarts, fault injection, graceful stop ---------------------------------------------------
 
+
 def test_a_child_that_dies_is_restarted_the_same_way(tmp_path, capsys):
   """First run: SIGKILLs itself; the restart, with the same command, finds the marker and ends."""
   marker = tmp_path / 'ran-once'
-  child = py('''
+  child = py(
+    """
       import os, signal, sys
       if not os.path.exists(sys.argv[1]):
         open(sys.argv[1], 'w').close()
         print('first', flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
       print('second', flush=True)
-      ''', marker)
+      """,
+    marker,
+  )
   with ProcessGroup() as group:
     group.start('worker-1', child, log_path=str(tmp_path / 'w.log'), restarts=2)
     group.wait(idle_timeout=10)
@@ -401,15 +449,15 @@ def test_a_child_that_dies_is_restarted_the_same_way(tmp_path, capsys):
 
 def test_restarts_run_out_and_a_refusal_is_never_restarted(capsys):
   with ProcessGroup() as group:
-    group.start('crash', py('import os, signal; os.kill(os.getpid(), signal.SIGKILL)'),
-                restarts=1)
+    group.start('crash', py('import os, signal; os.kill(os.getpid(), signal.SIGKILL)'), restarts=1)
     with pytest.raises(TaskError) as e:
       group.wait(idle_timeout=10)
   assert e.value.died and e.value.returncode == -signal.SIGKILL
   assert str(e.value) == 'crash failed: killed by SIGKILL'
   with ProcessGroup() as group:
-    group.start('refuse', py('import sys; print("bad flag", file=sys.stderr); sys.exit(2)'),
-                restarts=3)
+    group.start(
+      'refuse', py('import sys; print("bad flag", file=sys.stderr); sys.exit(2)'), restarts=3
+    )
     with pytest.raises(TaskError) as e:
       group.wait(idle_timeout=10)
   assert not e.value.died and group.restarted == {'refuse': 0}
@@ -437,7 +485,7 @@ def test_kill_and_tick_inject_a_fault(capsys):
 
 
 def test_stop_lets_children_finish_their_last_words_then_ends_all(tmp_path, reap):
-  trainer = py('''
+  trainer = py("""
       import signal, sys, time
       def stop(signum, frame):
         print('checkpoint written', flush=True)
@@ -445,7 +493,7 @@ def test_stop_lets_children_finish_their_last_words_then_ends_all(tmp_path, reap
       signal.signal(signal.SIGTERM, stop)
       print('training', flush=True)
       time.sleep(60)
-      ''')
+      """)
   server = py('import os, time; print(os.getpid(), flush=True); time.sleep(60)')
   log = tmp_path / 'trainer.log'
   with ProcessGroup() as group:

@@ -1,4 +1,5 @@
 """End to end: the default comparison, its report, and the HParams data TensorBoard serves."""
+
 import csv
 import json
 import os
@@ -12,11 +13,17 @@ import portpicker
 import pytest
 
 from records import results
-from tests.conftest import read_result, run_py
+from tests.conftest import read_result
+from tests.conftest import run_py
 
 pytestmark = pytest.mark.slow
-STRATEGIES = ['one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
-              'parameter_server']
+STRATEGIES = [
+  'one_device',
+  'mirrored',
+  'central_storage',
+  'multi_worker_mirrored',
+  'parameter_server',
+]
 
 
 # default_experiment (tests/conftest.py): `python run.py`, every strategy and every default, its
@@ -34,7 +41,8 @@ def test_every_run_says_where_its_time_goes(default_experiment):
     assert parts['steps'] == 20 and parts['repetitions'] == 5
     assert all(parts[p] > 0 for p in ('step_ms', 'input_ms', 'compute_ms')), parts
     assert parts['overhead_ms'] == pytest.approx(
-        parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms'])
+      parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms']
+    )
     assert row['breakdown'] == pytest.approx({k: v for k, v in parts.items() if k.endswith('_ms')})
     # The breakdown's step is the run's own: one global batch, counted by the run's step
     # counter, not a worker's share nor N of them. (Its time is within 10% to 20% of the step
@@ -48,7 +56,9 @@ def test_every_run_says_where_its_time_goes(default_experiment):
     else:  # The causes add up to what the breakdowns say efficiency lost.
       base = summary['rows'][0]['breakdown']
       n = 2  # Each of the others has two replicas or two workers.
-      assert sum(loss.values()) == pytest.approx(1 - base['step_ms'] / n / row['breakdown']['step_ms'])
+      assert sum(loss.values()) == pytest.approx(
+        1 - base['step_ms'] / n / row['breakdown']['step_ms']
+      )
   ps = {row['run']: row for row in summary['rows']}['parameter_server']['breakdown']
   assert ps['communication_ms'] > 0  # Variables read from, gradients written to the ps task.
   markdown = (experiment / 'summary.md').read_text()
@@ -59,7 +69,8 @@ def test_every_run_says_where_its_time_goes(default_experiment):
 def test_every_strategy_runs_and_the_report_lists_them(default_experiment):
   proc, experiment = default_experiment.proc, default_experiment.experiment
   assert sorted(p.name for p in experiment.iterdir() if (p / 'result.json').exists()) == sorted(
-      STRATEGIES)
+    STRATEGIES
+  )
   summary = json.loads((experiment / 'summary.json').read_text())
   assert [row['run'] for row in summary['rows']] == STRATEGIES  # In the order they ran.
   for row in summary['rows']:
@@ -67,19 +78,23 @@ def test_every_strategy_runs_and_the_report_lists_them(default_experiment):
     # Rebuilt from the event files, the figures are the run's own.
     assert row['examples_per_second'] == pytest.approx(result['examples_per_second'], rel=1e-5)
     assert row['final_validation_accuracy'] == pytest.approx(
-        result['final_validation_accuracy'], rel=1e-6)
+      result['final_validation_accuracy'], rel=1e-6
+    )
     assert row['num_workers'] == result['num_workers']
-    assert row['examples_per_second_min'] <= row['examples_per_second'] <= row[
-        'examples_per_second_max']
+    assert (
+      row['examples_per_second_min'] <= row['examples_per_second'] <= row['examples_per_second_max']
+    )
     assert row['wall_time_seconds'] == pytest.approx(result['wall_time_seconds'], rel=1e-5)
   rows = {row['run']: row for row in summary['rows']}
   assert rows['one_device']['scaling_efficiency'] == pytest.approx(1.0)
   mirrored = rows['mirrored']
   assert mirrored['scaling_efficiency'] == pytest.approx(
-      mirrored['examples_per_second'] / 2 / rows['one_device']['examples_per_second'])
+    mirrored['examples_per_second'] / 2 / rows['one_device']['examples_per_second']
+  )
   ps = rows['parameter_server']
   assert ps['scaling_efficiency'] == pytest.approx(
-      ps['examples_per_second'] / 2 / rows['one_device']['examples_per_second'])
+    ps['examples_per_second'] / 2 / rows['one_device']['examples_per_second']
+  )
   with open(experiment / 'summary.csv') as f:
     assert [r['run'] for r in csv.DictReader(f)] == STRATEGIES
   markdown = (experiment / 'summary.md').read_text()
@@ -98,8 +113,9 @@ def test_time_to_accuracy_matches_the_epochs(default_experiment):
   summary = json.loads((experiment / 'summary.json').read_text())
   for row in summary['rows']:
     result = read_result(experiment / row['run'])
-    expected = results.time_to_accuracy(result['validation_accuracy'],
-                                        result['epoch_elapsed_seconds'], 0.9)
+    expected = results.time_to_accuracy(
+      result['validation_accuracy'], result['epoch_elapsed_seconds'], 0.9
+    )
     assert row['time_to_accuracy_seconds'] == (pytest.approx(expected) if expected else None)
     assert result['time_to_accuracy_seconds'] == expected
 
@@ -107,23 +123,31 @@ def test_time_to_accuracy_matches_the_epochs(default_experiment):
 def test_report_only_rebuilds_the_rows_from_event_files_alone(default_experiment, tmp_path):
   experiment = default_experiment.experiment
   copy = tmp_path / 'default'
-  shutil.copytree(experiment, copy, ignore=shutil.ignore_patterns(
-      'result.json', 'summary.*', '*.png', 'environment.json', 'report', 'logs'))
-  proc = run_py('--report_only', f'--logdir={tmp_path}', '--experiment=default',
-                '--target_accuracy=0.5')
+  shutil.copytree(
+    experiment,
+    copy,
+    ignore=shutil.ignore_patterns(
+      'result.json', 'summary.*', '*.png', 'environment.json', 'report', 'logs'
+    ),
+  )
+  proc = run_py(
+    '--report_only', f'--logdir={tmp_path}', '--experiment=default', '--target_accuracy=0.5'
+  )
   assert proc.returncode == 0, proc.stderr
   original = json.loads((experiment / 'summary.json').read_text())['rows']
   rebuilt = json.loads((copy / 'summary.json').read_text())['rows']
-  drop = lambda rows: [{k: v for k, v in r.items() if k != 'time_to_accuracy_seconds'}
-                       for r in rows]
+  drop = lambda rows: [
+    {k: v for k, v in r.items() if k != 'time_to_accuracy_seconds'} for r in rows
+  ]
   assert drop(rebuilt) == drop(original)
   assert all(row['time_to_accuracy_seconds'] is not None for row in rebuilt)  # 0.5 is reached.
   assert (copy / 'throughput.png').exists()
 
 
 def post(url, body):
-  request = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                   headers={'Content-Type': 'application/json'})
+  request = urllib.request.Request(
+    url, data=json.dumps(body).encode(), headers={'Content-Type': 'application/json'}
+  )
   with urllib.request.urlopen(request, timeout=10) as response:
     return json.loads(response.read())
 
@@ -131,18 +155,33 @@ def post(url, body):
 def test_tensorboard_hparams_plugin_lists_every_run(default_experiment):
   experiment = default_experiment.experiment
   port = portpicker.pick_unused_port()
-  board = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), 'tensorboard'),
-                            f'--logdir={experiment}', '--host=127.0.0.1', f'--port={port}',
-                            '--load_fast=false', '--reload_interval=1'],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  board = subprocess.Popen(
+    [
+      os.path.join(os.path.dirname(sys.executable), 'tensorboard'),
+      f'--logdir={experiment}',
+      '--host=127.0.0.1',
+      f'--port={port}',
+      '--load_fast=false',
+      '--reload_interval=1',
+    ],
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
   base = f'http://127.0.0.1:{port}/data/plugin/hparams'
   try:
     deadline = time.monotonic() + 120
     while True:
       try:
-        groups = post(f'{base}/session_groups', {
-            'experimentName': '', 'allowedStatuses': ['STATUS_UNKNOWN', 'STATUS_SUCCESS'],
-            'colParams': [], 'startIndex': 0, 'sliceSize': 100})
+        groups = post(
+          f'{base}/session_groups',
+          {
+            'experimentName': '',
+            'allowedStatuses': ['STATUS_UNKNOWN', 'STATUS_SUCCESS'],
+            'colParams': [],
+            'startIndex': 0,
+            'sliceSize': 100,
+          },
+        )
         if groups.get('totalSize') == len(STRATEGIES):
           break
       except OSError:
@@ -155,8 +194,16 @@ def test_tensorboard_hparams_plugin_lists_every_run(default_experiment):
     board.wait(timeout=30)
   hparams = {h['name']: h for h in experiment_info['hparamInfos']}
   assert sorted(hparams['strategy']['domainDiscrete']) == sorted(STRATEGIES)
-  for name in ('num_workers', 'num_replicas_in_sync', 'global_batch_size',
-               'per_replica_batch_size', 'model', 'dataset', 'optimizer', 'learning_rate'):
+  for name in (
+    'num_workers',
+    'num_replicas_in_sync',
+    'global_batch_size',
+    'per_replica_batch_size',
+    'model',
+    'dataset',
+    'optimizer',
+    'learning_rate',
+  ):
     assert name in hparams, name
   # The dashboard displays the first five hyperparameters, those marked `differs` first.
   shown = sorted(experiment_info['hparamInfos'], key=lambda h: not h.get('differs', False))[:5]
@@ -168,16 +215,23 @@ def test_tensorboard_hparams_plugin_lists_every_run(default_experiment):
 
 
 def test_a_sweep_yields_its_runs_and_efficiency(tmp_path):
-  proc = run_py('--strategies=mirrored', '--num_replicas=1,2', '--epochs=2',
-                f'--logdir={tmp_path}', '--experiment=sweep')
+  proc = run_py(
+    '--strategies=mirrored',
+    '--num_replicas=1,2',
+    '--epochs=2',
+    f'--logdir={tmp_path}',
+    '--experiment=sweep',
+  )
   assert proc.returncode == 0, proc.stderr
-  rows = {row['run']: row for row in
-          json.loads((tmp_path / 'sweep' / 'summary.json').read_text())['rows']}
+  rows = {
+    row['run']: row for row in json.loads((tmp_path / 'sweep' / 'summary.json').read_text())['rows']
+  }
   assert sorted(rows) == ['mirrored-r1', 'mirrored-r2']
   assert rows['mirrored-r2']['num_replicas_in_sync'] == 2
   assert rows['mirrored-r2']['baseline'] == 'mirrored-r1'
   assert rows['mirrored-r2']['scaling_efficiency'] == pytest.approx(
-      rows['mirrored-r2']['examples_per_second'] / 2 / rows['mirrored-r1']['examples_per_second'])
+    rows['mirrored-r2']['examples_per_second'] / 2 / rows['mirrored-r1']['examples_per_second']
+  )
   assert (tmp_path / 'sweep' / 'scaling.png').exists()
   # A plain --logdir path (the default experiment's is a URL): TensorBoard's command names it.
   assert f'tensorboard --logdir {tmp_path / "sweep"}' in proc.stdout
@@ -185,10 +239,12 @@ def test_a_sweep_yields_its_runs_and_efficiency(tmp_path):
 
 def test_report_only_errors(tmp_path):
   (tmp_path / 'empty').mkdir()
-  for args, fragment in ((['--experiment=empty'], 'holds no finished run'),
-                         (['--experiment=absent'], 'does not exist'),
-                         ([], '--report_only needs --experiment'),
-                         (['--experiment=empty', '--target_accuracy=1.5'], '--target_accuracy')):
+  for args, fragment in (
+    (['--experiment=empty'], 'holds no finished run'),
+    (['--experiment=absent'], 'does not exist'),
+    ([], '--report_only needs --experiment'),
+    (['--experiment=empty', '--target_accuracy=1.5'], '--target_accuracy'),
+  ):
     proc = run_py('--report_only', f'--logdir={tmp_path}', *args, timeout=120)
     lines = [line for line in proc.stderr.splitlines() if line.startswith('run.py:')]
     assert proc.returncode != 0 and len(lines) == 1 and fragment in lines[0], proc.stderr

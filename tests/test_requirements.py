@@ -1,5 +1,6 @@
 """Every third-party module the code imports is pinned: what run.py needs in requirements.txt,
 what only the tests need in requirements-test.txt, and nothing of the tests in the runtime."""
+
 import ast
 import importlib.metadata
 import os
@@ -8,8 +9,11 @@ import sys
 
 from tests.conftest import ROOT
 
-PROJECT = {'run', 'benchmarks', *(name for name in os.listdir(ROOT)
-                                   if os.path.exists(os.path.join(ROOT, name, '__init__.py')))}
+PROJECT = {
+  'run',
+  'benchmarks',
+  *(name for name in os.listdir(ROOT) if os.path.exists(os.path.join(ROOT, name, '__init__.py'))),
+}
 
 
 def third_party_distributions(paths):
@@ -34,8 +38,11 @@ def pinned(name):
   """{distribution: version} of a requirements file (its -r includes left out)."""
   with open(os.path.join(ROOT, name)) as f:
     lines = [line.split('#')[0].strip() for line in f]
-  return dict(re.fullmatch(r'([A-Za-z0-9_.-]+)==(\S+)', line).groups()
-              for line in lines if line and not line.startswith('-r'))
+  return dict(
+    re.fullmatch(r'([A-Za-z0-9_.-]+)==(\S+)', line).groups()
+    for line in lines
+    if line and not line.startswith('-r')
+  )
 
 
 def sources(tests):

@@ -1,5 +1,6 @@
 """Checkpoints and resume, in this process: a run resumed from a checkpoint trains on exactly as
 the uninterrupted run did, records the resume, and refuses a checkpoint of other settings."""
+
 import os
 import re
 import shutil
@@ -7,7 +8,9 @@ import shutil
 import pytest
 
 from tests import tiny_training
-from tests.tiny_training import BATCH, STEPS_PER_EPOCH, STEPS_PER_EXECUTION
+from tests.tiny_training import BATCH
+from tests.tiny_training import STEPS_PER_EPOCH
+from tests.tiny_training import STEPS_PER_EXECUTION
 
 SPE, SPX = STEPS_PER_EPOCH, STEPS_PER_EXECUTION
 SETTINGS = {'seed': 0, 'global_batch_size': BATCH, 'optimizer': 'momentum'}
@@ -16,6 +19,7 @@ SETTINGS = {'seed': 0, 'global_batch_size': BATCH, 'optimizer': 'momentum'}
 @pytest.fixture(autouse=True)
 def not_restarted(monkeypatch):
   from orchestration import processes
+
   monkeypatch.delenv(processes.RESTART_ENV, raising=False)
 
 
@@ -28,15 +32,16 @@ class Attempt:
   """One process's attempt at the run, wired as training/task.py wires it: a fresh Trainer
   (seeded), start_or_resume, and a controller with Progress and Checkpoints."""
 
-  def __init__(self, run_dir, arrays, epochs=2, settings=None, stop_at_step=None,
-               resume=True):
+  def __init__(self, run_dir, arrays, epochs=2, settings=None, stop_at_step=None, resume=True):
     from training import actions
     from training import checkpoints
     from training import controller as controller_lib
+
     self.trainer = tiny_training.trainer(seed=0, examples=arrays)
     self.checkpointer = checkpoints.Checkpointer(str(run_dir), self.trainer.trackables())
-    self.state = checkpoints.start_or_resume(str(run_dir), resume, self.trainer,
-                                             self.checkpointer, settings or SETTINGS)
+    self.state = checkpoints.start_or_resume(
+      str(run_dir), resume, self.trainer, self.checkpointer, settings or SETTINGS
+    )
     self.saver = actions.Checkpoints(self.checkpointer, self.trainer, 1, 0, SPX, self.state)
     stop = stop_at_step
 
@@ -45,8 +50,12 @@ class Attempt:
         return c.state.step == stop
 
     self.controller = controller_lib.Controller(
-        self.trainer, self.state, epochs, SPX,
-        [actions.Progress(str(run_dir), lambda line: None, 'tiny'), Crash(), self.saver])
+      self.trainer,
+      self.state,
+      epochs,
+      SPX,
+      [actions.Progress(str(run_dir), lambda line: None, 'tiny'), Crash(), self.saver],
+    )
 
   def train(self):
     try:
@@ -66,12 +75,14 @@ def uninterrupted(arrays, tmp_path_factory):
 
 def checkpoint_steps(run_dir):
   from training import checkpoints
+
   names = os.listdir(checkpoints.directory(str(run_dir)))
-  return sorted(int(n[len('ckpt-'):-len('.index')]) for n in names if n.endswith('.index'))
+  return sorted(int(n[len('ckpt-') : -len('.index')]) for n in names if n.endswith('.index'))
 
 
 def test_resuming_after_epoch_one_trains_epoch_two_as_the_uninterrupted_run(
-    arrays, uninterrupted, tmp_path):
+  arrays, uninterrupted, tmp_path
+):
   reference, reference_dir = uninterrupted
   assert checkpoint_steps(reference_dir) == [SPE, 2 * SPE]
   # A crash one execution into epoch 2: the checkpoint of epoch 1 is the newest.
@@ -82,15 +93,17 @@ def test_resuming_after_epoch_one_trains_epoch_two_as_the_uninterrupted_run(
   resumed = Attempt(tmp_path, arrays)
   state = resumed.state
   assert state.step == resumed.trainer.steps_done == SPE
-  assert state.resumes == [{'checkpoint': f'ckpt-{SPE}', 'step': SPE,
-                            'redone_steps': SPX, 'cause': 'resume'}]
+  assert state.resumes == [
+    {'checkpoint': f'ckpt-{SPE}', 'step': SPE, 'redone_steps': SPX, 'cause': 'resume'}
+  ]
   assert len(state.history.train_loss) == 1
   assert resumed.train() is False
   history = state.history
   assert state.step == 2 * SPE
   assert history.train_loss == pytest.approx(reference.history.train_loss, rel=1e-6, abs=1e-7)
-  assert history.validation_loss == pytest.approx(reference.history.validation_loss, rel=1e-6,
-                                                  abs=1e-7)
+  assert history.validation_loss == pytest.approx(
+    reference.history.validation_loss, rel=1e-6, abs=1e-7
+  )
   assert history.validation_accuracy == reference.history.validation_accuracy
   assert history.epoch_startup == [1, 1]  # The resumed process's first epoch starts it up.
   assert checkpoint_steps(tmp_path) == [SPE, 2 * SPE]
@@ -106,14 +119,15 @@ def test_resuming_mid_epoch_continues_the_epoch_sums(arrays, uninterrupted, tmp_
   state = resumed.state
   assert state.step == SPE + SPX
   assert state.epoch_sums.examples == SPX * BATCH
-  assert state.resumes == [{'checkpoint': f'ckpt-{SPE + SPX}', 'step': SPE + SPX,
-                            'redone_steps': 0, 'cause': 'resume'}]
+  assert state.resumes == [
+    {'checkpoint': f'ckpt-{SPE + SPX}', 'step': SPE + SPX, 'redone_steps': 0, 'cause': 'resume'}
+  ]
   assert resumed.train() is False
   assert state.step == 2 * SPE
-  assert state.history.train_loss == pytest.approx(reference.history.train_loss, rel=1e-6,
-                                                   abs=1e-7)
-  assert state.history.validation_loss == pytest.approx(reference.history.validation_loss,
-                                                        rel=1e-6, abs=1e-7)
+  assert state.history.train_loss == pytest.approx(reference.history.train_loss, rel=1e-6, abs=1e-7)
+  assert state.history.validation_loss == pytest.approx(
+    reference.history.validation_loss, rel=1e-6, abs=1e-7
+  )
 
 
 def test_a_finished_run_resumes_into_more_epochs(arrays, uninterrupted, tmp_path):
@@ -130,30 +144,39 @@ def test_a_finished_run_resumes_into_more_epochs(arrays, uninterrupted, tmp_path
   assert [r['step'] for r in longer.state.resumes] == [2 * SPE]
 
 
-def test_a_restarted_task_records_its_resume_as_a_restart(arrays, uninterrupted, tmp_path,
-                                                          monkeypatch):
+def test_a_restarted_task_records_its_resume_as_a_restart(
+  arrays, uninterrupted, tmp_path, monkeypatch
+):
   from orchestration import processes
+
   run_dir = tmp_path / 'run'
   shutil.copytree(uninterrupted[1], run_dir)
   monkeypatch.setenv(processes.RESTART_ENV, '1')
   assert Attempt(run_dir, arrays).state.resumes[-1]['cause'] == 'restart'
 
 
-@pytest.mark.parametrize('changed, message', [
+@pytest.mark.parametrize(
+  'changed, message',
+  [
     ({'seed': 1}, 'was written with other settings: seed=0 (now 1); resume with the flags'),
-    ({'global_batch_size': 32, 'optimizer': 'adam'},
-     "global_batch_size=16 (now 32), optimizer='momentum' (now 'adam')"),
+    (
+      {'global_batch_size': 32, 'optimizer': 'adam'},
+      "global_batch_size=16 (now 32), optimizer='momentum' (now 'adam')",
+    ),
     ({'condition': 'lamb'}, "condition=None (now 'lamb')"),
-])
+  ],
+)
 def test_a_checkpoint_of_other_settings_is_refused(arrays, uninterrupted, changed, message):
   from training import checkpoints
+
   _, run_dir = uninterrupted
   trainer = tiny_training.trainer(examples=arrays)
   checkpointer = checkpoints.Checkpointer(str(run_dir), trainer.trackables())
   try:
     with pytest.raises(checkpoints.CheckpointError, match=re.escape(message)) as raised:
-      checkpoints.start_or_resume(str(run_dir), True, trainer, checkpointer,
-                                  {**SETTINGS, **changed})
+      checkpoints.start_or_resume(
+        str(run_dir), True, trainer, checkpointer, {**SETTINGS, **changed}
+      )
   finally:
     checkpointer.close()
   assert f'ckpt-{2 * SPE}' in str(raised.value)
@@ -162,6 +185,7 @@ def test_a_checkpoint_of_other_settings_is_refused(arrays, uninterrupted, change
 
 def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, tmp_path):
   from training import checkpoints
+
   _, run_dir = uninterrupted
   for directory, resume in ((run_dir, False), (tmp_path, True)):
     trainer = tiny_training.trainer(examples=arrays)
@@ -173,6 +197,7 @@ def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, 
 
 def test_a_checkpoint_that_cannot_be_read_says_so(tmp_path):
   from training import checkpoints
+
   path = tmp_path / 'checkpoints' / 'ckpt-8'
   path.parent.mkdir()
   (tmp_path / 'checkpoints' / 'ckpt-8.index').write_bytes(b'not a checkpoint')
@@ -185,15 +210,16 @@ def truncate(path):
 
 
 DAMAGES = {
-    'truncated data': lambda d, step: truncate(d / f'ckpt-{step}.data-00000-of-00001'),
-    'missing shard': lambda d, step: (d / f'ckpt-{step}.data-00000-of-00001').unlink(),
-    'corrupt index file': lambda d, step: (d / f'ckpt-{step}.index').write_bytes(b'\0' * 64),
+  'truncated data': lambda d, step: truncate(d / f'ckpt-{step}.data-00000-of-00001'),
+  'missing shard': lambda d, step: (d / f'ckpt-{step}.data-00000-of-00001').unlink(),
+  'corrupt index file': lambda d, step: (d / f'ckpt-{step}.index').write_bytes(b'\0' * 64),
 }
 
 
 @pytest.mark.parametrize('damage', DAMAGES)
 def test_an_unreadable_newest_checkpoint_falls_back_to_the_next_older(
-    arrays, uninterrupted, tmp_path, capsys, damage):
+  arrays, uninterrupted, tmp_path, capsys, damage
+):
   run_dir = tmp_path / 'run'
   shutil.copytree(uninterrupted[1], run_dir)
   DAMAGES[damage](run_dir / 'checkpoints', 2 * SPE)
@@ -208,7 +234,8 @@ def test_an_unreadable_newest_checkpoint_falls_back_to_the_next_older(
 
 
 def test_a_garbage_index_resumes_from_the_checkpoint_files_never_from_step_zero(
-    arrays, uninterrupted, tmp_path, capsys):
+  arrays, uninterrupted, tmp_path, capsys
+):
   run_dir = tmp_path / 'run'
   shutil.copytree(uninterrupted[1], run_dir)
   (run_dir / 'checkpoints' / 'checkpoint').write_text('garbage\n')
@@ -216,11 +243,13 @@ def test_a_garbage_index_resumes_from_the_checkpoint_files_never_from_step_zero(
   assert state.step == 2 * SPE
   assert state.resumes[-1]['checkpoint'] == f'ckpt-{2 * SPE}'
   assert 'is missing or cannot be read; resuming from the 2 checkpoint(s)' in (
-      capsys.readouterr().out)
+    capsys.readouterr().out
+  )
 
 
 def test_a_run_whose_checkpoints_all_fail_to_read_starts_afresh_and_records_them(
-    arrays, uninterrupted, tmp_path, capsys):
+  arrays, uninterrupted, tmp_path, capsys
+):
   run_dir = tmp_path / 'run'
   shutil.copytree(uninterrupted[1], run_dir)
   for step in (SPE, 2 * SPE):
@@ -228,6 +257,8 @@ def test_a_run_whose_checkpoints_all_fail_to_read_starts_afresh_and_records_them
   state = Attempt(run_dir, arrays).state
   assert state.step == 0 and state.history.train_loss == []
   assert state.resumes[-1]['checkpoint'] is None
-  assert [s['checkpoint'] for s in state.resumes[-1]['skipped']] == [f'ckpt-{2 * SPE}',
-                                                                     f'ckpt-{SPE}']
+  assert [s['checkpoint'] for s in state.resumes[-1]['skipped']] == [
+    f'ckpt-{2 * SPE}',
+    f'ckpt-{SPE}',
+  ]
   assert 'starting afresh' in capsys.readouterr().out

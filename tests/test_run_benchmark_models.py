@@ -2,6 +2,7 @@
 per process to build and trace on 2 cores; the keras.applications models under every strategy:
 test_every_model.py) and the transformer on synthetic tokens under one_device, mirrored and
 multi_worker_mirrored."""
+
 import json
 import os
 
@@ -14,16 +15,32 @@ pytestmark = pytest.mark.slow
 STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored')
 
 
-@pytest.mark.parametrize('model, dataset, flags, strategies', [
+@pytest.mark.parametrize(
+  'model, dataset, flags, strategies',
+  [
     ('resnet50', 'synthetic', ['--image_shape=32,32,3'], STRATEGIES[:1]),
-    ('transformer', 'synthetic_tokens', ['--seq_len=16', '--vocab_size=64', '--num_classes=4'],
-     STRATEGIES),
-])
+    (
+      'transformer',
+      'synthetic_tokens',
+      ['--seq_len=16', '--vocab_size=64', '--num_classes=4'],
+      STRATEGIES,
+    ),
+  ],
+)
 def test_a_benchmark_model_trains_end_to_end(tmp_path, model, dataset, flags, strategies):
-  proc = run_py(f'--model={model}', f'--dataset={dataset}', *flags,
-                f'--strategies={",".join(strategies)}', '--epochs=1', '--steps_per_epoch=3',
-                '--batch_size=8', '--checkpoint_every_epochs=0',  # ResNet-50's: 200 MB each.
-                f'--logdir={tmp_path}', '--experiment=e', timeout=300)
+  proc = run_py(
+    f'--model={model}',
+    f'--dataset={dataset}',
+    *flags,
+    f'--strategies={",".join(strategies)}',
+    '--epochs=1',
+    '--steps_per_epoch=3',
+    '--batch_size=8',
+    '--checkpoint_every_epochs=0',  # ResNet-50's: 200 MB each.
+    f'--logdir={tmp_path}',
+    '--experiment=e',
+    timeout=300,
+  )
   assert proc.returncode == 0, proc.stderr
   for strategy in strategies:
     result = read_result(os.path.join(tmp_path, 'e', strategy))
@@ -38,7 +55,8 @@ def test_a_benchmark_model_trains_end_to_end(tmp_path, model, dataset, flags, st
     else:  # The token embedding's gradient: one 64-wide float32 row per lookup, not the table.
       lookups = result['per_replica_batch_size'] * 16
       assert result['gradient_bytes_per_step'] == (
-          result['trainable_bytes'] - 64 * 64 * 4 + lookups * 64 * 4)
+        result['trainable_bytes'] - 64 * 64 * 4 + lookups * 64 * 4
+      )
   with open(os.path.join(tmp_path, 'e', 'one_device', 'config.json')) as f:
     config = json.load(f)
   if model == 'resnet50':  # No --num_classes: ImageNet's, as tf_cnn_benchmarks.

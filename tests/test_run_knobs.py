@@ -1,4 +1,5 @@
 """End to end: XLA, mixed precision, the profiler and thread settings, each a flag of run.py."""
+
 import glob
 import gzip
 import json
@@ -11,30 +12,38 @@ import urllib.request
 import portpicker
 import pytest
 
-from tests.conftest import read_result, run_py
+from tests.conftest import read_result
+from tests.conftest import run_py
 
 pytestmark = pytest.mark.slow
 VARIANTS = {
-    'xla': '--jit_compile',
-    'fp16': '--mixed_precision=mixed_float16',
-    'bf16': '--mixed_precision=mixed_bfloat16',
-    'profiled': '--profile_steps=5,12 --steps_per_execution=4 --intra_op_threads=1 '
-                '--inter_op_threads=2',
+  'xla': '--jit_compile',
+  'fp16': '--mixed_precision=mixed_float16',
+  'bf16': '--mixed_precision=mixed_bfloat16',
+  'profiled': '--profile_steps=5,12 --steps_per_execution=4 --intra_op_threads=1 '
+  '--inter_op_threads=2',
 }
 
 
 @pytest.fixture(scope='module')
 def knobs(tmp_path_factory):
   logdir = tmp_path_factory.mktemp('knobs')
-  proc = run_py('--strategies=one_device', '--epochs=3', f'--logdir={logdir}',
-                '--experiment=knobs', *(f'--variant={name}: {flags}'
-                                        for name, flags in VARIANTS.items()), timeout=900)
+  proc = run_py(
+    '--strategies=one_device',
+    '--epochs=3',
+    f'--logdir={logdir}',
+    '--experiment=knobs',
+    *(f'--variant={name}: {flags}' for name, flags in VARIANTS.items()),
+    timeout=900,
+  )
   assert proc.returncode == 0, proc.stderr
   return proc, logdir / 'knobs'
 
 
-@pytest.mark.parametrize('name, jit, policy', [
-    ('xla', True, 'float32'), ('fp16', False, 'mixed_float16'), ('bf16', False, 'mixed_bfloat16')])
+@pytest.mark.parametrize(
+  'name, jit, policy',
+  [('xla', True, 'float32'), ('fp16', False, 'mixed_float16'), ('bf16', False, 'mixed_bfloat16')],
+)
 def test_xla_and_mixed_precision_runs_train(knobs, name, jit, policy):
   _, experiment = knobs
   result = read_result(experiment / f'{name}-one_device')
@@ -61,15 +70,20 @@ def test_thread_settings_reach_tensorflow(knobs):
 
 
 def test_profiling_the_coordinator_is_refused(tmp_path):
-  proc = run_py('--strategies=parameter_server', '--profile_steps=1,2', f'--logdir={tmp_path}',
-                timeout=300)
+  proc = run_py(
+    '--strategies=parameter_server', '--profile_steps=1,2', f'--logdir={tmp_path}', timeout=300
+  )
   assert proc.returncode != 0
   assert '--profile_steps traces this process' in proc.stderr
 
 
 def test_loss_scaling_under_central_storage_is_refused(tmp_path):
-  proc = run_py('--strategies=central_storage', '--mixed_precision=mixed_float16',
-                f'--logdir={tmp_path}', timeout=300)
+  proc = run_py(
+    '--strategies=central_storage',
+    '--mixed_precision=mixed_float16',
+    f'--logdir={tmp_path}',
+    timeout=300,
+  )
   assert proc.returncode != 0
   assert 'use mixed_bfloat16 there' in proc.stderr
   assert not glob.glob(os.path.join(tmp_path, '*', '*', 'result.json'))
@@ -85,16 +99,24 @@ def test_xla_on_logical_cpu_devices_is_refused(tmp_path):
 def test_tensorboard_profile_tab_lists_the_trace(knobs):
   _, experiment = knobs
   port = portpicker.pick_unused_port()
-  board = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), 'tensorboard'),
-                            f'--logdir={experiment}', '--host=127.0.0.1', f'--port={port}',
-                            '--load_fast=false'], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+  board = subprocess.Popen(
+    [
+      os.path.join(os.path.dirname(sys.executable), 'tensorboard'),
+      f'--logdir={experiment}',
+      '--host=127.0.0.1',
+      f'--port={port}',
+      '--load_fast=false',
+    ],
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
   try:
     deadline = time.monotonic() + 120
     while True:
       try:
-        with urllib.request.urlopen(f'http://127.0.0.1:{port}/data/plugin/profile/runs',
-                                    timeout=10) as response:
+        with urllib.request.urlopen(
+          f'http://127.0.0.1:{port}/data/plugin/profile/runs', timeout=10
+        ) as response:
           body = response.read()
           if response.headers.get('Content-Encoding') == 'gzip':
             body = gzip.decompress(body)

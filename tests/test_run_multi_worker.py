@@ -1,4 +1,5 @@
 """End to end: the multi-worker strategies on a local cluster and on hand-made TF_CONFIGs."""
+
 import json
 import os
 import signal
@@ -8,8 +9,12 @@ import sys
 import portpicker
 import pytest
 
-from tests.conftest import (RUN_PY, read_result, read_scalars, run_py, wait_for_line,
-                            wait_until_gone)
+from tests.conftest import RUN_PY
+from tests.conftest import read_result
+from tests.conftest import read_scalars
+from tests.conftest import run_py
+from tests.conftest import wait_for_line
+from tests.conftest import wait_until_gone
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +30,9 @@ def test_local_cluster_trains_both_strategies(default_experiment):
   assert mwm['per_replica_batch_size'] == 32 and mwm['steps_per_epoch'] == 1437 // 64
   assert mwm['final_validation_accuracy'] > 0.85
   assert sorted(os.listdir(experiment / 'multi_worker_mirrored' / 'logs')) == [
-      'worker-0.log', 'worker-1.log']
+    'worker-0.log',
+    'worker-1.log',
+  ]
   # The local cluster's workers share the cores: each gets its share, two ops at once.
   assert (mwm['intra_op_threads'], mwm['inter_op_threads']) == (max(1, os.cpu_count() // 2), 2)
 
@@ -38,25 +45,39 @@ def test_local_cluster_trains_both_strategies(default_experiment):
     assert rate * seconds == pytest.approx(ps['steps_per_epoch'] * 32, rel=1e-6)
   assert ps['final_validation_accuracy'] > 0.85
   assert sorted(os.listdir(experiment / 'parameter_server' / 'logs')) == [
-      'chief-0.log', 'ps-0.log', 'worker-0.log', 'worker-1.log']
+    'chief-0.log',
+    'ps-0.log',
+    'worker-0.log',
+    'worker-1.log',
+  ]
   assert sorted(ps['cluster']) == ['chief', 'ps', 'worker']
 
   for run in ('multi_worker_mirrored', 'parameter_server'):
     scalars = read_scalars(str(experiment / run / 'train'))
     assert [step for step, _ in scalars['epoch_accuracy']] == [0, 1, 2, 3, 4]
   # The table has a row per run with its worker count.
-  rows = [line.split() for line in proc.stdout.splitlines()
-          if line.startswith(('multi_worker_mirrored ', 'parameter_server '))]
+  rows = [
+    line.split()
+    for line in proc.stdout.splitlines()
+    if line.startswith(('multi_worker_mirrored ', 'parameter_server '))
+  ]
   assert [(r[0], r[1]) for r in rows] == [('multi_worker_mirrored', '2'), ('parameter_server', '2')]
 
 
 def start_task(cluster_spec, job, index, args, logdir):
   """One task of a hand-made cluster; with the step-time breakdown, as a scheduler runs it."""
-  env = dict(os.environ, TF_CONFIG=json.dumps({'cluster': cluster_spec,
-                                               'task': {'type': job, 'index': index}}))
-  return subprocess.Popen([sys.executable, RUN_PY, *args, f'--logdir={logdir}'], env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+  env = dict(
+    os.environ,
+    TF_CONFIG=json.dumps({'cluster': cluster_spec, 'task': {'type': job, 'index': index}}),
+  )
+  return subprocess.Popen(
+    [sys.executable, RUN_PY, *args, f'--logdir={logdir}'],
+    env=env,
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
 
 
 def finish(procs, timeout):
@@ -75,8 +96,10 @@ def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
   assert proc.returncode == 0, proc.stderr
 
   spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
-  procs = {i: start_task(spec, 'worker', i, ['--strategies=multi_worker_mirrored', *quick],
-                         logdir) for i in (1, 0)}
+  procs = {
+    i: start_task(spec, 'worker', i, ['--strategies=multi_worker_mirrored', *quick], logdir)
+    for i in (1, 0)
+  }
   outputs = finish(procs, timeout=300)
   for i, proc in procs.items():
     assert proc.returncode == 0, outputs[i][1]
@@ -85,7 +108,12 @@ def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
   assert result['num_workers'] == 2 and result['num_replicas_in_sync'] == 2
   entries = sorted(os.listdir(run_dir))
   assert [e for e in entries if not e.startswith('events.out.tfevents.')] == [
-      'checkpoints', 'config.json', 'result.json', 'train', 'validation']
+    'checkpoints',
+    'config.json',
+    'result.json',
+    'train',
+    'validation',
+  ]
   assert len(entries) == 6  # And one event file: the chief's HParams. Nothing of worker 1.
   # The chief records the configuration it mapped from its own flags and TF_CONFIG.
   with open(run_dir / 'config.json') as f:
@@ -99,11 +127,15 @@ def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
   summary = json.loads((logdir / 'hand' / 'summary.json').read_text())
   assert [row['run'] for row in summary['rows']] == ['one_device', 'multi_worker_mirrored']
 
-  spec = {job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
-          for job, n in (('chief', 1), ('worker', 2), ('ps', 1))}
-  procs = {f'{job}-{i}': start_task(spec, job, i, ['--strategies=parameter_server', *quick],
-                                    logdir)
-           for job, n in (('ps', 1), ('worker', 2), ('chief', 1)) for i in range(n)}
+  spec = {
+    job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
+    for job, n in (('chief', 1), ('worker', 2), ('ps', 1))
+  }
+  procs = {
+    f'{job}-{i}': start_task(spec, job, i, ['--strategies=parameter_server', *quick], logdir)
+    for job, n in (('ps', 1), ('worker', 2), ('chief', 1))
+    for i in range(n)
+  }
   outputs = finish(procs, timeout=300)
   for name, proc in procs.items():
     assert proc.returncode == 0, (name, outputs[name][1])
@@ -117,15 +149,21 @@ def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
   for run in ('multi_worker_mirrored', 'parameter_server'):  # Against the baseline: 2 units.
     assert rows[run]['baseline'] == 'one_device'
     assert rows[run]['scaling_efficiency'] == pytest.approx(
-        rows[run]['examples_per_second'] / 2 / rows['one_device']['examples_per_second'])
+      rows[run]['examples_per_second'] / 2 / rows['one_device']['examples_per_second']
+    )
   markdown = (logdir / 'hand' / 'summary.md').read_text()
   assert all(f'| {run} |' in markdown for run in rows)
 
 
 def test_missing_peer_is_named_after_the_startup_timeout(logdir):
   spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
-  proc = start_task(spec, 'worker', 0, ['--strategies=multi_worker_mirrored', '--epochs=1',
-                                        '--startup_timeout=10'], logdir)
+  proc = start_task(
+    spec,
+    'worker',
+    0,
+    ['--strategies=multi_worker_mirrored', '--epochs=1', '--startup_timeout=10'],
+    logdir,
+  )
   _, stderr = proc.communicate(timeout=120)
   assert proc.returncode != 0
   errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
@@ -136,10 +174,13 @@ def test_missing_peer_is_named_after_the_startup_timeout(logdir):
 
 
 def test_parameter_server_chief_names_missing_servers(logdir):
-  spec = {job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
-          for job, n in (('chief', 1), ('worker', 1), ('ps', 1))}
-  proc = start_task(spec, 'chief', 0, ['--strategies=parameter_server', '--startup_timeout=3'],
-                    logdir)
+  spec = {
+    job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
+    for job, n in (('chief', 1), ('worker', 1), ('ps', 1))
+  }
+  proc = start_task(
+    spec, 'chief', 0, ['--strategies=parameter_server', '--startup_timeout=3'], logdir
+  )
   _, stderr = proc.communicate(timeout=120)
   assert proc.returncode != 0
   errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
@@ -150,9 +191,19 @@ def test_parameter_server_chief_names_missing_servers(logdir):
 def start_long_run(strategy, logdir, *args):
   """A launcher training `strategy` far longer than a test waits, once its first epoch ended."""
   proc = subprocess.Popen(
-      [sys.executable, RUN_PY, f'--strategies={strategy}', '--epochs=200', f'--logdir={logdir}',
-       *args],
-      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    [
+      sys.executable,
+      RUN_PY,
+      f'--strategies={strategy}',
+      '--epochs=200',
+      f'--logdir={logdir}',
+      *args,
+    ],
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   try:
     wait_for_line(proc, f'[{strategy}] epoch 1/200', timeout=180)
   except BaseException:
@@ -162,16 +213,20 @@ def start_long_run(strategy, logdir, *args):
   return proc
 
 
-@pytest.mark.parametrize('sig, num_ps, partitioner', [
+@pytest.mark.parametrize(
+  'sig, num_ps, partitioner',
+  [
     pytest.param(signal.SIGTERM, 1, 'none', id='SIGTERM'),
     # With two servers, and the min_size partitioner, which leaves the cnn's small variables
     # whole and trains (test_variable_partitioners has a refusal of sharding).
     pytest.param(signal.SIGINT, 2, 'min_size', id='SIGINT-min_size'),
-])
+  ],
+)
 def test_stopping_the_launcher_leaves_no_process(logdir, sig, num_ps, partitioner):
   """The coordinator checkpoints and records the run as interrupted before the servers go."""
-  proc = start_long_run('parameter_server', logdir, f'--num_ps={num_ps}',
-                        f'--variable_partitioner={partitioner}')
+  proc = start_long_run(
+    'parameter_server', logdir, f'--num_ps={num_ps}', f'--variable_partitioner={partitioner}'
+  )
   try:
     proc.send_signal(sig)
     proc.wait(timeout=90)
@@ -206,6 +261,7 @@ def test_a_failing_worker_stops_the_whole_cluster(logdir):
 
 def _task_pids(text):
   from tests.conftest import processes_mentioning
+
   return processes_mentioning(text)
 
 
@@ -223,9 +279,15 @@ def test_variable_partitioners(logdir):
   """An optimizer that cannot update shards is refused up front, before any cluster starts
   (min_size trains: test_stopping_the_launcher_leaves_no_process; fixed_shards splitting every
   variable: test_wide_deep.py)."""
-  proc = run_py('--strategies=parameter_server', '--num_ps=2', '--optimizer=lars',
-                '--variable_partitioner=fixed_shards', '--epochs=1', f'--logdir={logdir}',
-                '--experiment=fixed')
+  proc = run_py(
+    '--strategies=parameter_server',
+    '--num_ps=2',
+    '--optimizer=lars',
+    '--variable_partitioner=fixed_shards',
+    '--epochs=1',
+    f'--logdir={logdir}',
+    '--experiment=fixed',
+  )
   assert proc.returncode != 0
   errors = [line for line in proc.stderr.splitlines() if line.strip()]
   assert len(errors) == 1 and '--optimizer=lars cannot update sharded variables' in errors[0]

@@ -3,13 +3,16 @@
 They are the first three runs of the default comparison (tests/conftest.py's default_experiment:
 every default, as configs/single_host.cfg and configs/multi_worker.cfg split it), trained once
 for several test files."""
+
 import os
 import statistics
 
 import numpy as np
 import pytest
 
-from tests.conftest import read_result, read_scalars, read_texts
+from tests.conftest import read_result
+from tests.conftest import read_scalars
+from tests.conftest import read_texts
 
 pytestmark = pytest.mark.slow
 RUNS = ('one_device', 'mirrored', 'central_storage')
@@ -19,7 +22,7 @@ def test_table_lists_every_run_with_its_figures(default_experiment):
   proc, experiment_dir = default_experiment.proc, default_experiment.experiment
   lines = proc.stdout.splitlines()
   header = next(i for i, line in enumerate(lines) if line.startswith('run '))
-  rows = {line.split()[0]: line.split() for line in lines[header + 2:header + 5]}
+  rows = {line.split()[0]: line.split() for line in lines[header + 2 : header + 5]}
   assert set(rows) == set(RUNS)
   for run in RUNS:
     result = read_result(os.path.join(experiment_dir, run))
@@ -27,7 +30,8 @@ def test_table_lists_every_run_with_its_figures(default_experiment):
     assert int(workers) == 1
     baseline = read_result(os.path.join(experiment_dir, 'one_device'))['examples_per_second']
     assert float(speed_up.rstrip('x')) == pytest.approx(
-        result['examples_per_second'] / baseline, abs=0.006)
+      result['examples_per_second'] / baseline, abs=0.006
+    )
     assert int(replicas) == result['num_replicas_in_sync']
     assert float(examples.replace(',', '')) == pytest.approx(result['examples_per_second'], abs=1)
     assert float(accuracy) == pytest.approx(result['final_validation_accuracy'], abs=1e-4)
@@ -50,7 +54,8 @@ def test_result_json_holds_the_measurements(default_experiment):
     assert len(result['epoch_times']) == len(result['validation_accuracy']) == 5
     # The headline is the median of the epochs after the first (tracing, warm-up).
     assert result['examples_per_second'] == pytest.approx(
-        statistics.median(result['epoch_examples_per_second'][1:]))
+      statistics.median(result['epoch_examples_per_second'][1:])
+    )
     steps_examples = result['steps_per_epoch'] * 64
     for seconds, rate in zip(result['epoch_times'], result['epoch_examples_per_second']):
       assert rate == pytest.approx(steps_examples / seconds, rel=1e-6)
@@ -70,7 +75,8 @@ def test_mirrored_follows_the_one_device_loss_trajectory(default_experiment):
     result = read_result(os.path.join(experiment_dir, run))
     np.testing.assert_allclose(result['train_loss'], baseline['train_loss'], rtol=2e-3)
     np.testing.assert_allclose(result['validation_loss'], baseline['validation_loss'], rtol=2e-3)
-    assert abs(result['final_validation_accuracy'] - baseline['final_validation_accuracy']) <= 2 / 360
+    accuracy = 'final_validation_accuracy'
+    assert abs(result[accuracy] - baseline[accuracy]) <= 2 / 360
 
 
 def test_tensorboard_scalars_match_the_result(default_experiment):
@@ -79,14 +85,19 @@ def test_tensorboard_scalars_match_the_result(default_experiment):
   result = read_result(run_dir)
   train = read_scalars(os.path.join(run_dir, 'train'))
   validation = read_scalars(os.path.join(run_dir, 'validation'))
-  expected_train = {'epoch_loss': 'train_loss', 'epoch_accuracy': 'train_accuracy',
-                    'epoch_examples_per_second': 'epoch_examples_per_second',
-                    'epoch_time_seconds': 'epoch_times', 'epoch_learning_rate': 'epoch_learning_rate'}
+  expected_train = {
+    'epoch_loss': 'train_loss',
+    'epoch_accuracy': 'train_accuracy',
+    'epoch_examples_per_second': 'epoch_examples_per_second',
+    'epoch_time_seconds': 'epoch_times',
+    'epoch_learning_rate': 'epoch_learning_rate',
+  }
   for tag, key in expected_train.items():
     # Steps are 0-based epochs, as the Keras TensorBoard callback writes them.
     assert [step for step, _ in train[tag]] == [0, 1, 2, 3, 4], tag
     np.testing.assert_allclose([v for _, v in train[tag]], result[key], rtol=1e-5)
-  for tag, key in {'epoch_loss': 'validation_loss', 'epoch_accuracy': 'validation_accuracy'}.items():
+  expected_validation = {'epoch_loss': 'validation_loss', 'epoch_accuracy': 'validation_accuracy'}
+  for tag, key in expected_validation.items():
     np.testing.assert_allclose([v for _, v in validation[tag]], result[key], rtol=1e-5)
   np.testing.assert_allclose([v for _, v in train['epoch_learning_rate']], 0.001, rtol=1e-6)
   texts = read_texts(os.path.join(run_dir, 'train'))
@@ -99,10 +110,14 @@ def test_tensorboard_scalars_match_the_result(default_experiment):
 def test_same_seed_same_run_other_seed_other_run(tmp_path):
   """Three runs of one command (a variant each), each in a process of its own as every run is."""
   from tests.conftest import run_py
-  proc = run_py('--strategies=one_device', '--epochs=1',
-                *(f'--variant={name}: --seed={seed}' for name, seed in (('a', 0), ('b', 0),
-                                                                        ('c', 1))),
-                f'--logdir={tmp_path}', '--experiment=seeds')
+
+  proc = run_py(
+    '--strategies=one_device',
+    '--epochs=1',
+    *(f'--variant={name}: --seed={seed}' for name, seed in (('a', 0), ('b', 0), ('c', 1))),
+    f'--logdir={tmp_path}',
+    '--experiment=seeds',
+  )
   assert proc.returncode == 0, proc.stderr
   results = {e: read_result(tmp_path / 'seeds' / f'{e}-one_device') for e in 'abc'}
   assert [results[e]['flags']['seed'] for e in 'abc'] == [0, 0, 1]
@@ -113,9 +128,16 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
 
 def test_synthetic_throughput_config(tmp_path):
   from tests.conftest import run_py
-  proc = run_py('--flagfile=configs/synthetic_throughput.cfg', '--strategies=one_device,mirrored',
-                '--epochs=2', '--steps_per_epoch=5', '--image_shape=16,16,3', f'--logdir={tmp_path}',
-                '--experiment=synthetic')
+
+  proc = run_py(
+    '--flagfile=configs/synthetic_throughput.cfg',
+    '--strategies=one_device,mirrored',
+    '--epochs=2',
+    '--steps_per_epoch=5',
+    '--image_shape=16,16,3',
+    f'--logdir={tmp_path}',
+    '--experiment=synthetic',
+  )
   assert proc.returncode == 0, proc.stderr
   for run, replicas in (('one_device', 1), ('mirrored', 2)):
     result = read_result(tmp_path / 'synthetic' / run)

@@ -4,6 +4,7 @@ addresses, as on a real cluster; a partition is a host's link taken down.
 
 Root only (skipped otherwise). The tasks share the file system: one --logdir for all.
 """
+
 import os
 import time
 
@@ -13,7 +14,8 @@ from orchestration import faults
 from records import results
 from tests import netns
 from tests.conftest import read_result
-from tests.hosts import PORT, Cluster
+from tests.hosts import PORT
+from tests.hosts import Cluster
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +41,13 @@ def wait_until(cluster, name, condition, what, timeout):
 
 def wait_for_progress(cluster, chief, run_dir, step, timeout):
   """Waits until the chief's `<run>/progress.json` reports at least `step` steps."""
-  wait_until(cluster, chief, lambda: results.read_progress(run_dir) >= step, f'step {step}',
-             timeout)
+  wait_until(
+    cluster, chief, lambda: results.read_progress(run_dir) >= step, f'step {step}', timeout
+  )
 
 
 def wait_for_line(cluster, name, line, timeout):
-  wait_until(cluster, name, lambda: line in cluster.stdout(name).splitlines(), repr(line),
-             timeout)
+  wait_until(cluster, name, lambda: line in cluster.stdout(name).splitlines(), repr(line), timeout)
 
 
 def addresses(net):
@@ -65,8 +67,15 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   net = network(4)
   cluster = Cluster(net, [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
   monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@1900')  # Only the chief reports progress.
-  cluster.start(['--strategies=parameter_server', '--epochs=4', '--steps_per_epoch=500', *QUICK,
-                 '--experiment=hosts'])
+  cluster.start(
+    [
+      '--strategies=parameter_server',
+      '--epochs=4',
+      '--steps_per_epoch=500',
+      *QUICK,
+      '--experiment=hosts',
+    ]
+  )
   run_dir = logdir / 'hosts' / 'parameter_server'
   wait_for_progress(cluster, 'chief-0', run_dir, 100, timeout=180)
   partitioned = cluster.hosts['worker', 1]
@@ -85,7 +94,8 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   assert result['num_workers'] == 2
   assert result['cluster'] == cluster.spec
   assert sorted(address for job in result['cluster'].values() for address in job) == sorted(
-      addresses(net))
+    addresses(net)
+  )
   assert result['retried_steps'] > 0
   # No screens of gRPC errors: a line when the worker is lost (and one if it comes back).
   assert stderr.strip() == '', stderr
@@ -97,15 +107,20 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   assert f'worker 1 serving at {cluster.spec["worker"][1]}' in cluster.stdout('worker-1')
 
 
-def test_a_partitioned_multi_worker_mirrored_worker_stops_the_run_then_it_resumes(network,
-                                                                                    logdir):
+def test_a_partitioned_multi_worker_mirrored_worker_stops_the_run_then_it_resumes(network, logdir):
   """A multi_worker_mirrored cluster on two hosts. Worker 1's host is cut off until the
   coordination service's heartbeats have stopped both workers (about 10 s here); the checkpoint
   is kept, and the same commands resume from it and complete the run on the two hosts."""
   net = network(2)
   cluster = Cluster(net, [('worker', 2)], logdir)
-  args = ['--strategies=multi_worker_mirrored', '--epochs=3', '--steps_per_epoch=200',
-          '--checkpoint_every_steps=50', *QUICK, '--experiment=hosts']
+  args = [
+    '--strategies=multi_worker_mirrored',
+    '--epochs=3',
+    '--steps_per_epoch=200',
+    '--checkpoint_every_steps=50',
+    *QUICK,
+    '--experiment=hosts',
+  ]
   cluster.start(args)
   run_dir = logdir / 'hosts' / 'multi_worker_mirrored'
   wait_for_progress(cluster, 'worker-0', run_dir, 60, timeout=180)

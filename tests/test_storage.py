@@ -1,5 +1,6 @@
 """records/storage.py: the same operations on plain paths, file:// URLs and an object store
 (fsspec's memory://, standing in for gs:// and s3://, which need the network)."""
+
 import os
 import re
 import uuid
@@ -19,8 +20,11 @@ def base(request, tmp_path, monkeypatch):
   """A fresh directory of each kind; `tmp_path` is the working directory, so a URL mistaken
   for a relative path would show up there."""
   monkeypatch.chdir(tmp_path)
-  return {'path': str(tmp_path / 'logs'), 'file': f'file://{tmp_path}/logs',
-          'memory': f'memory://test-{uuid.uuid4().hex}/logs'}[request.param]
+  return {
+    'path': str(tmp_path / 'logs'),
+    'file': f'file://{tmp_path}/logs',
+    'memory': f'memory://test-{uuid.uuid4().hex}/logs',
+  }[request.param]
 
 
 def test_join_dirname_basename_keep_the_scheme():
@@ -59,8 +63,7 @@ def test_files_round_trip(base, tmp_path):
     storage.listdir(storage.join(run_dir, 'missing'))
   with pytest.raises(FileNotFoundError):
     files.read_json(storage.join(run_dir, 'missing.json'))
-  assert os.listdir(tmp_path) == (['logs'] if '://' not in base or base.startswith('file:')
-                                  else [])
+  assert os.listdir(tmp_path) == (['logs'] if '://' not in base or base.startswith('file:') else [])
 
 
 def test_write_bytes_from_and_upload(base, tmp_path):
@@ -105,9 +108,13 @@ def test_an_unknown_scheme_is_one_line():
 def test_an_object_store_that_refuses_the_probe_is_one_line(monkeypatch):
   def refuse(path, text):
     raise PermissionError(f'403 Forbidden: {path}')
+
   monkeypatch.setattr(storage, 'write_text', refuse)
-  with pytest.raises(ValueError, match=r'--logdir=memory://b/x cannot be written \(PermissionError: '
-                     r'403 Forbidden.*check its bucket and credentials'):
+  with pytest.raises(
+    ValueError,
+    match=r'--logdir=memory://b/x cannot be written '
+    r'\(PermissionError: 403 Forbidden.*check its bucket and credentials',
+  ):
     logdir.check('memory://b/x', min_free_disk_mb=0)
 
 
@@ -127,21 +134,23 @@ def test_task_logs_of_an_object_store_run_are_copied_into_it_at_the_end(tmp_path
 # (or a local one storage.local_path gave). A new call fails this test: send it through
 # records/storage.py, or count it here with its reason.
 LOCAL_FILE_CALLS = {
-    'records/environment.py': 2,       # /proc files; nvidia-smi.
-    'orchestration/startup_watchdog.py': 1,  # The repository, for the watchdog's PYTHONPATH.
-    'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
-    'orchestration/launcher.py': 6,    # run.py; task logs in a local or temporary directory.
-    'orchestration/experiment_lock.py': 4,  # flock: a local --logdir after local_path.
-    'configs/from_flags.py': 2,        # `~` of a local --logdir (not a URL) and --data_dir.
-    'orchestration/logdir.py': 7,      # --data_dir; a local --logdir after local_path.
-    'orchestration/processes.py': 1,   # A task's log file, in the directory the launcher gave.
-    'training/checkpoints.py': 2,      # A non-chief worker's temporary checkpoints.
-    'prediction/hardware.py': 6,       # configs/hardware/ profiles, or a --hardware file.
-    'configs/hardware_profiles.py': 2,  # The configs/hardware/ directory, in the repository.
-    'prediction/validation.py': 2,     # prediction/published.csv, in the repository.
+  'records/environment.py': 2,  # /proc files; nvidia-smi.
+  'orchestration/startup_watchdog.py': 1,  # The repository, for the watchdog's PYTHONPATH.
+  'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
+  'orchestration/launcher.py': 6,  # run.py; task logs in a local or temporary directory.
+  'orchestration/experiment_lock.py': 4,  # flock: a local --logdir after local_path.
+  'configs/from_flags.py': 2,  # `~` of a local --logdir (not a URL) and --data_dir.
+  'orchestration/logdir.py': 7,  # --data_dir; a local --logdir after local_path.
+  'orchestration/processes.py': 1,  # A task's log file, in the directory the launcher gave.
+  'training/checkpoints.py': 2,  # A non-chief worker's temporary checkpoints.
+  'prediction/hardware.py': 6,  # configs/hardware/ profiles, or a --hardware file.
+  'configs/hardware_profiles.py': 2,  # The configs/hardware/ directory, in the repository.
+  'prediction/validation.py': 2,  # prediction/published.csv, in the repository.
 }
-FILE_CALL = re.compile(r'os\.path\.|\bopen\(|os\.(makedirs|listdir|remove|replace|rename|rmdir|'
-                       r'walk|scandir)\(|shutil\.|glob\.|tempfile\.')
+FILE_CALL = re.compile(
+  r'os\.path\.|\bopen\(|os\.(makedirs|listdir|remove|replace|rename|rmdir|'
+  r'walk|scandir)\(|shutil\.|glob\.|tempfile\.'
+)
 
 
 def test_no_file_system_call_bypasses_storage():

@@ -1,4 +1,6 @@
-"""Unit tests for the large-batch techniques: LR scaling and schedules, LARS, optimizers, ghost BN."""
+"""Unit tests for the large-batch techniques: LR scaling and schedules, LARS, optimizers,
+ghost BN."""
+
 import math
 import re
 
@@ -13,23 +15,31 @@ from training import schedules
 
 def _layers(model, kind):
   import keras
-  return [l for l in model.layers if isinstance(l, getattr(keras.layers, kind))]
+
+  return [layer for layer in model.layers if isinstance(layer, getattr(keras.layers, kind))]
 
 
 def _ghosts(model):
   from models import _normalization
-  return [l for l in model.layers if isinstance(l, _normalization.GhostBatchNormalization)]
+
+  return [
+    layer for layer in model.layers if isinstance(layer, _normalization.GhostBatchNormalization)
+  ]
 
 
 # Learning-rate scaling.
 
-@pytest.mark.parametrize('scaling, batch_size, base, expected', [
+
+@pytest.mark.parametrize(
+  'scaling, batch_size, base, expected',
+  [
     ('none', 256, 32, 1.0),
     ('linear', 256, 32, 8.0),
     ('sqrt', 256, 32, math.sqrt(8)),
     ('linear', 64, 64, 1.0),
     ('sqrt', 64, 64, 1.0),
-])
+  ],
+)
 def test_scale_factor(scaling, batch_size, base, expected):
   """k-fold batch: the rate is scaled by 1, k or sqrt(k)."""
   assert schedules.scale_factor(scaling, batch_size, base) == pytest.approx(expected)
@@ -37,9 +47,11 @@ def test_scale_factor(scaling, batch_size, base, expected):
 
 # Learning-rate schedule: initial=0.1, peak=0.8, 10 warm-up steps of 50.
 
+
 def _schedule(decay, warmup_steps=10):
-  return schedules.LearningRate(initial=0.1, peak=0.8, warmup_steps=warmup_steps,
-                                total_steps=50, decay=decay)
+  return schedules.LearningRate(
+    initial=0.1, peak=0.8, warmup_steps=warmup_steps, total_steps=50, decay=decay
+  )
 
 
 @pytest.mark.parametrize('decay', ['constant', 'cosine', 'step'])
@@ -49,18 +61,21 @@ def test_warmup_is_linear_from_initial_to_peak(decay, step, expected):
   assert float(_schedule(decay)(step)) == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize('decay, step, expected', [
+@pytest.mark.parametrize(
+  'decay, step, expected',
+  [
     ('constant', 30, 0.8),
     ('constant', 49, 0.8),
     ('cosine', 10, 0.8),
     ('cosine', 30, 0.4),  # Half way through the 40 post-warm-up steps.
     ('cosine', 49, 0.8 * 0.5 * (1 + math.cos(math.pi * 39 / 40))),
-    ('step', 29, 0.8),    # Progress 19/40 < 1/2.
-    ('step', 30, 0.08),   # Progress 1/2: first tenfold drop.
+    ('step', 29, 0.8),  # Progress 19/40 < 1/2.
+    ('step', 30, 0.08),  # Progress 1/2: first tenfold drop.
     ('step', 39, 0.08),
     ('step', 40, 0.008),  # Progress 3/4: second drop.
     ('step', 49, 0.008),
-])
+  ],
+)
 def test_decay_after_warmup(decay, step, expected):
   # The schedule computes in float32: near the end of the cosine 1 + cos(x) cancels to ~0.003,
   # so its rounding (~1e-8 absolute, 1e-5 relative at step 49) needs an absolute tolerance.
@@ -86,11 +101,14 @@ def test_unknown_decay_raises_value_error():
 
 # LARS against You et al. 2017's Algorithm 1.
 
+
 def _lars_step(w, g, dtype='float32', **kwargs):
   """Builds LARS for one variable holding `w`; returns (optimizer, variable, step function)."""
   import keras
   import tensorflow as tf
+
   from training import lars
+
   var = keras.Variable(np.asarray(w, dtype), dtype=dtype)
   opt = lars.LARS(**kwargs)
   opt.build([var])
@@ -98,6 +116,7 @@ def _lars_step(w, g, dtype='float32', **kwargs):
   def step():
     opt.apply_gradients([(tf.constant(np.asarray(g, dtype)), var)])
     return np.asarray(var, np.float64)
+
   return opt, var, step
 
 
@@ -106,8 +125,9 @@ def test_lars_two_steps_follow_the_published_rule():
   lr, momentum, eta, wd = 1.0, 0.9, 0.001, 0.01
   w0 = np.array([3.0, 4.0])
   g = np.array([0.6, 0.8])
-  _, _, step = _lars_step(w0, g, learning_rate=lr, momentum=momentum, trust_coefficient=eta,
-                          weight_decay=wd, epsilon=0.0)
+  _, _, step = _lars_step(
+    w0, g, learning_rate=lr, momentum=momentum, trust_coefficient=eta, weight_decay=wd, epsilon=0.0
+  )
   # ||w|| = 5, ||g|| = 1: trust = 0.001 * 5 / (1 + 0.01 * 5).
   trust1 = 0.001 * 5 / 1.05
   assert trust1 == pytest.approx(0.0047619047, rel=1e-7)
@@ -129,8 +149,9 @@ def test_lars_two_steps_follow_the_published_rule():
 
 def test_lars_velocity_slot_holds_the_update():
   """The velocity is the optimizer's state: it must equal v1 after the first step."""
-  opt, _, step = _lars_step([3.0, 4.0], [0.6, 0.8], learning_rate=1.0, momentum=0.9,
-                            weight_decay=0.01, epsilon=0.0)
+  opt, _, step = _lars_step(
+    [3.0, 4.0], [0.6, 0.8], learning_rate=1.0, momentum=0.9, weight_decay=0.01, epsilon=0.0
+  )
   step()
   np.testing.assert_allclose(np.asarray(opt.velocities[0]), [0.003, 0.004], rtol=1e-5)
 
@@ -138,8 +159,9 @@ def test_lars_velocity_slot_holds_the_update():
 def test_lars_zero_weights_use_trust_ratio_one():
   """||w|| = 0 (e.g. zero-initialized biases) would freeze the tensor with trust 0."""
   g = np.array([0.6, -0.8])
-  _, _, step = _lars_step([0.0, 0.0], g, learning_rate=0.5, momentum=0.9, weight_decay=0.01,
-                          epsilon=0.0)
+  _, _, step = _lars_step(
+    [0.0, 0.0], g, learning_rate=0.5, momentum=0.9, weight_decay=0.01, epsilon=0.0
+  )
   np.testing.assert_allclose(step(), -0.5 * g, rtol=1e-6)
 
 
@@ -155,8 +177,16 @@ def test_lars_kernel_moves_by_lr_times_trust_coefficient_of_its_norm(lr):
   w = rng.normal(size=(5, 3))
   g = 1e3 * rng.normal(size=(5, 3))  # Gradient scale must not matter.
   # float64: in float32, w - w_new (~1e-3 of w) keeps only ~4 significant digits.
-  _, _, step = _lars_step(w, g, dtype='float64', learning_rate=lr, momentum=0.9,
-                          trust_coefficient=0.001, weight_decay=0.0, epsilon=0.0)
+  _, _, step = _lars_step(
+    w,
+    g,
+    dtype='float64',
+    learning_rate=lr,
+    momentum=0.9,
+    trust_coefficient=0.001,
+    weight_decay=0.0,
+    epsilon=0.0,
+  )
   w_new = step()
   assert w_new.shape == (5, 3)
   relative = np.linalg.norm(w_new - w) / np.linalg.norm(w)
@@ -166,39 +196,61 @@ def test_lars_kernel_moves_by_lr_times_trust_coefficient_of_its_norm(lr):
   np.testing.assert_allclose(direction, g / np.linalg.norm(g), atol=1e-9)
 
 
-@pytest.mark.parametrize('kwargs', [
+@pytest.mark.parametrize(
+  'kwargs',
+  [
     {'momentum': 1.0},
     {'momentum': -0.1},
     {'trust_coefficient': 0.0},
     {'trust_coefficient': -0.001},
     {'weight_decay': -1e-4},
     {'epsilon': -1e-9},
-])
+  ],
+)
 def test_lars_rejects_bad_hyper_parameters(kwargs):
   from training import lars
+
   with pytest.raises(ValueError):
     lars.LARS(**kwargs)
 
 
 def test_lars_config_round_trips():
   from training import lars
-  opt = lars.LARS(learning_rate=0.5, momentum=0.8, trust_coefficient=0.002, weight_decay=1e-4,
-                  epsilon=1e-9)
+
+  opt = lars.LARS(
+    learning_rate=0.5, momentum=0.8, trust_coefficient=0.002, weight_decay=1e-4, epsilon=1e-9
+  )
   config = opt.get_config()
-  assert (config['momentum'], config['trust_coefficient'], config['weight_decay'],
-          config['epsilon']) == (0.8, 0.002, 1e-4, 1e-9)
+  assert (
+    config['momentum'],
+    config['trust_coefficient'],
+    config['weight_decay'],
+    config['epsilon'],
+  ) == (0.8, 0.002, 1e-4, 1e-9)
   copy = lars.LARS.from_config(config)
   assert (copy.momentum, copy.trust_coefficient, copy.lars_weight_decay, copy.epsilon) == (
-      0.8, 0.002, 1e-4, 1e-9)
+    0.8,
+    0.002,
+    1e-4,
+    1e-9,
+  )
 
 
 # Optimizer registry.
 
+
 def _keras_class(name):
   import keras
+
   from training import lars
-  return {'adam': keras.optimizers.Adam, 'lamb': keras.optimizers.Lamb, 'lars': lars.LARS,
-          'momentum': keras.optimizers.SGD, 'sgd': keras.optimizers.SGD}[name]
+
+  return {
+    'adam': keras.optimizers.Adam,
+    'lamb': keras.optimizers.Lamb,
+    'lars': lars.LARS,
+    'momentum': keras.optimizers.SGD,
+    'sgd': keras.optimizers.SGD,
+  }[name]
 
 
 def test_names_are_the_registry():
@@ -227,15 +279,18 @@ def test_create_passes_weight_decay_to_keras(name):
 
 @pytest.mark.parametrize('name', ['adam', 'lamb'])
 def test_create_passes_betas_and_epsilon(name):
-  opt = optimizers.create(
-      definitions.Optimizer(name, beta_1=0.8, beta_2=0.95, epsilon=1e-6), 0.01)
+  opt = optimizers.create(definitions.Optimizer(name, beta_1=0.8, beta_2=0.95, epsilon=1e-6), 0.01)
   assert (opt.beta_1, opt.beta_2, opt.epsilon) == (0.8, 0.95, 1e-6)
 
 
 def test_create_lars_gets_its_settings():
   """LARS takes the decay inside its trust ratio, not Keras' decoupled one."""
-  opt = optimizers.create(definitions.Optimizer(
-      'lars', momentum=0.85, trust_coefficient=0.02, weight_decay=0.05, epsilon=1e-8), 0.01)
+  opt = optimizers.create(
+    definitions.Optimizer(
+      'lars', momentum=0.85, trust_coefficient=0.02, weight_decay=0.05, epsilon=1e-8
+    ),
+    0.01,
+  )
   assert opt.trust_coefficient == pytest.approx(0.02)
   assert opt.lars_weight_decay == pytest.approx(0.05)
   assert opt.momentum == pytest.approx(0.85)
@@ -246,6 +301,7 @@ def test_create_lars_gets_its_settings():
 @pytest.mark.parametrize('name', definitions.OPTIMIZERS)
 def test_create_learning_rate(name):
   import keras
+
   opt = optimizers.create(definitions.Optimizer(name), 0.01)
   opt.build([keras.Variable(np.zeros(3, np.float32))])
   assert float(opt.learning_rate) == pytest.approx(0.01, rel=1e-6)
@@ -255,6 +311,7 @@ def test_create_learning_rate(name):
 def test_create_uses_a_schedule(name):
   """The warm-up schedule must reach the optimizer, not just a constant."""
   import keras
+
   schedule = schedules.LearningRate(initial=0.1, peak=0.8, warmup_steps=10, total_steps=50)
   opt = optimizers.create(definitions.Optimizer(name), schedule)
   opt.build([keras.Variable(np.zeros(3, np.float32))])
@@ -264,6 +321,7 @@ def test_create_uses_a_schedule(name):
 
 # Ghost Batch Normalization.
 
+
 @pytest.fixture(scope='module')
 def images():
   return np.random.default_rng(0).normal(1.0, 2.0, (8, 4, 4, 3)).astype(np.float32)
@@ -271,9 +329,13 @@ def images():
 
 def _bn_pair(ghost_batch_size):
   import keras
+
   from models import _normalization
-  return (keras.layers.BatchNormalization(momentum=0.9),
-          _normalization.GhostBatchNormalization(ghost_batch_size, momentum=0.9))
+
+  return (
+    keras.layers.BatchNormalization(momentum=0.9),
+    _normalization.GhostBatchNormalization(ghost_batch_size, momentum=0.9),
+  )
 
 
 def _normalize(x, epsilon):
@@ -285,15 +347,18 @@ def _normalize(x, epsilon):
 def test_ghost_batch_of_the_whole_batch_is_batch_norm(images):
   """One ghost batch covering the batch: exactly ordinary batch norm, statistics included."""
   bn, ghost = _bn_pair(8)
-  np.testing.assert_allclose(np.asarray(ghost(images, training=True)),
-                             np.asarray(bn(images, training=True)), atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(ghost(images, training=True)), np.asarray(bn(images, training=True)), atol=1e-5
+  )
   np.testing.assert_allclose(np.asarray(ghost.moving_mean), np.asarray(bn.moving_mean), atol=1e-5)
-  np.testing.assert_allclose(np.asarray(ghost.moving_variance), np.asarray(bn.moving_variance),
-                             atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(ghost.moving_variance), np.asarray(bn.moving_variance), atol=1e-5
+  )
   # The statistics moved off their initial 0 and 1 (else the comparison proves nothing).
   assert np.abs(np.asarray(ghost.moving_mean)).max() > 0.01
-  np.testing.assert_allclose(np.asarray(ghost(images, training=False)),
-                             np.asarray(bn(images, training=False)), atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(ghost(images, training=False)), np.asarray(bn(images, training=False)), atol=1e-5
+  )
 
 
 def test_ghost_batches_are_normalized_separately(images):
@@ -329,8 +394,9 @@ def test_ghost_batch_norm_applies_gamma_and_beta(images):
   ghost.build(images.shape)
   ghost.gamma.assign(np.array([2.0, 0.5, -1.0], np.float32))
   ghost.beta.assign(np.array([0.1, -0.2, 0.3], np.float32))
-  expected = np.concatenate([_normalize(images[:4], ghost.epsilon)[0],
-                             _normalize(images[4:], ghost.epsilon)[0]])
+  expected = np.concatenate(
+    [_normalize(images[:4], ghost.epsilon)[0], _normalize(images[4:], ghost.epsilon)[0]]
+  )
   expected = expected * [2.0, 0.5, -1.0] + [0.1, -0.2, 0.3]
   np.testing.assert_allclose(np.asarray(ghost(images, training=True)), expected, atol=1e-5)
 
@@ -338,6 +404,7 @@ def test_ghost_batch_norm_applies_gamma_and_beta(images):
 def test_ghost_batch_norm_on_dense_features():
   """The MLP's batch norm sees [batch, features]."""
   from models import _normalization
+
   x = np.random.default_rng(1).normal(size=(8, 5)).astype(np.float32)
   ghost = _normalization.GhostBatchNormalization(4, momentum=0.9)
   out = np.asarray(ghost(x, training=True))
@@ -352,6 +419,7 @@ def test_ghost_batch_norm_on_dense_features():
 
 def test_ghost_batch_norm_config_round_trips():
   from models import _normalization
+
   layer = _normalization.GhostBatchNormalization(16, momentum=0.9)
   copy = _normalization.GhostBatchNormalization.from_config(layer.get_config())
   assert (copy.virtual_batch_size, copy.momentum) == (16, 0.9)
@@ -359,11 +427,13 @@ def test_ghost_batch_norm_config_round_trips():
 
 def test_ghost_batch_norm_rejects_channels_first():
   from models import _normalization
+
   with pytest.raises(ValueError, match='last axis'):
     _normalization.GhostBatchNormalization(4, axis=1)
 
 
 # Batch norm in the built models.
+
 
 def test_cnn_batch_norm_flag_adds_ordinary_batch_norm():
   model = models.build('cnn', (8, 8, 1), 10, batch_norm=True)
@@ -374,7 +444,7 @@ def test_cnn_batch_norm_flag_adds_ordinary_batch_norm():
 def test_ghost_batch_size_implies_batch_norm():
   model = models.build('cnn', (8, 8, 1), 10, ghost_batch_size=4)
   assert len(_ghosts(model)) == len(_layers(model, 'BatchNormalization')) == 2
-  assert all(l.virtual_batch_size == 4 for l in _ghosts(model))
+  assert all(layer.virtual_batch_size == 4 for layer in _ghosts(model))
 
 
 def test_plain_cnn_has_no_batch_norm():
@@ -397,19 +467,19 @@ def test_resnet20_ghost_batch_norm_everywhere():
   model = models.build('resnet20', (8, 8, 3), 10, ghost_batch_size=4, bn_momentum=0.9)
   assert len(_layers(model, 'BatchNormalization')) == 21
   assert len(_ghosts(model)) == 21
-  assert all(l.momentum == 0.9 for l in _ghosts(model))
+  assert all(layer.momentum == 0.9 for layer in _ghosts(model))
 
 
 @pytest.mark.parametrize('kwargs', [{'batch_norm': True}, {'ghost_batch_size': 4}])
 def test_bn_momentum_reaches_the_layers(kwargs):
   model = models.build('cnn', (8, 8, 1), 10, bn_momentum=0.9, **kwargs)
-  momenta = [l.momentum for l in _layers(model, 'BatchNormalization')]
+  momenta = [layer.momentum for layer in _layers(model, 'BatchNormalization')]
   assert momenta == [0.9, 0.9]
 
 
 def test_default_bn_momentum_is_keras_default():
   model = models.build('cnn_bn', (8, 8, 1), 10)
-  assert [l.momentum for l in _layers(model, 'BatchNormalization')] == [0.99, 0.99]
+  assert [layer.momentum for layer in _layers(model, 'BatchNormalization')] == [0.99, 0.99]
 
 
 @pytest.mark.parametrize('ghost, per_replica', [(32, 128), (0, 7), (128, 128), (1, 7)])

@@ -1,6 +1,7 @@
 """The token datasets (synthetic_tokens, imdb), the pipeline keeping token ids integers, and
 the transformer learning synthetic_tokens. imdb is read from an imdb.npz written here in the
 format keras.datasets.imdb downloads; nothing touches the network."""
+
 import numpy as np
 import pytest
 
@@ -11,8 +12,12 @@ from tests import tiny_training
 
 
 def _tokens(seed=0, **options):
-  return data.load(definitions.Data(
-      'synthetic_tokens', **{'seq_len': 32, 'vocab_size': 100, 'num_classes': 4, **options}), seed)
+  return data.load(
+    definitions.Data(
+      'synthetic_tokens', **{'seq_len': 32, 'vocab_size': 100, 'num_classes': 4, **options}
+    ),
+    seed,
+  )
 
 
 def test_synthetic_tokens_shapes_and_markers():
@@ -36,13 +41,16 @@ def test_synthetic_tokens_seed_decides_the_arrays():
 
 
 def test_synthetic_tokens_refuses_a_vocabulary_of_only_markers():
-  with pytest.raises(data.DatasetError, match='--vocab_size=5 leaves no ids besides the 4 class '
-                                              'markers; give at least 6'):
+  with pytest.raises(
+    data.DatasetError,
+    match='--vocab_size=5 leaves no ids besides the 4 class markers; give at least 6',
+  ):
     _tokens(vocab_size=5)
 
 
 def test_the_pipeline_keeps_token_ids_integers():
   from data import pipeline
+
   arrays = _tokens()
   x, _, _ = next(iter(pipeline.train_fn(arrays, 8, seed=0)()))
   assert x.dtype.name == 'int32' and x.shape == (8, 32)
@@ -54,21 +62,34 @@ def test_the_pipeline_keeps_token_ids_integers():
 
 def test_the_transformer_learns_synthetic_tokens():
   """A few epochs in this process on one device: far above the chance of 1 in 4."""
-  import keras
   import tensorflow as tf
+
   import models
+
   arrays = _tokens()
   trainer = tiny_training.make_trainer(
-      tf.distribute.OneDeviceStrategy('/cpu:0'), arrays,
-      lambda: models.build('transformer', arrays.input_shape, arrays.num_classes,
-                           vocab_size=100, num_layers=1, d_model=32, num_heads=2),
-      64, optimizer='adam', rate=3e-3)
+    tf.distribute.OneDeviceStrategy('/cpu:0'),
+    arrays,
+    lambda: models.build(
+      'transformer',
+      arrays.input_shape,
+      arrays.num_classes,
+      vocab_size=100,
+      num_layers=1,
+      d_model=32,
+      num_heads=2,
+    ),
+    64,
+    optimizer='adam',
+    rate=3e-3,
+  )
   for _ in range(3):
     trainer.train_epoch(trainer.batching.steps_per_epoch, 16)
   assert trainer.evaluate().accuracy > 0.9
 
 
 # --- imdb ----------------------------------------------------------------------------------------
+
 
 def _reviews(*lists):
   reviews = np.empty(len(lists), dtype=object)  # Ragged: one list of word ranks per review.
@@ -77,10 +98,13 @@ def _reviews(*lists):
 
 
 def _write_imdb(directory, y_train=(1, 0, 1), y_test=(0, 1)):
-  np.savez(directory / 'imdb.npz',
-           x_train=_reviews([1, 2, 3], [10, 20, 30, 40, 50, 60], [7]),
-           y_train=np.array(y_train, np.int64),
-           x_test=_reviews([5, 6, 7, 8], [96, 97]), y_test=np.array(y_test, np.int64))
+  np.savez(
+    directory / 'imdb.npz',
+    x_train=_reviews([1, 2, 3], [10, 20, 30, 40, 50, 60], [7]),
+    y_train=np.array(y_train, np.int64),
+    x_test=_reviews([5, 6, 7, 8], [96, 97]),
+    y_test=np.array(y_test, np.int64),
+  )
 
 
 @pytest.fixture
@@ -95,12 +119,15 @@ def no_download(monkeypatch):
 
 def test_imdb_reads_ids_as_keras_does_padded_and_cut_at_the_front(tmp_path, no_download):
   _write_imdb(tmp_path)
-  arrays = data.load(definitions.Data('imdb', data_dir=str(tmp_path), download=False, seq_len=5,
-                                          vocab_size=50))
+  arrays = data.load(
+    definitions.Data('imdb', data_dir=str(tmp_path), download=False, seq_len=5, vocab_size=50)
+  )
   # 1 starts a review, ranks count from 3, ids of 50 and more become 2 (out of vocabulary).
-  assert arrays.x_train.tolist() == [[0, 1, 4, 5, 6],      # padded with 0 in front
-                                     [23, 33, 43, 2, 2],   # cut in front: 1, 13 dropped
-                                     [0, 0, 0, 1, 10]]
+  assert arrays.x_train.tolist() == [
+    [0, 1, 4, 5, 6],  # padded with 0 in front
+    [23, 33, 43, 2, 2],  # cut in front: 1, 13 dropped
+    [0, 0, 0, 1, 10],
+  ]
   assert arrays.x_validation.tolist() == [[1, 8, 9, 10, 11], [0, 0, 1, 2, 2]]
   assert arrays.y_train.tolist() == [1, 0, 1] and arrays.y_validation.tolist() == [0, 1]
   assert arrays.x_train.dtype == arrays.y_train.dtype == np.int32
@@ -109,6 +136,7 @@ def test_imdb_reads_ids_as_keras_does_padded_and_cut_at_the_front(tmp_path, no_d
 
 def test_imdb_download_branch_asks_keras_for_the_vocabulary(tmp_path, monkeypatch):
   import keras
+
   asked = {}
 
   def load_data(num_words):
@@ -123,15 +151,18 @@ def test_imdb_download_branch_asks_keras_for_the_vocabulary(tmp_path, monkeypatc
 
 
 def test_imdb_nodownload_refuses_naming_the_file(tmp_path, no_download):
-  with pytest.raises(data.DatasetError, match=f'dataset imdb: --data_dir={tmp_path} lacks '
-                                              'imdb.npz and --nodownload is set'):
+  with pytest.raises(
+    data.DatasetError,
+    match=f'dataset imdb: --data_dir={tmp_path} lacks imdb.npz and --nodownload is set',
+  ):
     data.load(definitions.Data('imdb', data_dir=str(tmp_path), download=False))
 
 
 def test_imdb_labels_other_than_0_and_1(tmp_path, no_download):
   _write_imdb(tmp_path, y_test=(0, 2))
-  with pytest.raises(data.DatasetError,
-                     match='dataset imdb: labels other than 0 and 1; replace imdb.npz'):
+  with pytest.raises(
+    data.DatasetError, match='dataset imdb: labels other than 0 and 1; replace imdb.npz'
+  ):
     data.load(definitions.Data('imdb', data_dir=str(tmp_path), download=False))
 
 

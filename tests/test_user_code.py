@@ -1,5 +1,6 @@
 """Your own model and data (--model, --dataset = package.module:function): what works, and the
 one clear line for each way it can go wrong. In this process, modules written to a temp dir."""
+
 import itertools
 import os
 import shutil
@@ -28,11 +29,12 @@ def module(tmp_path, monkeypatch):
     name = f'users_module_{next(_names)}'
     (tmp_path / f'{name}.py').write_text(textwrap.dedent(source))
     return name
+
   write.directory = tmp_path
   return write
 
 
-MODEL = '''
+MODEL = """
 import keras
 def build(input_shape, num_classes):
   return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
@@ -58,9 +60,13 @@ class Picky(keras.layers.Layer):
 def picky(input_shape, num_classes):
   return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(), Picky(),
                            keras.layers.Dense(num_classes)])
-'''
-PICKY_LINE = MODEL.splitlines().index(  # Of the raise in MODEL's file, counted from 1.
-    "      raise ValueError(f'picky about batches of {x.shape[0]}')") + 1
+"""
+PICKY_LINE = (
+  MODEL.splitlines().index(  # Of the raise in MODEL's file, counted from 1.
+    "      raise ValueError(f'picky about batches of {x.shape[0]}')"
+  )
+  + 1
+)
 
 
 def test_a_user_model_builds_from_the_working_directory(module):
@@ -70,15 +76,21 @@ def test_a_user_model_builds_from_the_working_directory(module):
   assert models.build(f'{name}:build', [4, 4, 1], 3).input_shape == (None, 4, 4, 1)
 
 
-@pytest.mark.parametrize('function, message', [
+@pytest.mark.parametrize(
+  'function, message',
+  [
     ('missing', 'has no function missing'),
     ('broken', 'raised RuntimeError: out of ideas'),
     ('not_a_model', 'returned str, not a keras.Model'),
     ('five', 'output shape is (None, 5); it must be the 10 class logits'),
-    ('rank3', 'output shape is (None, 64, 10); it must be the 10 class logits of the dataset '
-     'per example: (None, 10)'),
+    (
+      'rank3',
+      'output shape is (None, 64, 10); it must be the 10 class logits of the dataset '
+      'per example: (None, 10)',
+    ),
     ('int_logits', 'returns logits of dtype int32; return floating-point logits'),
-])
+  ],
+)
 def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message):
   name = module(MODEL)
   with pytest.raises(user_code.UserCodeError) as e:
@@ -89,26 +101,39 @@ def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message)
 
 def test_an_error_tensorflow_raises_while_tracing_says_what_failed_and_where(module):
   import tensorflow as tf
+
   name = module(MODEL)
   model = models.build(f'{name}:picky', (8, 8, 1), 10)
   with pytest.raises(ValueError) as e:
     tf.function(model).get_concrete_function(tf.TensorSpec((4, 8, 8, 1)))
   assert str(e.value).startswith('in user code:')  # TensorFlow's first line says nothing.
-  assert user_code.message(e.value) == (f'ValueError: picky about batches of 4 (at '
-                                        f'{module.directory}/{name}.py:{PICKY_LINE})')
+  assert user_code.message(e.value) == (
+    f'ValueError: picky about batches of 4 (at {module.directory}/{name}.py:{PICKY_LINE})'
+  )
 
 
 @pytest.mark.parametrize('verbosity', [[], ['--verbosity=1']])
-def test_a_model_that_fails_to_trace_is_one_line_exit_2_never_restarted(module, tmp_path,
-                                                                        verbosity):
+def test_a_model_that_fails_to_trace_is_one_line_exit_2_never_restarted(
+  module, tmp_path, verbosity
+):
   from tests.conftest import run_py
+
   name = module(MODEL)
-  proc = run_py('--strategies=one_device', f'--model={name}:picky', '--epochs=1',
-                f'--logdir={tmp_path}/runs', *verbosity, cwd=tmp_path, timeout=120)
+  proc = run_py(
+    '--strategies=one_device',
+    f'--model={name}:picky',
+    '--epochs=1',
+    f'--logdir={tmp_path}/runs',
+    *verbosity,
+    cwd=tmp_path,
+    timeout=120,
+  )
   lines = proc.stderr.strip().splitlines()
   assert proc.returncode == 2, proc.stderr
-  assert lines[-1] == (f'run.py: [one_device] --model={name}:picky cannot be traced: ValueError: '
-                       f'picky about batches of 64 (at {tmp_path}/{name}.py:{PICKY_LINE})')
+  assert lines[-1] == (
+    f'run.py: [one_device] --model={name}:picky cannot be traced: ValueError: '
+    f'picky about batches of 64 (at {tmp_path}/{name}.py:{PICKY_LINE})'
+  )
   assert 'restarting' not in proc.stderr
   assert proc.stderr.count('Traceback') == (1 if verbosity else 0)
   if not verbosity:
@@ -118,10 +143,14 @@ def test_a_model_that_fails_to_trace_is_one_line_exit_2_never_restarted(module, 
 
 def test_a_module_that_cannot_be_imported_says_so(module):
   name = module('import no_such_package_anywhere\n')
-  with pytest.raises(user_code.UserCodeError, match=(
+  with pytest.raises(
+    user_code.UserCodeError,
+    match=(
       f'--model={name}:build: cannot import {name} \\(ModuleNotFoundError: No module named '
       "'no_such_package_anywhere'\\); run from the directory that holds it or add that to "
-      'PYTHONPATH')):
+      'PYTHONPATH'
+    ),
+  ):
     models.build(f'{name}:build', (8, 8, 1), 10)
   with pytest.raises(user_code.UserCodeError, match='cannot import nowhere_at_all'):
     models.build('nowhere_at_all:build', (8, 8, 1), 10)
@@ -133,7 +162,7 @@ def test_specs_and_names_are_told_apart():
     assert not user_code.is_spec(name), name
 
 
-DATA = '''
+DATA = """
 import numpy as np
 rng = np.random.default_rng(0)
 def good():
@@ -158,7 +187,7 @@ def flat():
   return (np.zeros(4), np.array([0, 1, 0, 1])), (np.zeros(2), np.array([0, 1]))
 def single():
   return np.zeros((4, 2)), np.zeros(4, int)
-'''
+"""
 
 
 def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
@@ -171,7 +200,9 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
   assert images.scale == pytest.approx(1 / 255) and images.num_classes == 2
 
 
-@pytest.mark.parametrize('function, message', [
+@pytest.mark.parametrize(
+  'function, message',
+  [
     ('uneven', 'returned 40 training examples and 39 labels'),
     ('strings', 'training examples of dtype <U1'),
     ('float_labels', 'training labels of dtype float64'),
@@ -180,15 +211,20 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
     ('shapes', 'training examples of shape (2,) and validation examples of shape (3,)'),
     ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
     ('single', 'returned tuple, not two (examples, labels) pairs'),
-])
+  ],
+)
 def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, message):
   name = module(DATA)
   with pytest.raises(data.DatasetError) as e:
     data.load(definitions.Data(f'{name}:{function}'))
   text = str(e.value)
   assert text.startswith(f'--dataset={name}:{function} ') and message in text, text
-  assert text.endswith('return (x_train, y_train), (x_val, y_val) as keras.datasets do, labels '
-                       'integers from 0') and '\n' not in text
+  assert (
+    text.endswith(
+      'return (x_train, y_train), (x_val, y_val) as keras.datasets do, labels integers from 0'
+    )
+    and '\n' not in text
+  )
 
 
 def test_the_examples_keep_their_contract(module, tmp_path):
@@ -206,38 +242,59 @@ def test_the_examples_keep_their_contract(module, tmp_path):
 
 @pytest.mark.slow
 def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strategy(tmp_path):
-  from tests.conftest import read_result, run_py
+  from tests.conftest import read_result
+  from tests.conftest import run_py
   from tests.test_bad_input import assert_one_line_error
+
   project = tmp_path / 'project'  # A user's own directory, not the repository.
   project.mkdir()
   for name in ('my_model.py', 'my_data.py'):
     shutil.copy(f'{ROOT}/examples/{name}', project / name)
-  proc = run_py('--model=my_model:build', '--dataset=my_data:load', '--epochs=3',
-                f'--logdir={tmp_path}/runs', '--experiment=mine', cwd=project, timeout=600)
+  proc = run_py(
+    '--model=my_model:build',
+    '--dataset=my_data:load',
+    '--epochs=3',
+    f'--logdir={tmp_path}/runs',
+    '--experiment=mine',
+    cwd=project,
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr
-  for strategy in ('one_device', 'mirrored', 'central_storage', 'multi_worker_mirrored',
-                   'parameter_server'):
+  for strategy in (
+    'one_device',
+    'mirrored',
+    'central_storage',
+    'multi_worker_mirrored',
+    'parameter_server',
+  ):
     result = read_result(tmp_path / 'runs' / 'mine' / strategy)
     assert result['model'] == 'my_model:build' and result['dataset'] == 'my_data:load'
     assert result['status'] == 'complete'
     # Learned something: tumour or not, from 30 standardised features.
     assert result['final_validation_accuracy'] > 0.85, (strategy, result['validation_accuracy'])
   # Refusals in the run's own process, once the user's code is imported: one line, status 2.
-  (project / 'wide.py').write_text('import my_model\ndef build(shape, classes):\n'
-                                   '  return my_model.build(shape, classes + 1)\n')
+  (project / 'wide.py').write_text(
+    'import my_model\ndef build(shape, classes):\n  return my_model.build(shape, classes + 1)\n'
+  )
   for args, fragment in (
-      (['--model=wide:build', '--dataset=my_data:load'], 'output shape is (None, 3)'),
-      (['--dataset=my_data:missing'], 'has no function missing')):
-    proc = run_py('--strategies=one_device', *args, f'--logdir={tmp_path}/bad', cwd=project,
-                  timeout=120)
+    (['--model=wide:build', '--dataset=my_data:load'], 'output shape is (None, 3)'),
+    (['--dataset=my_data:missing'], 'has no function missing'),
+  ):
+    proc = run_py(
+      '--strategies=one_device', *args, f'--logdir={tmp_path}/bad', cwd=project, timeout=120
+    )
     assert_one_line_error(proc, fragment)
     assert proc.returncode == 2
 
 
 def test_the_batch_norm_flags_are_refused_for_a_user_model():
   from configs import definitions
+
   config = definitions.RunConfig(model=definitions.Model('my_model:build', batch_norm=True))
-  with pytest.raises(ValueError, match='--batch_norm and --ghost_batch_size add batch '
-                     'normalization to the built-in models, not to --model=my_model:build; '
-                     'build it into your model'):
+  with pytest.raises(
+    ValueError,
+    match='--batch_norm and --ghost_batch_size add batch '
+    'normalization to the built-in models, not to --model=my_model:build; '
+    'build it into your model',
+  ):
     config.validate()

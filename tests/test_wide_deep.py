@@ -4,6 +4,7 @@ Under every strategy it trains in tests/test_every_model.py; here: the data has 
 model can learn, lookups give sparse gradients, and a 2-ps run whose tables are split into
 shards steps exactly as one whose tables are whole.
 """
+
 import json
 import os
 
@@ -12,8 +13,9 @@ import pytest
 
 import data
 import models
-from tests.conftest import read_result, run_py
 from configs import definitions
+from tests.conftest import read_result
+from tests.conftest import run_py
 
 SMALL = definitions.Data('synthetic_clicks', vocab_sizes=(200, 50))
 
@@ -34,6 +36,7 @@ def test_click_labels_hold_a_signal_a_linear_model_learns():
   """Logistic regression on one-hot ids and the dense features beats the majority class."""
   from sklearn.linear_model import LogisticRegression
   from sklearn.preprocessing import OneHotEncoder
+
   arrays = data.load(SMALL)
   encoder = OneHotEncoder(handle_unknown='ignore').fit(arrays.x_train[:, :2])
   features = lambda x: np.hstack([encoder.transform(x[:, :2]).toarray(), x[:, 2:]])
@@ -50,16 +53,20 @@ def test_click_data_refuses_tables_float32_cannot_index():
 
 def test_lookups_give_sparse_gradients_of_one_row_per_example():
   import tensorflow as tf
+
   from training import model_card
+
   arrays = data.load(SMALL)
   model = models.build('wide_deep', arrays.input_shape, 2, vocab_sizes=(200, 50), embedding_dim=4)
   batch = tf.constant(arrays.x_train[:32])
   with tf.GradientTape() as tape:
     loss = tf.reduce_mean(model(batch))
-  gradients = dict(zip((v.path for v in model.trainable_variables),
-                       tape.gradient(loss, model.trainable_variables)))
-  tables = [path for path in gradients if path.startswith(('embedding_', 'wide_')) and
-            'dense' not in path]
+  gradients = dict(
+    zip((v.path for v in model.trainable_variables), tape.gradient(loss, model.trainable_variables))
+  )
+  tables = [
+    path for path in gradients if path.startswith(('embedding_', 'wide_')) and 'dense' not in path
+  ]
   assert len(tables) == 4
   for path in tables:
     assert isinstance(gradients[path], tf.IndexedSlices), path
@@ -86,15 +93,26 @@ def sharded_and_whole(tmp_path_factory):
   """One worker (a deterministic schedule) and 2 ps: the same run with its variables whole,
   then split into shards."""
   logdir = tmp_path_factory.mktemp('wide_deep')
-  proc = run_py('--model=wide_deep', '--strategies=parameter_server', '--num_ps=2',
-                '--num_workers=1', *SIZES, '--batch_size=64', '--epochs=3',
-                '--steps_per_epoch=10', '--variant=whole:--variable_partitioner=none',
-                '--variant=sharded:--variable_partitioner=fixed_shards',
-                f'--logdir={logdir}', '--experiment=shards', timeout=900)
+  proc = run_py(
+    '--model=wide_deep',
+    '--strategies=parameter_server',
+    '--num_ps=2',
+    '--num_workers=1',
+    *SIZES,
+    '--batch_size=64',
+    '--epochs=3',
+    '--steps_per_epoch=10',
+    '--variant=whole:--variable_partitioner=none',
+    '--variant=sharded:--variable_partitioner=fixed_shards',
+    f'--logdir={logdir}',
+    '--experiment=shards',
+    timeout=900,
+  )
   assert proc.returncode == 0, proc.stderr
   experiment = logdir / 'shards'
-  return {name: read_result(experiment / f'{name}-parameter_server')
-          for name in ('whole', 'sharded')}
+  return {
+    name: read_result(experiment / f'{name}-parameter_server') for name in ('whole', 'sharded')
+  }
 
 
 @pytest.mark.slow
@@ -126,11 +144,16 @@ def test_each_ps_task_holds_only_its_part_of_every_table(sharded_and_whole):
 @pytest.mark.slow
 def test_a_sharded_run_checkpoints_each_table_whole(sharded_and_whole):
   import tensorflow as tf
+
   checkpoint = sharded_and_whole['sharded']['checkpoint']
   shapes = dict(tf.train.list_variables(checkpoint))
-  tables = {key: shape for key, shape in shapes.items()
-            if key.startswith('model/') and shape in ([4000, 8], [1000, 8])}
+  tables = {
+    key: shape
+    for key, shape in shapes.items()
+    if key.startswith('model/') and shape in ([4000, 8], [1000, 8])
+  }
   assert sorted(tables.values()) == [[1000, 8], [4000, 8]], shapes
   assert os.path.basename(checkpoint) == 'ckpt-30'
   assert json.dumps(sharded_and_whole['sharded']['options']) == json.dumps(
-      {'num_ps': 2, 'variable_partitioner': 'fixed_shards'})
+    {'num_ps': 2, 'variable_partitioner': 'fixed_shards'}
+  )

@@ -7,6 +7,7 @@ or session fixture of tests/ (a trained experiment, a Slurm cluster) go to one w
 machine to itself (the timing claims are benchmarks/validate_prediction.py's).
 Without xdist (`-n 0`, or `-p no:xdist`) the tests simply run one after another.
 """
+
 import pytest
 
 
@@ -20,11 +21,11 @@ def pytest_collection_modifyitems(config, items):
       key = parent[key]
     return key
 
+  from tests import shared_fixtures
+
   shared = {}
   for item in items:
-    keys = [f'{d.func.__module__}.{name}'
-            for name, defs in item._fixtureinfo.name2fixturedefs.items() for d in defs[-1:]
-            if d.scope in ('module', 'session') and d.func.__module__.startswith('tests.')]
+    keys = list(filter(None, (shared_fixtures.key(item, name) for name in item.fixturenames)))
     for key in keys[1:]:
       parent[root(key)] = root(keys[0])
     shared[item] = keys

@@ -1,5 +1,6 @@
 """The controller's actions, one job each: stop agreement, progress, epoch summaries,
 checkpoints and the profiler (see training/controller.py for when each is called)."""
+
 import time
 
 from orchestration import faults
@@ -43,8 +44,10 @@ class Progress(controller_lib.Action):
       results.write_progress(self.run_dir, controller.state.step)
       faults.hold(self.run_dir, controller.state.step)
     if time.perf_counter() - self._last_report > PROGRESS_SECONDS:
-      self.say(f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: training, step '
-               f'{controller.state.step}, {controller.epoch_clock():.0f} s so far')
+      self.say(
+        f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: training, step '
+        f'{controller.state.step}, {controller.epoch_clock():.0f} s so far'
+      )
       self._last_report = time.perf_counter()
     return False
 
@@ -59,18 +62,28 @@ class EpochSummary(controller_lib.Action):
     history = controller.state.history
     train, validation = outcome.epoch_scalars(history, -1)
     self.writers.epoch(controller.epoch - 1, train, validation)
-    self.say(f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: loss '
-             f'{train["loss"]:.4f} accuracy {train["accuracy"]:.4f} val_loss '
-             f'{validation["loss"]:.4f} val_accuracy {validation["accuracy"]:.4f} '
-             f'{train["examples_per_second"]:,.0f} examples/s {train["time_seconds"]:.2f} s')
+    self.say(
+      f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: loss '
+      f'{train["loss"]:.4f} accuracy {train["accuracy"]:.4f} val_loss '
+      f'{validation["loss"]:.4f} val_accuracy {validation["accuracy"]:.4f} '
+      f'{train["examples_per_second"]:,.0f} examples/s {train["time_seconds"]:.2f} s'
+    )
 
 
 class Checkpoints(controller_lib.Action):
   """A checkpoint every `every_epochs` epochs and every `every_steps` steps (at the end of the
   execution that reaches them), and on demand (`save`)."""
 
-  def __init__(self, checkpointer, trainer, every_epochs, every_steps, steps_per_execution,
-               state, lost_executions=None):
+  def __init__(
+    self,
+    checkpointer,
+    trainer,
+    every_epochs,
+    every_steps,
+    steps_per_execution,
+    state,
+    lost_executions=None,
+  ):
     self.checkpointer, self.trainer = checkpointer, trainer
     self.every_epochs, self.every_steps = every_epochs, every_steps
     self.steps_per_execution = steps_per_execution
@@ -91,8 +104,9 @@ class Checkpoints(controller_lib.Action):
     return False
 
   def after_epoch(self, controller):
-    if ((self.every_epochs and controller.epoch % self.every_epochs == 0) or
-        self._step_due(controller.state.step)):
+    if (self.every_epochs and controller.epoch % self.every_epochs == 0) or self._step_due(
+      controller.state.step
+    ):
       self.save(controller)
 
   def save(self, controller):
@@ -130,5 +144,7 @@ class Profile(controller_lib.Action):
 
   def end(self, controller):
     self.profiler.stop()  # The steps asked for may run past the end of training.
-    self.say(f'[{self.name}] profile of steps {self.profiler.first}-{self.profiler.last}: '
-             'TensorBoard\'s Profile tab')
+    self.say(
+      f'[{self.name}] profile of steps {self.profiler.first}-{self.profiler.last}: '
+      "TensorBoard's Profile tab"
+    )

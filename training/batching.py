@@ -5,6 +5,7 @@ A global batch is one synchronous update. Under parameter servers it is split ov
 (`step_batch_size`); elsewhere one step is the global batch. Each step's batch is split
 evenly over the replicas in sync.
 """
+
 import dataclasses
 
 
@@ -12,8 +13,8 @@ import dataclasses
 class Batching:
   global_batch_size: int
   replicas_in_sync: int
-  worker_shares: int    # The workers a global batch is shared over: num_workers under a
-                        # coordinator, else 1.
+  worker_shares: int  # The workers a global batch is shared over: num_workers under a
+  # coordinator, else 1.
   steps_per_epoch: int
 
   @property
@@ -31,11 +32,15 @@ class Batching:
     `steps_per_epoch` 0 means one pass over the `train_size` training examples."""
     divisor = replicas_in_sync * worker_shares
     if global_batch_size % divisor:
-      raise ValueError(f'--batch_size={global_batch_size} is not divisible by the {divisor} '
-                       f'replicas (or parameter-server workers); use a multiple of {divisor}')
+      raise ValueError(
+        f'--batch_size={global_batch_size} is not divisible by the {divisor} '
+        f'replicas (or parameter-server workers); use a multiple of {divisor}'
+      )
     step_batch = global_batch_size // worker_shares
     steps_per_epoch = steps_per_epoch or train_size // step_batch
     if steps_per_epoch < 1:
-      raise ValueError(f'--batch_size={global_batch_size} exceeds the {train_size} training '
-                       'examples; use a smaller batch')
+      raise ValueError(
+        f'--batch_size={global_batch_size} exceeds the {train_size} training '
+        'examples; use a smaller batch'
+      )
     return cls(global_batch_size, replicas_in_sync, worker_shares, steps_per_epoch)

@@ -1,6 +1,7 @@
 """What a run builds under its strategy, from its configuration: the model, the optimizer and
 the learning-rate schedule. The Trainer calls them inside the strategy's scope; the breakdown
 builds copies of the model and optimizer outside it."""
+
 import dataclasses
 import typing
 
@@ -26,12 +27,21 @@ def of(config, arrays):
   model, schedule = config.model, config.schedule
   loss_scale = config.performance.mixed_precision == 'mixed_float16'
   return Builders(
-      model=lambda: models.build(model.model, arrays.input_shape, arrays.num_classes,
-                                 model.batch_norm, model.ghost_batch_size, model.bn_momentum,
-                                 **config.model_sizes),
-      optimizer=lambda rate: optimizers.create(config.optimizer, rate, loss_scale=loss_scale),
-      schedule=lambda batching: schedules.LearningRate(
-          config.optimizer.learning_rate,
-          schedules.peak_learning_rate(config, batching.step_batch_size),
-          warmup_steps=round(schedule.warmup_epochs * batching.steps_per_epoch),
-          total_steps=config.epochs * batching.steps_per_epoch, decay=schedule.lr_schedule))
+    model=lambda: models.build(
+      model.model,
+      arrays.input_shape,
+      arrays.num_classes,
+      model.batch_norm,
+      model.ghost_batch_size,
+      model.bn_momentum,
+      **config.model_sizes,
+    ),
+    optimizer=lambda rate: optimizers.create(config.optimizer, rate, loss_scale=loss_scale),
+    schedule=lambda batching: schedules.LearningRate(
+      config.optimizer.learning_rate,
+      schedules.peak_learning_rate(config, batching.step_batch_size),
+      warmup_steps=round(schedule.warmup_epochs * batching.steps_per_epoch),
+      total_steps=config.epochs * batching.steps_per_epoch,
+      decay=schedule.lr_schedule,
+    ),
+  )

@@ -10,6 +10,7 @@ the chief writes into the run directory, the others into a temporary directory t
 as TensorFlow's multi-worker guide does. All tasks restore from the chief's checkpoints, so
 on several machines the run directory must be on storage they share.
 """
+
 import dataclasses
 import json
 import os
@@ -55,11 +56,19 @@ def kept(run_dir, say=print):
   if state and state.model_checkpoint_path:
     return list(reversed(state.all_model_checkpoint_paths))
   names = storage.listdir(where) if storage.isdir(where) else []
-  steps = sorted((int(name[len('ckpt-'):-len('.index')]) for name in names
-                  if re.fullmatch(r'ckpt-\d+\.index', name)), reverse=True)
+  steps = sorted(
+    (
+      int(name[len('ckpt-') : -len('.index')])
+      for name in names
+      if re.fullmatch(r'ckpt-\d+\.index', name)
+    ),
+    reverse=True,
+  )
   if steps:
-    say(f'checkpoint index {storage.join(where, "checkpoint")} is missing or cannot be read; '
-        f'resuming from the {len(steps)} checkpoint(s) in {where}')
+    say(
+      f'checkpoint index {storage.join(where, "checkpoint")} is missing or cannot be read; '
+      f'resuming from the {len(steps)} checkpoint(s) in {where}'
+    )
   return [storage.join(where, f'ckpt-{step}') for step in steps]
 
 
@@ -79,14 +88,15 @@ class Unreadable(CheckpointError):
 @dataclasses.dataclass
 class RunState:
   """Where a run stands: what a checkpoint stores besides the variables."""
-  settings: dict                    # What the run was started with; a resume must match.
-  step: int = 0                     # Training steps done.
+
+  settings: dict  # What the run was started with; a resume must match.
+  step: int = 0  # Training steps done.
   history: results.History = dataclasses.field(default_factory=results.History)
   epoch_sums: loop.Totals = loop.ZERO  # Of the epoch under way.
-  epoch_seconds: float = 0.0        # Training seconds of the epoch under way.
-  elapsed_seconds: float = 0.0      # Seconds since training began, over every attempt.
-  checkpoint_seconds: float = 0.0   # Of them, writing checkpoints.
-  retried_steps: int = 0            # Lost with a parameter-server worker, run again.
+  epoch_seconds: float = 0.0  # Training seconds of the epoch under way.
+  elapsed_seconds: float = 0.0  # Seconds since training began, over every attempt.
+  checkpoint_seconds: float = 0.0  # Of them, writing checkpoints.
+  retried_steps: int = 0  # Lost with a parameter-server worker, run again.
   resumes: list = dataclasses.field(default_factory=list)
 
   def to_json(self):
@@ -94,8 +104,13 @@ class RunState:
 
   @classmethod
   def from_json(cls, saved):
-    return cls(**{**saved, 'history': results.History(**saved['history']),
-                  'epoch_sums': loop.Totals(**saved['epoch_sums'])})
+    return cls(
+      **{
+        **saved,
+        'history': results.History(**saved['history']),
+        'epoch_sums': loop.Totals(**saved['epoch_sums']),
+      }
+    )
 
 
 def start_or_resume(run_dir, resume, trainer, checkpointer, settings, say=print):
@@ -121,11 +136,15 @@ def start_or_resume(run_dir, resume, trainer, checkpointer, settings, say=print)
       return RunState(settings)
     state, path = RunState(settings), None
   trainer.seek(state.step)
-  state.resumes.append({
-      'checkpoint': path and storage.basename(path), 'step': state.step,
+  state.resumes.append(
+    {
+      'checkpoint': path and storage.basename(path),
+      'step': state.step,
       'redone_steps': max(0, results.read_progress(run_dir) - state.step),
       'cause': 'restart' if os.environ.get(processes.RESTART_ENV) else 'resume',
-      **({'skipped': skipped} if skipped else {})})
+      **({'skipped': skipped} if skipped else {}),
+    }
+  )
   return state
 
 
@@ -135,8 +154,9 @@ def check_compatible(path, state, settings):
   found = run_settings.differences(state.get('settings', {}), settings)
   if found:
     raise CheckpointError(
-        f'checkpoint {path} was written with other settings: {run_settings.describe(found)}; '
-        'resume with the flags it was written with, or choose another --experiment')
+      f'checkpoint {path} was written with other settings: {run_settings.describe(found)}; '
+      'resume with the flags it was written with, or choose another --experiment'
+    )
 
 
 class Checkpointer:
@@ -147,8 +167,9 @@ class Checkpointer:
     self._checkpoint = tf.train.Checkpoint(run_state=self._state, **trackables)
     self.directory = directory(run_dir)
     self._scratch = None if writes else tempfile.mkdtemp(prefix='checkpoint-')
-    self._manager = tf.train.CheckpointManager(self._checkpoint, self._scratch or self.directory,
-                                               max_to_keep=KEEP, checkpoint_name='ckpt')
+    self._manager = tf.train.CheckpointManager(
+      self._checkpoint, self._scratch or self.directory, max_to_keep=KEEP, checkpoint_name='ckpt'
+    )
 
   def restore(self, path):
     """Loads checkpoint `path` into the trackables (its run state is `read_state`'s)."""
@@ -156,8 +177,9 @@ class Checkpointer:
       self._checkpoint.restore(path).assert_existing_objects_matched()
     except (AssertionError, ValueError) as e:  # Variables it lacks, or of other shapes.
       raise CheckpointError(
-          f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
-          'with the flags it was written with, or choose another --experiment') from None
+        f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
+        'with the flags it was written with, or choose another --experiment'
+      ) from None
     except Exception as e:  # pylint: disable=broad-except  # As in read_state.
       raise Unreadable(f'checkpoint {path} cannot be read ({_reason(e)})') from None
 
@@ -167,9 +189,11 @@ class Checkpointer:
     try:
       return self._manager.save(checkpoint_number=step)
     except (tf.errors.OpError, OSError) as e:
-      raise CheckpointError(f'cannot write a checkpoint into {self.directory} ({_reason(e)}); '
-                            'the earlier checkpoints are kept: free space there and run the '
-                            'same command to resume') from None
+      raise CheckpointError(
+        f'cannot write a checkpoint into {self.directory} ({_reason(e)}); '
+        'the earlier checkpoints are kept: free space there and run the '
+        'same command to resume'
+      ) from None
 
   def close(self):
     if self._scratch:

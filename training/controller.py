@@ -12,6 +12,7 @@ else happens in actions (training/actions.py), each of one job, called at fixed 
 An action that returns True stops training between executions; the run then records itself
 as interrupted (training/task.py).
 """
+
 import time
 
 from training import loop
@@ -79,15 +80,20 @@ class Controller:
     """Trains the remaining epochs; returns True if an action stopped it before the end."""
     state, trainer = self.state, self.trainer
     self.first_epoch = len(state.history.epoch_times) + 1
-    for self.epoch in range(self.first_epoch, self.epochs + 1):
+    for self.epoch in range(self.first_epoch, self.epochs + 1):  # noqa: B020 (an attribute, not the iterable)
       if self._any('before_epoch'):
         return True
       self.epoch_first_step, self._paused = state.step, 0.0
       self._earlier_seconds, self._stop_asked = state.epoch_seconds, False
       self._epoch_start = time.perf_counter()
       totals, _ = trainer.train_epoch(
-          self.epoch_end_step - state.step, self.steps_per_execution, self._after_execution,
-          self._before_execution, first_step=state.step + 1, earlier=state.epoch_sums)
+        self.epoch_end_step - state.step,
+        self.steps_per_execution,
+        self._after_execution,
+        self._before_execution,
+        first_step=state.step + 1,
+        earlier=state.epoch_sums,
+      )
       seconds = self.epoch_seconds()
       if state.step < self.epoch_end_step:  # An action stopped it mid-epoch.
         state.epoch_sums, state.epoch_seconds = totals, seconds
@@ -118,11 +124,15 @@ class Controller:
   def _end_epoch(self, train, seconds):
     validation = self.trainer.evaluate()
     self.state.history.add(
-        epoch_elapsed_seconds=self.elapsed(), epoch_times=seconds,
-        epoch_examples_per_second=train.examples / seconds,
-        train_loss=train.loss, train_accuracy=train.accuracy,
-        validation_loss=validation.loss, validation_accuracy=validation.accuracy,
-        epoch_learning_rate=self.trainer.learning_rate,
-        epoch_startup=int(self.epoch == self.first_epoch))
+      epoch_elapsed_seconds=self.elapsed(),
+      epoch_times=seconds,
+      epoch_examples_per_second=train.examples / seconds,
+      train_loss=train.loss,
+      train_accuracy=train.accuracy,
+      validation_loss=validation.loss,
+      validation_accuracy=validation.accuracy,
+      epoch_learning_rate=self.trainer.learning_rate,
+      epoch_startup=int(self.epoch == self.first_epoch),
+    )
     for action in self.actions:
       action.after_epoch(self)

@@ -8,14 +8,17 @@ reach the loop. `LostExecutions` counts the lost executions and turns those repo
 line when a worker is lost and one when it is back, instead of screens of them.
 tests/test_coordinator_log.py fails if TensorFlow rewords them.
 """
+
 import logging
 import re
 
 LOST_EXECUTION = 'Worker %s failed with'  # Logged once per execution put back in the queue.
 RECOVERED = 'Worker %s has been recovered.'
-QUIET = ('Remote function on worker %s failed with',
-         'encountered the following error when processing closure',
-         'Start cancelling closures due to error')
+QUIET = (
+  'Remote function on worker %s failed with',
+  'encountered the following error when processing closure',
+  'Start cancelling closures due to error',
+)
 
 
 class LostExecutions(logging.Filter):

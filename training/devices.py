@@ -8,6 +8,7 @@ parameter-server workers run one CPU replica per task; add workers instead. With
 multi_worker_mirrored task mirrors over the GPUs it sees (its share of a local cluster's:
 orchestration/gpus.py).
 """
+
 import tensorflow as tf
 
 
@@ -28,8 +29,10 @@ def configure(num_replicas, split_cpu=True):
   gpus = tf.config.list_physical_devices('GPU')
   if gpus:
     if num_replicas > len(gpus):
-      raise DeviceError(f'--num_replicas={num_replicas} but only {len(gpus)} GPU(s) are visible; '
-                        f'use at most {len(gpus)}')
+      raise DeviceError(
+        f'--num_replicas={num_replicas} but only {len(gpus)} GPU(s) are visible; '
+        f'use at most {len(gpus)}'
+      )
     count = num_replicas or len(gpus)
     tf.config.set_visible_devices(gpus[:count], 'GPU')
     return [f'/gpu:{i}' for i in range(count)]
@@ -39,7 +42,8 @@ def configure(num_replicas, split_cpu=True):
   cpu = tf.config.list_physical_devices('CPU')[0]
   if count > 1:
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+      cpu, [tf.config.LogicalDeviceConfiguration()] * count
+    )
   return [f'/cpu:{i}' for i in range(count)]
 
 

@@ -3,6 +3,7 @@
 The run directory itself holds the run's hyperparameters and headline metrics for the
 HParams dashboard, so `--report_only` can rebuild a report from the event files alone.
 """
+
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
@@ -29,8 +30,11 @@ class Writers:
 
   def __init__(self, run_dir):
     self.run_dir = run_dir
-    make = (lambda sub: tf.summary.create_file_writer(storage.join(run_dir, sub))) if run_dir else (
-        lambda sub: tf.summary.create_noop_writer())
+    make = (
+      (lambda sub: tf.summary.create_file_writer(storage.join(run_dir, sub)))
+      if run_dir
+      else (lambda sub: tf.summary.create_noop_writer())
+    )
     self._train = make('train')
     self._validation = make('validation')
     self._run = make('')

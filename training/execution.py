@@ -6,6 +6,7 @@ task's devices, or, under an all-reduce cluster, on every task together). `Coord
 schedules it through a `ClusterCoordinator` on whichever worker is free; a worker lost
 mid-execution has its execution retried on another.
 """
+
 import tensorflow as tf
 
 
@@ -21,6 +22,7 @@ class _Done:
 
 class InPlace:
   """Runs every execution in this process, one at a time."""
+
   coordinated = False
   in_flight = 1  # Executions under way at once.
 
@@ -49,6 +51,7 @@ class InPlace:
 class Coordinated(InPlace):
   """Schedules executions on the workers of a parameter-server cluster: a few per worker in
   flight at any time, so a stop takes effect soon."""
+
   coordinated = True
 
   def __init__(self, strategy, num_workers):
@@ -57,8 +60,11 @@ class Coordinated(InPlace):
     self.in_flight = 4 * num_workers
 
   def distribute(self, dataset_fn):
-    return iter(self.coordinator.create_per_worker_dataset(
-        self.strategy.distribute_datasets_from_function(dataset_fn)))
+    return iter(
+      self.coordinator.create_per_worker_dataset(
+        self.strategy.distribute_datasets_from_function(dataset_fn)
+      )
+    )
 
   def launch(self, function, *args):
     return self.coordinator.schedule(function, args=args)

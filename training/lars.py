@@ -13,6 +13,7 @@ This is the paper's Algorithm 1, for every tensor, biases and batch-norm paramet
 learning rate, which LARS sets tens of times higher than SGD's, and without batch norm that
 diverges.)
 """
+
 import keras
 from keras import ops
 
@@ -20,8 +21,16 @@ from keras import ops
 class LARS(keras.optimizers.Optimizer):
   """SGD with momentum and a layer-wise trust ratio; `weight_decay` sits inside the ratio."""
 
-  def __init__(self, learning_rate=1.0, momentum=0.9, trust_coefficient=0.001,
-               weight_decay=0.0, epsilon=0.0, name='lars', **kwargs):
+  def __init__(
+    self,
+    learning_rate=1.0,
+    momentum=0.9,
+    trust_coefficient=0.001,
+    weight_decay=0.0,
+    epsilon=0.0,
+    name='lars',
+    **kwargs,
+  ):
     # The base class's decoupled weight decay stays off: LARS applies its own, inside the ratio.
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     if not 0 <= momentum < 1:
@@ -50,14 +59,19 @@ class LARS(keras.optimizers.Optimizer):
     w_norm = ops.sqrt(ops.sum(ops.square(variable)))
     g_norm = ops.sqrt(ops.sum(ops.square(gradient)))
     trust = ops.where(
-        ops.logical_and(w_norm > 0, g_norm > 0),
-        self.trust_coefficient * w_norm / (g_norm + decay * w_norm + self.epsilon),
-        ops.ones_like(w_norm))
+      ops.logical_and(w_norm > 0, g_norm > 0),
+      self.trust_coefficient * w_norm / (g_norm + decay * w_norm + self.epsilon),
+      ops.ones_like(w_norm),
+    )
     step = learning_rate * trust * (gradient + decay * variable)
     self.assign(velocity, ops.cast(self.momentum, dtype) * velocity + step)
     self.assign_sub(variable, velocity)
 
   def get_config(self):
-    return {**super().get_config(), 'momentum': self.momentum,
-            'trust_coefficient': self.trust_coefficient, 'weight_decay': self.lars_weight_decay,
-            'epsilon': self.epsilon}
+    return {
+      **super().get_config(),
+      'momentum': self.momentum,
+      'trust_coefficient': self.trust_coefficient,
+      'weight_decay': self.lars_weight_decay,
+      'epsilon': self.epsilon,
+    }

@@ -8,6 +8,7 @@ ParameterServerStrategy, schedules it on whichever worker is free; a worker's st
 processes its share of the global batch and updates the variables on the parameter servers
 asynchronously.
 """
+
 import dataclasses
 
 import numpy as np
@@ -24,6 +25,7 @@ from training import step as step_lib
 @dataclasses.dataclass(frozen=True)
 class Totals:
   """Sums over some steps: loss and accuracy are per example over `examples`."""
+
   loss_sum: float
   correct: float
   examples: float
@@ -37,8 +39,9 @@ class Totals:
     return self.correct / max(self.examples, 1)
 
   def __add__(self, other):
-    return Totals(self.loss_sum + other.loss_sum, self.correct + other.correct,
-                  self.examples + other.examples)
+    return Totals(
+      self.loss_sum + other.loss_sum, self.correct + other.correct, self.examples + other.examples
+    )
 
 
 ZERO = Totals(0.0, 0.0, 0.0)
@@ -62,14 +65,22 @@ class Trainer:
     self.strategy = strategy
     # The tasks that compute: all of an all-reduce cluster's, a parameter-server cluster's
     # workers; one elsewhere.
-    self.num_workers = (config.distribution.num_workers
-                        if config.distribution.descriptor.cluster else 1)
+    self.num_workers = (
+      config.distribution.num_workers if config.distribution.descriptor.cluster else 1
+    )
     coordinated = isinstance(strategy, tf.distribute.ParameterServerStrategy)
-    self.executor = (execution.Coordinated(strategy, self.num_workers) if coordinated
-                     else execution.InPlace(strategy))
+    self.executor = (
+      execution.Coordinated(strategy, self.num_workers)
+      if coordinated
+      else execution.InPlace(strategy)
+    )
     self.batching = batching_lib.Batching.of(
-        config.batch_size, strategy.num_replicas_in_sync, self.num_workers if coordinated else 1,
-        arrays.train_size, config.steps_per_epoch)
+      config.batch_size,
+      strategy.num_replicas_in_sync,
+      self.num_workers if coordinated else 1,
+      arrays.train_size,
+      config.steps_per_epoch,
+    )
     self.builders = builders or builders_lib.of(config, arrays)
     with strategy.scope(), tf.variable_creator_scope(_seed_states_follow_the_first_replica):
       self.model = self.builders.model()
@@ -79,25 +90,36 @@ class Trainer:
       # Keras counts `optimizer.iterations` with a read and a write (its Variable.assign_add is
       # assign(self + 1)), which loses steps when parameter-server workers update at once; this
       # counter's assign_add is one atomic operation, so the schedule sees every step.
-      counter = tf.Variable(0, dtype=tf.int64, trainable=False,
-                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      counter = tf.Variable(
+        0, dtype=tf.int64, trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA
+      )
       self._schedule = self.builders.schedule(self.batching)
       optimizer = self.builders.optimizer(lambda: self._schedule(counter))
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       optimizer.build(variables)
-    self.step = step_lib.Step(self.model, variables, optimizer, counter,
-                              self.batching.step_batch_size, config.performance.jit_compile)
+    self.step = step_lib.Step(
+      self.model,
+      variables,
+      optimizer,
+      counter,
+      self.batching.step_batch_size,
+      config.performance.jit_compile,
+    )
     self.arrays, self._seed = arrays, config.seed  # The data it trains on.
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
     self._data_start = 0
     per_replica, step_batch = self.batching.per_replica_batch_size, self.batching.step_batch_size
     self.validation_steps = pipeline.validation_steps(arrays, step_batch)
     self._validation_iterator = self.executor.distribute(
-        pipeline.validation_fn(arrays, per_replica, step_batch))
+      pipeline.validation_fn(arrays, per_replica, step_batch)
+    )
     self._train_steps = tf.function(self._repeat(self.step))
     self._eval_steps = tf.function(self._repeat(self.step.evaluate))
-    self._any = tf.function(lambda flag: strategy.reduce(
-        tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(flag,)), axis=None))
+    self._any = tf.function(
+      lambda flag: strategy.reduce(
+        tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(flag,)), axis=None
+      )
+    )
 
   @property
   def steps_done(self):
@@ -131,8 +153,15 @@ class Trainer:
     """The learning rate the next update will use (the schedule's value at this step)."""
     return float(self._schedule(self.step.counter))
 
-  def train_epoch(self, num_steps, steps_per_execution, between=lambda done, read: False,
-                  before=lambda first, last: None, first_step=1, earlier=ZERO):
+  def train_epoch(
+    self,
+    num_steps,
+    steps_per_execution,
+    between=lambda done, read: False,
+    before=lambda first, last: None,
+    first_step=1,
+    earlier=ZERO,
+  ):
     """Runs `num_steps` steps in executions of `steps_per_execution`; returns their Totals plus
     `earlier` (an epoch's earlier part, when it resumes) and the steps it ran.
 
@@ -144,8 +173,10 @@ class Trainer:
     and is not finite.
     """
     iterator = self.train_iterator()
-    chunks = [min(steps_per_execution, num_steps - done)
-              for done in range(0, num_steps, steps_per_execution)]
+    chunks = [
+      min(steps_per_execution, num_steps - done)
+      for done in range(0, num_steps, steps_per_execution)
+    ]
     executions = []  # (first step, sums of its steps + the index of a first non-finite loss)
     read = lambda: earlier + self._read(executions)
     pending = []
@@ -156,8 +187,9 @@ class Trainer:
         chunk = chunks.pop(0)
         first = first_step + launched
         before(first, first + chunk - 1)
-        pending.append((first, chunk, self.executor.launch(
-            self._train_steps, iterator, tf.constant(chunk))))
+        pending.append(
+          (first, chunk, self.executor.launch(self._train_steps, iterator, tf.constant(chunk)))
+        )
         launched += chunk
       first, chunk, running = pending.pop(0)
       executions.append((first, running.fetch()))
@@ -169,9 +201,14 @@ class Trainer:
     """The distributed iterator of the training batches, made at the first step."""
     if self._train_iterator is None:
       # Parameter-server workers each read the whole set, so each shuffles in its own order.
-      self._train_iterator = self.executor.distribute(pipeline.train_fn(
-          self.arrays, self.batching.per_replica_batch_size,
-          None if self.executor.coordinated else self._seed, self._data_start))
+      self._train_iterator = self.executor.distribute(
+        pipeline.train_fn(
+          self.arrays,
+          self.batching.per_replica_batch_size,
+          None if self.executor.coordinated else self._seed,
+          self._data_start,
+        )
+      )
     return self._train_iterator
 
   def _read(self, executions):
@@ -186,20 +223,24 @@ class Trainer:
 
   def evaluate(self):
     """One pass over the validation set (on one worker, under a coordinator)."""
-    sums = self.executor.run(self._eval_steps, self._validation_iterator,
-                             tf.constant(self.validation_steps))
+    sums = self.executor.run(
+      self._eval_steps, self._validation_iterator, tf.constant(self.validation_steps)
+    )
     loss_sum, correct, examples = (float(v) for v in np.asarray(sums)[:3])
     return Totals(loss_sum, correct, examples)
 
   @property
   def trace_count(self):
     """How many times the step functions were traced (stays 2 when nothing retraces)."""
-    return (self._train_steps.experimental_get_tracing_count()
-            + self._eval_steps.experimental_get_tracing_count())
+    return (
+      self._train_steps.experimental_get_tracing_count()
+      + self._eval_steps.experimental_get_tracing_count()
+    )
 
   def _repeat(self, step):
     """`num_steps` steps of `step` in one call: [loss sum, correct, examples, the index of the
     first step whose loss was not finite, or -1]."""
+
     def steps(iterator, num_steps):
       sums = tf.zeros([3])
       first_bad = tf.constant(-1.0)
@@ -210,6 +251,7 @@ class Trainer:
         first_bad = tf.where(bad, tf.cast(i, tf.float32), first_bad)
         sums += step_sums
       return tf.concat([sums, [first_bad]], 0)
+
     return steps
 
 
@@ -219,8 +261,8 @@ def _seed_states_follow_the_first_replica(next_creator, **kwargs):
   AggregatingVariable asks how to aggregate; keras-team/keras#20612 fixed only mirroring).
   Every replica computes the same next state, so the first replica's value is the value."""
   if 'seed_generator_state' in (kwargs.get('name') or '') and kwargs.get('aggregation') in (
-      None, tf.VariableAggregation.NONE):
+    None,
+    tf.VariableAggregation.NONE,
+  ):
     kwargs['aggregation'] = tf.VariableAggregation.ONLY_FIRST_REPLICA
   return next_creator(**kwargs)
-
-

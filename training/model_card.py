@@ -2,10 +2,11 @@
 and what it contributes to the all-reduce, the figures that decide how data parallelism scales.
 
 Measured by tracing, never by running: the Trainer's own forward and backward pass
-(the step's first phase, training/step.py) is traced, outside any strategy, in a function of its own on one
-per-replica batch, and that function is never called. So the card changes nothing of training:
-no weight, optimizer slot, batch-norm statistic or random state is touched.
+(the step's first phase, training/step.py) is traced, outside any strategy, in a function of
+its own on one per-replica batch, and that function is never called. So the card changes
+nothing of training: no weight, optimizer slot, batch-norm statistic or random state is touched.
 """
+
 import collections
 import math
 
@@ -28,18 +29,19 @@ def measure(trainer):
   step = trace_step(trainer)
   flops = count_flops(step.graph)
   gradients = step.structured_outputs[0]
-  sparse = [(g, v) for g, v in zip(gradients, model.trainable_variables)
-            if isinstance(g, tf.IndexedSlices)]
+  sparse = [
+    (g, v) for g, v in zip(gradients, model.trainable_variables) if isinstance(g, tf.IndexedSlices)
+  ]
   return {
-      'model_parameters': sum(math.prod(w.shape) for w in model.weights),
-      'trainable_parameters': sum(math.prod(w.shape) for w in model.trainable_weights),
-      'trainable_bytes': sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size
-                             for v in model.trainable_variables),
-      'gradient_bytes_per_step': gradient_bytes(gradients),
-      'sparse_gradient_bytes_per_step': gradient_bytes([g for g, _ in sparse]),
-      'sparse_variable_bytes': sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size
-                                   for _, v in sparse),
-      'flops_per_example': None if flops is None else float(sum(flops.values())) / batch,
+    'model_parameters': sum(math.prod(w.shape) for w in model.weights),
+    'trainable_parameters': sum(math.prod(w.shape) for w in model.trainable_weights),
+    'trainable_bytes': sum(
+      math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.trainable_variables
+    ),
+    'gradient_bytes_per_step': gradient_bytes(gradients),
+    'sparse_gradient_bytes_per_step': gradient_bytes([g for g, _ in sparse]),
+    'sparse_variable_bytes': sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for _, v in sparse),
+    'flops_per_example': None if flops is None else float(sum(flops.values())) / batch,
   }
 
 
@@ -56,17 +58,21 @@ def trace_step(trainer):
   model = trainer.model
   if len(trainer.step.variables) != len(model.trainable_variables):
     model = trainer.builders.model()
-  step = tf.function(lambda *batch: trainer.step.gradients(model, model.trainable_variables,
-                                                           *batch))
+  step = tf.function(
+    lambda *batch: trainer.step.gradients(model, model.trainable_variables, *batch)
+  )
   return step.get_concrete_function(
-      tf.TensorSpec((batch, *example.shape[1:]), example.dtype),
-      tf.TensorSpec((batch,), tf.int32), tf.TensorSpec((batch,), tf.float32))
+    tf.TensorSpec((batch, *example.shape[1:]), example.dtype),
+    tf.TensorSpec((batch,), tf.int32),
+    tf.TensorSpec((batch,), tf.float32),
+  )
 
 
 def gradient_bytes(gradients):
   """Bytes of the gradients as computed (their own dtypes); None if a shape is unknown."""
-  sizes = [_bytes(g.values if isinstance(g, tf.IndexedSlices) else g)
-           for g in gradients if g is not None]
+  sizes = [
+    _bytes(g.values if isinstance(g, tf.IndexedSlices) else g) for g in gradients if g is not None
+  ]
   return None if None in sizes else sum(sizes)
 
 
@@ -86,8 +92,9 @@ def count_flops(graph):
     seen.add(op)
     pending += [t.op for t in op.inputs] + list(op.control_inputs)
     try:
-      counts[op.type] += (OWN_RULES[op.type](op) if op.type in OWN_RULES
-                          else private_apis.op_flops(graph, op))
+      counts[op.type] += (
+        OWN_RULES[op.type](op) if op.type in OWN_RULES else private_apis.op_flops(graph, op)
+      )
     except ValueError:  # A shape the rule needs is not fully defined.
       return None
   return +counts  # Without the op types that count nothing.
@@ -112,22 +119,27 @@ def _convolution_gradient(taps):
   pass, 2 FLOPs per output-gradient element and filter tap, `taps(kernel shape)` taps each.
   (tf.profiler counts Conv2D's gradients from the input image / stride squared, which is off
   for 'valid' padding, and depthwise convolutions' not at all.)"""
+
   def flops(op):
     out_gradient = op.inputs[2].shape
     kernel = (op.outputs[0] if op.type.endswith('Filter') else op.inputs[1]).shape
     if not (out_gradient.is_fully_defined() and kernel.is_fully_defined()):
       raise ValueError(f'{op.name} has a shape that is not fully defined')
     return 2 * out_gradient.num_elements() * taps(kernel)
+
   return flops
 
 
 # Ops whose FLOPs tf.profiler's rules miss or misjudge.
 _CONVOLUTION = _convolution_gradient(lambda kernel: kernel[0] * kernel[1] * kernel[2])
 _DEPTHWISE = _convolution_gradient(lambda kernel: kernel[0] * kernel[1])
-OWN_RULES = {'Einsum': _einsum_flops,
-             'Conv2DBackpropInput': _CONVOLUTION, 'Conv2DBackpropFilter': _CONVOLUTION,
-             'DepthwiseConv2dNativeBackpropInput': _DEPTHWISE,
-             'DepthwiseConv2dNativeBackpropFilter': _DEPTHWISE}
+OWN_RULES = {
+  'Einsum': _einsum_flops,
+  'Conv2DBackpropInput': _CONVOLUTION,
+  'Conv2DBackpropFilter': _CONVOLUTION,
+  'DepthwiseConv2dNativeBackpropInput': _DEPTHWISE,
+  'DepthwiseConv2dNativeBackpropFilter': _DEPTHWISE,
+}
 
 
 def _bytes(tensor):

@@ -4,6 +4,8 @@ The names are configs.definitions.OPTIMIZERS.
 `--weight_decay` is Keras' decoupled weight decay (AdamW-style: w -= learning_rate * decay * w)
 for sgd, momentum, adam and lamb, and LARS' own term inside its trust ratio for lars.
 """
+
+
 def create(settings, learning_rate, loss_scale=False):
   """The optimizer `settings` (configs.definitions.Optimizer) name, with the hyper-parameters
   it has. `learning_rate`: a float, a keras LearningRateSchedule, or a callable returning the
@@ -13,18 +15,24 @@ def create(settings, learning_rate, loss_scale=False):
   gradients need so that small values do not underflow to zero.
   """
   import keras
+
   from training import lars
+
   s = settings
   decay = s.weight_decay or None
   optimizer = {
-      'sgd': lambda: keras.optimizers.SGD(learning_rate, weight_decay=decay),
-      'momentum': lambda: keras.optimizers.SGD(learning_rate, momentum=s.momentum,
-                                               weight_decay=decay),
-      'adam': lambda: keras.optimizers.Adam(learning_rate, s.beta_1, s.beta_2, s.epsilon,
-                                            weight_decay=decay),
-      'lamb': lambda: keras.optimizers.Lamb(learning_rate, s.beta_1, s.beta_2, s.epsilon,
-                                            weight_decay=decay),
-      'lars': lambda: lars.LARS(learning_rate, s.momentum, s.trust_coefficient, s.weight_decay,
-                                s.epsilon),
+    'sgd': lambda: keras.optimizers.SGD(learning_rate, weight_decay=decay),
+    'momentum': lambda: keras.optimizers.SGD(
+      learning_rate, momentum=s.momentum, weight_decay=decay
+    ),
+    'adam': lambda: keras.optimizers.Adam(
+      learning_rate, s.beta_1, s.beta_2, s.epsilon, weight_decay=decay
+    ),
+    'lamb': lambda: keras.optimizers.Lamb(
+      learning_rate, s.beta_1, s.beta_2, s.epsilon, weight_decay=decay
+    ),
+    'lars': lambda: lars.LARS(
+      learning_rate, s.momentum, s.trust_coefficient, s.weight_decay, s.epsilon
+    ),
   }[settings.optimizer]()
   return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale else optimizer

@@ -3,6 +3,7 @@
 They are the HParams dashboard's columns, the head of `result.json`, and (all but what may
 change between attempts) what a checkpoint must have been written with to be resumed.
 """
+
 import dataclasses
 
 import keras
@@ -23,73 +24,99 @@ def settings(config, trainer):
   """The run's distinguishing values: its strategy, scale, model, data and how it trains."""
   model = config.model
   return {
-      'strategy': config.distribution.strategy, 'model': model.model,
-      **config.model_sizes, 'dataset': config.data.dataset,
-      'input_shape': 'x'.join(map(str, trainer.arrays.input_shape)),
-      'num_classes': trainer.arrays.num_classes,
-      'condition': config.condition, 'seed': config.seed,
-      'num_workers': trainer.num_workers,
-      'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
-      'global_batch_size': config.batch_size,
-      'per_replica_batch_size': trainer.batching.per_replica_batch_size,
-      'epochs': config.epochs, 'steps_per_epoch': trainer.batching.steps_per_epoch,
-      'steps_per_execution': config.performance.steps_per_execution,
-      **dataclasses.asdict(config.optimizer),
-      'peak_learning_rate': schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
-      **dataclasses.asdict(config.schedule),
-      'batch_norm': model.batch_norm or bool(model.ghost_batch_size),
-      'ghost_batch_size': model.ghost_batch_size, 'bn_momentum': model.bn_momentum,
-      'jit_compile': config.performance.jit_compile,
-      'mixed_precision': config.performance.mixed_precision,
+    'strategy': config.distribution.strategy,
+    'model': model.model,
+    **config.model_sizes,
+    'dataset': config.data.dataset,
+    'input_shape': 'x'.join(map(str, trainer.arrays.input_shape)),
+    'num_classes': trainer.arrays.num_classes,
+    'condition': config.condition,
+    'seed': config.seed,
+    'num_workers': trainer.num_workers,
+    'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
+    'global_batch_size': config.batch_size,
+    'per_replica_batch_size': trainer.batching.per_replica_batch_size,
+    'epochs': config.epochs,
+    'steps_per_epoch': trainer.batching.steps_per_epoch,
+    'steps_per_execution': config.performance.steps_per_execution,
+    **dataclasses.asdict(config.optimizer),
+    'peak_learning_rate': schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
+    **dataclasses.asdict(config.schedule),
+    'batch_norm': model.batch_norm or bool(model.ghost_batch_size),
+    'ghost_batch_size': model.ghost_batch_size,
+    'bn_momentum': model.bn_momentum,
+    'jit_compile': config.performance.jit_compile,
+    'mixed_precision': config.performance.mixed_precision,
   }
 
 
 def resume_settings(config, trainer):
   """What a checkpoint must have been written with to be resumed by this run."""
-  return {name: value for name, value in settings(config, trainer).items()
-          if name not in NOT_CHECKED_ON_RESUME}
+  return {
+    name: value
+    for name, value in settings(config, trainer).items()
+    if name not in NOT_CHECKED_ON_RESUME
+  }
 
 
 def hparams(config, trainer, card=None):
   """The settings, the model card (training/model_card.py) and the strategy's own options, as
   TensorBoard's HParams takes them (which has no None)."""
-  values = {**settings(config, trainer),
-            **{name: value for name, value in (card or {}).items() if value is not None},
-            **config.distribution.options}
-  return {name: value if isinstance(value, (bool, int, float, str)) else str(value)
-          for name, value in values.items()}
+  values = {
+    **settings(config, trainer),
+    **{name: value for name, value in (card or {}).items() if value is not None},
+    **config.distribution.options,
+  }
+  return {
+    name: value if isinstance(value, (bool, int, float, str)) else str(value)
+    for name, value in values.items()
+  }
 
 
-def result(config, trainer, state, status, wall_time_seconds, retried_steps, tf_config,
-           compute_devices=(), card=None, breakdown=None):
+def result(
+  config,
+  trainer,
+  state,
+  status,
+  wall_time_seconds,
+  retried_steps,
+  tf_config,
+  compute_devices=(),
+  card=None,
+  breakdown=None,
+):
   """result.json: the settings, the model card, where the run got to, what faults cost, the
   measurements, and where a step's time goes (training/step_timing.py; None when not measured)."""
   resumes = state.resumes
   return {
-      'status': status, 'run': config.name, **settings(config, trainer), **(card or {}),
-      'options': config.distribution.options,
-      'cluster': tf_config['cluster'] if tf_config else None,
-      'epochs_done': len(state.history.epoch_times), 'steps_done': state.step,
-      'wall_time_seconds': wall_time_seconds,
-      'checkpoint_seconds': state.checkpoint_seconds,
-      'checkpoint': checkpoints.latest(config.run_dir),
-      'resumes': resumes,
-      'restarts': sum(r['cause'] == 'restart' for r in resumes),
-      'resumed': sum(r['cause'] == 'resume' for r in resumes),
-      'redone_steps': sum(r['redone_steps'] for r in resumes),
-      # Under a coordinator: executions lost with a worker and run again on another, at most
-      # --steps_per_execution steps each.
-      'retried_steps': retried_steps,
-      'compute_devices': list(compute_devices),
-      'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
-      'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
-      'devices': devices.describe(),
-      'tf_version': tf.__version__,
-      'keras_version': keras.__version__,
-      'flags': config.flags,
-      **results.summarize(state.history, config.target_accuracy),
-      'breakdown': breakdown,
-      **_placement(trainer),
+    'status': status,
+    'run': config.name,
+    **settings(config, trainer),
+    **(card or {}),
+    'options': config.distribution.options,
+    'cluster': tf_config['cluster'] if tf_config else None,
+    'epochs_done': len(state.history.epoch_times),
+    'steps_done': state.step,
+    'wall_time_seconds': wall_time_seconds,
+    'checkpoint_seconds': state.checkpoint_seconds,
+    'checkpoint': checkpoints.latest(config.run_dir),
+    'resumes': resumes,
+    'restarts': sum(r['cause'] == 'restart' for r in resumes),
+    'resumed': sum(r['cause'] == 'resume' for r in resumes),
+    'redone_steps': sum(r['redone_steps'] for r in resumes),
+    # Under a coordinator: executions lost with a worker and run again on another, at most
+    # --steps_per_execution steps each.
+    'retried_steps': retried_steps,
+    'compute_devices': list(compute_devices),
+    'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
+    'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
+    'devices': devices.describe(),
+    'tf_version': tf.__version__,
+    'keras_version': keras.__version__,
+    'flags': config.flags,
+    **results.summarize(state.history, config.target_accuracy),
+    'breakdown': breakdown,
+    **_placement(trainer),
   }
 
 
@@ -106,25 +133,41 @@ def _placement(trainer):
 
 
 # The headline figures, also written as the HParams dashboard's metrics.
-FINAL_METRICS = ('examples_per_second', 'examples_per_second_min', 'examples_per_second_max',
-                 'final_validation_accuracy', 'time_to_accuracy_seconds', 'wall_time_seconds',
-                 'restarts', 'resumed', 'redone_steps', 'retried_steps')
+FINAL_METRICS = (
+  'examples_per_second',
+  'examples_per_second_min',
+  'examples_per_second_max',
+  'final_validation_accuracy',
+  'time_to_accuracy_seconds',
+  'wall_time_seconds',
+  'restarts',
+  'resumed',
+  'redone_steps',
+  'retried_steps',
+)
 
 
 def final_metrics(result):
   """The HParams metrics of a complete run's result.json: FINAL_METRICS, and the breakdown's
   milliseconds per step as breakdown/step_ms, breakdown/input_ms, ..."""
   parts = result['breakdown'] or {}
-  return {**{metric: result[metric] for metric in FINAL_METRICS},
-          **{f'breakdown/{name}': value for name, value in parts.items() if name.endswith('_ms')}}
+  return {
+    **{metric: result[metric] for metric in FINAL_METRICS},
+    **{f'breakdown/{name}': value for name, value in parts.items() if name.endswith('_ms')},
+  }
 
 
 def epoch_scalars(history, i):
   """TensorBoard's train and validation scalars of epoch i of `history`."""
-  return ({'loss': history.train_loss[i], 'accuracy': history.train_accuracy[i],
-           'examples_per_second': history.epoch_examples_per_second[i],
-           'time_seconds': history.epoch_times[i],
-           'learning_rate': history.epoch_learning_rate[i],
-           'elapsed_seconds': history.epoch_elapsed_seconds[i],
-           'startup': history.epoch_startup[i]},
-          {'loss': history.validation_loss[i], 'accuracy': history.validation_accuracy[i]})
+  return (
+    {
+      'loss': history.train_loss[i],
+      'accuracy': history.train_accuracy[i],
+      'examples_per_second': history.epoch_examples_per_second[i],
+      'time_seconds': history.epoch_times[i],
+      'learning_rate': history.epoch_learning_rate[i],
+      'elapsed_seconds': history.epoch_elapsed_seconds[i],
+      'startup': history.epoch_startup[i],
+    },
+    {'loss': history.validation_loss[i], 'accuracy': history.validation_accuracy[i]},
+  )

@@ -4,8 +4,10 @@ No public API does these jobs today. When a new version changes one, the functio
 tests/test_private_apis.py, which checks each) fails naming the API, instead of training going
 silently wrong somewhere else. BUILD.md lists them.
 """
+
 import tensorflow as tf
 from tensorflow.python.framework import ops as _tf_ops
+
 # Registers the profiler's FLOP rules for the backward ops (MaxPoolGrad, BiasAddGrad, ...).
 from tensorflow.python.profiler.internal import flops_registry  # noqa: F401
 from tensorflow.python.util import deprecation as _deprecation
@@ -17,8 +19,9 @@ class PrivateApiChanged(RuntimeError):
 
 def _require(owner, name, api):
   if not hasattr(owner, name):
-    raise PrivateApiChanged(f'{api} is gone in this version; training/private_apis.py must '
-                            'be adapted to it')
+    raise PrivateApiChanged(
+      f'{api} is gone in this version; training/private_apis.py must be adapted to it'
+    )
   return getattr(owner, name)
 
 

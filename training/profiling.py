@@ -6,6 +6,7 @@ hold the chosen steps. `tf.profiler.experimental` writes it to
 as Keras' TensorBoard callback does, TensorBoard shows it under that run (the Profile tab needs
 `tensorboard-plugin-profile`, in requirements.txt).
 """
+
 import tensorflow as tf
 
 

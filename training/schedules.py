@@ -7,6 +7,7 @@ weights are still changing fast. After the warm-up the rate stays (constant), fo
 half cosine to zero (cosine), or drops tenfold at 1/2 and 3/4 of the remaining steps (step,
 He et al. 2016's CIFAR schedule).
 """
+
 import math
 
 import keras
@@ -28,7 +29,8 @@ def peak_learning_rate(config, step_batch_size):
   """Run `config`'s `--learning_rate` scaled for the batch one update averages over
   (--lr_scaling)."""
   return config.optimizer.learning_rate * scale_factor(
-      config.schedule.lr_scaling, step_batch_size, config.schedule.base_batch_size)
+    config.schedule.lr_scaling, step_batch_size, config.schedule.base_batch_size
+  )
 
 
 class LearningRate(keras.optimizers.schedules.LearningRateSchedule):
@@ -51,8 +53,9 @@ class LearningRate(keras.optimizers.schedules.LearningRateSchedule):
     warmup = max(self.warmup_steps, 1)
     warming = self.initial + (self.peak - self.initial) * step / warmup
     # Progress through the steps after the warm-up: 0 at its end, 1 at the last step + 1.
-    progress = ops.clip((step - self.warmup_steps) / max(self.total_steps - self.warmup_steps, 1),
-                        0.0, 1.0)
+    progress = ops.clip(
+      (step - self.warmup_steps) / max(self.total_steps - self.warmup_steps, 1), 0.0, 1.0
+    )
     if self.decay == 'cosine':
       after = self.peak * 0.5 * (1.0 + ops.cos(math.pi * progress))
     elif self.decay == 'step':
@@ -63,5 +66,10 @@ class LearningRate(keras.optimizers.schedules.LearningRateSchedule):
     return ops.where(step < self.warmup_steps, warming, after)
 
   def get_config(self):
-    return {'initial': self.initial, 'peak': self.peak, 'warmup_steps': self.warmup_steps,
-            'total_steps': self.total_steps, 'decay': self.decay}
+    return {
+      'initial': self.initial,
+      'peak': self.peak,
+      'warmup_steps': self.warmup_steps,
+      'total_steps': self.total_steps,
+      'decay': self.decay,
+    }

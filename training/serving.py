@@ -3,6 +3,7 @@
 They start a `tf.distribute.Server` and serve the coordinator (the chief) until it has come
 and gone; the coordinator schedules the steps on them (training/loop.py).
 """
+
 import tensorflow as tf
 
 from orchestration import peers
@@ -13,10 +14,14 @@ def serve(config, spec, me, say):
   """Serves as task `me` (job, index) of cluster `spec` until the chief is done."""
   num_workers = len(spec.get('worker', []))
   server = tf.distribute.Server(
-      tf.train.ClusterSpec(spec), job_name=me[0], task_index=me[1], protocol='grpc',
-      # Fewer inter-op threads than workers + 1 deadlocks the servers on small machines.
-      config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=num_workers + 1), start=True)
+    tf.train.ClusterSpec(spec),
+    job_name=me[0],
+    task_index=me[1],
+    protocol='grpc',
+    # Fewer inter-op threads than workers + 1 deadlocks the servers on small machines.
+    config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=num_workers + 1),
+    start=True,
+  )
   say(f'[{storage.basename(config.run_dir)}] {me[0]} {me[1]} serving at {spec[me[0]][me[1]]}')
   peers.serve_until_chief_leaves(spec, config.distribution.startup_timeout)
   del server
-

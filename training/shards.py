@@ -8,6 +8,7 @@ gradients stay sparse), Keras makes each slot beside its shard (`colocate_vars_w
 each update where its shard lives (`strategy.extended.update`), so no update leaves its ps.
 A checkpoint holds each sharded variable whole (`save_whole`), as an unsharded run saves it.
 """
+
 import math
 
 import tensorflow as tf
@@ -37,8 +38,11 @@ def save_whole(model):
   serializes its value as a tensor, which a ShardedVariable is not (its `device` is missing)."""
   for variable in filter(_sharded, model.variables):
     value = _held(variable)
-    private_apis.save_as(variable, lambda value=value: {_KEY: tf.convert_to_tensor(value)},
-                         lambda tensors, value=value: value.assign(tensors[_KEY]))
+    private_apis.save_as(
+      variable,
+      lambda value=value: {_KEY: tf.convert_to_tensor(value)},
+      lambda tensors, value=value: value.assign(tensors[_KEY]),
+    )
 
 
 _KEY = 'VARIABLE_VALUE'  # The checkpoint key of a variable's value (Keras' and TensorFlow's).
@@ -51,8 +55,13 @@ def placement(model):
   for variable in model.trainable_variables:
     parts = expand([variable]) if _sharded(variable) else [_held(variable)]
     placed[variable.path] = [
-        {'task': _task(part.device), 'shape': list(part.shape),
-         'bytes': math.prod(part.shape) * part.dtype.size} for part in parts]
+      {
+        'task': _task(part.device),
+        'shape': list(part.shape),
+        'bytes': math.prod(part.shape) * part.dtype.size,
+      }
+      for part in parts
+    ]
   return placed
 
 

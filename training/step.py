@@ -10,6 +10,7 @@ the batch of one update (`tf.nn.compute_average_loss`), so N replicas step exact
 device. Under parameter servers a step has one replica: `aggregate` leaves its gradients alone
 and `apply` sends them to the parameter servers.
 """
+
 import tensorflow as tf
 
 from training import private_apis
@@ -19,8 +20,9 @@ def batch_sums(labels, logits, weights):
   """Each example's loss, and the batch's [loss sum, correct predictions, examples]."""
   per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, tf.cast(logits, tf.float32))
   correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
-  sums = tf.stack([tf.reduce_sum(per_example * weights), tf.reduce_sum(correct * weights),
-                   tf.reduce_sum(weights)])
+  sums = tf.stack(
+    [tf.reduce_sum(per_example * weights), tf.reduce_sum(correct * weights), tf.reduce_sum(weights)]
+  )
   return per_example, sums
 
 
@@ -54,8 +56,9 @@ class Step:
     with tf.GradientTape() as tape:
       logits = model(images, training=True)
       per_example, sums = batch_sums(labels, logits, weights)
-      loss = tf.nn.compute_average_loss(per_example * weights,
-                                        global_batch_size=self.step_batch_size)
+      loss = tf.nn.compute_average_loss(
+        per_example * weights, global_batch_size=self.step_batch_size
+      )
       if model.losses:
         loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
       # Mixed float16's loss scaling (LossScaleOptimizer); other optimizers return the loss.

@@ -20,6 +20,7 @@ of its window's time per step. One step is one global batch: under parameter ser
   synchronisation costs; negative when the parts overlap in the step (prefetching input
   overlaps compute, for one).
 """
+
 import statistics
 import time
 
@@ -37,10 +38,12 @@ def measure(trainer, steps, repetitions, steps_per_execution):
   training; trains it on by `steps * repetitions` steps (the run is recorded: its weights are
   not kept). `examples_per_step` counts, by the run's own step counter, the examples the timed
   step windows trained per step: one global batch, or the step's time is of the wrong size."""
-  windows = {'step_ms': _StepWindow(trainer, steps_per_execution),
-             'input_ms': _InputWindow(trainer, steps_per_execution),
-             'compute_ms': _ComputeWindow(trainer),
-             'communication_ms': _CommunicationWindow(trainer, steps_per_execution)}
+  windows = {
+    'step_ms': _StepWindow(trainer, steps_per_execution),
+    'input_ms': _InputWindow(trainer, steps_per_execution),
+    'compute_ms': _ComputeWindow(trainer),
+    'communication_ms': _CommunicationWindow(trainer, steps_per_execution),
+  }
   for window in windows.values():  # Traced and warmed up outside the timed windows.
     window(1)
   times = {name: [] for name in windows}
@@ -53,8 +56,12 @@ def measure(trainer, steps, repetitions, steps_per_execution):
   parts = {name: statistics.median(values) for name, values in times.items()}
   parts['overhead_ms'] = parts['step_ms'] - sum(parts[p] for p in PARTS[:3])
   trained = (trainer.steps_done - before) * trainer.batching.step_batch_size
-  return {**parts, 'steps': steps, 'repetitions': repetitions,
-          'examples_per_step': trained / (steps * repetitions)}
+  return {
+    **parts,
+    'steps': steps,
+    'repetitions': repetitions,
+    'examples_per_step': trained / (steps * repetitions),
+  }
 
 
 def _worker_steps(trainer, steps):
@@ -67,8 +74,9 @@ def _executions(trainer, function, steps, per_execution, *args):
   steps, as training runs them, and waits for them all (under a coordinator, each on whichever
   worker is free: `num_workers` worker steps per global batch)."""
   worker_steps = _worker_steps(trainer, steps)
-  chunks = [min(per_execution, worker_steps - done)
-            for done in range(0, worker_steps, per_execution)]
+  chunks = [
+    min(per_execution, worker_steps - done) for done in range(0, worker_steps, per_execution)
+  ]
   return sum(float(value) for value in trainer.executor.run_all(function, chunks, *args))
 
 
@@ -93,8 +101,11 @@ class _InputWindow:
     def batches(n, iterator):
       total = tf.constant(0.0)
       for _ in tf.range(n):
-        total += strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(touch, args=next(iterator)), axis=None)
+        total += strategy.reduce(
+          tf.distribute.ReduceOp.SUM, strategy.run(touch, args=next(iterator)), axis=None
+        )
       return total
+
     self._batches = batches
 
   def __call__(self, steps):
@@ -107,8 +118,9 @@ class _ComputeWindow:
   def __init__(self, trainer):
     self._trainer = trainer
     devices = _replica_devices(trainer)
-    element = next(iter(pipeline.train_fn(trainer.arrays, trainer.batching.per_replica_batch_size,
-                                          0)()))
+    element = next(
+      iter(pipeline.train_fn(trainer.arrays, trainer.batching.per_replica_batch_size, 0)())
+    )
     self._replicas = []
     for device in devices:
       with tf.device(device):
@@ -122,8 +134,9 @@ class _ComputeWindow:
       """The step's own forward and backward pass (its first phase) and an update."""
       total = tf.constant(0.0)
       for _ in tf.range(n):
-        gradients, sums = trainer.step.gradients(model, model.trainable_variables, images,
-                                                 labels, weights)
+        gradients, sums = trainer.step.gradients(
+          model, model.trainable_variables, images, labels, weights
+        )
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         total += sums[0]
       return total
@@ -136,6 +149,7 @@ class _ComputeWindow:
         with tf.device(device):
           totals.append(replica_steps(n, model, optimizer, *batch))
       return tf.add_n(totals)
+
     self._steps = steps
 
   def __call__(self, steps):
@@ -147,8 +161,9 @@ class _CommunicationWindow:
     self._trainer, self._per_execution, strategy = trainer, per_execution, trainer.strategy
     gradients = model_card.trace_step(trainer).structured_outputs[0]
     # (variable, its gradient) where there is one; a sharded variable whole, as it is read.
-    pairs = [(v.value, g) for v, g in zip(trainer.model.trainable_variables, gradients)
-             if g is not None]
+    pairs = [
+      (v.value, g) for v, g in zip(trainer.model.trainable_variables, gradients) if g is not None
+    ]
     coordinated = trainer.executor.coordinated
 
     def like(variable, gradient, zero):
@@ -156,18 +171,26 @@ class _CommunicationWindow:
       are taken), worth `zero`: made at run time, never folded away."""
       if isinstance(gradient, tf.IndexedSlices):
         kind = gradient.indices.dtype
-        return tf.IndexedSlices(tf.fill(gradient.values.shape, zero),
-                                tf.range(gradient.values.shape[0], dtype=kind) % variable.shape[0],
-                                tf.constant(variable.shape.as_list(), kind))
+        return tf.IndexedSlices(
+          tf.fill(gradient.values.shape, zero),
+          tf.range(gradient.values.shape[0], dtype=kind) % variable.shape[0],
+          tf.constant(variable.shape.as_list(), kind),
+        )
       return tf.fill(gradient.shape, zero)
 
     def exchange(zero):
       made = [like(v, g, zero) for v, g in pairs]
       reduced = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, made)
       # Only the rows a sparse gradient touches are read, as the step's lookup reads them.
-      reads = [tf.reshape(tf.nn.embedding_lookup(v, g.indices) if isinstance(g, tf.IndexedSlices)
-                          else tf.convert_to_tensor(v), [-1])[0]
-               for (v, _), g in zip(pairs, made)]
+      reads = [
+        tf.reshape(
+          tf.nn.embedding_lookup(v, g.indices)
+          if isinstance(g, tf.IndexedSlices)
+          else tf.convert_to_tensor(v),
+          [-1],
+        )[0]
+        for (v, _), g in zip(pairs, made)
+      ]
       if coordinated:
         for (variable, _), gradient in zip(pairs, made):
           if isinstance(gradient, tf.IndexedSlices):  # Only the rows it touches travel.
@@ -182,8 +205,11 @@ class _CommunicationWindow:
       total = tf.constant(0.0)
       for i in tf.range(n):
         zero = tf.cast(i, tf.float32) * 0.0
-        total += strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(exchange, args=(zero,)), axis=None)
+        total += strategy.reduce(
+          tf.distribute.ReduceOp.SUM, strategy.run(exchange, args=(zero,)), axis=None
+        )
       return total
+
     self._exchanges = exchanges
 
   def __call__(self, steps):

@@ -1,5 +1,6 @@
 """One run in this process: builds what it trains under its strategy, resumes it, trains it
 through the controller and its actions, and records it (the chief does)."""
+
 import contextlib
 import os
 import signal
@@ -13,29 +14,30 @@ import strategies
 import user_code
 from configs import cluster_spec
 from orchestration import peers
-from orchestration import startup_watchdog
 from orchestration import processes
+from orchestration import startup_watchdog
 from records import environment
 from records import results
 from records import storage
 from training import actions
-from training import step_timing
 from training import checkpoints
 from training import controller as controller_lib
 from training import coordinator_log
 from training import devices
+from training import event_files
 from training import loop
 from training import model_card
-from training import profiling
 from training import outcome
+from training import profiling
 from training import schedules
 from training import serving
-from training import event_files
-
+from training import step_timing
 
 BREAKDOWN_WINDOWS = 5  # Timed windows per part of the breakdown: their median is the figure.
-GRPC_KEEPALIVE = ('grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000,'
-                  'grpc.http2.max_pings_without_data=0,grpc.keepalive_permit_without_calls=1')
+GRPC_KEEPALIVE = (
+  'grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000,'
+  'grpc.http2.max_pings_without_data=0,grpc.keepalive_permit_without_calls=1'
+)
 
 
 def run(config, tf_config=None, say=print):
@@ -50,19 +52,26 @@ def run(config, tf_config=None, say=print):
   trainer, compute_devices = _build(config, task.spec, task.me, say)
   # Installed once TensorFlow has started: during start-up its own handler takes SIGTERM.
   stop = processes.StopRequests()
-  models.check_ghost_batch_size(config.model.ghost_batch_size,
-                                trainer.batching.per_replica_batch_size)
+  models.check_ghost_batch_size(
+    config.model.ghost_batch_size, trainer.batching.per_replica_batch_size
+  )
   checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), task.writes)
-  state = checkpoints.start_or_resume(config.run_dir, config.checkpoints.resume, trainer,
-                                      checkpointer, outcome.resume_settings(config, trainer),
-                                      lambda line: say(f'[{config.name}] {line}'))
+  state = checkpoints.start_or_resume(
+    config.run_dir,
+    config.checkpoints.resume,
+    trainer,
+    checkpointer,
+    outcome.resume_settings(config, trainer),
+    lambda line: say(f'[{config.name}] {line}'),
+  )
   card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
   say = task.start_record(state, say)
   writers = event_files.Writers(config.run_dir if task.writes else None)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
   _announce(config, trainer, compute_devices, state, say)
-  saver, controller = _controller(config, trainer, state, checkpointer, writers, stop, say,
-                                  task.writes)
+  saver, controller = _controller(
+    config, trainer, state, checkpointer, writers, stop, say, task.writes
+  )
   try:
     if controller.train():
       _interrupt(config, controller, saver, stop, recorder)
@@ -83,9 +92,13 @@ def _breakdown(config, trainer, say):
   worker measures: its all-reduces need them all."""
   if not config.performance.breakdown:
     return None
-  say(f'[{config.name}] measuring where a step\'s time goes')
-  return step_timing.measure(trainer, config.performance.breakdown_steps, BREAKDOWN_WINDOWS,
-                           config.performance.steps_per_execution)
+  say(f"[{config.name}] measuring where a step's time goes")
+  return step_timing.measure(
+    trainer,
+    config.performance.breakdown_steps,
+    BREAKDOWN_WINDOWS,
+    config.performance.steps_per_execution,
+  )
 
 
 class _Task:
@@ -94,14 +107,15 @@ class _Task:
   def __init__(self, config, tf_config):
     self.config = config
     self.spec = tf_config['cluster'] if tf_config else None
-    self.me = ((tf_config['task']['type'], tf_config['task'].get('index', 0))
-               if self.spec else None)
+    self.me = (tf_config['task']['type'], tf_config['task'].get('index', 0)) if self.spec else None
     self.writes = self.spec is None or self.me == cluster_spec.chief(self.spec)
-    self.dir_state = (results.check_run_dir(config.run_dir, config.checkpoints.resume)
-                      if self.writes else None)
+    self.dir_state = (
+      results.check_run_dir(config.run_dir, config.checkpoints.resume) if self.writes else None
+    )
     if self.dir_state == 'finished':
-      raise results.RunDirError(f'{config.run_dir} holds a finished run; choose another '
-                                '--experiment or remove it')
+      raise results.RunDirError(
+        f'{config.run_dir} holds a finished run; choose another --experiment or remove it'
+      )
     descriptor = config.distribution.descriptor
     if descriptor.coordinated:
       os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
@@ -140,9 +154,18 @@ class _Recorder:
     if not self.writes:
       return None
     config = self.config
-    result = outcome.result(config, self.trainer, controller.state, status, controller.elapsed(),
-                           saver.retried_steps(), self.tf_config, self.compute_devices,
-                           self.card, parts)
+    result = outcome.result(
+      config,
+      self.trainer,
+      controller.state,
+      status,
+      controller.elapsed(),
+      saver.retried_steps(),
+      self.tf_config,
+      self.compute_devices,
+      self.card,
+      parts,
+    )
     path = results.write(config.run_dir, result)
     if status == 'complete':
       self.writers.final(config.epochs - 1, outcome.final_metrics(result))
@@ -156,19 +179,44 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
   name, performance = config.name, config.performance
   for epoch in range(len(state.history.epoch_times)):  # Epochs of earlier attempts.
     writers.epoch(epoch, *outcome.epoch_scalars(state.history, epoch))
-  lost = (coordinator_log.LostExecutions(lambda line: say(f'[{name}] {line}'))
-          if trainer.executor.coordinated else None)
+  lost = (
+    coordinator_log.LostExecutions(lambda line: say(f'[{name}] {line}'))
+    if trainer.executor.coordinated
+    else None
+  )
   saver = actions.Checkpoints(
-      checkpointer, trainer, config.checkpoints.checkpoint_every_epochs,
-      config.checkpoints.checkpoint_every_steps, performance.steps_per_execution, state, lost)
-  profile = ([actions.Profile(profiling.StepProfiler(storage.join(config.run_dir, 'train'),
-                                                     *performance.profile_steps), say, name)]
-             if performance.profile_steps and writes else [])
+    checkpointer,
+    trainer,
+    config.checkpoints.checkpoint_every_epochs,
+    config.checkpoints.checkpoint_every_steps,
+    performance.steps_per_execution,
+    state,
+    lost,
+  )
+  profile = (
+    [
+      actions.Profile(
+        profiling.StepProfiler(storage.join(config.run_dir, 'train'), *performance.profile_steps),
+        say,
+        name,
+      )
+    ]
+    if performance.profile_steps and writes
+    else []
+  )
   controller = controller_lib.Controller(
-      trainer, state, config.epochs, performance.steps_per_execution, [
-          *profile, actions.Progress(config.run_dir if writes else None, say, name),
-          actions.StopAgreement(trainer, stop), actions.EpochSummary(writers, say, name),
-          saver])
+    trainer,
+    state,
+    config.epochs,
+    performance.steps_per_execution,
+    [
+      *profile,
+      actions.Progress(config.run_dir if writes else None, say, name),
+      actions.StopAgreement(trainer, stop),
+      actions.EpochSummary(writers, say, name),
+      saver,
+    ],
+  )
   return saver, controller
 
 
@@ -186,8 +234,9 @@ def _card(config, trainer):
   try:
     return model_card.measure(trainer)
   except Exception as e:  # pylint: disable=broad-except  # Whatever the model's code raises.
-    raise user_code.UserCodeError(f'[{config.name}] --model={config.model.model} cannot be '
-                                  f'traced: {user_code.message(e)}') from None
+    raise user_code.UserCodeError(
+      f'[{config.name}] --model={config.model.model} cannot be traced: {user_code.message(e)}'
+    ) from None
 
 
 def _build(config, spec, me, say):
@@ -195,21 +244,27 @@ def _build(config, spec, me, say):
   descriptor, perf = config.distribution.descriptor, config.performance
   devices.set_threads(perf.intra_op_threads or 0, perf.inter_op_threads or 0)
   compute_devices = devices.configure(
-      config.distribution.num_replicas if descriptor.mirrors_local_gpus else 1,
-      split_cpu=not descriptor.cluster)
+    config.distribution.num_replicas if descriptor.mirrors_local_gpus else 1,
+    split_cpu=not descriptor.cluster,
+  )
   if perf.jit_compile and len(compute_devices) > 1 and 'CPU' in compute_devices[1].upper():
-    raise ValueError('--jit_compile on several logical CPU devices fails: XLA places every '
-                     'replica on CPU 0; use --num_replicas=1, GPUs, or a cluster strategy')
+    raise ValueError(
+      '--jit_compile on several logical CPU devices fails: XLA places every '
+      'replica on CPU 0; use --num_replicas=1, GPUs, or a cluster strategy'
+    )
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
   arrays = data.load(config.data, config.seed)
   if descriptor.coordinated:  # The coordinator connects to every server at once.
-    peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout,
-                             say)
-  watchdog = (startup_watchdog.StartupWatchdog(spec, me, config.distribution.startup_timeout) if spec
-              else contextlib.nullcontext())
+    peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout, say)
+  watchdog = (
+    startup_watchdog.StartupWatchdog(spec, me, config.distribution.startup_timeout)
+    if spec
+    else contextlib.nullcontext()
+  )
   with watchdog:
     strategy = strategies.get(config.distribution.strategy).create(
-        compute_devices, config.distribution.options)
+      compute_devices, config.distribution.options
+    )
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(strategy, config, arrays)
   return trainer, compute_devices
@@ -222,24 +277,35 @@ def _announce(config, trainer, compute_devices, state, say):
     layout = f'coordinator of {trainer.num_workers} worker(s)'
   else:
     workers = f' on each of {trainer.num_workers} workers' if trainer.num_workers > 1 else ''
-    layout = (f'{trainer.strategy.num_replicas_in_sync} replica(s) in sync: '
-              f'{", ".join(compute_devices)}{workers}')
+    layout = (
+      f'{trainer.strategy.num_replicas_in_sync} replica(s) in sync: '
+      f'{", ".join(compute_devices)}{workers}'
+    )
   opt, peak = config.optimizer, schedules.peak_learning_rate(config, batching.step_batch_size)
   rates = f'learning rate {peak:g}'
   if peak != opt.learning_rate:
     warmup = config.schedule.warmup_epochs
     ramp = f' over {warmup:g} warm-up epochs' if warmup else ''
     rates = f'learning rate {opt.learning_rate:g} scaled to {peak:g}{ramp}'
-  say(f'[{config.name}] {layout}; global batch {config.batch_size}'
-      f'{f" ({batching.step_batch_size} per worker step)" if trainer.executor.coordinated else ""}, '
-      f'{batching.steps_per_epoch} steps/epoch, {opt.optimizer} at {rates}')
+  per_step = (
+    f' ({batching.step_batch_size} per worker step)' if trainer.executor.coordinated else ''
+  )
+  say(
+    f'[{config.name}] {layout}; global batch {config.batch_size}{per_step}, '
+    f'{batching.steps_per_epoch} steps/epoch, {opt.optimizer} at {rates}'
+  )
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
-    start = (f'resumed from {last["checkpoint"]}' if last['checkpoint'] else
-             'no checkpoint could be read: started afresh')
-    say(f'[{config.name}] {start} at step {state.step} of '
-        f'{config.epochs * batching.steps_per_epoch}{redone}')
+    start = (
+      f'resumed from {last["checkpoint"]}'
+      if last['checkpoint']
+      else 'no checkpoint could be read: started afresh'
+    )
+    say(
+      f'[{config.name}] {start} at step {state.step} of '
+      f'{config.epochs * batching.steps_per_epoch}{redone}'
+    )
 
 
 def _interrupt(config, controller, saver, stop, recorder):
@@ -248,16 +314,19 @@ def _interrupt(config, controller, saver, stop, recorder):
     saver.save(controller)
   recorder.write('interrupted', controller, saver)
   raise processes.Interrupted(
-      stop.signum or signal.SIGTERM,  # A worker stopping because another was asked.
-      f'[{config.name}] interrupted at step {controller.state.step} of {controller.total_steps}; '
-      f'checkpoint {checkpoints.latest(config.run_dir)} written: run the same command to resume')
+    stop.signum or signal.SIGTERM,  # A worker stopping because another was asked.
+    f'[{config.name}] interrupted at step {controller.state.step} of {controller.total_steps}; '
+    f'checkpoint {checkpoints.latest(config.run_dir)} written: run the same command to resume',
+  )
 
 
 def _diverged(config, trainer, error):
   """The error for a loss or weights no longer finite: where, what is kept, what to change."""
   epoch = (error.step - 1) // trainer.batching.steps_per_epoch + 1
-  return ValueError(f'[{config.name}] {error} (epoch {epoch}); stopped. {_kept(config)}; lower '
-                    '--learning_rate or add warm-up')
+  return ValueError(
+    f'[{config.name}] {error} (epoch {epoch}); stopped. {_kept(config)}; lower '
+    '--learning_rate or add warm-up'
+  )
 
 
 def _kept(config):
@@ -272,6 +341,7 @@ def _lost_peer(config, trainer, state, error, spec, me):
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
   if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
     return peers.PeerLost(
-        f'[{config.name}] {who} lost at step {state.step} ({reason}); {_kept(config)}: '
-        'restart the task and run the same command to resume')
+      f'[{config.name}] {who} lost at step {state.step} ({reason}); {_kept(config)}: '
+      'restart the task and run the same command to resume'
+    )
   return peers.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')

@@ -4,14 +4,17 @@ The module is imported from the working directory or PYTHONPATH, in whichever pr
 (every task of a cluster imports it for itself); whatever goes wrong is one line naming the
 flag, the problem and the fix.
 """
-import importlib
+
+import importlib.machinery
+import importlib.util
 import os
 import re
 import sys
 import traceback
 
 SPEC = re.compile(r'[A-Za-z_][\w.]*:[A-Za-z_]\w*')
-_FILES = set()  # The files of the user's modules imported so far: where an error is placed.
+# The files of the user's modules imported so far: where an error is placed.
+_FILES: set[str | None] = set()
 
 
 def is_spec(name):
@@ -23,22 +26,64 @@ class UserCodeError(ValueError):
   """The user's module or function cannot be used; the message names the flag and the fix."""
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # Where run.py's packages are.
+
+
+def _import(module_name, given):
+  """`module_name` imported. A user's module named as one of run.py's own packages (`data`,
+  `models`, `configs`, ...) is found in the working directory or PYTHONPATH and held as
+  `user_code.<name>`, so that neither hides the other."""
+  top, _, rest = module_name.partition('.')
+  if not any(
+    os.path.exists(os.path.join(ROOT, *path)) for path in ((top, '__init__.py'), (f'{top}.py',))
+  ):
+    return importlib.import_module(module_name)
+  alias = f'{__name__}.{top}'
+  if alias not in sys.modules:
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != ROOT]
+    found = importlib.machinery.PathFinder.find_spec(top, path)
+    users = None
+    if found and found.has_location:  # Not a directory without __init__.py (of data files, say).
+      users = importlib.util.spec_from_file_location(
+        alias, found.origin, submodule_search_locations=found.submodule_search_locations
+      )
+    if users is None or users.loader is None:
+      raise UserCodeError(
+        f'{given}: {top} is a package of run.py ({ROOT}), and no module {top} '
+        'is in the working directory or PYTHONPATH; run from the directory '
+        'that holds yours, or give it another name'
+      )
+    module = importlib.util.module_from_spec(users)
+    sys.modules[alias] = module
+    try:
+      users.loader.exec_module(module)
+    except BaseException:
+      del sys.modules[alias]
+      raise
+  return importlib.import_module(f'{alias}.{rest}' if rest else alias)
+
+
 def function(spec, flag):
   """The function `spec` names, imported; UserCodeError if it cannot be."""
   module_name, _, function_name = spec.partition(':')
   if os.getcwd() not in sys.path:
     sys.path.insert(0, os.getcwd())
   try:
-    module = importlib.import_module(module_name)
+    module = _import(module_name, f'--{flag}={spec}')
+  except UserCodeError:
+    raise
   except Exception as e:  # pylint: disable=broad-except  # Any error of the user's module.
-    raise UserCodeError(f'--{flag}={spec}: cannot import {module_name} ({type(e).__name__}: '
-                        f'{first_line(e)}); run from the directory that holds it or add that '
-                        'to PYTHONPATH') from None
+    raise UserCodeError(
+      f'--{flag}={spec}: cannot import {module_name} ({type(e).__name__}: '
+      f'{first_line(e)}); run from the directory that holds it or add that '
+      'to PYTHONPATH'
+    ) from None
   _FILES.add(getattr(module, '__file__', None))
   found = getattr(module, function_name, None)
   if not callable(found):
-    raise UserCodeError(f'--{flag}={spec}: {module_name} ({module.__file__}) has no function '
-                        f'{function_name}')
+    raise UserCodeError(
+      f'--{flag}={spec}: {module_name} ({module.__file__}) has no function {function_name}'
+    )
   return found
 
 
@@ -80,7 +125,7 @@ def message(error):
     if raised:
       at, (kind, own) = raised[-1][0], raised[-1][1].groups()
   if own.startswith(_KERAS_CALL):
-    own = next((line for line in lines[at + 1:] if line), own)
+    own = next((line for line in lines[at + 1 :] if line), own)
   place = where(error)
   return f'{kind}: {own} (at {place})' if place else f'{kind}: {own}'
 
@@ -88,8 +133,7 @@ def message(error):
 def where(error):
   """'file:line' of the last frame of `error` in a user's module (its traceback, or the frames
   TensorFlow lists in a tracing error's message), or None."""
-  frames = [(frame.filename, frame.lineno)
-            for frame in traceback.extract_tb(error.__traceback__)]
+  frames = [(frame.filename, frame.lineno) for frame in traceback.extract_tb(error.__traceback__)]
   frames += [(name, int(line)) for name, line in _FRAME.findall(str(error))]
   mine = [(name, line) for name, line in frames if name in _FILES]
   return f'{mine[-1][0]}:{mine[-1][1]}' if mine else None
