@@ -8,6 +8,7 @@ without loading it.
 """
 
 import dataclasses
+import math
 import typing
 
 import models
@@ -59,10 +60,13 @@ class Optimizer:
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-  lr_scaling: str = 'none'  # none, linear or sqrt: large-batch scaling of the rate
+  lr_scaling: str = 'none'  # none, linear, sqrt or noise: large-batch scaling of the rate
   base_batch_size: int = 0  # the batch learning_rate was chosen for
   warmup_epochs: float = 0.0  # the learning-rate warm-up
   lr_schedule: str = 'constant'  # after the warm-up: constant, cosine or step
+  # N of lr_scaling=noise: the gradient noise scale at base_batch_size (read from the run
+  # directory --noise_scale_of names, when it names one); 0: none given.
+  noise_scale_of: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +79,7 @@ class Performance:
   inter_op_threads: int | None = None
   breakdown: bool = True  # where a step's time goes, measured after training
   breakdown_steps: int = 20
+  noise_scale: bool = True  # the gradient noise scale, measured while training
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +253,21 @@ def _schedule(config):
     )
   if schedule.warmup_epochs > config.epochs:
     return '--warmup_epochs must not exceed --epochs'
+  return _noise_scale_of(schedule)
+
+
+def _noise_scale_of(schedule):
+  """--lr_scaling=noise needs a noise scale, a positive one; nothing else reads one."""
+  noise = schedule.noise_scale_of
+  if schedule.lr_scaling == 'noise' and not noise:
+    return (
+      '--lr_scaling=noise needs --noise_scale_of: the gradient noise scale measured at '
+      '--base_batch_size (a number, or the directory of a run that measured it)'
+    )
+  if noise and schedule.lr_scaling != 'noise':
+    return '--noise_scale_of is the noise scale of --lr_scaling=noise; give that too, or drop it'
+  if noise and not (math.isfinite(noise) and noise > 0):
+    return f'--noise_scale_of={noise}: give a positive, finite noise scale'
   return None
 
 

@@ -160,10 +160,19 @@ flags.DEFINE_float(
 flags.DEFINE_enum(
   'lr_scaling',
   _RUN.schedule.lr_scaling,
-  ['none', 'linear', 'sqrt'],
+  ['none', 'linear', 'sqrt', 'noise'],
   'Scale --learning_rate by k = (batch of one update) / --base_batch_size (linear), by '
   'sqrt(k) (sqrt), or not (none). With --base_batch_size the per-replica batch, k is the '
-  'number of replicas in sync (Goyal et al. 2017).',
+  'number of replicas in sync (Goyal et al. 2017). noise: by (1 + N/B0) / (1 + N/B), B0 '
+  '= --base_batch_size, B the batch of one update, N = --noise_scale_of (McCandlish et al. '
+  "2018's optimal step size: linear below the noise scale, saturating above it).",
+)
+flags.DEFINE_string(
+  'noise_scale_of',
+  '',
+  'N of --lr_scaling=noise: the gradient noise scale measured at --base_batch_size, as a '
+  'positive number, or the directory (or URL) of an earlier run whose result.json has it '
+  '(critical_batch_size.value).',
 )
 flags.DEFINE_integer(
   'base_batch_size',
@@ -255,6 +264,13 @@ flags.DEFINE_bool(
   "After training, measure where a step's time goes (input, compute, "
   'communication, exposed overhead; training/step_timing.py) for result.json, TensorBoard and '
   'the report.',
+)
+flags.DEFINE_bool(
+  'noise_scale',
+  _RUN.performance.noise_scale,
+  'Measure the gradient noise scale and the critical batch size while training (McCandlish '
+  "et al. 2018), from each replica's gradient and the all-reduced one, under strategies of "
+  'two or more replicas in sync; --nonoise_scale adds nothing to the step.',
 )
 flags.DEFINE_integer(
   'breakdown_steps',

@@ -21,6 +21,7 @@ import strategies
 from configs import cluster_spec
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
+from configs import noise_scale_of
 from configs import plan
 from configs import slurm_step
 from records import files
@@ -230,7 +231,13 @@ def _base(v, directory):
       v.weight_decay,
       v.trust_coefficient,
     ),
-    schedule=definitions.Schedule(v.lr_scaling, v.base_batch_size, v.warmup_epochs, v.lr_schedule),
+    schedule=definitions.Schedule(
+      v.lr_scaling,
+      v.base_batch_size,
+      v.warmup_epochs,
+      v.lr_schedule,
+      noise_scale_of.resolve(v.noise_scale_of),
+    ),
     performance=definitions.Performance(
       v.steps_per_execution,
       v.jit_compile,
@@ -240,6 +247,7 @@ def _base(v, directory):
       given('inter_op_threads'),
       v.breakdown,
       v.breakdown_steps,
+      v.noise_scale,
     ),
     checkpoints=definitions.Checkpointing(
       v.checkpoint_every_epochs, v.checkpoint_every_steps, v.resume

@@ -25,6 +25,10 @@ class History:
   # the first and the first after each resume, left out of the throughput medians. Not the
   # learning-rate warm-up (--warmup_epochs).
   epoch_startup: list = dataclasses.field(default_factory=list)
+  # The gradient noise scale's ingredients, |G|^2 and tr(Sigma), estimated over each epoch's
+  # steps (training/noise_scale.py); None where not measured.
+  epoch_gradient_sq: list = dataclasses.field(default_factory=list)
+  epoch_trace_sigma: list = dataclasses.field(default_factory=list)
 
   def add(self, **epoch):
     for name, value in epoch.items():

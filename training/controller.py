@@ -123,6 +123,7 @@ class Controller:
 
   def _end_epoch(self, train, seconds):
     validation = self.trainer.evaluate()
+    gradient_sq, trace_sigma = self.trainer.noise_estimates(train)
     self.state.history.add(
       epoch_elapsed_seconds=self.elapsed(),
       epoch_times=seconds,
@@ -133,6 +134,8 @@ class Controller:
       validation_accuracy=validation.accuracy,
       epoch_learning_rate=self.trainer.learning_rate,
       epoch_startup=int(self.epoch == self.first_epoch),
+      epoch_gradient_sq=gradient_sq,
+      epoch_trace_sigma=trace_sigma,
     )
     for action in self.actions:
       action.after_epoch(self)

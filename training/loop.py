@@ -18,17 +18,22 @@ from data import pipeline
 from training import batching as batching_lib
 from training import builders as builders_lib
 from training import execution
+from training import noise_scale
 from training import shards
 from training import step as step_lib
 
 
 @dataclasses.dataclass(frozen=True)
 class Totals:
-  """Sums over some steps: loss and accuracy are per example over `examples`."""
+  """Sums over some steps: loss and accuracy are per example over `examples`; the squared
+  norms of the gradients of `norm_steps` of them (training/step.py's `norms`), when measured."""
 
   loss_sum: float
   correct: float
   examples: float
+  small_norms: float = 0.0
+  big_norms: float = 0.0
+  norm_steps: float = 0.0
 
   @property
   def loss(self):
@@ -39,9 +44,7 @@ class Totals:
     return self.correct / max(self.examples, 1)
 
   def __add__(self, other):
-    return Totals(
-      self.loss_sum + other.loss_sum, self.correct + other.correct, self.examples + other.examples
-    )
+    return Totals(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
 
 
 ZERO = Totals(0.0, 0.0, 0.0)
@@ -82,6 +85,13 @@ class Trainer:
       config.steps_per_epoch,
     )
     self.builders = builders or builders_lib.of(config, arrays)
+    self.noise_reason = (  # Why the gradient noise scale is not measured; None if it is.
+      noise_scale.OFF
+      if not config.performance.noise_scale
+      else noise_scale.ONE_REPLICA
+      if strategy.num_replicas_in_sync < 2
+      else None
+    )
     with strategy.scope(), tf.variable_creator_scope(_seed_states_follow_the_first_replica):
       self.model = self.builders.model()
       # What the optimizer updates: the trainable variables, a sharded one as its shards.
@@ -104,6 +114,7 @@ class Trainer:
       counter,
       self.batching.step_batch_size,
       config.performance.jit_compile,
+      measures_noise=self.noise_reason is None,
     )
     self.arrays, self._seed = arrays, config.seed  # The data it trains on.
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
@@ -113,8 +124,8 @@ class Trainer:
     self._validation_iterator = self.executor.distribute(
       pipeline.validation_fn(arrays, per_replica, step_batch)
     )
-    self._train_steps = tf.function(self._repeat(self.step))
-    self._eval_steps = tf.function(self._repeat(self.step.evaluate))
+    self._train_steps = tf.function(self._repeat(self.step, 6 if self.step.measures_noise else 3))
+    self._eval_steps = tf.function(self._repeat(self.step.evaluate, 3))
     self._any = tf.function(
       lambda flag: strategy.reduce(
         tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(flag,)), axis=None
@@ -218,8 +229,21 @@ class Trainer:
     for (first, _), row in zip(executions, values):
       if row[3] >= 0:
         raise NonFiniteLoss(first + int(row[3]))
-    loss_sum, correct, examples = values[:, :3].sum(axis=0)
-    return Totals(float(loss_sum), float(correct), float(examples))
+    sums = np.concatenate([values[:, :3], values[:, 4:]], axis=1).sum(axis=0)
+    return Totals(*(float(v) for v in sums))
+
+  def noise_estimates(self, totals):
+    """(|G|^2, tr(Sigma)) of the steps `totals` sums (training/noise_scale.py), or (None, None)
+    when not measured."""
+    if self.noise_reason:
+      return None, None
+    return noise_scale.epoch_estimates(
+      totals.small_norms,
+      totals.big_norms,
+      totals.norm_steps,
+      self.batching.per_replica_batch_size,
+      self.batching.step_batch_size,
+    )
 
   def evaluate(self):
     """One pass over the validation set (on one worker, under a coordinator)."""
@@ -237,12 +261,13 @@ class Trainer:
       + self._eval_steps.experimental_get_tracing_count()
     )
 
-  def _repeat(self, step):
-    """`num_steps` steps of `step` in one call: [loss sum, correct, examples, the index of the
-    first step whose loss was not finite, or -1]."""
+  def _repeat(self, step, width):
+    """`num_steps` steps of `step` (whose replicas return `width` sums) in one call: [loss sum,
+    correct, examples, the index of the first step whose loss was not finite or -1, and the
+    gradients' norms when the step returns them]."""
 
     def steps(iterator, num_steps):
-      sums = tf.zeros([3])
+      sums = tf.zeros([width])
       first_bad = tf.constant(-1.0)
       for i in tf.range(num_steps):
         per_replica = self.strategy.run(step, args=next(iterator))
@@ -250,7 +275,7 @@ class Trainer:
         bad = (first_bad < 0) & ~tf.math.is_finite(step_sums[0])
         first_bad = tf.where(bad, tf.cast(i, tf.float32), first_bad)
         sums += step_sums
-      return tf.concat([sums, [first_bad]], 0)
+      return tf.concat([sums[:3], [first_bad], sums[3:]], 0)
 
     return steps
 

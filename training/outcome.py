@@ -5,6 +5,7 @@ change between attempts) what a checkpoint must have been written with to be res
 """
 
 import dataclasses
+import math
 
 import keras
 import tensorflow as tf
@@ -12,6 +13,7 @@ import tensorflow as tf
 from records import results
 from training import checkpoints
 from training import devices
+from training import noise_scale
 from training import schedules
 from training import shards
 
@@ -115,6 +117,9 @@ def result(
     'keras_version': keras.__version__,
     'flags': config.flags,
     **results.summarize(state.history, config.target_accuracy),
+    **noise_scale.record(
+      state.history.epoch_gradient_sq, state.history.epoch_trace_sigma, trainer.noise_reason
+    ),
     'breakdown': breakdown,
     **_placement(trainer),
   }
@@ -148,17 +153,26 @@ FINAL_METRICS = (
 
 
 def final_metrics(result):
-  """The HParams metrics of a complete run's result.json: FINAL_METRICS, and the breakdown's
-  milliseconds per step as breakdown/step_ms, breakdown/input_ms, ..."""
+  """The HParams metrics of a complete run's result.json: FINAL_METRICS, the critical batch
+  size (B_simple, when measured), and the breakdown's milliseconds per step as
+  breakdown/step_ms, breakdown/input_ms, ..."""
   parts = result['breakdown'] or {}
   return {
     **{metric: result[metric] for metric in FINAL_METRICS},
+    'critical_batch_size': result['critical_batch_size']['value'],
     **{f'breakdown/{name}': value for name, value in parts.items() if name.endswith('_ms')},
   }
 
 
 def epoch_scalars(history, i):
-  """TensorBoard's train and validation scalars of epoch i of `history`."""
+  """TensorBoard's train and validation scalars of epoch i of `history`; the gradient noise
+  scale where measured (NaN for an epoch whose |G|^2 estimate was not positive)."""
+  noise = {}
+  if len(history.epoch_gradient_sq) == len(history.epoch_times):
+    gradient_sq, trace_sigma = history.epoch_gradient_sq[i], history.epoch_trace_sigma[i]
+    if gradient_sq is not None:
+      value = noise_scale.ratio(gradient_sq, trace_sigma)
+      noise['gradient_noise_scale'] = math.nan if value is None else value
   return (
     {
       'loss': history.train_loss[i],
@@ -168,6 +182,7 @@ def epoch_scalars(history, i):
       'learning_rate': history.epoch_learning_rate[i],
       'elapsed_seconds': history.epoch_elapsed_seconds[i],
       'startup': history.epoch_startup[i],
+      **noise,
     },
     {'loss': history.validation_loss[i], 'accuracy': history.validation_accuracy[i]},
   )

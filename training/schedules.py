@@ -3,9 +3,10 @@
 Goyal et al. 2017 ("Accurate, Large Minibatch SGD"): when the batch grows k-fold, multiply the
 learning rate by k (linear scaling; Krizhevsky 2014 argued for sqrt(k)), and ramp it up from
 the unscaled value over the first epochs (warm-up), because the scaled rate diverges while the
-weights are still changing fast. After the warm-up the rate stays (constant), follows a
-half cosine to zero (cosine), or drops tenfold at 1/2 and 3/4 of the remaining steps (step,
-He et al. 2016's CIFAR schedule).
+weights are still changing fast. McCandlish et al. 2018 scale by the gradient noise scale N
+instead: (1 + N/B0) / (1 + N/B), linear while B << N, saturating once B >> N. After the
+warm-up the rate stays (constant), follows a half cosine to zero (cosine), or drops tenfold at
+1/2 and 3/4 of the remaining steps (step, He et al. 2016's CIFAR schedule).
 """
 
 import math
@@ -13,14 +14,19 @@ import math
 import keras
 from keras import ops
 
+from training import noise_scale as noise_scale_lib
+
 STEP_DECAY_POINTS = (0.5, 0.75)
 STEP_DECAY_FACTOR = 0.1
 
 
-def scale_factor(scaling, batch_size, base_batch_size):
-  """k for a batch `batch_size` relative to `base_batch_size`: 1, k, or sqrt(k)."""
+def scale_factor(scaling, batch_size, base_batch_size, noise_scale=0.0):
+  """The rate's factor for a batch `batch_size` relative to `base_batch_size`: 1, k, sqrt(k),
+  or, by the gradient noise scale `noise_scale`, training/noise_scale.py's `lr_factor`."""
   if scaling == 'none':
     return 1.0
+  if scaling == 'noise':
+    return noise_scale_lib.lr_factor(noise_scale, base_batch_size, batch_size)
   k = batch_size / base_batch_size
   return {'linear': k, 'sqrt': math.sqrt(k)}[scaling]
 
@@ -28,8 +34,9 @@ def scale_factor(scaling, batch_size, base_batch_size):
 def peak_learning_rate(config, step_batch_size):
   """Run `config`'s `--learning_rate` scaled for the batch one update averages over
   (--lr_scaling)."""
+  schedule = config.schedule
   return config.optimizer.learning_rate * scale_factor(
-    config.schedule.lr_scaling, step_batch_size, config.schedule.base_batch_size
+    schedule.lr_scaling, step_batch_size, schedule.base_batch_size, schedule.noise_scale_of
   )
 
 

@@ -26,13 +26,38 @@ def batch_sums(labels, logits, weights):
   return per_example, sums
 
 
+def squared_norm(gradients):
+  """The squared L2 norm of `gradients` (None ones left out), a sparse one as what it is: the
+  rows of an IndexedSlices that name the same index are summed first, never densified."""
+  total = tf.constant(0.0)
+  for gradient in gradients:
+    if gradient is None:
+      continue
+    values = gradient
+    if isinstance(gradient, tf.IndexedSlices):
+      unique, position = tf.unique(gradient.indices)
+      values = tf.math.unsorted_segment_sum(gradient.values, position, tf.shape(unique)[0])
+    total += tf.reduce_sum(tf.square(tf.cast(values, tf.float32)))
+  return total
+
+
 class Step:
   """The step of `model` (trained through `variables`, its trainable ones with any sharded one
   as its shards) with `optimizer`, counting updates in `counter`."""
 
-  def __init__(self, model, variables, optimizer, counter, step_batch_size, jit_compile=False):
+  def __init__(
+    self,
+    model,
+    variables,
+    optimizer,
+    counter,
+    step_batch_size,
+    jit_compile=False,
+    measures_noise=False,
+  ):
     self.model, self.variables, self.optimizer = model, variables, optimizer
     self.counter, self.step_batch_size = counter, step_batch_size
+    self.measures_noise = measures_noise  # Returns the gradients' squared norms too.
     private_apis.aggregate_outside(optimizer)
     # XLA compiles what each replica computes; aggregation and update stay outside, because
     # under mirroring they touch variables on other devices, which XLA cannot.
@@ -41,10 +66,31 @@ class Step:
     self.evaluate = compiled(self.evaluate)
 
   def __call__(self, images, labels, weights):
-    """The whole step on this replica's batch; returns the batch's sums."""
+    """The whole step on this replica's batch; returns the batch's sums, and, when it measures
+    the noise scale, this replica's share of the gradients' squared norms (`norms`)."""
     gradients, sums = self.local_gradients(images, labels, weights)
-    self.apply(self.aggregate(gradients))
+    aggregated = self.aggregate(gradients)
+    if self.measures_noise:  # Before the update, which may change the loss scale.
+      sums = tf.concat([sums, self.norms(gradients, aggregated)], 0)
+    self.apply(aggregated)
     return sums
+
+  def norms(self, local, aggregated):
+    """[|G_small|^2, |G_big|^2, 1] / R, summed over the R replicas by the loop: the mean over
+    replicas of the squared norm of each one's mean gradient (of its own batch, B_small), and
+    that of the update's mean gradient (of the whole batch, B_big), for training/noise_scale.py.
+    The local gradients are of the loss divided by the whole batch, so a replica's own mean
+    gradient is R times its local one. Mixed float16's loss scale multiplies both alike (their
+    ratio, B_simple, would not change) and is divided out, so that the averages over an epoch
+    weigh steps alike when the scale moves; a step whose gradients overflowed counts for none.
+    """
+    replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+    unscale = 1.0 / tf.square(tf.cast(self.optimizer.scale_loss(1.0), tf.float32))
+    small = squared_norm(local) * unscale * replicas**2
+    big = squared_norm(aggregated) * unscale
+    finite = tf.math.is_finite(small) & tf.math.is_finite(big)
+    terms = tf.stack([small, big, 1.0]) / replicas
+    return tf.where(finite, terms, tf.zeros_like(terms))
 
   def local_gradients(self, images, labels, weights):
     """This replica's gradients (of the loss scaled by the update's whole batch) and sums."""

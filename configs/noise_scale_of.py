@@ -1,0 +1,52 @@
+"""--noise_scale_of: the gradient noise scale N by which --lr_scaling=noise sets the learning
+rate, given as a number or read from an earlier run that measured it (its result.json's
+`critical_batch_size.value`, training/noise_scale.py). Read once, when the runs are planned:
+every process of a run, and its config.json, carry the number."""
+
+import math
+import os
+
+from records import results
+from records import storage
+
+
+def resolve(text):
+  """N as a float (0.0 for ''); ValueError, in one line, for anything that is not a positive
+  number or the directory of a run with a measured noise scale."""
+  text = text.strip()
+  if not text:
+    return 0.0
+  try:
+    value = float(text)
+  except ValueError:
+    return _measured(text)
+  if not (math.isfinite(value) and value > 0):
+    raise ValueError(
+      f'--noise_scale_of={text}: give a positive, finite noise scale, or the directory of a '
+      'run that measured one'
+    )
+  return value
+
+
+def _measured(run_dir):
+  """The critical batch size the finished run in `run_dir` measured."""
+  path = run_dir if storage.is_url(run_dir) else os.path.expanduser(run_dir)
+  try:
+    result = results.read(path)
+  except (OSError, ValueError):
+    result = None
+  if not isinstance(result, dict):
+    raise ValueError(
+      f'--noise_scale_of={run_dir}: neither a number nor a run directory with a readable '
+      'result.json; give a positive number or the directory of an earlier run'
+    )
+  critical = result.get('critical_batch_size')
+  value = critical.get('value') if isinstance(critical, dict) else None
+  if not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+    why = (critical or {}).get('reason') if isinstance(critical, dict) else None
+    raise ValueError(
+      f'--noise_scale_of={run_dir}: that run has no measured noise scale '
+      f'({why or "its result.json has no critical_batch_size"}); name a run of two or more '
+      'replicas in sync, or give a number'
+    )
+  return float(value)
