@@ -51,6 +51,13 @@ def write(rows, histories, out_dir):
   }
   if any(row.get('breakdown') for row in rows):
     sweeps['breakdown.png'] = (breakdown.plot, rows)
+  noise = {
+    run: history['gradient_noise_scale']
+    for run, history in histories.items()
+    if any(v is not None for v in history.get('gradient_noise_scale') or [])
+  }
+  if noise:
+    sweeps['noise_scale.png'] = (_noise_scale, noise)
   plots.update({name: plot for name, plot in sweeps.items() if plot[1]})  # Something to draw.
   paths = []
   for name, (draw, *data) in plots.items():
@@ -121,6 +128,22 @@ def _log2(ax, values):
   ax.set_xscale('log', base=2)
   ax.set_xticks(ticks, [str(t) for t in ticks])
   ax.minorticks_off()
+
+
+def _noise_scale(fig, noise):
+  """Each run's gradient noise scale by epoch: it grows as training goes on (McCandlish et al.
+  measured 10x and more), so the batch that trains efficiently grows with it."""
+  ax = fig.subplots()
+  for i, (run, values) in enumerate(noise.items()):
+    epochs = [e for e, v in enumerate(values, 1) if v is not None]
+    ax.plot(epochs, [v for v in values if v is not None], label=run, **_style(i))
+  ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+  ax.set(
+    xlabel='epoch',
+    ylabel='B_simple = tr(Sigma) / |G|^2 (examples)',
+    title='Gradient noise scale by epoch (runs of two or more replicas in sync)',
+  )
+  _legend(fig)
 
 
 def _throughput(fig, rows):

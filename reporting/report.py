@@ -28,6 +28,7 @@ def build(experiment_dir, target_accuracy):
     run['run']: {
       'validation_accuracy': run['validation_accuracy'],
       'elapsed_seconds': run['epoch_elapsed_seconds'],
+      'gradient_noise_scale': run.get('gradient_noise_scale'),
     }
     for run in runs
     if run['complete']

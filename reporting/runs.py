@@ -5,6 +5,8 @@ own event file, and per-epoch scalars under `train/` and `validation/` (training
 Nothing else is needed, so a report can be made for runs done elsewhere, e.g. on a cluster.
 """
 
+import math
+
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
@@ -55,6 +57,9 @@ def load(experiment_dir):
         'epoch_elapsed_seconds': train.get('epoch_elapsed_seconds', []),
         'epoch_startup': train.get('epoch_startup'),
         'validation_accuracy': validation.get('epoch_accuracy', []),
+        # Per epoch, None where its estimate of |G|^2 was not positive (written as NaN); None
+        # for a run that did not measure it.
+        'gradient_noise_scale': _known(train.get('epoch_gradient_noise_scale')),
         'complete': 'wall_time_seconds' in final,
         'hparams': hparams,  # Also by name in the record; the HParams dashboard's columns.
         'metrics': {'': list(final), 'train': list(train), 'validation': list(validation)},
@@ -62,6 +67,10 @@ def load(experiment_dir):
       }
     )
   return sorted(runs, key=lambda run: run['started'])
+
+
+def _known(values):
+  return None if values is None else [None if math.isnan(v) else v for v in values]
 
 
 def _accumulator(path):

@@ -38,6 +38,7 @@ COLUMNS = (
   'final_validation_accuracy',
   'wall_time_seconds',
   'time_to_accuracy_seconds',
+  'critical_batch_size',
 )
 BASELINE = 'one_device'
 CONVERGENCE_COLUMNS = (
@@ -100,6 +101,7 @@ def rows(runs, target_accuracy):
         'optimizer': run.get('optimizer'),
         'peak_learning_rate': run.get('peak_learning_rate'),
         'breakdown': breakdown.of(run),
+        'critical_batch_size': run.get('critical_batch_size'),
       }
     )
   for row in table:
@@ -225,6 +227,7 @@ def markdown(name, table, said, target_accuracy, plots=()):
     'val accuracy',
     'wall time (s)',
     f'time to {target_accuracy:g} (s)',
+    'critical batch',
   ]
   lines = [f'# Strategy comparison: {name}', '']
   lines += [f'> {note}' for note in said] + ([''] if said else [])
@@ -242,6 +245,7 @@ def markdown(name, table, said, target_accuracy, plots=()):
         f'{row["final_validation_accuracy"]:.4f}',
         f'{row["wall_time_seconds"]:.1f}',
         _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
+        _maybe(row.get('critical_batch_size'), '{:,.0f}'),
       ]
     )
   lines += [
@@ -249,7 +253,9 @@ def markdown(name, table, said, target_accuracy, plots=()):
     '',
     'Throughput is the median over the epochs after the first (tracing and start-up). '
     f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
-    'in sync (workers for parameter_server).',
+    'in sync (workers for parameter_server). Critical batch: the gradient noise scale '
+    'B_simple over the last half of the epochs (n/a: not measured, as with one replica in '
+    'sync; docs/large-batches.md).',
     '',
   ]
   lines += _compute_markdown(table)
