@@ -91,6 +91,7 @@ def test_convergence_runs_each_condition_once_baseline_first():
     ['batch_norm-mirrored', 256],
     ['ghost_batch_norm-mirrored', 256],
     ['linear_scaling_warmup-mirrored', 256],
+    ['noise_scaling-mirrored', 256],
     ['lamb-mirrored', 256],
     ['lars-mirrored', 256],
   ]

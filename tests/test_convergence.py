@@ -19,6 +19,7 @@ CONDITIONS = [
   'batch_norm',
   'ghost_batch_norm',
   'linear_scaling_warmup',
+  'noise_scaling',
   'lamb',
   'lars',
 ]
@@ -60,6 +61,12 @@ def test_every_condition_runs_with_its_technique(study):
   # Linear scaling: 8x the batch, 8x the rate; LAMB's recipe scales by sqrt(8).
   assert result['linear_scaling_warmup']['peak_learning_rate'] == pytest.approx(0.16)
   assert result['lamb']['peak_learning_rate'] == pytest.approx(0.005 * math.sqrt(8))
+  # By the noise scale of 70 at the baseline's batch of 32: (1 + 70/32) / (1 + 70/256).
+  assert result['noise_scaling']['peak_learning_rate'] == pytest.approx(
+    0.02 * (1 + 70 / 32) / (1 + 70 / 256)
+  )
+  # The study's runs of two replicas measure the noise scale at their batch of 256.
+  assert result['noise_scaling']['critical_batch_size']['epochs'] == [6, 10]
   assert result['naive']['peak_learning_rate'] == pytest.approx(0.02)
   markdown = (study / 'summary.md').read_text()
   assert '## Convergence' in markdown
