@@ -64,9 +64,9 @@ class Schedule:
   base_batch_size: int = 0  # the batch learning_rate was chosen for
   warmup_epochs: float = 0.0  # the learning-rate warm-up
   lr_schedule: str = 'constant'  # after the warm-up: constant, cosine or step
-  # N of lr_scaling=noise: the gradient noise scale at base_batch_size (read from the run
-  # directory --noise_scale_of names, when it names one); 0: none given.
-  noise_scale_of: float = 0.0
+  # N of lr_scaling=noise, the gradient noise scale at base_batch_size, as a number's text
+  # (configs/noise_scale_of.py replaces a run directory by the value it measured); '': none.
+  noise_scale_of: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,16 +258,19 @@ def _schedule(config):
 
 def _noise_scale_of(schedule):
   """--lr_scaling=noise needs a noise scale, a positive one; nothing else reads one."""
-  noise = schedule.noise_scale_of
-  if schedule.lr_scaling == 'noise' and not noise:
+  if schedule.lr_scaling == 'noise' and not schedule.noise_scale_of:
     return (
       '--lr_scaling=noise needs --noise_scale_of: the gradient noise scale measured at '
       '--base_batch_size (a number, or the directory of a run that measured it)'
     )
-  if noise and schedule.lr_scaling != 'noise':
+  if schedule.noise_scale_of and schedule.lr_scaling != 'noise':
     return '--noise_scale_of is the noise scale of --lr_scaling=noise; give that too, or drop it'
-  if noise and not (math.isfinite(noise) and noise > 0):
-    return f'--noise_scale_of={noise}: give a positive, finite noise scale'
+  try:
+    noise = float(schedule.noise_scale_of or 1)
+  except ValueError:
+    noise = math.nan
+  if not (math.isfinite(noise) and noise > 0):
+    return f'--noise_scale_of={schedule.noise_scale_of}: give a positive, finite noise scale'
   return None
 
 

@@ -169,10 +169,10 @@ flags.DEFINE_enum(
 )
 flags.DEFINE_string(
   'noise_scale_of',
-  '',
+  _RUN.schedule.noise_scale_of,
   'N of --lr_scaling=noise: the gradient noise scale measured at --base_batch_size, as a '
   'positive number, or the directory (or URL) of an earlier run whose result.json has it '
-  '(critical_batch_size.value).',
+  '(its critical batch size).',
 )
 flags.DEFINE_integer(
   'base_batch_size',

@@ -11,21 +11,21 @@ from records import storage
 
 
 def resolve(text):
-  """N as a float (0.0 for ''); ValueError, in one line, for anything that is not a positive
-  number or the directory of a run with a measured noise scale."""
+  """N as the text of a number ('' for ''); ValueError, in one line, for anything that is not a
+  positive number or the directory of a run with a measured noise scale."""
   text = text.strip()
   if not text:
-    return 0.0
+    return ''
   try:
     value = float(text)
   except ValueError:
-    return _measured(text)
+    return repr(_measured(text))
   if not (math.isfinite(value) and value > 0):
     raise ValueError(
       f'--noise_scale_of={text}: give a positive, finite noise scale, or the directory of a '
       'run that measured one'
     )
-  return value
+  return text
 
 
 def _measured(run_dir):

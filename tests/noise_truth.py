@@ -85,10 +85,16 @@ def sparse(keras, rng):
   return arrays, model, per_example
 
 
-def measure(strategy, arrays, build_model, tf):
+def measure(strategy, arrays, build_model, tf, loss_scale):
   """Per step, the estimates of |G|^2 and tr(Sigma); and whether the gradients were sparse."""
   trainer = tiny_training.make_trainer(
-    strategy, arrays, build_model, REPLICAS * PER_REPLICA, optimizer='sgd', rate=0.0
+    strategy,
+    arrays,
+    build_model,
+    REPLICAS * PER_REPLICA,
+    optimizer='sgd',
+    rate=0.0,
+    loss_scale=loss_scale,
   )
   before = [w.copy() for w in trainer.model.get_weights()]
   steps = []
@@ -118,10 +124,15 @@ def main():
   import tensorflow as tf
 
   strategy = tf.distribute.MirroredStrategy([f'/cpu:{i}' for i in range(REPLICAS)])
-  for name, make in (('dense', dense), ('sparse', sparse)):
+  # dense_loss_scaled: under a LossScaleOptimizer (its scale, 2^15, divided out).
+  for name, make, loss_scale in (
+    ('dense', dense, False),
+    ('sparse', sparse, False),
+    ('dense_loss_scaled', dense, True),
+  ):
     keras.utils.set_random_seed(1)
     arrays, build_model, per_example = make(keras, np.random.default_rng(1))
-    steps, weights, is_sparse = measure(strategy, arrays, build_model, tf)
+    steps, weights, is_sparse = measure(strategy, arrays, build_model, tf, loss_scale)
     gradient_sq, trace_sigma = truth(per_example(weights))
     print(
       json.dumps(

@@ -94,7 +94,7 @@ def truth():
   return {line['model']: line for line in lines}
 
 
-@pytest.mark.parametrize('model', ['dense', 'sparse'])
+@pytest.mark.parametrize('model', ['dense', 'sparse', 'dense_loss_scaled'])
 def test_the_estimator_agrees_with_a_softmax_regression_s_exact_noise(truth, model):
   found = truth[model]
   assert found['sparse'] == (model == 'sparse')  # The sparse case really is an IndexedSlices.
@@ -135,14 +135,14 @@ def test_runs_of_two_replicas_record_it_and_others_say_why_not(default_experimen
 
 
 def test_noise_scale_of_reads_a_number_or_an_earlier_run(tmp_path):
-  assert noise_scale_of.resolve('') == 0.0
-  assert noise_scale_of.resolve(' 250 ') == 250.0
+  assert noise_scale_of.resolve('') == ''
+  assert noise_scale_of.resolve(' 250 ') == '250'
   measured, unmeasured = tmp_path / 'measured', tmp_path / 'unmeasured'
   for run_dir, value, reason in ((measured, 123.5, None), (unmeasured, None, 'one replica')):
     run_dir.mkdir()
     critical = {'value': value, 'reason': reason}
     (run_dir / 'result.json').write_text(json.dumps({'critical_batch_size': critical}))
-  assert noise_scale_of.resolve(str(measured)) == 123.5
+  assert noise_scale_of.resolve(str(measured)) == '123.5'
   with pytest.raises(ValueError, match='no measured noise scale .one replica.'):
     noise_scale_of.resolve(str(unmeasured))
 

@@ -36,7 +36,10 @@ def peak_learning_rate(config, step_batch_size):
   (--lr_scaling)."""
   schedule = config.schedule
   return config.optimizer.learning_rate * scale_factor(
-    schedule.lr_scaling, step_batch_size, schedule.base_batch_size, schedule.noise_scale_of
+    schedule.lr_scaling,
+    step_batch_size,
+    schedule.base_batch_size,
+    float(schedule.noise_scale_of or 0),
   )
 
 
