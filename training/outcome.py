@@ -39,6 +39,7 @@ def settings(config, trainer):
     'epochs': config.epochs,
     'steps_per_epoch': trainer.batching.steps_per_epoch,
     'steps_per_execution': config.performance.steps_per_execution,
+    'eval_every_steps': config.eval_every_steps,
     **dataclasses.asdict(config.optimizer),
     'peak_learning_rate': schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
     **dataclasses.asdict(config.schedule),
@@ -115,6 +116,8 @@ def result(
     'keras_version': keras.__version__,
     'flags': config.flags,
     **results.summarize(state.history, config.target_accuracy),
+    'step_evaluations': state.step_evaluations,
+    **results.to_target(state.step_evaluations, config.target_accuracy),
     'breakdown': breakdown,
     **_placement(trainer),
   }
