@@ -56,3 +56,18 @@ def paid_step_ms(result):
     if not startup[e]
   ]
   return statistics.median(steps) if steps else None
+
+
+def agreement(result):
+  """How a run's breakdown adds up against its own clocks (result.json): {'implied_step_ms',
+  'throughput_sum_ms': step + boundary_in_throughput, 'paid_step_ms', 'paid_sum_ms': step +
+  boundary}; None without a breakdown that holds the boundary."""
+  parts = result.get('breakdown') or {}
+  if parts.get('boundary_ms') is None or not result.get('examples_per_second'):
+    return None
+  return {
+    'implied_step_ms': implied_step_ms(result),
+    'throughput_sum_ms': parts['step_ms'] + parts['boundary_in_throughput_ms'],
+    'paid_step_ms': paid_step_ms(result),
+    'paid_sum_ms': parts['step_ms'] + parts['boundary_ms'],
+  }
