@@ -115,6 +115,7 @@ class RunConfig:
   steps_per_epoch: int = 0  # 0: one pass over the training set
   seed: int = 0
   target_accuracy: float = 0.9
+  eval_every_steps: int = 0  # also evaluate every this many steps; 0: only at epoch ends
   data: Data = Data()
   model: Model = Model()
   optimizer: Optimizer = Optimizer()

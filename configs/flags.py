@@ -351,6 +351,14 @@ flags.DEFINE_float(
   _RUN.target_accuracy,
   'Validation accuracy for time-to-accuracy: the seconds until a run first reaches it.',
 )
+flags.DEFINE_integer(
+  'eval_every_steps',
+  _RUN.eval_every_steps,
+  'Also evaluate on the validation set every this many training steps (counted over the '
+  'whole run, from 1; under parameter_server, worker steps), for steps_to_target in '
+  'result.json; 0: only at the end of each epoch.',
+  lower_bound=0,
+)
 flags.DEFINE_multi_string(
   'variant',
   [],

@@ -201,6 +201,7 @@ def _base(v, directory):
     steps_per_epoch=v.steps_per_epoch,
     seed=v.seed,
     target_accuracy=v.target_accuracy,
+    eval_every_steps=v.eval_every_steps,
     data=definitions.Data(
       dataset=v.dataset,
       data_dir=os.path.expanduser(v.data_dir),

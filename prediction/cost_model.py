@@ -24,6 +24,11 @@ strategy, from what one device computes and what the model's gradients weigh.
     central storage on the CPU.
 - input: each node's input pipeline delivers at most the rate measured for it (a ceiling).
 - overhead: the host's exposed cost per step, as measured (0 from a model card).
+- boundary: what a run pays between its steps (evaluations, checkpoints, summaries, epoch
+  starts; records/boundary.py), per step, as the experiment measured it: the same on any
+  number of devices (it does not shrink with them), 0 from a model card or a published table.
+  It is not in the throughput (which, as measured, counts training time), but in
+  `paid_step_ms` = step + boundary: the step a run pays, for the time to a target.
 - a strategy the experiment measured at N devices and the same batch: its own compute and
   overhead, and its communication over loopback (its software's cost) added to the links'.
 
@@ -59,7 +64,8 @@ class Workload:
   delivers (None: no ceiling), and `measured`: {(strategy, n): {'compute_ms', 'overhead_ms',
   'communication_ms'}} where a run of the experiment measured that strategy at n devices and
   this batch: its communication, over loopback where the wire takes next to no time, is its
-  software's cost on that machine, which the bytes' time on the target's links adds to."""
+  software's cost on that machine, which the bytes' time on the target's links adds to;
+  `boundary_ms`: what a run pays between its steps, per step (there, its own)."""
 
   per_device_batch: int
   compute_ms: float
@@ -69,6 +75,7 @@ class Workload:
   input_examples_per_second: float | None = None
   measured: dict = dataclasses.field(default_factory=dict)
   sparse_gradient_bytes: float = 0.0
+  boundary_ms: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +176,7 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP):
   measured = w.measured.get((strategy, n), {})
   compute = measured.get('compute_ms', w.compute_ms)
   overhead = max(0.0, measured.get('overhead_ms', w.overhead_ms))
+  boundary = measured.get('boundary_ms', w.boundary_ms)
   stages = {name: s * 1e3 for name, s in communication(strategy, n, w, hw, options).items()}
   if measured.get('communication_ms'):
     stages['software (measured)'] = measured['communication_ms']
@@ -199,6 +207,8 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP):
     'communication_ms': sum(stages.values()),
     'exposed_communication_ms': exposed,
     'overhead_ms': overhead,
+    'boundary_ms': boundary,
+    'paid_step_ms': n * w.per_device_batch / examples * 1e3 + boundary,
     'limiting': limiting,
   }
 

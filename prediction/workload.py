@@ -8,6 +8,8 @@ variable bytes. A run of the experiment that measured a strategy at some N with
 the same batch per device gives that (strategy, N) its own compute and overhead, and its
 measured communication as a floor: the strategy's software cost on this machine, which a
 faster link cannot remove. Compute scales with the batch per device, linearly (Paleo).
+What a run paid between its steps (`boundary_ms`, records/boundary.py) is carried as
+measured, the one_device run's for every strategy and device count but those measured.
 """
 
 import strategies
@@ -60,6 +62,7 @@ def from_experiment(experiment_dir, per_device_batch=None):
     overhead_ms=_parts(base)['overhead_ms'],
     input_examples_per_second=base['global_batch_size'] / parts['input_ms'] * 1e3,
     measured=measured,
+    boundary_ms=_parts(base).get('boundary_ms', 0.0),
   )
 
 
@@ -75,14 +78,17 @@ def _bytes(card):
 
 
 def _parts(run):
-  """compute, communication and the exposed overhead (the rest of the step) of a run; one
-  device communicates with nothing, so its variable reads count as overhead."""
+  """compute, communication and the exposed overhead (the rest of the step) of a run, and what
+  it paid between steps where it measured that; one device communicates with nothing, so its
+  variable reads count as overhead."""
   parts = run['breakdown']
   communication = parts['communication_ms'] if run['strategy'] != 'one_device' else 0.0
+  boundary = parts.get('boundary_ms')
   return {
     'compute_ms': parts['compute_ms'],
     'communication_ms': communication,
     'overhead_ms': max(0.0, parts['step_ms'] - parts['compute_ms'] - communication),
+    **({'boundary_ms': boundary} if boundary is not None else {}),
   }
 
 

@@ -29,6 +29,11 @@ class History:
   # steps (training/noise_scale.py); None where not measured.
   epoch_gradient_sq: list = dataclasses.field(default_factory=list)
   epoch_trace_sigma: list = dataclasses.field(default_factory=list)
+  # What the epoch paid between its steps (training/controller.py): its wall time, from the
+  # end of the previous epoch's evaluation to the end of its own, less its executions' time;
+  # and of that, what fell inside `epoch_times` (the rest: evaluations, checkpoints, summaries).
+  epoch_boundary_seconds: list = dataclasses.field(default_factory=list)
+  epoch_boundary_in_epoch_time_seconds: list = dataclasses.field(default_factory=list)
 
   def add(self, **epoch):
     for name, value in epoch.items():
@@ -62,6 +67,20 @@ def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
     ),
     None,
   )
+
+
+def to_target(step_evaluations, target):
+  """{'steps_to_target', 'seconds_to_target'}: the step (and the training seconds until it) of
+  the first of `step_evaluations` ({step, accuracy, loss, elapsed_seconds}, in step order)
+  whose accuracy reached `target` (compared as time_to_accuracy compares), or None."""
+  reached = next(
+    (e for e in step_evaluations if target and np.float32(e['accuracy']) >= np.float32(target)),
+    None,
+  )
+  return {
+    'steps_to_target': reached and reached['step'],
+    'seconds_to_target': reached and reached['elapsed_seconds'],
+  }
 
 
 def summarize(history, target_accuracy):

@@ -21,9 +21,13 @@ LABELS = {
 
 
 def of(run):
-  """{'step_ms', *PARTS} of a run loaded by reporting/runs.py, or None if not measured."""
+  """{'step_ms', *PARTS, 'boundary_ms'} of a run loaded by reporting/runs.py, or None if not
+  measured (its boundary None in a run recorded before it was measured)."""
   values = {name: run.get(f'breakdown/{name}') for name in ('step_ms', *PARTS)}
-  return None if None in values.values() else values
+  return None if None in values.values() else {**values, 'boundary_ms': run.get(BOUNDARY)}
+
+
+BOUNDARY = 'breakdown/boundary_ms'
 
 
 def efficiency_loss(row, table, units):
@@ -51,6 +55,7 @@ def markdown(table):
     'implied by examples/s (ms)',
     *(f'{LABELS[p]} (ms)' for p in PARTS),
     *(f'lost to {LABELS[p]}' for p in PARTS),
+    'between steps (ms)',
   ]
   cells = []
   for row in measured:
@@ -63,6 +68,7 @@ def markdown(table):
         f'{implied:.2f}',
         *(f'{parts[p]:.2f}' for p in PARTS),
         *(f'{loss[p]:+.0%}' if loss else 'n/a' for p in PARTS),
+        'n/a' if parts['boundary_ms'] is None else f'{parts["boundary_ms"]:.2f}',
       ]
     )
   return [
@@ -76,8 +82,10 @@ def markdown(table):
     'all-reduce of gradient-sized tensors and the variable reads (and, for parameter '
     "servers, the gradients' writes to the ps tasks); exposed overhead = step - the "
     'three, negative where they overlap. "Lost to" splits 1 - efficiency by cause against '
-    'the baseline. On logical CPU devices the replicas share the same cores, so compute '
-    'grows with N; see the documentation, docs/where-time-goes.md.',
+    'the baseline. Between steps = what the run paid per step outside its steps: '
+    'evaluations, checkpoints, summaries, epoch starts (median of the epochs after start-up); '
+    'step + between steps is the step the run pays. On logical CPU devices the replicas share '
+    'the same cores, so compute grows with N; see the documentation, docs/where-time-goes.md.',
     '',
   ]
 
@@ -100,6 +108,8 @@ def plot(fig, rows):
       hatch=['//' if w < 0 else None for w in widths],
     )
     left = [a + b for a, b in zip(left, widths)]
+  between = [r['breakdown']['boundary_ms'] or 0.0 for r in measured]
+  ax.barh(y, between, left=left, color='lightgrey', label='between steps')
   ax.plot(
     [r['breakdown']['step_ms'] for r in measured], y, 'k|', markersize=18, label='measured step'
   )

@@ -52,6 +52,9 @@ class Recorder:
     self.calls.append(('after_execution', c.state.step, read().examples))
     return c.state.step == self.stop_at_step
 
+  def after_evaluation(self, c, evaluation):
+    self.calls.append(('after_evaluation', evaluation['step']))
+
   def after_epoch(self, c):
     self.calls.append(('after_epoch', c.epoch, len(c.state.history.train_loss)))
 
@@ -134,6 +137,7 @@ def test_hooks_are_called_in_order_at_their_steps(arrays):
     ('after_execution', first + 6, 6 * BATCH),
     ('before_execution', first + 7, first + 8),
     ('after_execution', first + 8, 8 * BATCH),
+    ('after_evaluation', first + 8),
     ('after_epoch', n, n),
   ]
   assert recorder.calls == [*epoch(1, 0), *epoch(2, SPE), ('end', 2 * SPE)]
@@ -249,9 +253,10 @@ def test_progress_without_a_run_dir_writes_nothing(arrays, tmp_path, monkeypatch
 def test_epoch_summary_writes_each_epoch_at_its_keras_step(arrays):
   from training import actions
 
-  writes, lines = [], []
+  writes, lines, evaluations = [], [], []
   writers = types.SimpleNamespace(
-    epoch=lambda step, train, validation: writes.append((step, train, validation))
+    epoch=lambda step, train, validation: writes.append((step, train, validation)),
+    evaluation=evaluations.append,
   )
   run = controller(
     tiny_training.trainer(examples=arrays),
@@ -264,6 +269,8 @@ def test_epoch_summary_writes_each_epoch_at_its_keras_step(arrays):
   assert [train['loss'] for _, train, _ in writes] == history.train_loss
   assert [validation['accuracy'] for _, _, validation in writes] == history.validation_accuracy
   assert [train['startup'] for _, train, _ in writes] == [1, 0, 0]
+  assert evaluations == run.state.step_evaluations  # At their steps: 8, 16, 24.
+  assert [e['step'] for e in evaluations] == [SPE, 2 * SPE, 3 * SPE]
   assert [line.split(':')[0] for line in lines] == [f'[tiny] epoch {n}/3' for n in (1, 2, 3)]
   assert f'loss {history.train_loss[2]:.4f}' in lines[2]
 
@@ -356,3 +363,181 @@ def test_profile_traces_the_executions_and_stops_at_the_end(arrays):
     ('stop',),
   ]
   assert lines == ["[tiny] profile of steps 2-5: TensorBoard's Profile tab"]
+
+
+def test_executions_end_at_every_multiple_of_eval_every_steps():
+  from training import loop
+
+  assert loop.execution_sizes(1, 8, 3) == [3, 3, 2]
+  # K = 4: steps 1-3, 4 | 5-7, 8; K = 5 from step 9 (an epoch's start): 9-10 | 11-13, 14-15.
+  assert loop.execution_sizes(1, 8, 3, every=4) == [3, 1, 3, 1]
+  assert loop.execution_sizes(9, 8, 3, every=5) == [2, 3, 2, 1]
+  assert loop.execution_sizes(1, 8, 10, every=3) == [3, 3, 2]
+
+
+def test_evaluations_land_every_k_steps_and_at_epoch_ends_once_each(arrays):
+  recorder = Recorder()
+  evaluations = []
+
+  class Evaluations(action_class()):
+    def after_evaluation(self, c, evaluation):
+      evaluations.append((c.state.step, evaluation))
+
+  trainer = tiny_training.trainer(examples=arrays)
+  run = controller(trainer, [recorder, Evaluations()], epochs=2)
+  run.eval_every_steps = 4
+  run.train()
+  steps = [e['step'] for e in run.state.step_evaluations]
+  assert steps == [4, 8, 12, 16]  # 8 and 16 end epochs: evaluated once, at the epoch's end.
+  assert [s for s, _ in evaluations] == steps
+  assert [e for _, e in evaluations] == run.state.step_evaluations
+  # Executions split at 4: 1-3, 4 | 5-7, 8 | 9-11, 12 | 13-15, 16.
+  executions = [(c[1], c[2]) for c in recorder.calls if c[0] == 'before_execution']
+  assert executions == [(1, 3), (4, 4), (5, 7), (8, 8), (9, 11), (12, 12), (13, 15), (16, 16)]
+  history = run.state.history
+  by_step = {e['step']: e for e in run.state.step_evaluations}
+  assert [by_step[8]['accuracy'], by_step[16]['accuracy']] == history.validation_accuracy
+  assert [by_step[8]['loss'], by_step[16]['loss']] == history.validation_loss
+  elapsed = [e['elapsed_seconds'] for e in run.state.step_evaluations]
+  assert elapsed == sorted(elapsed)
+
+
+def test_an_evaluation_sees_the_weights_of_exactly_its_step(arrays):
+  """At step 4 of an every-4 run, the validation figures are those of a run stopped at 4."""
+  stopped = controller(tiny_training.trainer(examples=arrays), [Recorder(stop_at_step=4)])
+  stopped.steps_per_execution = 4
+  stopped.train()
+  assert stopped.state.step == 4
+  expected = stopped.trainer.evaluate()
+  run = controller(tiny_training.trainer(examples=arrays), [], epochs=1)
+  run.eval_every_steps = 4
+  run.train()
+  first = run.state.step_evaluations[0]
+  assert first['step'] == 4
+  assert first['loss'] == pytest.approx(expected.loss, rel=1e-6)
+  assert first['accuracy'] == pytest.approx(expected.accuracy)
+
+
+def test_evaluations_every_k_steps_are_left_out_of_the_epoch_time(arrays, clock):
+  trainer = tiny_training.trainer(examples=arrays)
+  evaluate, launch = trainer.evaluate, trainer.executor.launch
+
+  def slow_evaluate():  # 50 s each.
+    clock.now += 50
+    return evaluate()
+
+  def slow_launch(function, iterator, steps):  # 1 s a training step.
+    clock.now += int(steps) if function is trainer._train_steps else 0
+    return launch(function, iterator, steps)
+
+  trainer.evaluate, trainer.executor.launch = slow_evaluate, slow_launch
+  run = controller(trainer, [])
+  run.eval_every_steps = 3
+  run.train()
+  assert [e['step'] for e in run.state.step_evaluations] == [3, 6, 8, 9, 12, 15, 16]
+  history = run.state.history
+  assert history.epoch_times == [SPE, SPE]
+  # Each epoch's wall time less its executions: the boundary, here its evaluations (3 in
+  # epoch 1, 4 in epoch 2), none of them inside the epoch's training time.
+  assert history.epoch_boundary_seconds == [150, 200]
+  assert history.epoch_boundary_in_epoch_time_seconds == [0, 0]
+  assert history.epoch_elapsed_seconds == [SPE + 150, 2 * SPE + 350]
+  assert [e['elapsed_seconds'] for e in run.state.step_evaluations] == [
+    3,
+    56,
+    108,
+    159,
+    212,
+    265,
+    316,
+  ]
+
+
+def test_step_evaluations_survive_a_stop_and_a_new_controller_without_repeats(arrays):
+  whole = controller(tiny_training.trainer(examples=arrays), [], epochs=2)
+  whole.eval_every_steps = 5
+  whole.train()
+  trainer = tiny_training.trainer(examples=arrays)
+  first = controller(trainer, [Recorder(stop_at_step=13)])  # Executions end at 10, 13, 15, 16.
+  first.eval_every_steps = 5
+  assert first.train() is True
+  assert [e['step'] for e in first.state.step_evaluations] == [5, 8, 10]
+  state = checkpoints_round_trip(first.state)
+  second = controller(trainer, [], state=state)
+  second.eval_every_steps = 5
+  second.train()
+  steps = [e['step'] for e in second.state.step_evaluations]
+  assert steps == [e['step'] for e in whole.state.step_evaluations] == [5, 8, 10, 15, 16]
+  assert [e['loss'] for e in second.state.step_evaluations] == pytest.approx(
+    [e['loss'] for e in whole.state.step_evaluations], rel=1e-5
+  )
+
+
+def checkpoints_round_trip(state):
+  """The run state as a checkpoint stores and a resume reads it."""
+  from training import checkpoints
+
+  return checkpoints.RunState.from_json(json.loads(json.dumps(state.to_json())))
+
+
+def test_steps_to_target_is_the_first_evaluation_at_or_above_the_target():
+  from records import results
+
+  evaluations = [
+    {'step': 5, 'accuracy': 0.5, 'loss': 1.0, 'elapsed_seconds': 1.0},
+    {'step': 10, 'accuracy': 0.9, 'loss': 0.5, 'elapsed_seconds': 2.5},
+    {'step': 15, 'accuracy': 0.8, 'loss': 0.6, 'elapsed_seconds': 4.0},
+    {'step': 16, 'accuracy': 0.95, 'loss': 0.4, 'elapsed_seconds': 5.0},
+  ]
+  assert results.to_target(evaluations, 0.9) == {'steps_to_target': 10, 'seconds_to_target': 2.5}
+  assert results.to_target(evaluations, 0.92)['steps_to_target'] == 16
+  assert results.to_target(evaluations, 0.99) == {
+    'steps_to_target': None,
+    'seconds_to_target': None,
+  }
+  assert results.to_target(evaluations, None)['steps_to_target'] is None
+  assert results.to_target([], 0.5)['steps_to_target'] is None
+
+
+def test_under_executions_in_flight_launching_waits_at_each_multiple_of_k(arrays):
+  """As under a coordinator: several executions in flight, but none launched past a multiple
+  of K until those before it have run, so `between` there sees exactly that step."""
+  trainer = tiny_training.trainer(examples=arrays)
+  events = []
+
+  class Deferred:
+    def __init__(self, function, args):
+      self.function, self.args = function, args
+
+    def fetch(self):
+      events.append('fetch')
+      return self.function(*self.args)
+
+  class InFlight:
+    coordinated, in_flight = False, 4
+
+    def launch(self, function, *args):
+      events.append(('launch', int(args[-1])))
+      return Deferred(function, args)
+
+  trainer.train_iterator()  # Made by the real executor.
+  trainer.executor = InFlight()
+  between = lambda done, read: events.append(('between', done)) and False
+  trainer.train_epoch(8, 2, between, every=5)
+  assert events == [
+    ('launch', 2),
+    ('launch', 2),
+    ('launch', 1),  # Steps 5: a multiple of 5; nothing more until it has run.
+    'fetch',
+    ('between', 2),
+    'fetch',
+    ('between', 4),
+    'fetch',
+    ('between', 5),
+    ('launch', 2),
+    ('launch', 1),
+    'fetch',
+    ('between', 7),
+    'fetch',
+    ('between', 8),
+  ]

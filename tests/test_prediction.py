@@ -191,7 +191,7 @@ def test_a_prediction_adds_up_and_knows_what_limits_it():
   assert cost_model.applies('mirrored', 8, hardware.load('dgx1_v100'))
 
 
-def write_run(directory, name, strategy, devices, batch, parts, workers=1):
+def write_run(directory, name, strategy, devices, batch, parts, workers=1, boundary_ms=None):
   run_dir = directory / name
   run_dir.mkdir(parents=True)
   replicas = 1 if strategy == 'parameter_server' else devices
@@ -204,7 +204,8 @@ def write_run(directory, name, strategy, devices, batch, parts, workers=1):
     'gradient_bytes_per_step': 4_000_000,
     'trainable_bytes': 4_000_000,
     'breakdown': dict(
-      zip(('step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms'), parts)
+      zip(('step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms'), parts),
+      **({} if boundary_ms is None else {'boundary_ms': boundary_ms}),
     ),
   }
   (run_dir / 'result.json').write_text(json.dumps(result))
@@ -239,6 +240,32 @@ def test_an_experiment_gives_compute_overhead_input_and_measured_floors(tmp_path
   (tmp_path / 'one_device' / 'result.json').unlink()
   with pytest.raises(workload.WorkloadError, match='no finished one_device run'):
     workload.from_experiment(str(tmp_path))
+
+
+def test_what_a_run_pays_between_steps_is_carried_per_step_on_any_number_of_devices(tmp_path):
+  write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5), None, 3.0)
+  write_run(tmp_path, 'mirrored', 'mirrored', 2, 64, (15.0, 4.0, 9.0, 2.0, 0.0), boundary_ms=5.0)
+  w = workload.from_experiment(str(tmp_path))
+  assert w.boundary_ms == 3.0
+  assert w.measured['mirrored', 2]['boundary_ms'] == 5.0
+  hw, options = hardware.load('dgx1_v100'), cost_model.Options()
+  without = dataclasses.replace(w, boundary_ms=0.0, measured={})
+  for n in (1, 8, 64):
+    p = cost_model.predict('multi_worker_mirrored', n, w, hw, options)
+    assert p['boundary_ms'] == 3.0  # It does not shrink with devices.
+    assert p['paid_step_ms'] == pytest.approx(p['step_ms'] + 3.0)
+    # The throughput is the training step's, as a run measures it.
+    assert (
+      p['examples_per_second']
+      == cost_model.predict('multi_worker_mirrored', n, without, hw, options)['examples_per_second']
+    )
+  assert cost_model.predict('mirrored', 2, w, hw, options)['boundary_ms'] == 5.0  # Its own.
+  # A published table's or a model card's workload pays nothing between steps.
+  card = cost_model.Workload(64, 10.0, 1e6, 1e6)
+  assert cost_model.predict('mirrored', 2, card, hw, options)['boundary_ms'] == 0.0
+  (tmp_path / 'one_device' / 'result.json').unlink()
+  write_run(tmp_path / 'old', 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
+  assert workload.from_experiment(str(tmp_path / 'old')).boundary_ms == 0.0  # Not measured.
 
 
 def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):

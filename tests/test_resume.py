@@ -32,7 +32,16 @@ class Attempt:
   """One process's attempt at the run, wired as training/task.py wires it: a fresh Trainer
   (seeded), start_or_resume, and a controller with Progress and Checkpoints."""
 
-  def __init__(self, run_dir, arrays, epochs=2, settings=None, stop_at_step=None, resume=True):
+  def __init__(
+    self,
+    run_dir,
+    arrays,
+    epochs=2,
+    settings=None,
+    stop_at_step=None,
+    resume=True,
+    eval_every_steps=0,
+  ):
     from training import actions
     from training import checkpoints
     from training import controller as controller_lib
@@ -55,6 +64,7 @@ class Attempt:
       epochs,
       SPX,
       [actions.Progress(str(run_dir), lambda line: None, 'tiny'), Crash(), self.saver],
+      eval_every_steps,
     )
 
   def train(self):
@@ -262,3 +272,23 @@ def test_a_run_whose_checkpoints_all_fail_to_read_starts_afresh_and_records_them
     f'ckpt-{SPE}',
   ]
   assert 'starting afresh' in capsys.readouterr().out
+
+
+def test_step_evaluations_resume_without_repeats_or_gaps(arrays, tmp_path):
+  """Evaluations every 3 steps; a crash at step 15 (after its evaluation) loses what came after
+  the checkpoint of epoch 1 (step 8): the resumed run evaluates 9, 12 and 15 again, once."""
+  (tmp_path / 'whole').mkdir()
+  (tmp_path / 'run').mkdir()
+  whole = Attempt(tmp_path / 'whole', arrays, eval_every_steps=3)
+  whole.train()
+  expected = whole.state.step_evaluations
+  assert [e['step'] for e in expected] == [3, 6, 8, 9, 12, 15, 16]
+  crashed = Attempt(tmp_path / 'run', arrays, stop_at_step=15, eval_every_steps=3)
+  assert crashed.train() is True
+  assert [e['step'] for e in crashed.state.step_evaluations] == [3, 6, 8, 9, 12, 15]
+  resumed = Attempt(tmp_path / 'run', arrays, eval_every_steps=3)
+  assert resumed.state.step == SPE
+  assert resumed.train() is False
+  found = resumed.state.step_evaluations
+  assert [e['step'] for e in found] == [e['step'] for e in expected]
+  assert [e['loss'] for e in found] == pytest.approx([e['loss'] for e in expected], rel=1e-5)

@@ -1,5 +1,5 @@
-"""The controller's actions, one job each: stop agreement, progress, epoch summaries,
-checkpoints and the profiler (see training/controller.py for when each is called)."""
+"""The controller's actions, one job each: stop agreement, progress, epoch and evaluation
+summaries, checkpoints and the profiler (see training/controller.py for when each is called)."""
 
 import time
 
@@ -53,10 +53,14 @@ class Progress(controller_lib.Action):
 
 
 class EpochSummary(controller_lib.Action):
-  """Each epoch's figures: TensorBoard scalars and one line."""
+  """Each epoch's figures: TensorBoard scalars and one line; and each evaluation's scalars at
+  its step."""
 
   def __init__(self, writers, say, name):
     self.writers, self.say, self.name = writers, say, name
+
+  def after_evaluation(self, controller, evaluation):
+    self.writers.evaluation(evaluation)
 
   def after_epoch(self, controller):
     history = controller.state.history

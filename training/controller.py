@@ -6,11 +6,21 @@ else happens in actions (training/actions.py), each of one job, called at fixed 
   before_epoch(controller) -> stop?     every task, together (an action may agree a stop)
   before_execution(controller, first, last)
   after_execution(controller, read) -> stop?   `read()` gives the epoch's Totals so far
+  after_evaluation(controller, evaluation)  a validation pass, every `eval_every_steps` steps
+                                        and at each epoch's end: {step, accuracy, loss}
   after_epoch(controller)               the epoch is in `controller.state.history`
   end(controller)                       training finished (not when stopped)
 
 An action that returns True stops training between executions; the run then records itself
 as interrupted (training/task.py).
+
+With `eval_every_steps` K, executions end at every multiple of K (steps counted over the whole
+run, from 1) and the validation set is evaluated there, before the actions' after_execution,
+on the weights of exactly that step; its time, like a checkpoint's, is left out of the epoch's
+training time. Each epoch also records what it paid between its steps (`epoch_boundary_seconds`):
+its wall time, from the end of the previous epoch's evaluation to the end of its own, less the
+time its executions ran; and of that, what fell inside its training time
+(`epoch_boundary_in_epoch_time_seconds`).
 """
 
 import time
@@ -30,6 +40,9 @@ class Action:
   def after_execution(self, controller, read):
     return False
 
+  def after_evaluation(self, controller, evaluation):
+    pass
+
   def after_epoch(self, controller):
     pass
 
@@ -40,15 +53,16 @@ class Action:
 class Controller:
   """Trains `trainer` from `state` (a checkpoints.RunState) to the last of `epochs`."""
 
-  def __init__(self, trainer, state, epochs, steps_per_execution, actions):
+  def __init__(self, trainer, state, epochs, steps_per_execution, actions, eval_every_steps=0):
     self.trainer, self.state, self.epochs = trainer, state, epochs
-    self.steps_per_execution = steps_per_execution
+    self.steps_per_execution, self.eval_every_steps = steps_per_execution, eval_every_steps
     self.actions = list(actions)
     self.started = time.perf_counter() - state.elapsed_seconds
     self.epoch = self.first_epoch = 0
     self.epoch_first_step = 0
     self._epoch_start = self._paused = self._earlier_seconds = 0.0
     self._stop_asked = False
+    self._mark = self._callbacks = 0.0  # The epoch's boundary: where it began, in callbacks.
 
   @property
   def total_steps(self):
@@ -80,10 +94,11 @@ class Controller:
     """Trains the remaining epochs; returns True if an action stopped it before the end."""
     state, trainer = self.state, self.trainer
     self.first_epoch = len(state.history.epoch_times) + 1
+    self._mark = time.perf_counter()
     for self.epoch in range(self.first_epoch, self.epochs + 1):  # noqa: B020 (an attribute, not the iterable)
       if self._any('before_epoch'):
         return True
-      self.epoch_first_step, self._paused = state.step, 0.0
+      self.epoch_first_step, self._paused, self._callbacks = state.step, 0.0, 0.0
       self._earlier_seconds, self._stop_asked = state.epoch_seconds, False
       self._epoch_start = time.perf_counter()
       totals, _ = trainer.train_epoch(
@@ -93,13 +108,15 @@ class Controller:
         self._before_execution,
         first_step=state.step + 1,
         earlier=state.epoch_sums,
+        every=self.eval_every_steps,
       )
+      executions = self.epoch_clock() - self._callbacks
       seconds = self.epoch_seconds()
       if state.step < self.epoch_end_step:  # An action stopped it mid-epoch.
         state.epoch_sums, state.epoch_seconds = totals, seconds
         return True
       state.epoch_sums, state.epoch_seconds = loop.ZERO, 0.0
-      self._end_epoch(totals, seconds)
+      self._end_epoch(totals, seconds, executions)
       if self._stop_asked:  # After the epoch's last execution: the epoch is recorded first.
         return True
     for action in self.actions:
@@ -107,13 +124,39 @@ class Controller:
     return False
 
   def _before_execution(self, first, last):
+    started = time.perf_counter()
     for action in self.actions:
       action.before_execution(self, first, last)
+    self._callbacks += time.perf_counter() - started
 
   def _after_execution(self, done, read):
-    self.state.step = self.epoch_first_step + done
+    started = time.perf_counter()
+    state = self.state
+    state.step = self.epoch_first_step + done
+    every = self.eval_every_steps
+    if every and state.step % every == 0 and state.step < self.epoch_end_step:
+      self._evaluate()
+      self.pause(time.perf_counter() - started)
     self._stop_asked = self._any('after_execution', read)
+    self._callbacks += time.perf_counter() - started
     return self._stop_asked
+
+  def _evaluate(self):
+    """Evaluates the weights of the step the run stands at: recorded, and handed to the
+    actions' after_evaluation, with the training seconds until that step (every earlier
+    evaluation and checkpoint included, not its own). Returns the validation Totals."""
+    elapsed = self.elapsed()
+    validation = self.trainer.evaluate()
+    evaluation = {
+      'step': self.state.step,
+      'accuracy': validation.accuracy,
+      'loss': validation.loss,
+      'elapsed_seconds': elapsed,
+    }
+    self.state.step_evaluations.append(evaluation)
+    for action in self.actions:
+      action.after_evaluation(self, evaluation)
+    return validation
 
   def _any(self, point, *args):
     """Calls every action at `point` (all of them: some agree with other tasks); True if any
@@ -121,8 +164,11 @@ class Controller:
     stops = [getattr(action, point)(self, *args) for action in self.actions]
     return any(stops)
 
-  def _end_epoch(self, train, seconds):
-    validation = self.trainer.evaluate()
+  def _end_epoch(self, train, seconds, executions):
+    """Records the epoch, whose executions ran `executions` seconds of this process's clock,
+    with its evaluation; then the actions' after_epoch."""
+    validation = self._evaluate()
+    now = time.perf_counter()
     gradient_sq, trace_sigma = self.trainer.noise_estimates(train)
     self.state.history.add(
       epoch_elapsed_seconds=self.elapsed(),
@@ -136,6 +182,9 @@ class Controller:
       epoch_startup=int(self.epoch == self.first_epoch),
       epoch_gradient_sq=gradient_sq,
       epoch_trace_sigma=trace_sigma,
+      epoch_boundary_seconds=now - self._mark - executions,
+      epoch_boundary_in_epoch_time_seconds=self._callbacks - self._paused,
     )
+    self._mark = now
     for action in self.actions:
       action.after_epoch(self)

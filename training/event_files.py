@@ -61,6 +61,14 @@ class Writers:
           tf.summary.scalar(f'epoch_{name}', value)
       writer.flush()
 
+  def evaluation(self, evaluation):
+    """A validation pass (every --eval_every_steps steps and at epoch ends) at its training
+    step, 1-based, under the tags Keras' TensorBoard callback gives `evaluate`'s."""
+    with self._validation.as_default(step=evaluation['step']):
+      for name in ('accuracy', 'loss'):
+        tf.summary.scalar(f'evaluation_{name}_vs_iterations', evaluation[name])
+    self._validation.flush()
+
   def text(self, flag_values, devices):
     rows = '\n'.join(f'| --{name} | {value} |' for name, value in sorted(flag_values.items()))
     with self._train.as_default(step=0):

@@ -50,6 +50,20 @@ class Totals:
 ZERO = Totals(0.0, 0.0, 0.0)
 
 
+def execution_sizes(first_step, num_steps, steps_per_execution, every=0):
+  """The sizes of the executions that run steps `first_step`, ... (`num_steps` of them): at
+  most `steps_per_execution` each, and with `every`, none running past a multiple of it (an
+  evaluation there sees the weights of exactly that step)."""
+  sizes, step, last = [], first_step, first_step + num_steps - 1
+  while step <= last:
+    end = min(step + steps_per_execution - 1, last)
+    if every:
+      end = min(end, (step - 1) // every * every + every)
+    sizes.append(end - step + 1)
+    step = end + 1
+  return sizes
+
+
 class NonFiniteLoss(ValueError):
   """Training diverged: at step `step` (1-based, over the whole run) the loss, or after it
   the weights, became NaN or infinite."""
@@ -172,9 +186,11 @@ class Trainer:
     before=lambda first, last: None,
     first_step=1,
     earlier=ZERO,
+    every=0,
   ):
-    """Runs `num_steps` steps in executions of `steps_per_execution`; returns their Totals plus
-    `earlier` (an epoch's earlier part, when it resumes) and the steps it ran.
+    """Runs `num_steps` steps in executions of `steps_per_execution` (split to end at each
+    multiple of `every`, when given); returns their Totals plus `earlier` (an epoch's earlier
+    part, when it resumes) and the steps it ran.
 
     `before(first, last)` is called before each execution is launched, with its steps numbered
     from `first_step`; `between(done, read)` after each has run, `done` steps into this call;
@@ -184,25 +200,31 @@ class Trainer:
     and is not finite.
     """
     iterator = self.train_iterator()
-    chunks = [
-      min(steps_per_execution, num_steps - done)
-      for done in range(0, num_steps, steps_per_execution)
-    ]
+    chunks = execution_sizes(first_step, num_steps, steps_per_execution, every)
     executions = []  # (first step, sums of its steps + the index of a first non-finite loss)
     read = lambda: earlier + self._read(executions)
     pending = []
     launched = done = 0
     stopped = False
     while pending or (chunks and not stopped):
-      while chunks and not stopped and len(pending) < self.executor.in_flight:
+      # After an execution that ends at a multiple of `every`, nothing more is launched until
+      # it and those before it have run: `between` then sees the weights of exactly that step.
+      barrier = every and pending and pending[-1][2] % every == 0
+      while chunks and not stopped and not barrier and len(pending) < self.executor.in_flight:
         chunk = chunks.pop(0)
         first = first_step + launched
         before(first, first + chunk - 1)
         pending.append(
-          (first, chunk, self.executor.launch(self._train_steps, iterator, tf.constant(chunk)))
+          (
+            first,
+            chunk,
+            first + chunk - 1,
+            self.executor.launch(self._train_steps, iterator, tf.constant(chunk)),
+          )
         )
         launched += chunk
-      first, chunk, running = pending.pop(0)
+        barrier = every and (first + chunk - 1) % every == 0
+      first, chunk, _, running = pending.pop(0)
       executions.append((first, running.fetch()))
       done += chunk
       stopped = stopped or between(done, read)

@@ -41,6 +41,7 @@ def settings(config, trainer):
     'epochs': config.epochs,
     'steps_per_epoch': trainer.batching.steps_per_epoch,
     'steps_per_execution': config.performance.steps_per_execution,
+    'eval_every_steps': config.eval_every_steps,
     **dataclasses.asdict(config.optimizer),
     'peak_learning_rate': schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
     **dataclasses.asdict(config.schedule),
@@ -120,6 +121,8 @@ def result(
     **noise_scale.record(
       state.history.epoch_gradient_sq, state.history.epoch_trace_sigma, trainer.noise_reason
     ),
+    'step_evaluations': state.step_evaluations,
+    **results.to_target(state.step_evaluations, config.target_accuracy),
     'breakdown': breakdown,
     **_placement(trainer),
   }

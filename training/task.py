@@ -16,6 +16,7 @@ from configs import cluster_spec
 from orchestration import peers
 from orchestration import processes
 from orchestration import startup_watchdog
+from records import boundary
 from records import environment
 from records import results
 from records import storage
@@ -75,7 +76,8 @@ def run(config, tf_config=None, say=print):
   try:
     if controller.train():
       _interrupt(config, controller, saver, stop, recorder)
-    return recorder.write('complete', controller, saver, _breakdown(config, trainer, say))
+    parts = _breakdown(config, trainer, controller.state.history, say)
+    return recorder.write('complete', controller, saver, parts)
   except loop.NonFiniteLoss as e:
     raise _diverged(config, trainer, e) from None
   except tf.errors.OpError as e:
@@ -87,18 +89,24 @@ def run(config, tf_config=None, say=print):
     checkpointer.close()
 
 
-def _breakdown(config, trainer, say):
-  """Where a step's time goes (training/step_timing.py), or None when not asked for. Every
-  worker measures: its all-reduces need them all."""
+def _breakdown(config, trainer, history, say):
+  """Where a step's time goes (training/step_timing.py) and what the run paid between steps
+  (records/boundary.py, from `history`), or None when not asked for. Every worker measures:
+  its all-reduces need them all."""
   if not config.performance.breakdown:
     return None
   say(f"[{config.name}] measuring where a step's time goes")
-  return step_timing.measure(
+  parts = step_timing.measure(
     trainer,
     config.performance.breakdown_steps,
     BREAKDOWN_WINDOWS,
     config.performance.steps_per_execution,
   )
+  batching = trainer.batching
+  return {
+    **parts,
+    **boundary.per_step(history, batching.steps_per_epoch // batching.worker_shares),
+  }
 
 
 class _Task:
@@ -179,6 +187,8 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
   name, performance = config.name, config.performance
   for epoch in range(len(state.history.epoch_times)):  # Epochs of earlier attempts.
     writers.epoch(epoch, *outcome.epoch_scalars(state.history, epoch))
+  for evaluation in state.step_evaluations:
+    writers.evaluation(evaluation)
   lost = (
     coordinator_log.LostExecutions(lambda line: say(f'[{name}] {line}'))
     if trainer.executor.coordinated
@@ -216,6 +226,7 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
       actions.EpochSummary(writers, say, name),
       saver,
     ],
+    config.eval_every_steps,
   )
   return saver, controller
 

@@ -1,0 +1,73 @@
+"""What a run pays between its steps, per step, and the steps its own clocks imply.
+
+The breakdown's step (training/step_timing.py) is the training step alone. Between steps a run
+also pays for its evaluations (at each epoch's end and every --eval_every_steps), checkpoints,
+summaries, the progress file and stop agreement after each execution, and each epoch's start;
+training/controller.py records, per epoch, the seconds of these (`epoch_boundary_seconds`) and
+the part of them inside the epoch's training time (`epoch_boundary_in_epoch_time_seconds`:
+what the throughput counts; evaluations and checkpoints it leaves out).
+
+Like the throughput (records/results.py), each figure is the median over the epochs after
+start-up, in milliseconds per global batch:
+- boundary_ms: everything between steps; step + boundary is the step the run pays (its wall
+  time per global batch, `paid_step_ms`).
+- boundary_in_throughput_ms: its part inside the training time; step + it is the step the
+  throughput implies (global batch / examples per second, `implied_step_ms`).
+"""
+
+import statistics
+
+from records import results
+
+
+def _median_per_batch(per_epoch, startup, batches_per_epoch):
+  seconds = results.spread(per_epoch, startup)[0]
+  return None if seconds is None else seconds * 1e3 / batches_per_epoch
+
+
+def per_step(history, batches_per_epoch):
+  """{'boundary_ms', 'boundary_in_throughput_ms'} of a run's `history` (a results.History)
+  whose epochs hold `batches_per_epoch` global batches each."""
+  startup = history.epoch_startup
+  return {
+    'boundary_ms': _median_per_batch(history.epoch_boundary_seconds, startup, batches_per_epoch),
+    'boundary_in_throughput_ms': _median_per_batch(
+      history.epoch_boundary_in_epoch_time_seconds, startup, batches_per_epoch
+    ),
+  }
+
+
+def implied_step_ms(result):
+  """The step a run's throughput implies: global batch / examples per second (result.json)."""
+  return result['global_batch_size'] / result['examples_per_second'] * 1e3
+
+
+def paid_step_ms(result):
+  """The step a run paid: the median over its epochs after start-up (each after another
+  epoch of the same process) of the epoch's wall time, from the previous epoch's end to its
+  own, per global batch; None without such an epoch."""
+  elapsed, startup = result['epoch_elapsed_seconds'], result['epoch_startup']
+  steps = [
+    (elapsed[e] - elapsed[e - 1])
+    * 1e3
+    * result['global_batch_size']
+    / (result['epoch_examples_per_second'][e] * result['epoch_times'][e])
+    for e in range(1, len(elapsed))
+    if not startup[e]
+  ]
+  return statistics.median(steps) if steps else None
+
+
+def agreement(result):
+  """How a run's breakdown adds up against its own clocks (result.json): {'implied_step_ms',
+  'throughput_sum_ms': step + boundary_in_throughput, 'paid_step_ms', 'paid_sum_ms': step +
+  boundary}; None without a breakdown that holds the boundary."""
+  parts = result.get('breakdown') or {}
+  if parts.get('boundary_ms') is None or not result.get('examples_per_second'):
+    return None
+  return {
+    'implied_step_ms': implied_step_ms(result),
+    'throughput_sum_ms': parts['step_ms'] + parts['boundary_in_throughput_ms'],
+    'paid_step_ms': paid_step_ms(result),
+    'paid_sum_ms': parts['step_ms'] + parts['boundary_ms'],
+  }
