@@ -34,6 +34,7 @@ def forecast(config, card_of=None):
     devices[profile.name] = sorted(set(config.num_devices)) or [
       count for count in DEVICES if profile.holds(count)
     ]
+  chosen, reason = _target_source(config, workloads.finished_runs(config.directory))
   if config.device_examples_per_second:
     card = card_of(config.run)
     work = workloads.from_card(card, config.per_device_batch, config.device_examples_per_second)
@@ -50,7 +51,6 @@ def forecast(config, card_of=None):
       'experiment': config.directory,
       'compute_measured_on': environment.compute_device(environment.read(config.directory)),
     }
-  chosen, reason = _target_source(config, workloads.finished_runs(config.directory))
   source['time_to_target_from'] = chosen and chosen.run
   boundary_ms = getattr(work, 'boundary_ms', 0.0) or 0.0  # The cost model's, where it has one.
   options = cost_model.Options(

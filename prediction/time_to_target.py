@@ -147,18 +147,20 @@ def soonest(predictions):
 
 
 def knee(predictions, saving=0.1):
-  """The device count beyond which doubling the devices saves less than `saving` of the time
-  (the soonest strategy at each count; between counts that are not a doubling apart, the
-  saving per doubling at the same rate), as that count's soonest prediction; None when every
-  doubling up to the largest count predicted still saves that much."""
+  """The device count beyond which doubling the devices saves less than `saving` of the time,
+  as that count's soonest prediction: the larger count of the last step between predicted
+  counts that saved that much per doubling (counts not a doubling apart: the saving per
+  doubling at the same rate), or the smallest count if none did. None when the step to the
+  largest count still saved that much, or only one count was predicted."""
   best: dict[int, dict] = {}
   for p in predictions:
     n = p['num_devices']
     if n not in best or p['time_to_target_seconds'] < best[n]['time_to_target_seconds']:
       best[n] = p
   counts = sorted(best)
+  last = counts[0]
   for low, high in zip(counts, counts[1:]):
     ratio = best[high]['time_to_target_seconds'] / best[low]['time_to_target_seconds']
-    if 1 - ratio ** (1 / math.log2(high / low)) < saving:
-      return best[low]
-  return None
+    if 1 - ratio ** (1 / math.log2(high / low)) >= saving:
+      last = high
+  return None if last == counts[-1] else best[last]

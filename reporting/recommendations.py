@@ -150,14 +150,15 @@ def _by_time_to_target(document):
   )
   for profile in dict.fromkeys(p['hardware'] for p in document['predictions']):
     mine = [p for p in document['predictions'] if p['hardware'] == profile]
-    knee = time_to_target.knee(mine)
-    beyond = (
-      f'beyond {knee["num_devices"]} device(s) ({at(knee)}) doubling the devices saves less '
-      'than 10% of the time'
-      if knee
-      else f'every doubling up to {max(p["num_devices"] for p in mine)} devices still saves '
-      '10% or more'
-    )
+    knee, counts = time_to_target.knee(mine), sorted({p['num_devices'] for p in mine})
+    if knee:
+      beyond = (
+        f'the knee {at(knee)}: doubling the devices beyond it saves less than 10% of the time'
+      )
+    elif len(counts) == 1:
+      beyond = 'no knee: one device count predicted'
+    else:
+      beyond = f'no knee: the step to {counts[-1]} devices still saves 10% or more per doubling'
     sentences.append(
       f'On {profile}, by time to target: soonest {at(time_to_target.soonest(mine))}; {beyond}.'
     )
