@@ -51,7 +51,7 @@ def forecast(config, card_of=None):
       'experiment': config.directory,
       'compute_measured_on': environment.compute_device(environment.read(config.directory)),
     }
-  source['time_to_target_from'] = chosen and chosen.run
+  source['time_to_target_from'] = chosen.run if chosen else None
   boundary_ms = getattr(work, 'boundary_ms', 0.0) or 0.0  # The cost model's, where it has one.
   options = cost_model.Options(
     **{
