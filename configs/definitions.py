@@ -182,6 +182,8 @@ class Prediction:
   run: RunConfig | None = None
   device_examples_per_second: float = 0.0
   per_device_batch: int = 0  # 0: the experiment's one_device batch.
+  predict_from: str = ''  # The run steps to target come from; '': chosen among the experiment's.
+  noise_scale_of: str = ''  # A noise scale (examples) overriding the run's measured one.
 
 
 def _from_dict(cls, saved):

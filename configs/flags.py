@@ -474,6 +474,19 @@ flags.DEFINE_integer(
   lower_bound=0,
 )
 flags.DEFINE_string(
+  'predict_from',
+  definitions.Prediction.predict_from,
+  '--predict: the measured run (a run of --experiment, or a run directory) whose steps to '
+  'its target accuracy and noise scale predict the time to target; empty: of the runs that '
+  'reached their target with a noise scale, the one at the smallest global batch.',
+)
+flags.DEFINE_string(
+  'noise_scale_of',
+  definitions.Prediction.noise_scale_of,
+  '--predict: the gradient noise scale (examples) to predict steps to target with, in place '
+  "of the run's measured critical_batch_size.",
+)
+flags.DEFINE_string(
   'run_config',
   '',
   "Internal: the launcher starts each process of a run with the run's "

@@ -111,6 +111,8 @@ def prediction(values=FLAGS):
     run=_card_run(values, directory) if from_card else None,
     device_examples_per_second=values.device_examples_per_second,
     per_device_batch=values.per_device_batch,
+    predict_from=values.predict_from,
+    noise_scale_of=values.noise_scale_of,
   )
 
 

@@ -1,4 +1,5 @@
-"""run.py --predict: every strategy's throughput on hardware you do not have, written to
+"""run.py --predict: every strategy's throughput on hardware you do not have, and how soon it
+reaches the target accuracy (prediction/time_to_target.py), written to
 <experiment>/prediction.json and printed as a table.
 
 Everything that can be refused (the profiles, the device counts, the experiment) is checked
@@ -9,9 +10,11 @@ import dataclasses
 
 from prediction import cost_model
 from prediction import hardware
+from prediction import time_to_target
 from prediction import workload as workloads
 from records import environment
 from records import files
+from records import results
 from records import storage
 from records import tables
 
@@ -31,6 +34,7 @@ def forecast(config, card_of=None):
     devices[profile.name] = sorted(set(config.num_devices)) or [
       count for count in DEVICES if profile.holds(count)
     ]
+  chosen, reason = _target_source(config, workloads.finished_runs(config.directory))
   if config.device_examples_per_second:
     card = card_of(config.run)
     work = workloads.from_card(card, config.per_device_batch, config.device_examples_per_second)
@@ -47,6 +51,8 @@ def forecast(config, card_of=None):
       'experiment': config.directory,
       'compute_measured_on': environment.compute_device(environment.read(config.directory)),
     }
+  source['time_to_target_from'] = chosen.run if chosen else None
+  boundary_ms = getattr(work, 'boundary_ms', 0.0) or 0.0  # The cost model's, where it has one.
   options = cost_model.Options(
     **{
       field.name: config.options[field.name]
@@ -60,8 +66,18 @@ def forecast(config, card_of=None):
     'options': dataclasses.asdict(options),
     'workload': {k: v for k, v in dataclasses.asdict(work).items() if k != 'measured'},
     'hardware': [dataclasses.asdict(p) for p in profiles],
+    'time_to_target': (
+      {
+        **dataclasses.asdict(chosen),
+        'min_steps': chosen.min_steps,
+        'boundary_ms': boundary_ms,
+        'reason': None,
+      }
+      if chosen
+      else {'reason': reason}
+    ),
     'predictions': [
-      {**p, **_measured_on(source)}
+      {**p, **_measured_on(source), **time_to_target.entry(p, chosen, boundary_ms)}
       for profile in profiles
       for p in cost_model.predict_all(
         config.strategies, devices[profile.name], work, profile, options
@@ -71,6 +87,31 @@ def forecast(config, card_of=None):
   storage.makedirs(config.directory)
   files.write_json(storage.join(config.directory, FILE), document)
   return document
+
+
+def _target_source(config, runs):
+  """(time_to_target.Source, None), or (None, why there is none); refuses (TargetError) a run
+  --predict_from names that cannot be one, and a --noise_scale_of that is no noise scale."""
+  noise_scale = time_to_target.given_noise_scale(config.noise_scale_of)
+  if config.predict_from:
+    return time_to_target.source(_named_run(config.predict_from, runs), noise_scale), None
+  if config.device_examples_per_second:
+    return None, 'predicted from a model card: name a measured run with --predict_from'
+  return time_to_target.choose(runs, noise_scale)
+
+
+def _named_run(name, runs):
+  """--predict_from: a run of the experiment by name, or a run directory's path or URL."""
+  found = next((run for run in runs if run['run'] == name), None)
+  if found is None and storage.exists(storage.join(name, 'result.json')):
+    found = {**results.read(name), 'run': name}
+  if found is None:
+    raise time_to_target.TargetError(
+      f'--predict_from={name}: neither a run of the experiment ('
+      f'{", ".join(run["run"] for run in runs) or "none finished"}) nor a run directory with '
+      'a result.json'
+    )
+  return found
 
 
 def _measured_on(source):
@@ -91,8 +132,9 @@ def read(experiment_dir):
 
 def table(predictions):
   """One row per prediction; from an experiment, each says which device its compute was
-  measured on."""
+  measured on; with a time to target, its batch, steps, seconds and device-hours."""
   marked = any('compute_measured_on' in p for p in predictions)
+  timed = any(p.get('time_to_target_seconds') is not None for p in predictions)
   header = [
     'hardware',
     'strategy',
@@ -104,6 +146,7 @@ def table(predictions):
     'communication (ms)',
     'overhead (ms)',
     'limited by',
+    *(['batch', 'steps to target', 'time to target (s)', 'device-hours'] if timed else []),
     *(['compute measured on'] if marked else []),
   ]
   return tables.render(
@@ -120,6 +163,16 @@ def table(predictions):
         f'{p["exposed_communication_ms"]:.2f}',
         f'{p["overhead_ms"]:.2f}',
         p['limiting'],
+        *(
+          [
+            str(p['global_batch_size']),
+            f'{p["steps_to_target"]:,.1f}',
+            f'{p["time_to_target_seconds"]:,.3g}',
+            f'{p["device_hours_to_target"]:.3g}',
+          ]
+          if timed
+          else []
+        ),
         *([p.get('compute_measured_on', '')] if marked else []),
       ]
       for p in predictions

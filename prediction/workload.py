@@ -22,15 +22,22 @@ class WorkloadError(ValueError):
   pass
 
 
+def finished_runs(experiment_dir):
+  """The experiment's runs that wrote a result.json (its dict, with the run's name)."""
+  return [
+    {**results.read(storage.join(experiment_dir, name)), 'run': name}
+    for name in (storage.listdir(experiment_dir) if storage.isdir(experiment_dir) else [])
+    if storage.exists(storage.join(experiment_dir, name, 'result.json'))
+  ]
+
+
 def measured_runs(experiment_dir):
   """The experiment's finished runs with a breakdown and a model card (result.json dicts)."""
-  runs = []
-  for name in storage.listdir(experiment_dir) if storage.isdir(experiment_dir) else []:
-    if storage.exists(storage.join(experiment_dir, name, 'result.json')):
-      run = results.read(storage.join(experiment_dir, name))
-      if run.get('breakdown') and run.get('gradient_bytes_per_step'):
-        runs.append({**run, 'run': name, 'devices': _devices(run)})
-  return runs
+  return [
+    {**run, 'devices': _devices(run)}
+    for run in finished_runs(experiment_dir)
+    if run.get('breakdown') and run.get('gradient_bytes_per_step')
+  ]
 
 
 def _devices(run):

@@ -1,6 +1,7 @@
 """The report's predictions (prediction.json, written by run.py --predict): predicted throughput
 against device count per strategy with the measured runs overlaid, and one recommendation per
-hardware profile naming what limits each strategy.
+hardware profile naming what limits each strategy; where a time to the target accuracy is
+predicted, its plot and, per profile, the device count reaching the target soonest and the knee.
 """
 
 import matplotlib
@@ -9,25 +10,52 @@ matplotlib.use('Agg')  # Before pyplot: never look for a display.
 import matplotlib.pyplot as plt  # noqa: E402
 
 from prediction import predict  # noqa: E402
+from prediction import time_to_target  # noqa: E402
 from prediction import workload  # noqa: E402
 from records import storage  # noqa: E402
 
 PLOT = 'prediction.png'
+TIME_TO_TARGET_PLOT = 'time_to_target.png'
 
 
 def show(config, card_of):
-  """--predict: the prediction written, and its table, recommendations and plot printed."""
+  """--predict: the prediction written, and its table, recommendations and plots printed."""
   document = predict.forecast(config, card_of=card_of)
   print(predict.table(document['predictions']))
   print(*recommendations(document), sep='\n')
-  image = plot(document, workload.measured_runs(config.directory), config.directory)
-  print(f'Prediction: {storage.join(config.directory, predict.FILE)}, {image}')
+  images = [plot(document, workload.measured_runs(config.directory), config.directory)]
+  if document['source']['time_to_target_from']:
+    images.append(plot_time_to_target(document, config.directory))
+  print(f'Prediction: {storage.join(config.directory, predict.FILE)}, {", ".join(images)}')
 
 
 def plot(document, measured, out_dir):
   """prediction.png: one panel per hardware profile, a line per strategy; `measured`
   ({'strategy', 'devices', 'examples_per_second'}) as unjoined markers. Returns its path."""
-  profiles = list(dict.fromkeys(p['hardware'] for p in document['predictions']))
+  return _panels(
+    document['predictions'],
+    'examples_per_second',
+    'examples per second (predicted)',
+    storage.join(out_dir, PLOT),
+    measured,
+  )
+
+
+def plot_time_to_target(document, out_dir):
+  """time_to_target.png: predicted seconds to the target against devices, a line per
+  strategy, one panel per hardware profile. Returns its path."""
+  return _panels(
+    document['predictions'],
+    'time_to_target_seconds',
+    'seconds to the target accuracy (predicted)',
+    storage.join(out_dir, TIME_TO_TARGET_PLOT),
+  )
+
+
+def _panels(predictions, key, label, path, measured=()):
+  """A panel per profile of `key` against devices, log-log, a line per strategy; `measured`
+  ({'strategy', 'devices', key}) as crosses."""
+  profiles = list(dict.fromkeys(p['hardware'] for p in predictions))
   fig, axes = plt.subplots(
     1,
     len(profiles),
@@ -39,13 +67,13 @@ def plot(document, measured, out_dir):
   try:
     colors: dict[str, str] = {}
     for ax, profile in zip(axes[0], profiles):
-      mine = [p for p in document['predictions'] if p['hardware'] == profile]
+      mine = [p for p in predictions if p['hardware'] == profile]
       for strategy in dict.fromkeys(p['strategy'] for p in mine):
         line = [p for p in mine if p['strategy'] == strategy]
         color = colors.setdefault(strategy, f'C{len(colors) % 10}')
         ax.plot(
           [p['num_devices'] for p in line],
-          [p['examples_per_second'] for p in line],
+          [p[key] for p in line],
           marker='o',
           markersize=3,
           color=color,
@@ -55,7 +83,7 @@ def plot(document, measured, out_dir):
         if points:
           ax.plot(
             [m['devices'] for m in points],
-            [m['examples_per_second'] for m in points],
+            [m[key] for m in points],
             linestyle='none',
             marker='x',
             markersize=9,
@@ -68,9 +96,8 @@ def plot(document, measured, out_dir):
       ax.minorticks_off()
       ax.set_yscale('log')
       ax.grid(True, which='both', alpha=0.3)
-      ax.set(title=profile, xlabel='devices', ylabel='examples per second (predicted)')
+      ax.set(title=profile, xlabel='devices', ylabel=label)
     fig.legend(loc='outside right upper', fontsize='small')
-    path = storage.join(out_dir, PLOT)
     storage.write_bytes_from(path, lambda f: fig.savefig(f, format='png'))
   finally:
     plt.close(fig)
@@ -100,7 +127,48 @@ def recommendations(document):
       else ''
     )
     sentences.append(f'On {profile} with {most} device(s): {"; ".join(said)}.{caveat}')
+  return sentences + _by_time_to_target(document)
+
+
+def _by_time_to_target(document):
+  """Where the document predicts a time to target: where it comes from, then per profile the
+  device count and strategy that reach it soonest and the knee, with their device-hours."""
+  source = document.get('time_to_target')
+  if source is None:  # A prediction.json written before there were times to target.
+    return []
+  if source['reason']:
+    return [f'No time to target predicted: {source["reason"]}.']
+  sentences = [
+    f'Time to the target accuracy {source["target_accuracy"]:g}, predicted from run '
+    f'{source["run"]} ({source["steps_to_target"]} steps at a global batch of '
+    f'{source["global_batch_size"]}, noise scale {source["noise_scale"]:,.0f} '
+    f'{source["noise_scale_from"]}): {source["min_steps"]:,.1f} steps at the least, at any batch.'
+  ]
+  at = lambda p: (
+    f'{p["strategy"]} on {p["num_devices"]} device(s), {_duration(p["time_to_target_seconds"])}'
+    f' ({p["device_hours_to_target"]:.3g} device-hours)'
+  )
+  for profile in dict.fromkeys(p['hardware'] for p in document['predictions']):
+    mine = [p for p in document['predictions'] if p['hardware'] == profile]
+    knee, counts = time_to_target.knee(mine), sorted({p['num_devices'] for p in mine})
+    if knee:
+      beyond = (
+        f'the knee {at(knee)}: doubling the devices beyond it saves less than 10% of the time'
+      )
+    elif len(counts) == 1:
+      beyond = 'no knee: one device count predicted'
+    else:
+      beyond = f'no knee: the step to {counts[-1]} devices still saves 10% or more per doubling'
+    sentences.append(
+      f'On {profile}, by time to target: soonest {at(time_to_target.soonest(mine))}; {beyond}.'
+    )
   return sentences
+
+
+def _duration(seconds):
+  if seconds < 120:
+    return f'{seconds:.3g} s'
+  return f'{seconds / 60:.3g} min' if seconds < 7200 else f'{seconds / 3600:.3g} h'
 
 
 def markdown(document):

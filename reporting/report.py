@@ -39,6 +39,8 @@ def build(experiment_dir, target_accuracy):
   if forecast:
     measured = [{**row, 'devices': summary.parallel_units(row)} for row in table]
     images.append(recommendations.plot(forecast, measured, experiment_dir))
+    if forecast['source'].get('time_to_target_from'):
+      images.append(recommendations.plot_time_to_target(forecast, experiment_dir))
   path = summary.write(
     experiment_dir,
     table,

@@ -148,6 +148,12 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
       ['needs --per_device_batch'],
     ),
     (['--predict', '--experiment=absent'], ['absent has no finished one_device run']),
+    (['--predict', *CARD, '--noise_scale_of=0'], ['--noise_scale_of=0', 'positive']),
+    (['--predict', *CARD, '--noise_scale_of=-5'], ['--noise_scale_of=-5', 'positive']),
+    (
+      ['--predict', *CARD, '--predict_from=absent'],
+      ['--predict_from=absent: neither a run of the experiment', 'result.json'],
+    ),
     # Hostile values: NaN and infinity pass every range check, so they are refused as such.
     (['--learning_rate=nan'], ['--learning_rate=nan: give a finite number']),
     (['--idle_timeout=inf'], ['--idle_timeout=inf: give a finite number']),

@@ -191,7 +191,11 @@ def test_a_prediction_adds_up_and_knows_what_limits_it():
   assert cost_model.applies('mirrored', 8, hardware.load('dgx1_v100'))
 
 
-def write_run(directory, name, strategy, devices, batch, parts, workers=1, boundary_ms=None):
+def write_run(
+  directory, name, strategy, devices, batch, parts, workers=1, boundary_ms=None, **fields
+):
+  """A finished run's result.json: `batch` per device, its breakdown `parts` (and
+  `boundary_ms`), and `fields`."""
   run_dir = directory / name
   run_dir.mkdir(parents=True)
   replicas = 1 if strategy == 'parameter_server' else devices
@@ -207,6 +211,7 @@ def write_run(directory, name, strategy, devices, batch, parts, workers=1, bound
       zip(('step_ms', 'input_ms', 'compute_ms', 'communication_ms', 'overhead_ms'), parts),
       **({} if boundary_ms is None else {'boundary_ms': boundary_ms}),
     ),
+    **fields,
   }
   (run_dir / 'result.json').write_text(json.dumps(result))
 

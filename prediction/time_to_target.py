@@ -1,0 +1,166 @@
+"""Steps and time to a target accuracy at any global batch, from one measured run.
+
+McCandlish, Kaplan, Amodei et al. 2018, "An Empirical Model of Large-Batch Training" (arXiv
+1812.06162): a run that reached the target in S0 steps at global batch B0, on a problem whose
+gradient noise scale is N, needed S_min = S0 / (1 + N / B0) steps at an infinite batch; at
+batch B it needs S(B) = S_min (1 + N / B) steps and S(B) B examples. Below N a larger batch
+cuts the steps nearly in proportion; above it the steps stop falling, so devices that add
+throughput by adding batch stop shortening training.
+
+Which run: the one --predict_from names, or else, of the experiment's runs that reached their
+target with a positive noise scale, the one at the smallest global batch (ties: by name):
+the theory's S0 is best measured where the batch is small next to N.
+"""
+
+import dataclasses
+import math
+
+
+class TargetError(ValueError):
+  """A time to target asked for that cannot be predicted: the message says why and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """The measured run the steps are predicted from."""
+
+  run: str
+  target_accuracy: float
+  steps_to_target: int  # S0
+  global_batch_size: int  # B0
+  noise_scale: float  # N, in examples
+  noise_scale_from: str  # 'measured' (the run's critical_batch_size) or 'given' (--noise_scale_of)
+
+  @property
+  def min_steps(self):
+    return min_steps(self.steps_to_target, self.global_batch_size, self.noise_scale)
+
+
+def min_steps(steps, batch, noise_scale):
+  """S_min: the steps at an infinite batch of a run that took `steps` at `batch`."""
+  return steps / (1 + noise_scale / batch)
+
+
+def steps_at(least_steps, noise_scale, batch):
+  """S(B) = S_min (1 + N / B)."""
+  return least_steps * (1 + noise_scale / batch)
+
+
+def given_noise_scale(text):
+  """--noise_scale_of as --predict takes it: a positive number of examples, or None if ''."""
+  if not text:
+    return None
+  try:
+    value = float(text)
+  except ValueError:
+    raise TargetError(
+      f"--noise_scale_of={text}: --predict takes a number (examples); to use a run's "
+      'measured noise scale, name that run with --predict_from'
+    ) from None
+  if not (math.isfinite(value) and value > 0):
+    raise TargetError(
+      f'--noise_scale_of={text}: a noise scale is a positive, finite number of examples'
+    )
+  return value
+
+
+def source(run, noise_scale=None):
+  """The Source of `run` (a result.json dict with its 'run' name), `noise_scale` (given)
+  overriding its measured one; raises TargetError saying why it cannot be one."""
+  name, target = run['run'], run.get('target_accuracy')
+  if run.get('steps_to_target') is None:
+    raise TargetError(
+      f'run {name} never reached its target accuracy {target} (steps_to_target is null in '
+      'its result.json): predict from a run that reached it, or train this one longer'
+    )
+  measured, given = run.get('critical_batch_size') or {}, noise_scale is not None
+  if not given:
+    noise_scale = measured.get('value')
+    if noise_scale is None:
+      raise TargetError(
+        f'run {name} measured no noise scale ({measured.get("reason") or "not recorded"}): '
+        'give one with --noise_scale_of=N'
+      )
+    if not noise_scale > 0:
+      raise TargetError(
+        f'run {name} measured a noise scale of {noise_scale:g}, not positive (an estimate '
+        'lost in its noise): give one with --noise_scale_of=N'
+      )
+  return Source(
+    run=name,
+    target_accuracy=target,
+    steps_to_target=run['steps_to_target'],
+    global_batch_size=run['global_batch_size'],
+    noise_scale=noise_scale,
+    noise_scale_from='given' if given else 'measured',
+  )
+
+
+def choose(runs, noise_scale=None):
+  """(Source, None) from the run at the smallest global batch of those that can be one, or
+  (None, why none can) in one sentence."""
+  usable, why = [], {}
+  for run in sorted(runs, key=lambda r: (r['global_batch_size'], r['run'])):
+    try:
+      usable.append(source(run, noise_scale))
+    except TargetError as e:
+      why[run['run']] = str(e)
+  if usable:
+    return usable[0], None
+  if not runs:
+    return None, 'no finished run to take the steps to the target from'
+  reached = [r['run'] for r in runs if r.get('steps_to_target') is not None]
+  if not reached:
+    return None, (
+      'no run reached its target accuracy (steps_to_target is null in every result.json)'
+    )
+  return None, why[reached[0]]
+
+
+def entry(prediction, chosen, boundary_ms=0.0):
+  """The time-to-target fields of one cost-model prediction (None where `chosen` is None):
+  its steps at its global batch, each taking the batch at its predicted examples per second
+  plus `boundary_ms`, what a run pays between steps (checkpoints, evaluations)."""
+  batch = prediction['num_devices'] * prediction['per_device_batch']
+  if chosen is None:
+    return {
+      'global_batch_size': batch,
+      'steps_to_target': None,
+      'examples_to_target': None,
+      'time_to_target_seconds': None,
+      'device_hours_to_target': None,
+    }
+  steps = steps_at(chosen.min_steps, chosen.noise_scale, batch)
+  seconds = steps * (batch / prediction['examples_per_second'] + boundary_ms / 1e3)
+  return {
+    'global_batch_size': batch,
+    'steps_to_target': steps,
+    'examples_to_target': steps * batch,
+    'time_to_target_seconds': seconds,
+    'device_hours_to_target': seconds * prediction['num_devices'] / 3600,
+  }
+
+
+def soonest(predictions):
+  """The prediction that reaches the target soonest (ties: the fewer devices)."""
+  return min(predictions, key=lambda p: (p['time_to_target_seconds'], p['num_devices']))
+
+
+def knee(predictions, saving=0.1):
+  """The device count beyond which doubling the devices saves less than `saving` of the time,
+  as that count's soonest prediction: the larger count of the last step between predicted
+  counts that saved that much per doubling (counts not a doubling apart: the saving per
+  doubling at the same rate), or the smallest count if none did. None when the step to the
+  largest count still saved that much, or only one count was predicted."""
+  best: dict[int, dict] = {}
+  for p in predictions:
+    n = p['num_devices']
+    if n not in best or p['time_to_target_seconds'] < best[n]['time_to_target_seconds']:
+      best[n] = p
+  counts = sorted(best)
+  last = counts[0]
+  for low, high in zip(counts, counts[1:]):
+    ratio = best[high]['time_to_target_seconds'] / best[low]['time_to_target_seconds']
+    if 1 - ratio ** (1 / math.log2(high / low)) >= saving:
+      last = high
+  return None if last == counts[-1] else best[last]
