@@ -46,6 +46,8 @@ flags.DEFINE_string(
   "examples/my_data.py). Not given: the model's own (transformer: synthetic_tokens, "
   'wide_deep: synthetic_clicks, which also trains at --batch_size=512 --learning_rate=0.01 '
   'unless given), else digits. digits: bundled with scikit-learn, no network. '
+  'deformed_digits: those digits grown by random affine deformations and noise to 60,000 '
+  'training and 10,000 validation images, for large batches. '
   'synthetic: random images of --image_shape for pure throughput. synthetic_tokens: random '
   'token ids whose class is a marker token they hold. synthetic_clicks: click logs with an '
   'id per table of --vocab_sizes and dense features, clicks from a fixed random logistic '

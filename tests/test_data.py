@@ -16,10 +16,12 @@ import pytest
 
 import data
 from configs import definitions
+from data import deformed_digits
 from data import synthetic
 
 ALL_NAMES = [
   'cifar10',
+  'deformed_digits',
   'digits',
   'fashion_mnist',
   'imdb',
@@ -41,7 +43,7 @@ def test_unknown_dataset_raises_and_lists_valid_names():
   with pytest.raises(
     data.DatasetError,
     match=re.escape(
-      "unknown dataset 'imagenet'; choose from cifar10, digits, "
+      "unknown dataset 'imagenet'; choose from cifar10, deformed_digits, digits, "
       'fashion_mnist, imdb, mnist, synthetic, synthetic_clicks, '
       'synthetic_tokens'
     ),
@@ -53,6 +55,49 @@ def test_unknown_dataset_raises_and_lists_valid_names():
 def test_helper_modules_are_not_datasets(helper):
   with pytest.raises(data.DatasetError, match='unknown dataset'):
     data.load(definitions.Data(helper))
+
+
+# --- deformed_digits ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope='module')
+def deformed():
+  return data.load(definitions.Data('deformed_digits'))
+
+
+def test_deformed_digits_sizes_and_storage(deformed):
+  assert deformed.x_train.shape == (60_000, 8, 8, 1)
+  assert deformed.x_validation.shape == (10_000, 8, 8, 1)
+  assert deformed.x_train.dtype == deformed.x_validation.dtype == np.uint8
+  assert deformed.scale == pytest.approx(1 / 255)
+  assert deformed.num_classes == 10 and deformed.train_size == 60_000
+  # Every source digit used equally often: the classes as balanced as the sources.
+  assert np.bincount(deformed.y_train, minlength=10).min() > 5_500
+
+
+def test_deformed_digits_are_the_same_data_whatever_the_seed(deformed):
+  other = data.load(definitions.Data('deformed_digits'), seed=7)
+  np.testing.assert_array_equal(other.x_train, deformed.x_train)
+  np.testing.assert_array_equal(other.y_validation, deformed.y_validation)
+
+
+def test_deformed_digits_still_look_like_their_class(deformed):
+  """Each class's mean deformed validation image is nearest to the same class's mean
+  source digit: deformations keep the digit, so the data stays learnable."""
+  sources = data.load(definitions.Data('digits'))
+  mean = lambda x, y: np.stack([x[y == k].reshape((y == k).sum(), -1).mean(0) for k in range(10)])
+  deformed_means = mean(deformed.x_validation / 255, deformed.y_validation)
+  source_means = mean(sources.x_validation / 16, sources.y_validation)
+  distances = ((deformed_means[:, None] - source_means[None]) ** 2).sum(-1)
+  np.testing.assert_array_equal(distances.argmin(1), np.arange(10))
+
+
+def test_deform_uses_every_source_equally_and_keeps_labels():
+  images = np.zeros((3, 8, 8, 1), np.uint8)
+  images[1, 2:6, 2:6] = 16  # A bright square: only source 1 can give a bright image.
+  x, y = deformed_digits.deform(images, np.array([0, 1, 2]), 30, np.random.default_rng(0))
+  assert x.shape == (30, 8, 8, 1) and np.bincount(y).tolist() == [10, 10, 10]
+  assert (x[y == 1].mean((1, 2, 3)) > 60).all() and (x[y != 1].mean((1, 2, 3)) < 30).all()
 
 
 # --- digits -------------------------------------------------------------------------------------
