@@ -172,9 +172,10 @@ flags.DEFINE_enum(
 flags.DEFINE_string(
   'noise_scale_of',
   _RUN.schedule.noise_scale_of,
-  'N of --lr_scaling=noise: the gradient noise scale measured at --base_batch_size, as a '
-  'positive number, or the directory (or URL) of an earlier run whose result.json has it '
-  '(its critical batch size).',
+  'The gradient noise scale N (examples), as a positive number or the directory (or URL) of '
+  'an earlier run whose result.json has it (its critical batch size): with '
+  '--lr_scaling=noise, N measured at --base_batch_size; with --predict, the N that predicts '
+  "the steps to target, in place of the run's own.",
 )
 flags.DEFINE_integer(
   'base_batch_size',
@@ -481,12 +482,6 @@ flags.DEFINE_string(
   '--predict: the measured run (a run of --experiment, or a run directory) whose steps to '
   'its target accuracy and noise scale predict the time to target; empty: of the runs that '
   'reached their target with a noise scale, the one at the smallest global batch.',
-)
-flags.DEFINE_string(
-  'noise_scale_of',
-  definitions.Prediction.noise_scale_of,
-  '--predict: the gradient noise scale (examples) to predict steps to target with, in place '
-  "of the run's measured critical_batch_size.",
 )
 flags.DEFINE_string(
   'run_config',

@@ -112,7 +112,7 @@ def prediction(values=FLAGS):
     device_examples_per_second=values.device_examples_per_second,
     per_device_batch=values.per_device_batch,
     predict_from=values.predict_from,
-    noise_scale_of=values.noise_scale_of,
+    noise_scale_of=noise_scale_of.resolve(values.noise_scale_of),
   )
 
 
@@ -120,10 +120,11 @@ def _card_run(values, directory):
   """The one_device run whose model card --predict traces: the model with its flags and its
   own defaults, on its own dataset, or on synthetic data of the model's default input shape
   (not on digits: a card describes the model, not the default data set)."""
-  values = _with_model_defaults(values)
+  values = copy.deepcopy(_with_model_defaults(values))
   if not values['dataset'].present:
-    values = copy.deepcopy(values)
     values.dataset = 'synthetic'
+  if values.lr_scaling != 'noise':
+    values.noise_scale_of = ''  # --predict's N, not a learning-rate rule of the traced run.
   return plan.plan(_base(values, directory), ('one_device',), [1], [1], [values.per_device_batch])[
     0
   ]

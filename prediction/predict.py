@@ -52,7 +52,6 @@ def forecast(config, card_of=None):
       'compute_measured_on': environment.compute_device(environment.read(config.directory)),
     }
   source['time_to_target_from'] = chosen.run if chosen else None
-  boundary_ms = getattr(work, 'boundary_ms', 0.0) or 0.0  # The cost model's, where it has one.
   options = cost_model.Options(
     **{
       field.name: config.options[field.name]
@@ -70,14 +69,14 @@ def forecast(config, card_of=None):
       {
         **dataclasses.asdict(chosen),
         'min_steps': chosen.min_steps,
-        'boundary_ms': boundary_ms,
+        'boundary_ms': work.boundary_ms,
         'reason': None,
       }
       if chosen
       else {'reason': reason}
     ),
     'predictions': [
-      {**p, **_measured_on(source), **time_to_target.entry(p, chosen, boundary_ms)}
+      {**p, **_measured_on(source), **time_to_target.entry(p, chosen)}
       for profile in profiles
       for p in cost_model.predict_all(
         config.strategies, devices[profile.name], work, profile, options

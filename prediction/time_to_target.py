@@ -117,10 +117,10 @@ def choose(runs, noise_scale=None):
   return None, why[reached[0]]
 
 
-def entry(prediction, chosen, boundary_ms=0.0):
+def entry(prediction, chosen):
   """The time-to-target fields of one cost-model prediction (None where `chosen` is None):
-  its steps at its global batch, each taking the batch at its predicted examples per second
-  plus `boundary_ms`, what a run pays between steps (checkpoints, evaluations)."""
+  its steps at its global batch, each taking the step the run pays (`paid_step_ms`: the batch
+  at its predicted examples per second plus what a run pays between steps)."""
   batch = prediction['num_devices'] * prediction['per_device_batch']
   if chosen is None:
     return {
@@ -131,7 +131,7 @@ def entry(prediction, chosen, boundary_ms=0.0):
       'device_hours_to_target': None,
     }
   steps = steps_at(chosen.min_steps, chosen.noise_scale, batch)
-  seconds = steps * (batch / prediction['examples_per_second'] + boundary_ms / 1e3)
+  seconds = steps * prediction['paid_step_ms'] / 1e3
   return {
     'global_batch_size': batch,
     'steps_to_target': steps,

@@ -36,8 +36,8 @@ def test_the_steps_follow_mccandlish_on_hand_computed_numbers():
   chosen = time_to_target.source(run)
   assert (chosen.min_steps, chosen.noise_scale_from) == (30.0, 'measured')
   # 4 devices x 64 at 2,560 examples/s: 0.1 s a step, plus 20 ms between steps.
-  prediction = {'num_devices': 4, 'per_device_batch': 64, 'examples_per_second': 2560.0}
-  assert time_to_target.entry(prediction, chosen, boundary_ms=20.0) == pytest.approx(
+  prediction = {'num_devices': 4, 'per_device_batch': 64, 'paid_step_ms': 120.0}
+  assert time_to_target.entry(prediction, chosen) == pytest.approx(
     {
       'global_batch_size': 256,
       'steps_to_target': 52.5,
