@@ -43,7 +43,11 @@ def test_every_run_says_where_its_time_goes(default_experiment):
     assert parts['overhead_ms'] == pytest.approx(
       parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms']
     )
-    assert row['breakdown'] == pytest.approx({k: v for k, v in parts.items() if k.endswith('_ms')})
+    # The report's parts, rebuilt from the event files: each as result.json has it (the part
+    # of the boundary inside the training time is result.json's alone).
+    shown = {k: v for k, v in parts.items() if k.endswith('_ms')}
+    del shown['boundary_in_throughput_ms']
+    assert row['breakdown'] == pytest.approx(shown)
     # The breakdown's step is the run's own: one global batch, counted by the run's step
     # counter, not a worker's share nor N of them. (Its time is within 10% to 20% of the step
     # the run's throughput implies, docs/where-time-goes.md; not asserted: the suite's other

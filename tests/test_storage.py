@@ -145,6 +145,7 @@ LOCAL_FILE_CALLS = {
   'training/checkpoints.py': 2,  # A non-chief worker's temporary checkpoints.
   'prediction/hardware.py': 6,  # configs/hardware/ profiles, or a --hardware file.
   'configs/hardware_profiles.py': 2,  # The configs/hardware/ directory, in the repository.
+  'configs/noise_scale_of.py': 1,  # `~` of a local run directory (not a URL).
   'prediction/validation.py': 2,  # prediction/published.csv, in the repository.
 }
 FILE_CALL = re.compile(
