@@ -24,8 +24,9 @@ strategy, from what one device computes and what the model's gradients weigh.
     central storage on the CPU.
 - input: each node's input pipeline delivers at most the rate measured for it (a ceiling).
 - overhead: the host's exposed cost per step, as measured (0 from a model card).
-- boundary: what a run pays between its steps (evaluations, checkpoints, summaries, epoch
-  starts; records/boundary.py), per step, as the experiment measured it: the same on any
+- boundary: what a run pays beyond its steps' steady time (between its steps: evaluations,
+  checkpoints, summaries, epoch starts; and its executions' excess; records/boundary.py), per
+  step, as the experiment measured it: the same on any
   number of devices (it does not shrink with them), 0 from a model card or a published table.
   It is not in the throughput (which, as measured, counts training time), but in
   `paid_step_ms` = step + boundary: the step a run pays, for the time to a target.

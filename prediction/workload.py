@@ -8,8 +8,9 @@ variable bytes. A run of the experiment that measured a strategy at some N with
 the same batch per device gives that (strategy, N) its own compute and overhead, and its
 measured communication as a floor: the strategy's software cost on this machine, which a
 faster link cannot remove. Compute scales with the batch per device, linearly (Paleo).
-What a run paid between its steps (`boundary_ms`, records/boundary.py) is carried as
-measured, the one_device run's for every strategy and device count but those measured.
+What a run paid beyond its steps' steady time (`boundary_ms` here: its breakdown's
+`execution_excess_ms` and `boundary_ms`, records/boundary.py) is carried as measured, the
+one_device run's for every strategy and device count but those measured.
 """
 
 import strategies
@@ -91,6 +92,8 @@ def _parts(run):
   parts = run['breakdown']
   communication = parts['communication_ms'] if run['strategy'] != 'one_device' else 0.0
   boundary = parts.get('boundary_ms')
+  if boundary is not None:  # Its executions' time beyond the step is paid as a boundary is.
+    boundary += parts.get('execution_excess_ms') or 0.0
   return {
     'compute_ms': parts['compute_ms'],
     'communication_ms': communication,

@@ -7,12 +7,19 @@ training/controller.py records, per epoch, the seconds of these (`epoch_boundary
 the part of them inside the epoch's training time (`epoch_boundary_in_epoch_time_seconds`:
 what the throughput counts; evaluations and checkpoints it leaves out).
 
+The breakdown's step is timed in steady windows of back-to-back executions after training; the
+run's own executions take longer per step (measured: 0.7-0.9 of them on digits, 2026-11-24):
+each epoch's first execution after an evaluation, its short last one, the host dispatching and
+reading back each. That difference is a part of its own, so the parts add up to the run.
+
 Like the throughput (records/results.py), each figure is the median over the epochs after
 start-up, in milliseconds per global batch:
-- boundary_ms: everything between steps; step + boundary is the step the run pays (its wall
-  time per global batch, `paid_step_ms`).
-- boundary_in_throughput_ms: its part inside the training time; step + it is the step the
-  throughput implies (global batch / examples per second, `implied_step_ms`).
+- execution_excess_ms: what the run's executions took per step beyond the breakdown's step
+  (the epoch's training time less its boundary inside it, per global batch, less the step).
+- boundary_ms: everything between steps; step + excess + boundary is the step the run pays
+  (its wall time per global batch, `paid_step_ms`).
+- boundary_in_throughput_ms: its part inside the training time; step + excess + it is the step
+  the throughput implies (global batch / examples per second, `implied_step_ms`).
 """
 
 import statistics
@@ -25,11 +32,18 @@ def _median_per_batch(per_epoch, startup, batches_per_epoch):
   return None if seconds is None else seconds * 1e3 / batches_per_epoch
 
 
-def per_step(history, batches_per_epoch):
-  """{'boundary_ms', 'boundary_in_throughput_ms'} of a run's `history` (a results.History)
-  whose epochs hold `batches_per_epoch` global batches each."""
+def per_step(history, batches_per_epoch, step_ms):
+  """{'execution_excess_ms', 'boundary_ms', 'boundary_in_throughput_ms'} of a run's `history`
+  (a results.History) whose epochs hold `batches_per_epoch` global batches each, beside the
+  breakdown's `step_ms`."""
   startup = history.epoch_startup
+  executions = [
+    seconds - inside
+    for seconds, inside in zip(history.epoch_times, history.epoch_boundary_in_epoch_time_seconds)
+  ]
+  run_step = _median_per_batch(executions, startup, batches_per_epoch)
   return {
+    'execution_excess_ms': None if run_step is None else run_step - step_ms,
     'boundary_ms': _median_per_batch(history.epoch_boundary_seconds, startup, batches_per_epoch),
     'boundary_in_throughput_ms': _median_per_batch(
       history.epoch_boundary_in_epoch_time_seconds, startup, batches_per_epoch
@@ -65,9 +79,10 @@ def agreement(result):
   parts = result.get('breakdown') or {}
   if parts.get('boundary_ms') is None or not result.get('examples_per_second'):
     return None
+  step = parts['step_ms'] + parts.get('execution_excess_ms', 0.0)
   return {
     'implied_step_ms': implied_step_ms(result),
-    'throughput_sum_ms': parts['step_ms'] + parts['boundary_in_throughput_ms'],
+    'throughput_sum_ms': step + parts['boundary_in_throughput_ms'],
     'paid_step_ms': paid_step_ms(result),
-    'paid_sum_ms': parts['step_ms'] + parts['boundary_ms'],
+    'paid_sum_ms': step + parts['boundary_ms'],
   }

@@ -21,13 +21,17 @@ LABELS = {
 
 
 def of(run):
-  """{'step_ms', *PARTS, 'boundary_ms'} of a run loaded by reporting/runs.py, or None if not
-  measured (its boundary None in a run recorded before it was measured)."""
+  """{'step_ms', *PARTS, *BEYOND} of a run loaded by reporting/runs.py, or None if not
+  measured (BEYOND's None in a run recorded before they were measured)."""
   values = {name: run.get(f'breakdown/{name}') for name in ('step_ms', *PARTS)}
-  return None if None in values.values() else {**values, 'boundary_ms': run.get(BOUNDARY)}
+  if None in values.values():
+    return None
+  return {**values, **{name: run.get(f'breakdown/{name}') for name in BEYOND}}
 
 
-BOUNDARY = 'breakdown/boundary_ms'
+# What the run paid beyond the breakdown's step (records/boundary.py): in its executions, and
+# between its steps.
+BEYOND = ('execution_excess_ms', 'boundary_ms')
 
 
 def efficiency_loss(row, table, units):
@@ -55,6 +59,7 @@ def markdown(table):
     'implied by examples/s (ms)',
     *(f'{LABELS[p]} (ms)' for p in PARTS),
     *(f'lost to {LABELS[p]}' for p in PARTS),
+    'executions beyond the step (ms)',
     'between steps (ms)',
   ]
   cells = []
@@ -68,7 +73,7 @@ def markdown(table):
         f'{implied:.2f}',
         *(f'{parts[p]:.2f}' for p in PARTS),
         *(f'{loss[p]:+.0%}' if loss else 'n/a' for p in PARTS),
-        'n/a' if parts['boundary_ms'] is None else f'{parts["boundary_ms"]:.2f}',
+        *('n/a' if parts.get(name) is None else f'{parts[name]:.2f}' for name in BEYOND),
       ]
     )
   return [
@@ -82,9 +87,11 @@ def markdown(table):
     'all-reduce of gradient-sized tensors and the variable reads (and, for parameter '
     "servers, the gradients' writes to the ps tasks); exposed overhead = step - the "
     'three, negative where they overlap. "Lost to" splits 1 - efficiency by cause against '
-    'the baseline. Between steps = what the run paid per step outside its steps: '
-    'evaluations, checkpoints, summaries, epoch starts (median of the epochs after start-up); '
-    'step + between steps is the step the run pays. On logical CPU devices the replicas share '
+    "the baseline. Executions beyond the step = what the run's own executions took per step "
+    "beyond these steady windows (an epoch's first and short last executions, dispatch); "
+    'between steps = what the run paid per step outside its steps: evaluations, checkpoints, '
+    'summaries, epoch starts (both the median of the epochs after start-up); step + both is '
+    'the step the run pays. On logical CPU devices the replicas share '
     'the same cores, so compute grows with N; see the documentation, docs/where-time-goes.md.',
     '',
   ]
@@ -108,8 +115,13 @@ def plot(fig, rows):
       hatch=['//' if w < 0 else None for w in widths],
     )
     left = [a + b for a, b in zip(left, widths)]
-  between = [r['breakdown']['boundary_ms'] or 0.0 for r in measured]
-  ax.barh(y, between, left=left, color='lightgrey', label='between steps')
+  for name, color, label in (
+    ('execution_excess_ms', 'silver', 'executions beyond the step'),
+    ('boundary_ms', 'gainsboro', 'between steps'),
+  ):
+    widths = [r['breakdown'].get(name) or 0.0 for r in measured]
+    ax.barh(y, widths, left=left, color=color, label=label)
+    left = [a + b for a, b in zip(left, widths)]
   ax.plot(
     [r['breakdown']['step_ms'] for r in measured], y, 'k|', markersize=18, label='measured step'
   )

@@ -35,7 +35,7 @@ def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
   assert trainer.trace_count == 1  # The training function, not retraced for the windows.
 
 
-def _row(run, step, parts, n=1, batch=64, baseline='one_device', boundary=None):
+def _row(run, step, parts, n=1, batch=64, baseline='one_device', boundary=None, excess=None):
   return {
     'run': run,
     'strategy': 'one_device',
@@ -47,6 +47,7 @@ def _row(run, step, parts, n=1, batch=64, baseline='one_device', boundary=None):
     'breakdown': {
       'step_ms': step,
       **dict(zip(report_breakdown.PARTS, parts)),
+      'execution_excess_ms': excess,
       'boundary_ms': boundary,
     },
   }
@@ -78,7 +79,7 @@ def test_the_reports_section_and_plot(tmp_path):
   import matplotlib.pyplot as plt
 
   one = _row('one_device', 10.0, (1.0, 8.0, 0.0, 1.0))
-  two = _row('mirrored', 8.5, (1.0, 4.0, 3.0, 0.5), n=2, boundary=2.25)
+  two = _row('mirrored', 8.5, (1.0, 4.0, 3.0, 0.5), n=2, boundary=2.25, excess=0.75)
   for row in (one, two):
     row['efficiency_loss'] = report_breakdown.efficiency_loss(
       row, [one, two], units=(row['num_replicas_in_sync'])
@@ -86,10 +87,10 @@ def test_the_reports_section_and_plot(tmp_path):
   lines = report_breakdown.markdown([one, two, {**two, 'run': 'unmeasured', 'breakdown': None}])
   table = '\n'.join(lines)
   assert (
-    '| mirrored | 8.50 | 8.50 | 1.00 | 4.00 | 3.00 | 0.50 | +6% | +0% | +35% | +0% | 2.25 |'
+    '| mirrored | 8.50 | 8.50 | 1.00 | 4.00 | 3.00 | 0.50 | +6% | +0% | +35% | +0% | 0.75 | 2.25 |'
     in table
   )
-  assert '| +0% | +0% | +0% | +0% | n/a |' in table  # A run recorded before it was measured.
+  assert '| +0% | +0% | +0% | +0% | n/a | n/a |' in table  # A run recorded before it was measured.
   assert 'unmeasured' not in table
   assert report_breakdown.markdown([{**one, 'breakdown': None}]) == []
   fig = plt.figure()
@@ -100,9 +101,10 @@ def test_the_reports_section_and_plot(tmp_path):
 
 
 def test_the_boundary_adds_up_with_the_step_to_the_steps_the_runs_clocks_imply():
-  """Epochs of 20 global batches of 64, each step 48.5 ms: 0.97 s of executions. Epochs 2 and 3
-  (after start-up) also paid 0.03 s inside their training time (1.0 s) and 0.33 s in all
-  (wall 1.3 s): the breakdown's step plus each boundary is exactly the implied step."""
+  """Epochs of 20 global batches of 64, the breakdown's step 46.5 ms, the run's executions
+  0.97 s (48.5 ms a step: 2 ms beyond). Epochs 2 and 3 (after start-up) also paid 0.03 s inside
+  their training time (1.0 s) and 0.33 s in all (wall 1.3 s): the breakdown's step plus the
+  executions' excess plus each boundary is exactly the step each clock implies."""
   from records import boundary
   from records import results
 
@@ -114,17 +116,19 @@ def test_the_boundary_adds_up_with_the_step_to_the_steps_the_runs_clocks_imply()
     epoch_boundary_seconds=[1.0, 0.33, 0.33],
     epoch_boundary_in_epoch_time_seconds=[0.5, 0.03, 0.03],
   )
-  per_step = boundary.per_step(history, batches_per_epoch=20)
-  assert per_step == pytest.approx({'boundary_ms': 16.5, 'boundary_in_throughput_ms': 1.5})
+  per_step = boundary.per_step(history, batches_per_epoch=20, step_ms=46.5)
+  assert per_step == pytest.approx(
+    {'execution_excess_ms': 2.0, 'boundary_ms': 16.5, 'boundary_in_throughput_ms': 1.5}
+  )
   result = {
     **results.summarize(history, 0.9),
     'global_batch_size': 64,
-    'breakdown': {'step_ms': 48.5, **per_step},
+    'breakdown': {'step_ms': 46.5, **per_step},
   }
   assert boundary.agreement(result) == pytest.approx(
     {'implied_step_ms': 50.0, 'throughput_sum_ms': 50.0, 'paid_step_ms': 65.0, 'paid_sum_ms': 65.0}
   )
   # The median of the epochs after start-up, as the throughput's.
   history.epoch_boundary_seconds[1] = 0.13
-  assert boundary.per_step(history, 20)['boundary_ms'] == pytest.approx(11.5)
-  assert boundary.agreement({**result, 'breakdown': {'step_ms': 48.5}}) is None
+  assert boundary.per_step(history, 20, 46.5)['boundary_ms'] == pytest.approx(11.5)
+  assert boundary.agreement({**result, 'breakdown': {'step_ms': 46.5}}) is None

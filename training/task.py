@@ -105,7 +105,9 @@ def _breakdown(config, trainer, history, say):
   batching = trainer.batching
   return {
     **parts,
-    **boundary.per_step(history, batching.steps_per_epoch // batching.worker_shares),
+    **boundary.per_step(
+      history, batching.steps_per_epoch // batching.worker_shares, parts['step_ms']
+    ),
   }
 
 
