@@ -1,6 +1,6 @@
 """Every built-in model trains under the strategies, with the loop's guarantees: tiny shapes,
-two epochs of two steps each, in one process (tests/every_model.py) per model, so the suite's
-workers share the models out.
+two epochs of two steps each, the models in two processes of tests/every_model.py (a process
+per model paid TensorFlow's start and the in-process cluster's once per model).
 
 What a strategy does to a model (mirrored or centrally stored variables, all-reduced or pushed
 gradients, batch norm's statistics per replica, a multi-step execution) shows on the small
@@ -31,7 +31,6 @@ import pytest
 
 from tests.conftest import ROOT
 
-MODELS = ('cnn_bn', 'mlp', 'resnet20', 'transformer', 'mobilenet_v2', 'wide_deep')
 STRATEGIES = (
   'one_device',
   'mirrored',
@@ -39,35 +38,50 @@ STRATEGIES = (
   'multi_worker_mirrored',
   'parameter_server',
 )
+# The models, in two processes (one TensorFlow start each, not one per model): the small ones
+# under every strategy, and those made of their layers under one_device and mirrored only,
+# without the one-step-per-execution comparison.
+SMALL = ('cnn_bn', 'mlp', 'transformer', 'wide_deep')
+MADE_OF_THEM = ('resnet20', 'mobilenet_v2')
 VALIDATION = 16  # Examples tests/every_model.py validates on (its VALIDATION; it loads TensorFlow).
-# Models trained under only some strategies, without the one-step-per-execution comparison.
-ONLY_UNDER = dict.fromkeys(('resnet20', 'mobilenet_v2'), ('one_device', 'mirrored'))
 # Batch norm's moving statistics after four tiny steps make inference meaningless (and may
 # overflow); the models without it must validate to a finite loss.
 WITH_BATCH_NORM = ('cnn_bn', 'resnet20', 'mobilenet_v2')
 
 
-def trained(model, strategies):
-  """{strategy: what tests/every_model.py reported of `model`'s training under `strategies`}."""
-  only = [f'--strategies={",".join(strategies)}', '--no-stepwise'] if model in ONLY_UNDER else []
-  proc = subprocess.run(
-    [sys.executable, os.path.join(ROOT, 'tests', 'every_model.py'), model, *only],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    cwd=ROOT,
-    stdin=subprocess.DEVNULL,
-  )
-  lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return {o['strategy']: o for o in lines if o['model'] == model}
+@pytest.fixture(scope='module')
+def trained():
+  """outcomes(model): {strategy: what tests/every_model.py reported of the model's training};
+  each of the two processes runs (once) when a test first needs one of its models."""
+  runs = {}
+
+  def outcomes(model):
+    models = MADE_OF_THEM if model in MADE_OF_THEM else SMALL
+    if models not in runs:
+      flags = (
+        ['--strategies=one_device,mirrored', '--no-stepwise'] if models == MADE_OF_THEM else []
+      )
+      runs[models] = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'tests', 'every_model.py'), *models, *flags],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+      )
+    proc = runs[models]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
+    return {o['strategy']: o for o in lines if o['model'] == model}
+
+  return outcomes
 
 
-@pytest.mark.slow  # 10 s (mlp) to 25 s (transformer) each on an idle 2-core machine.
-@pytest.mark.parametrize('model', MODELS)
-def test_the_model_trains_under_every_strategy(model):
-  strategies = ONLY_UNDER.get(model, STRATEGIES)
-  outcomes = trained(model, strategies)
+@pytest.mark.slow  # About 25 s for the first small model and 30 s for resnet20 on 2 idle cores.
+@pytest.mark.parametrize('model', SMALL + MADE_OF_THEM)
+def test_the_model_trains_under_every_strategy(trained, model):
+  strategies = ('one_device', 'mirrored') if model in MADE_OF_THEM else STRATEGIES
+  outcomes = trained(model)
   assert sorted(outcomes) == sorted(strategies)
   for strategy in strategies:
     outcome = outcomes[strategy]
@@ -79,7 +93,7 @@ def test_the_model_trains_under_every_strategy(model):
     assert outcome['validation_examples'] == VALIDATION  # Each validated once.
     if model not in WITH_BATCH_NORM:
       assert math.isfinite(outcome['validation_loss']), outcome
-  if model in ONLY_UNDER:
+  if model in MADE_OF_THEM:
     return
   # One step per execution trains exactly as two steps per execution do.
   mirrored = outcomes['mirrored']
