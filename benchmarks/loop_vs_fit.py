@@ -8,7 +8,8 @@ It takes run.py's flags (configs/flags.py) and reads them as the runs configs/fr
 plans: --model, --image_shape of its synthetic images, --batch_size, --steps_per_execution,
 --num_replicas and the strategies' own options (--cross_device_ops, --parameter_device, ...);
 run.py's other flags do not apply. Its defaults for them: cnn, 28x28x1, global batch 256, 10
-steps per execution, 2 replicas. Its own flags: --steps, --repetitions, --output.
+steps per execution, 2 replicas. Its own flags: --steps, --repetitions, --overhead_steps,
+--output.
 
 In ONE process, on the same model, data, global batch and steps per execution, it times
 windows of --steps training steps for: this project's loop (training/loop.py) and Keras 3
@@ -45,6 +46,9 @@ for _module in (defined_flags.__name__, *strategies.module_names()):
 STEPS = flags.DEFINE_integer('steps', 20, 'Training steps per timed window.', lower_bound=1)
 REPETITIONS = flags.DEFINE_integer(
   'repetitions', 5, 'Timed windows per configuration.', lower_bound=1
+)
+OVERHEAD_STEPS = flags.DEFINE_integer(
+  'overhead_steps', 1000, 'Steps per timed window of the host overhead (3 windows).', lower_bound=5
 )
 OUTPUT = flags.DEFINE_string('output', '', 'Write the figures as JSON to this file too.')
 
@@ -196,7 +200,7 @@ def measure(runs, steps, batch_size, repetitions):
   return rates
 
 
-def host_overhead_ms(strategy, steps_per_execution):
+def host_overhead_ms(strategy, steps_per_execution, steps):
   """Milliseconds per step of the loop under `strategy` on a model with next to no compute."""
   import keras
   import numpy as np
@@ -218,9 +222,9 @@ def host_overhead_ms(strategy, steps_per_execution):
   result = {}
   for spe in sorted({1, steps_per_execution}):
     run = LoopRun(strategy, build, tiny, 8, spe)
-    run.window(200)
-    seconds = [timed(run, 1000) for _ in range(3)]
-    result[str(spe)] = statistics.median(seconds) / 1000 * 1e3
+    run.window(steps // 5)  # Tracing and warm-up.
+    seconds = [timed(run, steps) for _ in range(3)]
+    result[str(spe)] = statistics.median(seconds) / steps * 1e3
   return result
 
 
@@ -273,7 +277,7 @@ def main(argv):
       'over_no_strategy': spread([a / b for a, b in zip(loop, baseline)]),
     }
   figures['host_overhead_ms_per_step'] = host_overhead_ms(
-    create_strategy('one_device', device_names, options), steps_per_execution
+    create_strategy('one_device', device_names, options), steps_per_execution, OVERHEAD_STEPS.value
   )
   print(table(figures))
   if OUTPUT.value:

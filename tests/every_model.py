@@ -1,5 +1,7 @@
-"""Trains every built-in model, at a tiny size, under all five strategies in ONE process, and
-prints one JSON line per (model, strategy): run by tests/test_every_model.py.
+"""Trains every built-in model, at a tiny size, under all five strategies (or those named by
+--strategies) in ONE process, and prints one JSON line per (model, strategy): run by
+tests/test_every_model.py. Under mirrored it trains a second time at one step per execution
+(--no-stepwise: not), to compare.
 
 The process splits its CPU into two logical devices (before TensorFlow starts, which is why it
 is a process of its own) for mirrored and central_storage, runs multi_worker_mirrored as a
@@ -8,6 +10,7 @@ connecting to a cluster is for good). Every strategy is built by its module in s
 run.py builds it, and trained by training/loop.py's Trainer.
 """
 
+import argparse
 import dataclasses
 import functools
 import json
@@ -25,6 +28,7 @@ from tests import tiny_training
 from training import devices
 
 BATCH, STEPS, EXECUTION = 4, 2, 2  # 2 replicas; two epochs of two steps, in one execution each.
+VALIDATION = 4 * BATCH  # Examples validated: a few steps, not the data set's thousands.
 TINY_IMAGES = definitions.Data(image_shape=(8, 8, 3), num_classes=4)
 SMALL_IMAGES = definitions.Data(image_shape=(32, 32, 3), num_classes=4)
 # {model: (dataset, its options, the model's sizes)}.
@@ -70,6 +74,11 @@ def trainer(strategy_name, model, compute_devices):
 
   dataset, options, sizes = MODELS[model]
   arrays = data.load(dataclasses.replace(options, dataset=dataset))
+  arrays = dataclasses.replace(
+    arrays,
+    x_validation=arrays.x_validation[:VALIDATION],
+    y_validation=arrays.y_validation[:VALIDATION],
+  )
   keras.utils.set_random_seed(0)
   return tiny_training.make_trainer(
     strategy(strategy_name, tuple(compute_devices)),
@@ -144,7 +153,7 @@ def serve_cluster():
   os.environ['TF_CONFIG'] = json.dumps({'cluster': spec, 'task': {'type': 'chief', 'index': 0}})
 
 
-def main(names):
+def main(names, names_of_strategies, stepwise):
   import numpy as np
 
   two = devices.configure(2)
@@ -155,20 +164,36 @@ def main(names):
       ('central_storage', two),
       ('multi_worker_mirrored', two[:1]),
     ):
+      if strategy not in names_of_strategies:
+        continue
       outcome = train(trainer(strategy, model, on))
-      if strategy == 'mirrored':  # One step per execution: the same training, only slower.
-        stepwise = train(trainer(strategy, model, on), steps_per_execution=1)
+      if strategy == 'mirrored' and stepwise:  # One step per execution: the same, only slower.
+        again = train(trainer(strategy, model, on), steps_per_execution=1)
         outcome['stepwise_loss_difference'] = max(
-          abs(a - b) for a, b in zip(outcome['losses'], stepwise['losses'])
+          abs(a - b) for a, b in zip(outcome['losses'], again['losses'])
         )
         outcome['stepwise_weight_difference'] = max(
-          float(np.abs(a - b).max()) for a, b in zip(outcome['_final'], stepwise['_final'])
+          float(np.abs(a - b).max()) for a, b in zip(outcome['_final'], again['_final'])
         )
       report(model, strategy, outcome)
-  serve_cluster()
-  for model in names:
-    report(model, 'parameter_server', train(trainer('parameter_server', model, [])))
+  if 'parameter_server' in names_of_strategies:
+    serve_cluster()
+    for model in names:
+      report(model, 'parameter_server', train(trainer('parameter_server', model, [])))
+
+
+def arguments():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('models', nargs='*', default=list(MODELS), help=f'of {", ".join(MODELS)}')
+  parser.add_argument('--strategies', default=','.join(OPTIONS), help='comma-separated')
+  parser.add_argument('--stepwise', action=argparse.BooleanOptionalAction, default=True)
+  args = parser.parse_args()
+  args.strategies = args.strategies.split(',')
+  for unknown in {*args.models} - {*MODELS} | {*args.strategies} - {*OPTIONS}:
+    parser.error(f'{unknown!r} is neither a model nor a strategy of this script')
+  return args
 
 
 if __name__ == '__main__':
-  main(sys.argv[1:] or list(MODELS))
+  args = arguments()
+  main(args.models, args.strategies, args.stepwise)

@@ -1,6 +1,7 @@
 """The benchmark models: keras.applications' architectures with the project's batch norm, and
 the transformer; their refusals, and the ImageNet defaults they get on synthetic data."""
 
+import functools
 import re
 
 import numpy as np
@@ -19,6 +20,15 @@ APPLICATIONS = {
 WITH_BATCH_NORM = [name for name in APPLICATIONS if name != 'vgg16']
 
 
+@functools.cache
+def small(name):
+  """`name` built at its smallest input with 7 classes, its batch norms (if any) ghost ones of
+  2 examples and momentum 0.5: built once for the tests of its logits and of its batch norms."""
+  size = APPLICATIONS[name][0]
+  flags = {'ghost_batch_size': 2, 'bn_momentum': 0.5} if name in WITH_BATCH_NORM else {}
+  return models.build(name, [size, size, 3], 7, **flags)
+
+
 def _batch_norms(model):
   import keras
 
@@ -28,7 +38,7 @@ def _batch_norms(model):
 @pytest.mark.parametrize('name', APPLICATIONS)
 def test_application_maps_small_images_to_logits(name):
   size = APPLICATIONS[name][0]
-  model = models.build(name, [size, size, 3], 7)
+  model = small(name)
   assert model.name == name
   assert tuple(model.input_shape) == (None, size, size, 3)
   assert tuple(model.output_shape) == (None, 7)
@@ -63,8 +73,7 @@ def test_every_batch_norm_is_the_projects_with_the_flags_values(name):
       'inception_v3': 'InceptionV3',
     }[name],
   )(weights=None, input_shape=(size, size, 3), classes=7)
-  model = models.build(name, (size, size, 3), 7, ghost_batch_size=2, bn_momentum=0.5)
-  ours, theirs = _batch_norms(model), _batch_norms(reference)
+  ours, theirs = _batch_norms(small(name)), _batch_norms(reference)
   assert len(ours) == len(theirs) > 40
   for mine, original in zip(ours, theirs):
     assert isinstance(mine, _normalization.GhostBatchNormalization)
@@ -77,7 +86,7 @@ def test_every_batch_norm_is_the_projects_with_the_flags_values(name):
 
 
 def test_a_cloned_model_trains_and_infers_with_ghost_batches():
-  model = models.build('mobilenet_v2', (32, 32, 3), 7, ghost_batch_size=2)
+  model = small('mobilenet_v2')
   x = np.random.default_rng(1).uniform(0, 1, (4, 32, 32, 3)).astype(np.float32)
   for training in (True, False):
     logits = np.asarray(model(x, training=training))

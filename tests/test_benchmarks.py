@@ -23,6 +23,7 @@ def test_loop_vs_fit_writes_every_strategy_and_ratio(tmp_path):
       '--image_shape=8,8,1',
       '--batch_size=32',
       '--steps_per_execution=2',
+      '--overhead_steps=50',
       f'--output={output}',
     ],
     capture_output=True,
