@@ -319,7 +319,8 @@ def test_answers_true_for_listening_socket():
 def test_answers_false_for_closed_port():
   start = time.monotonic()
   assert not peers.answers(closed_address())
-  assert time.monotonic() - start < peers.PROBE_TIMEOUT_SECONDS + 1
+  # Refused at once, never a hang (a loose bound: a loaded machine may be slow, not 10x).
+  assert time.monotonic() - start < 10 * peers.PROBE_TIMEOUT_SECONDS
 
 
 def test_answers_false_after_socket_closed():
@@ -357,8 +358,9 @@ def test_wait_for_servers_returns_quickly_when_all_listen():
     # The chief is not a server job: it need not answer.
     spec = {'chief': [closed_address()], 'worker': [w0, w1], 'ps': [ps]}
     start = time.monotonic()
-    peers.wait_for_servers(spec, ('worker', 'ps'), 5, said.append)
-    assert time.monotonic() - start < 1.5
+    peers.wait_for_servers(spec, ('worker', 'ps'), 60, said.append)
+    # Back as soon as every server answers, not after the time-out.
+    assert time.monotonic() - start < 30
   assert said == []
 
 
