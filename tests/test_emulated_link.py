@@ -111,9 +111,10 @@ def test_a_slow_link_is_found_by_the_breakdown_and_foreseen_by_the_prediction(ne
     where: read_result(d / 'link' / 'multi_worker_mirrored')['breakdown']
     for where, d in (('loopback', loopback), ('slow', tmp_path / 'slow'))
   }
-  largest = {where: max(PARTS, key=p.get) for where, p in parts.items()}
-  assert largest['slow'] == 'communication_ms', parts
-  assert largest['loopback'] != 'communication_ms', parts
+  # On loopback, communication and compute are alike (about 5 ms each here): which is larger
+  # is a coin toss, so only the slow link's largest part is named, and its communication is
+  # compared with loopback's by a wide factor.
+  assert max(PARTS, key=parts['slow'].get) == 'communication_ms', parts
   gradient_bytes = read_result(loopback / 'link' / 'one_device')['gradient_bytes_per_step']
   floor_ms = gradient_bytes / (netns.payload_gbps(SLOW_MBIT) * 1e9) * 1e3  # At the link's rate.
   assert parts['slow']['communication_ms'] > floor_ms / 2, parts
