@@ -46,10 +46,10 @@ class Host:
     self.namespace, self.link, self.peer, self.address = namespace, link, peer, address
 
 
-def ip(*args, check=True):
-  """Runs `ip ARGS`, bounded; raises with ip's own message when `check` and it fails."""
+def _run(tool, args, check):
+  """Runs `TOOL ARGS`, bounded; raises with the tool's own message when `check` and it fails."""
   proc = subprocess.run(
-    ['ip', *args],
+    [tool, *args],
     capture_output=True,
     text=True,
     check=False,
@@ -57,23 +57,18 @@ def ip(*args, check=True):
     stdin=subprocess.DEVNULL,
   )
   if check and proc.returncode:
-    raise RuntimeError(f'ip {" ".join(args)}: {proc.stderr.strip()}')
+    raise RuntimeError(f'{tool} {" ".join(args)}: {proc.stderr.strip()}')
   return proc
+
+
+def ip(*args, check=True):
+  """Runs `ip ARGS` (see _run)."""
+  return _run('ip', args, check)
 
 
 def tc(*args):
-  """Runs `tc ARGS`, bounded; raises with tc's own message when it fails."""
-  proc = subprocess.run(
-    ['tc', *args],
-    capture_output=True,
-    text=True,
-    check=False,
-    timeout=COMMAND_TIMEOUT,
-    stdin=subprocess.DEVNULL,
-  )
-  if proc.returncode:
-    raise RuntimeError(f'tc {" ".join(args)}: {proc.stderr.strip()}')
-  return proc
+  """Runs `tc ARGS`, raising when it fails (see _run)."""
+  return _run('tc', args, True)
 
 
 def unavailable(rate_limits=False):
