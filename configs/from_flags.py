@@ -8,6 +8,7 @@ run.py reads `FLAGS` (the benchmarks read their own).
 """
 
 import copy
+import dataclasses
 import math
 import os
 import re
@@ -205,62 +206,39 @@ def _base(v, directory):
     seed=v.seed,
     target_accuracy=v.target_accuracy,
     eval_every_steps=v.eval_every_steps,
-    data=definitions.Data(
-      dataset=v.dataset,
+    data=_section(
+      definitions.Data,
+      v,
       data_dir=os.path.expanduser(v.data_dir),
-      download=v.download,
       image_shape=image_shape,
       num_classes=num_classes,
-      seq_len=v.seq_len,
-      vocab_size=v.vocab_size,
       vocab_sizes=tuple(int(s) for s in v.vocab_sizes),
     ),
-    model=definitions.Model(
-      v.model,
-      v.batch_norm,
-      v.ghost_batch_size,
-      v.bn_momentum,
-      v.num_layers,
-      v.d_model,
-      v.num_heads,
-      v.embedding_dim,
+    model=_section(definitions.Model, v),
+    optimizer=_section(definitions.Optimizer, v),
+    schedule=_section(
+      definitions.Schedule, v, noise_scale_of=noise_scale_of.resolve(v.noise_scale_of)
     ),
-    optimizer=definitions.Optimizer(
-      v.optimizer,
-      v.learning_rate,
-      v.momentum,
-      v.beta_1,
-      v.beta_2,
-      v.epsilon,
-      v.weight_decay,
-      v.trust_coefficient,
+    performance=_section(
+      definitions.Performance,
+      v,
+      profile_steps=tuple(int(s) for s in v.profile_steps),
+      intra_op_threads=given('intra_op_threads'),
+      inter_op_threads=given('inter_op_threads'),
     ),
-    schedule=definitions.Schedule(
-      v.lr_scaling,
-      v.base_batch_size,
-      v.warmup_epochs,
-      v.lr_schedule,
-      noise_scale_of.resolve(v.noise_scale_of),
-    ),
-    performance=definitions.Performance(
-      v.steps_per_execution,
-      v.jit_compile,
-      v.mixed_precision,
-      tuple(int(s) for s in v.profile_steps),
-      given('intra_op_threads'),
-      given('inter_op_threads'),
-      v.breakdown,
-      v.breakdown_steps,
-      v.noise_scale,
-    ),
-    checkpoints=definitions.Checkpointing(
-      v.checkpoint_every_epochs, v.checkpoint_every_steps, v.resume
-    ),
+    checkpoints=_section(definitions.Checkpointing, v),
     distribution=definitions.Distribution(
       startup_timeout=v.startup_timeout, gpus_per_worker=v.gpus_per_worker
     ),
     flags=_own_flags(v, 'configs.flags'),
   )
+
+
+def _section(cls, v, **computed):
+  """A section of the config from the flags named like its fields, by name; `computed` holds
+  the fields a flag's value does not give as it is."""
+  named = {f.name: v[f.name].value for f in dataclasses.fields(cls) if f.name not in computed}
+  return cls(**named, **computed)
 
 
 def _with_model_defaults(values):
