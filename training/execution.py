@@ -7,7 +7,17 @@ schedules it through a `ClusterCoordinator` on whichever worker is free; a worke
 mid-execution has its execution retried on another.
 """
 
+import time
+
 import tensorflow as tf
+
+# A result's copy from its worker failed with one of these, naming the worker: it is cut off.
+_CUT_OFF = (
+  tf.errors.UnavailableError,
+  tf.errors.AbortedError,
+  tf.errors.CancelledError,
+  tf.errors.DeadlineExceededError,
+)
 
 
 class _Done:
@@ -48,14 +58,37 @@ class InPlace:
     return [execution.fetch() for execution in launched]
 
 
+class Scheduled:
+  """An execution scheduled on a worker. Once it has run, its result stays on that worker
+  until `fetch()` copies it here, and TensorFlow retries lost executions, not lost copies: a
+  worker cut off in between (a partition, seen under load) failed the fetch and with it the
+  run. The worker still holds the result when it is back, so the copy is tried again until
+  then, for at most `patience` seconds (after that, the worker is lost to the run, as before)."""
+
+  def __init__(self, remote_value, patience, poll_seconds=1.0):
+    self._remote_value = remote_value
+    self._patience, self._poll_seconds = patience, poll_seconds
+
+  def fetch(self):
+    deadline = time.monotonic() + self._patience
+    while True:
+      try:
+        return self._remote_value.fetch()
+      except _CUT_OFF as error:
+        if '/job:worker' not in str(error) or time.monotonic() > deadline:
+          raise
+      time.sleep(self._poll_seconds)
+
+
 class Coordinated(InPlace):
   """Schedules executions on the workers of a parameter-server cluster: a few per worker in
   flight at any time, so a stop takes effect soon."""
 
   coordinated = True
 
-  def __init__(self, strategy, num_workers):
+  def __init__(self, strategy, num_workers, patience):
     super().__init__(strategy)
+    self.patience = patience  # How long a worker may be cut off with a result on it.
     self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     self.in_flight = 4 * num_workers
 
@@ -67,4 +100,4 @@ class Coordinated(InPlace):
     )
 
   def launch(self, function, *args):
-    return self.coordinator.schedule(function, args=args)
+    return Scheduled(self.coordinator.schedule(function, args=args), self.patience)

@@ -87,7 +87,7 @@ class Trainer:
     )
     coordinated = isinstance(strategy, tf.distribute.ParameterServerStrategy)
     self.executor = (
-      execution.Coordinated(strategy, self.num_workers)
+      execution.Coordinated(strategy, self.num_workers, config.distribution.startup_timeout)
       if coordinated
       else execution.InPlace(strategy)
     )
