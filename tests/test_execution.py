@@ -11,7 +11,7 @@ CUT_OFF = tf.errors.UnavailableError(
   None,
   'failed to connect to all addresses\nAdditional GRPC error information from remote target '
   '/job:worker/replica:0/task:1/device:CPU:0 while calling '
-  '/tensorflow.eager.EagerService/RunComponentFunction',
+  '/tensorflow.eager.EagerService/RunComponentFunction: failed to connect [Op:Identity] name: ',
 )
 
 
@@ -44,10 +44,14 @@ def test_a_worker_cut_off_for_longer_than_the_patience_is_lost_to_the_run():
 @pytest.mark.parametrize(
   'error',
   [
-    tf.errors.UnavailableError(None, None, 'GRPC error from remote target /job:ps/replica:0'),
-    tf.errors.InvalidArgumentError(None, None, 'on /job:worker/replica:0/task:1: bad shape'),
+    tf.errors.UnavailableError(None, None, 'from remote target /job:ps/replica:0 [Op:Identity]'),
+    tf.errors.InvalidArgumentError(None, None, 'on /job:worker/replica:0/task:1 [Op:Identity]'),
+    # The execution's own error, e.g. a lost ps task seen from the worker that ran it.
+    tf.errors.UnavailableError(
+      None, None, 'remote target /job:worker/replica:0/task:1: from /job:ps/replica:0/task:0'
+    ),
   ],
-  ids=['another task', 'not a connection'],
+  ids=['another task', 'not a connection', 'the execution failed'],
 )
 def test_other_errors_are_raised_at_once(error):
   remote = RemoteValue(failures=1, error=error)

@@ -11,7 +11,10 @@ import time
 
 import tensorflow as tf
 
-# A result's copy from its worker failed with one of these, naming the worker: it is cut off.
+# A result's copy from its worker (the coordinator's Identity op) failed with one of these,
+# naming the worker: the worker is cut off. An execution's own error (a ps lost, say) comes
+# from its function instead, and is raised at once.
+_COPY = '[Op:Identity]'
 _CUT_OFF = (
   tf.errors.UnavailableError,
   tf.errors.AbortedError,
@@ -75,7 +78,8 @@ class Scheduled:
       try:
         return self._remote_value.fetch()
       except _CUT_OFF as error:
-        if '/job:worker' not in str(error) or time.monotonic() > deadline:
+        copy_cut_off = _COPY in str(error) and '/job:worker' in str(error)
+        if not copy_cut_off or time.monotonic() > deadline:
           raise
       time.sleep(self._poll_seconds)
 
