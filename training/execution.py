@@ -4,7 +4,8 @@ The loop, the evaluation and the breakdown hand their `tf.function`s to an execu
 ask which strategy they run under. `InPlace` calls a function here (its steps run on this
 task's devices, or, under an all-reduce cluster, on every task together). `Coordinated`
 schedules it through a `ClusterCoordinator` on whichever worker is free; a worker lost
-mid-execution has its execution retried on another.
+mid-execution has its execution retried on another, and a result whose worker is cut off on
+its way here is fetched once that worker is back.
 """
 
 import time
