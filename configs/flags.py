@@ -398,7 +398,7 @@ flags.DEFINE_float(
   _RUN.distribution.startup_timeout,
   'Seconds a cluster task may wait for its peers before it gives up '
   'and names the tasks that did not answer (at start-up; and for a parameter-server worker '
-  'cut off while it holds a step\'s result).',
+  "cut off while it holds a step's result).",
   lower_bound=1,
 )
 flags.DEFINE_integer(
