@@ -22,6 +22,7 @@ from records import results
 from records import storage
 from records import tables
 from reporting import summary
+from reporting import uncertainty
 
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
 
@@ -288,12 +289,13 @@ def launch(experiment):
 
 def table(rows):
   """A plain-text table, one row per run, of the figures a comparison needs, ending with the
-  speed-up and scaling efficiency against the one_device baseline (as summary.md has them)."""
+  speed-up and scaling efficiency against the one_device baseline, throughput and speed-up
+  with what their epochs can resolve (as summary.md has them)."""
   header = (
     'run',
     'workers',
     'replicas',
-    'examples/s',
+    'examples/s (epoch range)',
     'epoch time (s)',
     'val accuracy',
     'speed-up',
@@ -305,15 +307,19 @@ def table(rows):
     if 'error' in row:
       cells.append((row['run'], '-', '-', '-', '-', 'FAILED', '-', '-'))
     else:
+      throughput, speedup, efficiency = uncertainty.cells(
+        uncertainty.measure(row), *scaled[row['run']][1:]
+      )
       cells.append(
         (
           row['run'],
           str(row['num_workers']),
           str(row['num_replicas_in_sync']),
-          f'{row["examples_per_second"]:,.0f}',
+          throughput,
           f'{row["epoch_time_seconds"]:.3f}',
           f'{row["final_validation_accuracy"]:.4f}',
-          *summary.scaling_cells(*scaled[row['run']][1:]),
+          speedup,
+          efficiency,
         )
       )
   return tables.render(header, cells)

@@ -20,6 +20,7 @@ INTEGER_HPARAMS = {
   'per_replica_batch_size',
   'epochs',
   'steps_per_epoch',
+  'train_examples',
   'steps_per_execution',
   'seed',
   'base_batch_size',

@@ -5,6 +5,8 @@ sync (workers for parameter_server) and throughput_1 that of the baseline: the `
 (or, in an experiment without one, a run with N = 1, such as `mirrored-r1`) with the same model
 and dataset and the same global batch (strong scaling) or, failing that, the same batch per
 replica (weak scaling). Without such a baseline, efficiency is not available: never guessed.
+A throughput and a speed-up are printed with what their epochs can resolve
+(reporting/uncertainty.py).
 
 Compute per byte communicated = FLOPs of one replica's step / the gradient bytes it contributes
 to the all-reduce (the model card, training/model_card.py): the more compute hides each byte,
@@ -15,11 +17,13 @@ import csv
 import io
 
 import strategies
+from records import critical_batch
 from records import files
 from records import results
 from records import storage
 from records import tables
 from reporting import breakdown
+from reporting import uncertainty
 
 COLUMNS = (
   'run',
@@ -30,15 +34,19 @@ COLUMNS = (
   'examples_per_second',
   'examples_per_second_min',
   'examples_per_second_max',
+  'examples_per_second_steps',
+  'examples_per_second_note',
   'gradient_bytes_per_step',
   'flops_per_example',
   'compute_per_byte_communicated',
   'speedup',
   'scaling_efficiency',
+  'speedup_note',
   'final_validation_accuracy',
   'wall_time_seconds',
   'time_to_accuracy_seconds',
   'critical_batch_size',
+  'critical_batch_note',
 )
 BASELINE = 'one_device'
 CONVERGENCE_COLUMNS = (
@@ -66,15 +74,10 @@ def parallel_units(run):
 def rows(runs, target_accuracy):
   """One row per complete run, in `runs` order."""
   complete = [run for run in runs if run['complete']]
-  throughput = {
-    run['run']: results.spread(run['epoch_examples_per_second'], run.get('epoch_startup'))
-    for run in complete
-  }
-  scaled = scaling([dict(run, examples_per_second=throughput[run['run']][0]) for run in complete])
+  scaled = scaling(complete)
   table = []
   for run in complete:
-    median, low, high = throughput[run['run']]
-    base, speedup, efficiency = scaled[run['run']]
+    base, speedup, efficiency, note = scaled[run['run']]
     table.append(
       {
         'run': run['run'],
@@ -82,9 +85,7 @@ def rows(runs, target_accuracy):
         'num_workers': run['num_workers'],
         'num_replicas_in_sync': run['num_replicas_in_sync'],
         'global_batch_size': run['global_batch_size'],
-        'examples_per_second': median,
-        'examples_per_second_min': low,
-        'examples_per_second_max': high,
+        **uncertainty.measure(run),
         'baseline': base,
         'per_replica_batch_size': run.get('per_replica_batch_size'),
         'gradient_bytes_per_step': run.get('gradient_bytes_per_step'),
@@ -92,6 +93,7 @@ def rows(runs, target_accuracy):
         'compute_per_byte_communicated': compute_per_byte_communicated(run),
         'speedup': speedup,
         'scaling_efficiency': efficiency,
+        'speedup_note': note,
         'final_validation_accuracy': run['validation_accuracy'][-1],
         'wall_time_seconds': run['wall_time_seconds'],
         'time_to_accuracy_seconds': results.time_to_accuracy(
@@ -101,7 +103,9 @@ def rows(runs, target_accuracy):
         'optimizer': run.get('optimizer'),
         'peak_learning_rate': run.get('peak_learning_rate'),
         'breakdown': breakdown.of(run),
+        'train_examples': run.get('train_examples'),
         'critical_batch_size': run.get('critical_batch_size'),
+        'critical_batch_note': critical_batch_note(run),
       }
     )
   for row in table:
@@ -110,21 +114,37 @@ def rows(runs, target_accuracy):
 
 
 def scaling(runs):
-  """{run: (its baseline's name, speed-up, scaling efficiency)} of finished runs that carry
-  their headline `examples_per_second` (result.json, or the report's run records); (None,
-  None, None) for a run without a baseline."""
+  """{run: (its baseline's name, speed-up, scaling efficiency, why that speed-up is none
+  measured or None: reporting/uncertainty.py)} of finished runs (result.json, or the report's
+  run records); (None, None, None, None) for a run without a baseline. Throughput: the
+  median of each run's epochs after start-up."""
+  measured = {run['run']: uncertainty.measure(run) for run in runs}
   found = {}
   for run in runs:
     n = parallel_units(run)
     base = _baseline(run, runs, n)
-    speedup = run['examples_per_second'] / base['examples_per_second'] if base else None
-    found[run['run']] = (base and base['run'], speedup, speedup and speedup / n)
+    if base is None:
+      found[run['run']] = (None, None, None, None)
+      continue
+    mine, theirs = measured[run['run']], measured[base['run']]
+    speedup = mine['examples_per_second'] / theirs['examples_per_second']
+    found[run['run']] = (base['run'], speedup, speedup / n, uncertainty.speedup_note(mine, theirs))
   return found
 
 
-def scaling_cells(speedup, efficiency):
-  """Speed-up and efficiency as the tables print them, 'n/a' without a baseline."""
-  return _maybe(speedup, '{:.2f}x'), _maybe(efficiency, '{:.0%}')
+def critical_batch_note(run):
+  """What the critical batch size's cell cannot say (result.json's reason, rebuilt from the
+  event files): a value larger than the training set, or why there is none; else None."""
+  value, train = run.get('critical_batch_size'), run.get('train_examples')
+  if value is not None:
+    return (
+      f'larger than the {train:,} training examples an epoch passes over'
+      if train and value > train
+      else None
+    )
+  if run.get('gradient_noise_scale') is not None:  # Measured, but no positive |G|^2.
+    return critical_batch.not_positive(len(run['validation_accuracy']))
+  return critical_batch.ONE_REPLICA if run['num_replicas_in_sync'] < 2 else critical_batch.OFF
 
 
 def compute_per_byte_communicated(run):
@@ -221,7 +241,7 @@ def markdown(name, table, said, target_accuracy, plots=()):
     'workers',
     'replicas',
     'global batch',
-    'examples/s (min-max)',
+    'examples/s (epoch range)',
     'speed-up',
     'efficiency',
     'val accuracy',
@@ -239,23 +259,19 @@ def markdown(name, table, said, target_accuracy, plots=()):
         str(row['num_workers']),
         str(row['num_replicas_in_sync']),
         str(row['global_batch_size']),
-        f'{row["examples_per_second"]:,.0f} ({row["examples_per_second_min"]:,.0f}-'
-        f'{row["examples_per_second_max"]:,.0f})',
-        *scaling_cells(row['speedup'], row['scaling_efficiency']),
+        *uncertainty.cells(row, row['speedup'], row['scaling_efficiency'], row['speedup_note']),
         f'{row["final_validation_accuracy"]:.4f}',
         f'{row["wall_time_seconds"]:.1f}',
         _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
-        _maybe(row.get('critical_batch_size'), '{:,.0f}'),
+        _critical_batch_cell(row),
       ]
     )
   lines += [
     tables.render(header, cells, markdown=True),
     '',
-    'Throughput is the median over the epochs after the first (tracing and start-up). '
-    f'Efficiency = (throughput / N) / throughput of the {BASELINE} baseline, N = replicas '
-    'in sync (workers for parameter_server). Critical batch: the gradient noise scale '
-    'B_simple over the last half of the epochs (n/a: not measured, as with one replica in '
-    'sync; docs/large-batches.md).',
+    f'{uncertainty.footnote(table)} Efficiency = (throughput / N) / throughput of the '
+    f'{BASELINE} baseline, N = replicas in sync (workers for parameter_server). '
+    + _critical_batch_footnote(table),
     '',
   ]
   lines += _compute_markdown(table)
@@ -263,6 +279,37 @@ def markdown(name, table, said, target_accuracy, plots=()):
   lines += _convergence_markdown(convergence(table), target_accuracy)
   lines += [f'![{storage.basename(p).removesuffix(".png")}]({storage.basename(p)})' for p in plots]
   return '\n'.join(lines) + '\n'
+
+
+def _critical_batch_cell(row):
+  value, note = row['critical_batch_size'], row['critical_batch_note']
+  if value is not None:
+    return f'{value:,.0f}' + (f' (> {row["train_examples"]:,} training examples)' if note else '')
+  return {critical_batch.ONE_REPLICA: 'n/a (one replica)', critical_batch.OFF: 'n/a (off)'}.get(
+    note, 'failed (see below)'
+  )
+
+
+def _critical_batch_footnote(table):
+  """What the critical batch column is, and each run's failed estimate in its own words."""
+  said = [
+    'Critical batch: the gradient noise scale B_simple over the last half of the epochs '
+    '(docs/large-batches.md); n/a (one replica): not measured, one replica in sync has no two '
+    'gradients of the same weights to compare; n/a (off): not measured, --nonoise_scale.'
+  ]
+  if any(row['critical_batch_size'] is not None and row['critical_batch_note'] for row in table):
+    said.append(
+      '> training examples: larger than the training set, a batch the data cannot make: by '
+      'this estimate every batch it allows still cuts the steps nearly in proportion, or the '
+      'estimate (over few or noisy steps) is off; not a batch to train at.'
+    )
+  said += [
+    f'Critical batch of {row["run"]} failed: {row["critical_batch_note"]}.'
+    for row in table
+    if row['critical_batch_size'] is None
+    and row['critical_batch_note'] not in (critical_batch.ONE_REPLICA, critical_batch.OFF)
+  ]
+  return ' '.join(said)
 
 
 def _compute_markdown(table):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from configs import noise_scale_of
+from records import critical_batch
 from tests.conftest import ROOT
 from tests.conftest import read_result
 from tests.conftest import read_scalars
@@ -48,14 +49,14 @@ def test_the_critical_batch_size_is_the_ratio_of_the_last_half_s_averages():
 
 
 def test_a_run_that_does_not_measure_it_says_why():
-  record = noise_scale.record([None, None], [None, None], noise_scale.ONE_REPLICA)
+  record = noise_scale.record([None, None], [None, None], critical_batch.ONE_REPLICA)
   assert record['gradient_noise_scale'] is None
   assert record['critical_batch_size'] == {
     'value': None,
     'epochs': None,
     'gradient_sq': None,
     'trace_sigma': None,
-    'reason': noise_scale.ONE_REPLICA,
+    'reason': critical_batch.ONE_REPLICA,
   }
   assert noise_scale.critical_batch_size([], [])['reason'] == 'no epoch finished'
 
@@ -161,7 +162,7 @@ def test_noise_scale_of_reads_a_number_or_an_earlier_run(tmp_path):
 def test_noise_scaling_without_a_noise_scale_is_refused_in_one_line(tmp_path, given, fragments):
   unmeasured = tmp_path / 'unmeasured'
   unmeasured.mkdir()
-  reason = noise_scale.OFF
+  reason = critical_batch.OFF
   (unmeasured / 'result.json').write_text(
     json.dumps({'critical_batch_size': {'value': None, 'reason': reason}})
   )

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from records import critical_batch
 from records import results
 from reporting import summary
 
@@ -22,6 +23,7 @@ def run(
   model='cnn',
   dataset='digits',
   complete=True,
+  steps=22,
 ):
   return {
     'run': name,
@@ -32,6 +34,7 @@ def run(
     'model': model,
     'dataset': dataset,
     'epoch_examples_per_second': list(eps),
+    'steps_per_epoch': steps,
     'validation_accuracy': list(accuracy),
     'epoch_elapsed_seconds': list(elapsed),
     'complete': complete,
@@ -156,5 +159,161 @@ def test_files_hold_the_same_rows(tmp_path):
   assert list(rows[0]) == list(summary.COLUMNS)
   assert float(rows[1]['scaling_efficiency']) == pytest.approx(table[1]['scaling_efficiency'])
   md = (tmp_path / 'summary.md').read_text()
-  assert '| mirrored | 1 | 2 | 64 | 1,100 (1,000-1,200) | 1.00x | 50% | 0.9500 |' in md
+  # The same epochs as its baseline's: no speed-up measured.
+  assert (
+    '| mirrored | 1 | 2 | 64 | 1,100 (1,000-1,200) | within noise (1.00x) | within noise (50%) '
+    '| 0.9500 |'
+  ) in md
+  assert rows[1]['speedup_note'] == 'within noise' and rows[0]['speedup_note'] == ''
   assert '![a](a.png)' in md
+
+
+def markdown_row(md, name):
+  return next(line for line in md.splitlines() if line.startswith(f'| {name} |'))
+
+
+def test_a_speed_up_inside_the_epochs_spread_is_not_called_one():
+  """Epochs that overlap their baseline's are within noise; apart, a speed-up; with 7 steps an
+  epoch (4 x 7 = 28 measured), too few steps to measure (the case of issue 33)."""
+  runs = [
+    run('one_device', 'one_device', eps=(2000, 10_451, 34_571, 19_000, 20_000)),
+    run('mirrored', 'mirrored', replicas=2, eps=(2000, 30_000, 36_000, 35_000, 36_500)),
+    run('central_storage', 'central_storage', replicas=2, eps=(2000, 40_000, 41_000, 42_000)),
+    run('few', 'one_device', batch=32, steps=7, eps=(2000, 10_451, 34_571, 19_000, 20_000)),
+    run('few-mirrored', 'mirrored', batch=32, replicas=2, steps=7, eps=(1, 36_000, 36_000)),
+  ]
+  table = by_name(summary.rows(runs, 0.9))
+  mirrored, central, few = table['mirrored'], table['central_storage'], table['few-mirrored']
+  assert mirrored['speedup'] == pytest.approx(35_500 / 19_500)
+  assert (
+    mirrored['speedup_note'],
+    central['speedup_note'],
+    table['one_device']['speedup_note'],
+  ) == (
+    'within noise',
+    None,
+    None,
+  )
+  assert (table['few']['examples_per_second_steps'], table['few']['examples_per_second_note']) == (
+    28,
+    'too few steps',
+  )
+  assert few['speedup_note'] == 'too few steps' and few['speedup'] == pytest.approx(36_000 / 19_500)
+  md = summary.markdown('x', list(table.values()), [], 0.9)
+  assert '| 35,500 (30,000-36,500) | within noise (1.82x) | within noise (91%) |' in markdown_row(
+    md, 'mirrored'
+  )
+  assert '| 41,000 (40,000-42,000) | 2.10x | 105% |' in markdown_row(md, 'central_storage')
+  assert '| too few steps to measure (28) | 1.00x | 100% |' in markdown_row(md, 'few')
+  assert '| too few steps to measure (14) | n/a (too few steps) | n/a (too few steps) |' in (
+    markdown_row(md, 'few-mirrored')
+  )
+  assert 'fewer than 50 steps in the epochs measured' in md
+  assert 'A speed-up is called one only when the epochs of the run and of its baseline do not' in md
+
+
+def test_the_table_run_py_prints_says_the_same(tmp_path):
+  """The console table (orchestration/launcher.py) from result.json's fields."""
+  from orchestration import launcher
+
+  def result(name, strategy, eps, replicas=1, steps=22):
+    return run(name, strategy, replicas=replicas, eps=eps, steps=steps) | {
+      'epoch_time_seconds': 0.1,
+      'final_validation_accuracy': 0.9,
+      'epoch_startup': [1] + [0] * (len(eps) - 1),
+    }
+
+  text = launcher.table(
+    [
+      result('one_device', 'one_device', (2000, 10_451, 34_571, 19_000, 20_000)),
+      result('mirrored', 'mirrored', (2000, 30_000, 36_000, 35_000, 36_500), replicas=2),
+    ]
+  )
+  assert 'examples/s (epoch range)' in text.splitlines()[0]
+  assert text.splitlines()[3].split()[1:] == [
+    '1',
+    '2',
+    '35,500',
+    '(30,000-36,500)',
+    '0.100',
+    '0.9000',
+    'within',
+    'noise',
+    '(1.82x)',
+    'within',
+    'noise',
+    '(91%)',
+  ]
+
+
+def test_with_one_epoch_the_footnote_says_what_was_measured():
+  runs = [
+    run('one_device', 'one_device', eps=(1000.0,), accuracy=(0.9,), elapsed=(2.0,), steps=100),
+    run('mirrored', 'mirrored', replicas=2, eps=(1500.0,), accuracy=(0.9,), elapsed=(2.0,)),
+  ]
+  runs[1]['steps_per_epoch'] = 100
+  table = summary.rows(runs, 0.9)
+  assert table[1]['examples_per_second_startup_included'] is True
+  assert (table[1]['examples_per_second_note'], table[1]['speedup_note']) == (
+    'one epoch',
+    'one epoch',
+  )
+  md = summary.markdown('x', table, [], 0.9)
+  assert '| 1,500 (one epoch) | one epoch (1.50x) | one epoch (75%) |' in markdown_row(
+    md, 'mirrored'
+  )
+  assert 'after start-up' not in md and 'after the first' not in md
+  assert (
+    'one_device, mirrored: every epoch a start-up one (as with --epochs=1): the throughput of '
+    'all epochs, tracing included.'
+  ) in md
+  # Two epochs: the one after start-up, measured alone.
+  two = summary.rows([run('one_device', 'one_device', eps=(100.0, 1000.0), steps=60)], 0.9)
+  assert two[0]['examples_per_second_note'] == 'one epoch'
+  assert 'Throughput: the median of the epochs after start-up' in summary.markdown(
+    'x', two, [], 0.9
+  )
+
+
+def test_a_critical_batch_beyond_the_training_set_or_failed_says_so(tmp_path):
+  """781 for 455 training examples; multi_worker_mirrored's |G|^2 estimate not positive (its
+  per-epoch series in the event files, NaN read back as None, and no critical batch)."""
+  runs = [
+    run('one_device', 'one_device') | {'train_examples': 455},
+    run('mirrored', 'mirrored', replicas=2)
+    | {'train_examples': 455, 'gradient_noise_scale': [700.0, 800.0, 790.0, 781.0]}
+    | {'critical_batch_size': 781.0},
+    run('central_storage', 'central_storage', replicas=2)
+    | {'train_examples': 1437, 'gradient_noise_scale': [64.0] * 4, 'critical_batch_size': 64.0},
+    run('mwm', 'multi_worker_mirrored', replicas=2, workers=2)
+    | {'train_examples': 455, 'gradient_noise_scale': [50.0, None, None, None]},
+    run('off', 'mirrored', replicas=2),  # --nonoise_scale: no series.
+  ]
+  table = summary.rows(runs, 0.9)
+  summary.write(str(tmp_path), table, [], 0.9)
+  rows = by_name(json.loads((tmp_path / 'summary.json').read_text())['rows'])
+  failed = (
+    'the estimate of |G|^2 over epochs 3-4 was not positive: the gradient is lost in its noise '
+    'there (more steps per epoch, or a larger batch, help)'
+  )
+  assert {
+    name: (row['critical_batch_size'], row['critical_batch_note']) for name, row in rows.items()
+  } == {
+    'one_device': (None, critical_batch.ONE_REPLICA),
+    'mirrored': (781.0, 'larger than the 455 training examples an epoch passes over'),
+    'central_storage': (64.0, None),
+    'mwm': (None, failed),
+    'off': (None, critical_batch.OFF),
+  }
+  md = (tmp_path / 'summary.md').read_text()
+  cells = {name: markdown_row(md, name).split(' | ')[-1] for name in rows}
+  assert cells == {
+    'one_device': 'n/a (one replica) |',
+    'mirrored': '781 (> 455 training examples) |',
+    'central_storage': '64 |',
+    'mwm': 'failed (see below) |',
+    'off': 'n/a (off) |',
+  }
+  assert f'Critical batch of mwm failed: {failed}.' in md
+  assert '> training examples: larger than the training set' in md
+  assert 'not measured, as with one replica in sync' not in md

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from data import pipeline
+from records import critical_batch
 from training import batching as batching_lib
 from training import builders as builders_lib
 from training import execution
@@ -100,9 +101,9 @@ class Trainer:
     )
     self.builders = builders or builders_lib.of(config, arrays)
     self.noise_reason = (  # Why the gradient noise scale is not measured; None if it is.
-      noise_scale.OFF
+      critical_batch.OFF
       if not config.performance.noise_scale
-      else noise_scale.ONE_REPLICA
+      else critical_batch.ONE_REPLICA
       if strategy.num_replicas_in_sync < 2
       else None
     )

@@ -19,12 +19,7 @@ squared norms. Pure arithmetic, free of TensorFlow; training/step.py takes the n
 
 import math
 
-# Why a run has no estimate: one replica in sync has no two gradients at the same weights.
-ONE_REPLICA = (
-  'one replica in sync (one_device, parameter_server): no two gradients of the same weights '
-  'to compare, so not measured'
-)
-OFF = '--nonoise_scale: not measured'
+from records import critical_batch
 
 
 def estimates(small, big, b_small, b_big):
@@ -63,8 +58,8 @@ def critical_batch_size(gradient_sq, trace_sigma, reason=None):
     return {**unknown, 'reason': reason}
   if not gradient_sq:
     return {**unknown, 'reason': 'no epoch finished'}
-  count = max(1, len(gradient_sq) // 2)
-  first = len(gradient_sq) - count + 1
+  first, last = critical_batch.epochs(len(gradient_sq))
+  count = last - first + 1
   # An epoch whose every step overflowed (mixed float16) has no estimate.
   known = [(g, t) for g, t in zip(gradient_sq[-count:], trace_sigma[-count:]) if g is not None]
   mean = lambda values: math.fsum(values) / len(known) if known else None
@@ -72,15 +67,10 @@ def critical_batch_size(gradient_sq, trace_sigma, reason=None):
   value = ratio(g, t)
   return {
     'value': value,
-    'epochs': [first, len(gradient_sq)],
+    'epochs': [first, last],
     'gradient_sq': g,
     'trace_sigma': t,
-    'reason': None
-    if value is not None
-    else (
-      f'the estimate of |G|^2 over epochs {first}-{len(gradient_sq)} was not positive: '
-      'the gradient is lost in its noise there (more steps per epoch, or a larger batch, help)'
-    ),
+    'reason': None if value is not None else critical_batch.not_positive(len(gradient_sq)),
   }
 
 

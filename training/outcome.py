@@ -18,8 +18,13 @@ from training import schedules
 from training import shards
 
 # May differ when a run resumes: more epochs, other executions, derived values, the
-# strategy's own options (e.g. --num_packs).
-NOT_CHECKED_ON_RESUME = ('epochs', 'steps_per_execution', 'per_replica_batch_size')
+# strategy's own options (e.g. --num_packs); what an older checkpoint did not record.
+NOT_CHECKED_ON_RESUME = (
+  'epochs',
+  'steps_per_execution',
+  'per_replica_batch_size',
+  'train_examples',
+)
 
 
 def settings(config, trainer):
@@ -40,6 +45,8 @@ def settings(config, trainer):
     'per_replica_batch_size': trainer.batching.per_replica_batch_size,
     'epochs': config.epochs,
     'steps_per_epoch': trainer.batching.steps_per_epoch,
+    # The training examples an epoch passes over: what a critical batch size is set against.
+    'train_examples': trainer.arrays.train_size,
     'steps_per_execution': config.performance.steps_per_execution,
     'eval_every_steps': config.eval_every_steps,
     **dataclasses.asdict(config.optimizer),
