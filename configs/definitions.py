@@ -184,6 +184,7 @@ class Prediction:
   per_device_batch: int = 0  # 0: the experiment's one_device batch.
   predict_from: str = ''  # The run steps to target come from; '': chosen among the experiment's.
   noise_scale_of: str = ''  # A noise scale (examples) overriding the run's measured one.
+  target_accuracy: float | None = None  # None: each measured run's own (--target_accuracy unset).
 
 
 def _from_dict(cls, saved):

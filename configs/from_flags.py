@@ -114,6 +114,7 @@ def prediction(values=FLAGS):
     per_device_batch=values.per_device_batch,
     predict_from=values.predict_from,
     noise_scale_of=noise_scale_of.resolve(values.noise_scale_of),
+    target_accuracy=values.target_accuracy if values['target_accuracy'].present else None,
   )
 
 

@@ -32,6 +32,11 @@ strategy, from what one device computes and what the model's gradients weigh.
   `paid_step_ms` = step + boundary: the step a run pays, for the time to a target.
 - a strategy the experiment measured at N devices and the same batch: its own compute and
   overhead, and its communication over loopback (its software's cost) added to the links'.
+- what limits a prediction (`limiting`): the input, where its ceiling binds; else, for a
+  strategy that keeps SCALES_WELL efficiency or better, the largest part of its step (the
+  device's own step: compute, mostly); below that, the largest part scaling adds to one
+  device's step (communication, or the overhead or compute the experiment measured growing
+  with devices): what bounds its scaling, even where compute is still the largest part.
 
 OVERLAP is the model's one fitted constant: the fraction of the communication hidden behind
 the backward pass. It was fitted once, by `prediction.validation.fit_overlap`, on the
@@ -44,6 +49,9 @@ the backward pass, so it has none either. tests/test_prediction.py checks the fi
 import dataclasses
 
 OVERLAP = 0.0
+# The efficiency at which a strategy scales well: below it, more than a quarter of its step is
+# what scaling adds to one device's step. The throughput recommendation's threshold too.
+SCALES_WELL = 0.75
 
 STRATEGIES = (
   'one_device',
@@ -184,21 +192,29 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP):
   exposed = (1 - overlap) * sum(stages.values())
   step = compute + exposed + overhead
   examples = n * w.per_device_batch / step * 1e3
-  terms = {
-    'compute': compute,
-    'overhead': overhead,
-    **({max(stages, key=stages.__getitem__): exposed} if exposed else {}),
-  }
-  limiting = max(terms, key=terms.__getitem__)
+  communicated = {max(stages, key=stages.__getitem__): exposed} if exposed else {}
+  one = _one_device_step(w)
+  single = w.per_device_batch / sum(one.values()) * 1e3
   ceiling = w.input_examples_per_second * hw.nodes(n) if w.input_examples_per_second else None
   if ceiling and ceiling < examples:
     examples, limiting = ceiling, 'input'
-  single = w.per_device_batch / _one_device_step(w) * 1e3
+  elif examples / single / n >= SCALES_WELL:
+    limiting = _largest({'compute': compute, 'overhead': overhead, **communicated})
+  else:
+    limiting = _largest(
+      {
+        'compute': compute - one['compute'],
+        'overhead': overhead - one['overhead'],
+        **communicated,
+      }
+    )
   return {
     'strategy': strategy,
     'hardware': hw.name,
     'num_devices': n,
     'num_nodes': hw.nodes(n),
+    # Nodes a strategy holds beyond its devices' own: the ps tasks on a networked profile.
+    'server_nodes': options.num_ps if strategy == 'parameter_server' and hw.max_nodes > 1 else 0,
     'per_device_batch': w.per_device_batch,
     'examples_per_second': examples,
     'speedup': examples / single,
@@ -214,14 +230,19 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP):
   }
 
 
+def _largest(parts):
+  return max(parts, key=parts.__getitem__)
+
+
 def _one_device_step(w):
-  """The baseline of speed-up and efficiency: one device alone, as measured or computed."""
+  """The baseline of speed-up and efficiency, one device alone as measured or computed:
+  {'compute', 'overhead', 'communication'} in ms."""
   measured = w.measured.get(('one_device', 1), {})
-  return (
-    measured.get('compute_ms', w.compute_ms)
-    + max(0.0, measured.get('overhead_ms', w.overhead_ms))
-    + measured.get('communication_ms', 0.0)
-  )
+  return {
+    'compute': measured.get('compute_ms', w.compute_ms),
+    'overhead': max(0.0, measured.get('overhead_ms', w.overhead_ms)),
+    'communication': measured.get('communication_ms', 0.0),
+  }
 
 
 def predict_all(strategies, devices, w, hw, options, overlap=OVERLAP):

@@ -8,6 +8,7 @@ before anything is written.
 
 import dataclasses
 
+from prediction import choices
 from prediction import cost_model
 from prediction import hardware
 from prediction import time_to_target
@@ -83,20 +84,45 @@ def forecast(config, card_of=None):
       )
     ],
   }
+  document['recommended'] = recommended(document['predictions'])
   storage.makedirs(config.directory)
   files.write_json(storage.join(config.directory, FILE), document)
   return document
+
+
+def recommended(predictions):
+  """prediction.json's `recommended`: the rules (prediction/choices.py) and, per hardware
+  profile, what they choose for throughput and, where times to target are predicted, the
+  soonest and the knee (None: no knee), each {'strategy', 'num_devices', 'tied_with'}."""
+  named = lambda chosen, tied: {
+    'strategy': chosen['strategy'],
+    'num_devices': chosen['num_devices'],
+    'tied_with': [p['strategy'] for p in tied],
+  }
+  profiles = {}
+  for profile in dict.fromkeys(p['hardware'] for p in predictions):
+    mine = [p for p in predictions if p['hardware'] == profile]
+    chosen, tied, scales_well = choices.by_throughput(mine)
+    profiles[profile] = {'throughput': {**named(chosen, tied), 'scales_well': scales_well}}
+    if all(p['time_to_target_seconds'] is not None for p in mine):
+      knee = time_to_target.knee(mine)
+      profiles[profile] |= {
+        'soonest': named(*time_to_target.soonest(mine)),
+        'knee': knee and named(*knee),
+      }
+  return {'tie': choices.TIE, 'scales_well': cost_model.SCALES_WELL, 'hardware': profiles}
 
 
 def _target_source(config, runs):
   """(time_to_target.Source, None), or (None, why there is none); refuses (TargetError) a run
   --predict_from names that cannot be one, and a --noise_scale_of that is no noise scale."""
   noise_scale = time_to_target.given_noise_scale(config.noise_scale_of)
+  target = config.target_accuracy
   if config.predict_from:
-    return time_to_target.source(_named_run(config.predict_from, runs), noise_scale), None
+    return time_to_target.source(_named_run(config.predict_from, runs), noise_scale, target), None
   if config.device_examples_per_second:
     return None, 'predicted from a model card: name a measured run with --predict_from'
-  return time_to_target.choose(runs, noise_scale)
+  return time_to_target.choose(runs, noise_scale, target)
 
 
 def _named_run(name, runs):

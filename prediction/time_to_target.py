@@ -10,10 +10,17 @@ throughput by adding batch stop shortening training.
 Which run: the one --predict_from names, or else, of the experiment's runs that reached their
 target with a positive noise scale, the one at the smallest global batch (ties: by name):
 the theory's S0 is best measured where the batch is small next to N.
+
+Which target: the run's own (--target_accuracy it trained with), or the one --predict is
+given, when it differs: then S0 is the first of the run's evaluations (result.json's
+`step_evaluations`) at or above it, and the printout says so.
 """
 
 import dataclasses
 import math
+
+from prediction import choices
+from records import results
 
 
 class TargetError(ValueError):
@@ -30,6 +37,7 @@ class Source:
   global_batch_size: int  # B0
   noise_scale: float  # N, in examples
   noise_scale_from: str  # 'measured' (the run's critical_batch_size) or 'given' (--noise_scale_of)
+  trained_target_accuracy: float | None = None  # The run's own, where --predict gave another.
 
   @property
   def min_steps(self):
@@ -64,11 +72,19 @@ def given_noise_scale(text):
   return value
 
 
-def source(run, noise_scale=None):
+def source(run, noise_scale=None, target=None):
   """The Source of `run` (a result.json dict with its 'run' name), `noise_scale` (given)
-  overriding its measured one; raises TargetError saying why it cannot be one."""
-  name, target = run['run'], run.get('target_accuracy')
-  if run.get('steps_to_target') is None:
+  overriding its measured one, to `target` (given) or its own target accuracy; raises
+  TargetError saying why it cannot be one."""
+  name, trained = run['run'], run.get('target_accuracy')
+  target, steps = _steps_to(run, target)
+  if steps is None and target != trained:
+    raise TargetError(
+      f'run {name} never reached --target_accuracy={target:g} in its evaluations (it trained '
+      f'toward {trained:g}): predict a target it reached, or drop --target_accuracy to '
+      'predict its own'
+    )
+  if steps is None:
     raise TargetError(
       f'run {name} never reached its target accuracy {target} (steps_to_target is null in '
       'its result.json): predict from a run that reached it, or train this one longer'
@@ -89,30 +105,41 @@ def source(run, noise_scale=None):
   return Source(
     run=name,
     target_accuracy=target,
-    steps_to_target=run['steps_to_target'],
+    steps_to_target=steps,
     global_batch_size=run['global_batch_size'],
     noise_scale=noise_scale,
     noise_scale_from='given' if given else 'measured',
+    trained_target_accuracy=None if target == trained else trained,
   )
 
 
-def choose(runs, noise_scale=None):
+def _steps_to(run, target):
+  """(target, S0): the run's own target and steps_to_target, or, `target` given and another,
+  the step of the first of its evaluations at or above it (None if none was)."""
+  if target is None or target == run.get('target_accuracy'):
+    return run.get('target_accuracy'), run.get('steps_to_target')
+  return target, results.to_target(run.get('step_evaluations') or [], target)['steps_to_target']
+
+
+def choose(runs, noise_scale=None, target=None):
   """(Source, None) from the run at the smallest global batch of those that can be one, or
   (None, why none can) in one sentence."""
   usable, why = [], {}
   for run in sorted(runs, key=lambda r: (r['global_batch_size'], r['run'])):
     try:
-      usable.append(source(run, noise_scale))
+      usable.append(source(run, noise_scale, target))
     except TargetError as e:
       why[run['run']] = str(e)
   if usable:
     return usable[0], None
   if not runs:
     return None, 'no finished run to take the steps to the target from'
-  reached = [r['run'] for r in runs if r.get('steps_to_target') is not None]
+  reached = [r['run'] for r in runs if _steps_to(r, target)[1] is not None]
   if not reached:
     return None, (
       'no run reached its target accuracy (steps_to_target is null in every result.json)'
+      if target is None
+      else f'no run reached --target_accuracy={target:g} in its evaluations'
     )
   return None, why[reached[0]]
 
@@ -142,25 +169,25 @@ def entry(prediction, chosen):
 
 
 def soonest(predictions):
-  """The prediction that reaches the target soonest (ties: the fewer devices)."""
-  return min(predictions, key=lambda p: (p['time_to_target_seconds'], p['num_devices']))
+  """(chosen, tied): the prediction that reaches the target soonest, by prediction/choices.py's
+  rule (of those within its tie, the fewest devices), and those tied with it at its count."""
+  return choices.preferred(predictions, 'time_to_target_seconds')
 
 
 def knee(predictions, saving=0.1):
   """The device count beyond which doubling the devices saves less than `saving` of the time,
-  as that count's soonest prediction: the larger count of the last step between predicted
-  counts that saved that much per doubling (counts not a doubling apart: the saving per
-  doubling at the same rate), or the smallest count if none did. None when the step to the
-  largest count still saved that much, or only one count was predicted."""
-  best: dict[int, dict] = {}
+  as (chosen, tied) at that count (choices.preferred): the larger count of the last step
+  between predicted counts that saved that much per doubling (counts not a doubling apart: the
+  saving per doubling at the same rate), or the smallest count if none did. None when the step
+  to the largest count still saved that much, or only one count was predicted."""
+  at: dict[int, list] = {}
   for p in predictions:
-    n = p['num_devices']
-    if n not in best or p['time_to_target_seconds'] < best[n]['time_to_target_seconds']:
-      best[n] = p
+    at.setdefault(p['num_devices'], []).append(p)
+  best = {n: soonest(mine) for n, mine in at.items()}
   counts = sorted(best)
   last = counts[0]
   for low, high in zip(counts, counts[1:]):
-    ratio = best[high]['time_to_target_seconds'] / best[low]['time_to_target_seconds']
-    if 1 - ratio ** (1 / math.log2(high / low)) >= saving:
+    seconds = [best[n][0]['time_to_target_seconds'] for n in (low, high)]
+    if 1 - (seconds[1] / seconds[0]) ** (1 / math.log2(high / low)) >= saving:
       last = high
   return None if last == counts[-1] else best[last]

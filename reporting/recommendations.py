@@ -9,6 +9,8 @@ import matplotlib
 matplotlib.use('Agg')  # Before pyplot: never look for a display.
 import matplotlib.pyplot as plt  # noqa: E402
 
+from prediction import choices  # noqa: E402
+from prediction import cost_model  # noqa: E402
 from prediction import predict  # noqa: E402
 from prediction import time_to_target  # noqa: E402
 from prediction import workload  # noqa: E402
@@ -105,20 +107,38 @@ def _panels(predictions, key, label, path, measured=()):
 
 
 def recommendations(document):
-  """One sentence per hardware profile: at its largest device count, each strategy that runs
-  there, fastest first, with its speed-up, efficiency and limiting term."""
+  """One sentence per hardware profile: for throughput, the device count and strategy
+  prediction/choices.py recommends (the fastest that keeps cost_model.SCALES_WELL efficiency;
+  ties within choices.TIE to the fewer devices), every strategy predicted there fastest first,
+  with its speed-up, efficiency and limiting part; and what the most devices predicted give."""
   sentences = []
   for profile in dict.fromkeys(p['hardware'] for p in document['predictions']):
     mine = [p for p in document['predictions'] if p['hardware'] == profile]
-    most = max(p['num_devices'] for p in mine)
-    ranked = sorted(
-      (p for p in mine if p['num_devices'] == most), key=lambda p: -p['examples_per_second']
+    chosen, tied, scales_well = choices.by_throughput(mine)
+    n = chosen['num_devices']
+    rest = sorted(
+      (p for p in mine if p['num_devices'] == n and p is not chosen and p not in tied),
+      key=lambda p: -p['examples_per_second'],
     )
-    said = [
-      f'{p["strategy"]}{", predicted" if i == 0 else ""} {p["speedup"]:.1f}x '
-      f'({p["scaling_efficiency"]:.0%} efficiency), limited by {p["limiting"]}'
-      for i, p in enumerate(ranked)
-    ]
+    figures = lambda p: (
+      f'{p["speedup"]:.1f}x ({p["scaling_efficiency"]:.0%} efficiency), limited by {p["limiting"]}'
+    )
+    leaders = f'{chosen["strategy"]}, predicted {figures(chosen)}' + _tied(
+      f'{p["strategy"]} {figures(p)}' for p in tied
+    )
+    why = (
+      f'the fastest at {cost_model.SCALES_WELL:.0%} efficiency or better'
+      if scales_well
+      else f'none keeps {cost_model.SCALES_WELL:.0%} efficiency: the fewest devices predicted'
+    )
+    said = '; '.join([leaders, *(f'{p["strategy"]} {figures(p)}' for p in rest)])
+    most = max(p['num_devices'] for p in mine)
+    beyond = ''
+    if most > n:
+      top = max(
+        (p for p in mine if p['num_devices'] == most), key=lambda p: p['examples_per_second']
+      )
+      beyond = f' The most devices predicted, {most}: {top["strategy"]} {figures(top)}.'
     device = document['source'].get('compute_measured_on')
     caveat = (
       f" Compute and input rate measured on this machine's {device}, not on "
@@ -126,28 +146,43 @@ def recommendations(document):
       if device
       else ''
     )
-    sentences.append(f'On {profile} with {most} device(s): {"; ".join(said)}.{caveat}')
+    sentences.append(
+      f'On {profile}, for throughput, {n} device(s) ({why}; a tie within '
+      f'{choices.TIE:.0%} goes to fewer devices): {said}.{beyond}{caveat}'
+    )
   return sentences + _by_time_to_target(document)
 
 
 def _by_time_to_target(document):
   """Where the document predicts a time to target: where it comes from, then per profile the
-  device count and strategy that reach it soonest and the knee, with their device-hours."""
+  device count and strategy that reach it soonest and the knee, with their device-hours, ties
+  (prediction/choices.py) named beside them."""
   source = document.get('time_to_target')
   if source is None:  # A prediction.json written before there were times to target.
     return []
   if source['reason']:
     return [f'No time to target predicted: {source["reason"]}.']
+  trained = source.get('trained_target_accuracy')
+  given = (
+    f' (given to --predict; the run trained toward {trained:g}, and step '
+    f'{source["steps_to_target"]} was its first evaluation at or above it)'
+    if trained is not None
+    else ''
+  )
   sentences = [
-    f'Time to the target accuracy {source["target_accuracy"]:g}, predicted from run '
+    f'Time to the target accuracy {source["target_accuracy"]:g}{given}, predicted from run '
     f'{source["run"]} ({source["steps_to_target"]} steps at a global batch of '
     f'{source["global_batch_size"]}, noise scale {source["noise_scale"]:,.0f} '
     f'{source["noise_scale_from"]}): {source["min_steps"]:,.1f} steps at the least, at any batch.'
   ]
-  at = lambda p: (
-    f'{p["strategy"]} on {p["num_devices"]} device(s), {_duration(p["time_to_target_seconds"])}'
-    f' ({p["device_hours_to_target"]:.3g} device-hours)'
-  )
+
+  def at(choice):
+    p, tied = choice
+    return (
+      f'{p["strategy"]} on {p["num_devices"]} device(s), {_duration(p["time_to_target_seconds"])}'
+      f' ({p["device_hours_to_target"]:.3g} device-hours)'
+    ) + _tied(f'{q["strategy"]} ({_duration(q["time_to_target_seconds"])})' for q in tied)
+
   for profile in dict.fromkeys(p['hardware'] for p in document['predictions']):
     mine = [p for p in document['predictions'] if p['hardware'] == profile]
     knee, counts = time_to_target.knee(mine), sorted({p['num_devices'] for p in mine})
@@ -159,10 +194,25 @@ def _by_time_to_target(document):
       beyond = 'no knee: one device count predicted'
     else:
       beyond = f'no knee: the step to {counts[-1]} devices still saves 10% or more per doubling'
-    sentences.append(
-      f'On {profile}, by time to target: soonest {at(time_to_target.soonest(mine))}; {beyond}.'
+    soonest = time_to_target.soonest(mine)
+    fastest = min(mine, key=lambda p: p['time_to_target_seconds'])
+    close = (
+      f', within {choices.TIE:.0%} of the fastest predicted ({fastest["strategy"]} on '
+      f'{fastest["num_devices"]}, {_duration(fastest["time_to_target_seconds"])})'
+      if fastest is not soonest[0]
+      else ''
     )
+    sentences.append(f'On {profile}, by time to target: soonest {at(soonest)}{close}; {beyond}.')
   return sentences
+
+
+def _tied(others):
+  """', tied within 5% with a, b and c', or '' without others."""
+  others = list(others)
+  if not others:
+    return ''
+  names = ', '.join(others[:-1]) + ' and ' + others[-1] if len(others) > 1 else others[0]
+  return f', tied within {choices.TIE:.0%} with {names}'
 
 
 def _duration(seconds):

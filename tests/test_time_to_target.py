@@ -113,23 +113,23 @@ def test_the_soonest_and_the_knee_on_hand_built_predictions():
     *(timed('a', n, t) for n, t in ((1, 100), (2, 52), (4, 30), (8, 28.5), (16, 27))),
     *(timed('b', n, t) for n, t in ((2, 50), (4, 31), (8, 29), (16, 29.5))),
   ]
-  soonest = time_to_target.soonest(predictions)
-  assert (soonest['strategy'], soonest['num_devices']) == ('a', 16)
-  # 1 -> 2 saves 50% (b), 2 -> 4 40% (a), 4 -> 8 5%: the knee is a on 4.
-  knee = time_to_target.knee(predictions)
-  assert (knee['strategy'], knee['num_devices']) == ('a', 4)
+  soonest, tied = time_to_target.soonest(predictions)
+  assert (soonest['strategy'], soonest['num_devices'], tied) == ('a', 16, [])
+  # 1 -> 2 saves 50% (b), 2 -> 4 40% (a), 4 -> 8 5%: the knee is a on 4, b (31 s) tied.
+  knee, tied = time_to_target.knee(predictions)
+  assert (knee['strategy'], knee['num_devices'], [p['strategy'] for p in tied]) == ('a', 4, ['b'])
   # Counts not a doubling apart: 1 -> 4 at 0.64 of the time is 0.8 per doubling, 20% saved.
   assert time_to_target.knee([timed('a', 1, 100), timed('a', 4, 64)]) is None
-  assert time_to_target.knee([timed('a', 1, 100), timed('a', 4, 85)])['num_devices'] == 1
+  assert time_to_target.knee([timed('a', 1, 100), timed('a', 4, 85)])[0]['num_devices'] == 1
   # A doubling that saves little before one that saves much is not the knee.
   late = [timed('a', 1, 100), timed('a', 2, 95), timed('a', 4, 50)]
   assert time_to_target.knee(late) is None
-  assert time_to_target.knee([*late, timed('a', 8, 48)])['num_devices'] == 4
+  assert time_to_target.knee([*late, timed('a', 8, 48)])[0]['num_devices'] == 4
   assert time_to_target.knee([timed('a', 8, 10)]) is None
   # Slower with more devices (efficiency falling faster than the steps): a knee, and the
   # soonest the fewer devices on a tie.
-  assert time_to_target.knee([timed('a', 8, 10), timed('a', 16, 11)])['num_devices'] == 8
-  assert time_to_target.soonest([timed('a', 16, 10), timed('b', 8, 10)])['num_devices'] == 8
+  assert time_to_target.knee([timed('a', 8, 10), timed('a', 16, 11)])[0]['num_devices'] == 8
+  assert time_to_target.soonest([timed('a', 16, 10), timed('b', 8, 10)])[0]['num_devices'] == 8
 
 
 def experiment(tmp_path):
@@ -166,6 +166,7 @@ def test_every_entry_has_its_steps_time_and_device_hours_to_target(tmp_path):
     'global_batch_size': 64,
     'noise_scale': 192.0,
     'noise_scale_from': 'measured',
+    'trained_target_accuracy': None,
     'min_steps': 30.0,
     'boundary_ms': 0.0,
     'reason': None,
@@ -188,7 +189,7 @@ def test_every_entry_has_its_steps_time_and_device_hours_to_target(tmp_path):
     'batch of 64, noise scale 192 measured): 30.0 steps at the least, at any batch.'
   )
   dgx = [p for p in document['predictions'] if p['hardware'] == 'dgx1_v100']
-  best = time_to_target.soonest(dgx)
+  best = time_to_target.soonest(dgx)[0]
   assert sentences[3].startswith(
     f'On dgx1_v100, by time to target: soonest {best["strategy"]} on {best["num_devices"]} '
     'device(s), '
