@@ -6,11 +6,14 @@ import dataclasses
 import json
 import math
 import os
+import statistics
 
 import pytest
 
+from prediction import choices
 from prediction import cost_model
 from prediction import hardware
+from prediction import predict
 from prediction import validation
 from prediction import workload
 from tests.conftest import run_py
@@ -279,7 +282,6 @@ def test_what_a_run_pays_between_steps_is_carried_per_step_on_any_number_of_devi
 
 def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
   from configs import definitions
-  from prediction import predict
 
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
   config = definitions.Prediction(
@@ -308,7 +310,6 @@ def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_
   """Every row, the recommendation and prediction.json: no one reads a CPU's compute as a
   V100's."""
   from configs import definitions
-  from prediction import predict
   from reporting import recommendations
 
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
@@ -449,4 +450,94 @@ def test_an_embedding_models_card_counts_only_the_rows_a_step_looks_up(tmp_path)
   assert (
     rows['parameter_server']['exposed_communication_ms']
     < rows['multi_worker_mirrored']['exposed_communication_ms']
+  )
+
+
+def test_below_75_percent_efficiency_the_limit_is_what_scaling_adds_not_compute():
+  """multi_worker_mirrored on 4 CPU nodes over 10 GbE: compute (10 ms) is still the step's
+  largest part, the ring (8.8 ms) what bounds scaling at 53%; at 2 nodes (4.6 ms, 69%) too; one
+  node, 100%: compute."""
+  w = cost_model.Workload(
+    per_device_batch=64, compute_ms=10.0, gradient_bytes=7.1e6, parameter_bytes=7.1e6
+  )
+  hw, options = hardware.load('cpu_10gbe'), cost_model.Options()
+  p = cost_model.predict('multi_worker_mirrored', 4, w, hw, options)
+  assert p['scaling_efficiency'] == pytest.approx(0.53, abs=0.005)
+  assert p['compute_ms'] > p['exposed_communication_ms'] > p['overhead_ms']
+  assert p['limiting'] == 'network'
+  assert cost_model.predict('multi_worker_mirrored', 2, w, hw, options)['limiting'] == 'network'
+  assert cost_model.predict('multi_worker_mirrored', 1, w, hw, options)['limiting'] == 'compute'
+  # Above the threshold the step's largest part: compute.
+  light = dataclasses.replace(w, gradient_bytes=1e6, parameter_bytes=1e6)
+  p = cost_model.predict('multi_worker_mirrored', 4, light, hw, options)
+  assert p['scaling_efficiency'] > cost_model.SCALES_WELL and p['limiting'] == 'compute'
+
+
+def test_the_tie_margin_is_the_models_own_median_error():
+  errors = sorted(abs(r['error']) for r in validation.compare())
+  assert statistics.median(errors) <= choices.TIE < errors[-1]
+
+
+def efficient(strategy, devices, speedup, server_nodes=0, hardware='h'):
+  return {
+    'hardware': hardware,
+    'strategy': strategy,
+    'num_devices': devices,
+    'server_nodes': server_nodes,
+    'examples_per_second': 1000.0 * speedup,
+    'speedup': speedup,
+    'scaling_efficiency': speedup / devices,
+    'limiting': 'network',
+  }
+
+
+def test_throughput_is_recommended_at_75_percent_efficiency_not_at_the_most_devices():
+  """64 devices at 18% efficiency are the fastest; 8 at 81% are what is recommended, and 16 at
+  50% are not; 4 devices within 5% of a count's best would win that tie."""
+  from reporting import recommendations
+
+  predictions = [
+    efficient('mirrored', 1, 1.0),
+    efficient('multi_worker_mirrored', 4, 3.6),
+    efficient('multi_worker_mirrored', 8, 6.5),
+    efficient('parameter_server', 8, 6.3, server_nodes=1),
+    efficient('multi_worker_mirrored', 16, 8.0),
+    efficient('multi_worker_mirrored', 64, 11.5),
+  ]
+  chosen, tied, scales_well = choices.by_throughput(predictions)
+  assert (chosen['num_devices'], chosen['strategy'], scales_well) == (
+    8,
+    'multi_worker_mirrored',
+    True,
+  )
+  assert [p['strategy'] for p in tied] == ['parameter_server']  # 6.3 within 5% of 6.5.
+  document = {'source': {}, 'predictions': predictions}
+  assert recommendations.recommendations(document) == [
+    'On h, for throughput, 8 device(s) (the fastest at 75% efficiency or better; a tie within '
+    '5% goes to fewer devices): multi_worker_mirrored, predicted 6.5x (81% efficiency), limited '
+    'by network, tied within 5% with parameter_server 6.3x (79% efficiency), limited by '
+    'network. The most devices predicted, 64: multi_worker_mirrored 11.5x (18% efficiency), '
+    'limited by network.'
+  ]
+  assert predict.recommended([{**p, 'time_to_target_seconds': None} for p in predictions]) == {
+    'tie': 0.05,
+    'scales_well': 0.75,
+    'hardware': {
+      'h': {
+        'throughput': {
+          'strategy': 'multi_worker_mirrored',
+          'num_devices': 8,
+          'tied_with': ['parameter_server'],
+          'scales_well': True,
+        }
+      }
+    },
+  }
+  # None keeps 75%: the fewest devices predicted.
+  poor = [efficient('a', 2, 1.2), efficient('a', 4, 1.6), efficient('b', 4, 1.9)]
+  chosen, tied, scales_well = choices.by_throughput(poor)
+  assert (chosen['num_devices'], tied, scales_well) == (2, [], False)
+  assert (
+    'none keeps 75% efficiency: the fewest devices predicted'
+    in (recommendations.recommendations({'source': {}, 'predictions': poor})[0])
   )

@@ -267,3 +267,109 @@ def test_run_py_refuses_to_predict_from_a_run_that_never_reached_the_target(tmp_
   assert json.loads((tmp_path / 'exp' / predict.FILE).read_text())['time_to_target']['run'] == (
     'one_device'
   )
+
+
+def test_near_ties_are_named_as_ties_and_go_to_fewer_devices():
+  """The case of issue 33: parameter_server on 4 devices (0.808 s) against mirrored on 4
+  (0.81 s) is a tie, which goes to mirrored: no ps nodes beside its devices; the soonest,
+  within 5% of 16 devices' 0.79 s, is the fewest devices there, 4."""
+  predictions = [
+    timed('mirrored', 1, 3.2),
+    timed('mirrored', 2, 1.7),
+    timed('mirrored', 4, 0.81),
+    timed('parameter_server', 4, 0.808) | {'server_nodes': 1},
+    timed('parameter_server', 8, 0.80) | {'server_nodes': 1},
+    timed('multi_worker_mirrored', 16, 0.79),
+  ]
+  knee, tied = time_to_target.knee(predictions)
+  assert (knee['strategy'], knee['num_devices'], [p['strategy'] for p in tied]) == (
+    'mirrored',
+    4,
+    ['parameter_server'],
+  )
+  soonest, tied = time_to_target.soonest(predictions)
+  assert (soonest['strategy'], soonest['num_devices']) == ('mirrored', 4)
+  document = {
+    'source': {},
+    'predictions': predictions,
+    'time_to_target': {
+      'reason': None,
+      'target_accuracy': 0.9,
+      'run': 'one_device',
+      'steps_to_target': 120,
+      'global_batch_size': 64,
+      'noise_scale': 192.0,
+      'noise_scale_from': 'measured',
+      'min_steps': 30.0,
+    },
+  }
+  hours = lambda seconds, n: f'{seconds * n / 3600:.3g}'
+  assert recommendations._by_time_to_target(document)[1] == (
+    f'On h, by time to target: soonest mirrored on 4 device(s), 0.81 s ({hours(0.81, 4)} '
+    'device-hours), tied within 5% with parameter_server (0.808 s), within 5% of the fastest '
+    'predicted (multi_worker_mirrored on 16, 0.79 s); the knee mirrored on 4 device(s), 0.81 s '
+    f'({hours(0.81, 4)} device-hours), tied within 5% with parameter_server (0.808 s): doubling '
+    'the devices beyond it saves less than 10% of the time.'
+  )
+  rated = [p | {'examples_per_second': 1.0, 'scaling_efficiency': 1.0} for p in predictions]
+  assert predict.recommended(rated)['hardware']['h'] | {'throughput': None} == {
+    'throughput': None,
+    'soonest': {'strategy': 'mirrored', 'num_devices': 4, 'tied_with': ['parameter_server']},
+    'knee': {'strategy': 'mirrored', 'num_devices': 4, 'tied_with': ['parameter_server']},
+  }
+
+
+def evaluated(target=0.9):
+  """one_device trained toward `target`: its evaluations reached 0.8 at step 44, 0.9 at 120."""
+  return {
+    **reached(120, 192.0, target),
+    'step_evaluations': [
+      {'step': step, 'accuracy': accuracy, 'loss': 1.0, 'elapsed_seconds': step / 10}
+      for step, accuracy in ((22, 0.6), (44, 0.82), (66, 0.86), (88, 0.88), (120, 0.91))
+    ],
+  }
+
+
+def test_a_target_accuracy_given_to_predict_is_predicted_from_the_evaluations_and_said(tmp_path):
+  write_run(tmp_path, 'one_device', 'one_device', 1, 64, ONE_DEVICE, **evaluated())
+  document = predict.forecast(asked(tmp_path, target_accuracy=0.8))
+  source = document['time_to_target']
+  assert (source['target_accuracy'], source['trained_target_accuracy']) == (0.8, 0.9)
+  assert (source['steps_to_target'], source['min_steps']) == (44, 11.0)  # 44 / (1 + 192 / 64)
+  assert recommendations.recommendations(document)[2] == (
+    'Time to the target accuracy 0.8 (given to --predict; the run trained toward 0.9, and step '
+    '44 was its first evaluation at or above it), predicted from run one_device (44 steps at a '
+    'global batch of 64, noise scale 192 measured): 11.0 steps at the least, at any batch.'
+  )
+  # The run's own target, given or not, is predicted as before.
+  same = predict.forecast(asked(tmp_path, target_accuracy=0.9))['time_to_target']
+  assert (same['steps_to_target'], same['trained_target_accuracy']) == (120, None)
+  # A target no evaluation reached: refused, naming the run and the fix, nothing written.
+  os.remove(tmp_path / predict.FILE)
+  message = (
+    'run one_device never reached --target_accuracy=0.95 in its evaluations (it trained toward '
+    '0.9): predict a target it reached, or drop --target_accuracy to predict its own'
+  )
+  with pytest.raises(time_to_target.TargetError, match=re.escape(message)):
+    predict.forecast(asked(tmp_path, target_accuracy=0.95, predict_from='one_device'))
+  assert not os.path.exists(tmp_path / predict.FILE)
+  chosen, why = time_to_target.choose(
+    [{'run': 'one_device', 'global_batch_size': 64, **evaluated()}], target=0.95
+  )
+  assert (chosen, why) == (None, 'no run reached --target_accuracy=0.95 in its evaluations')
+
+
+def test_run_py_refuses_a_target_accuracy_no_evaluation_reached(tmp_path):
+  write_run(tmp_path / 'exp', 'one_device', 'one_device', 1, 64, ONE_DEVICE, **evaluated())
+  common = ('--predict', f'--logdir={tmp_path}', '--experiment=exp', '--hardware=cpu_10gbe')
+  proc = run_py(*common, '--target_accuracy=0.95', '--predict_from=one_device', timeout=60)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines() == [
+    'run.py: run one_device never reached --target_accuracy=0.95 in its evaluations (it trained '
+    'toward 0.9): predict a target it reached, or drop --target_accuracy to predict its own'
+  ]
+  proc = run_py(*common, '--target_accuracy=0.8', timeout=60)
+  assert proc.returncode == 0, proc.stderr
+  assert 'Time to the target accuracy 0.8 (given to --predict; the run trained toward 0.9' in (
+    proc.stdout
+  )
