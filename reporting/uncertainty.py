@@ -75,11 +75,11 @@ def cells(fields, speedup, efficiency, note):
     fields['examples_per_second_note'],
     f'{median} ({fields["examples_per_second_min"]:,.0f}-{fields["examples_per_second_max"]:,.0f})',
   )
-  ratios = (_maybe(speedup, '{:.2f}x'), _maybe(efficiency, '{:.0%}'))
+  ratios = [_maybe(speedup, '{:.2f}x'), _maybe(efficiency, '{:.0%}')]
   if note == TOO_FEW_STEPS:
-    ratios = (f'n/a ({note})',) * 2
+    ratios = [f'n/a ({note})'] * 2
   elif note:
-    ratios = tuple(f'{note} ({ratio})' for ratio in ratios)
+    ratios = [f'{note} ({ratio})' for ratio in ratios]
   return (throughput, *ratios)
 
 
