@@ -352,7 +352,9 @@ flags.DEFINE_enum(
 flags.DEFINE_float(
   'target_accuracy',
   _RUN.target_accuracy,
-  'Validation accuracy for time-to-accuracy: the seconds until a run first reaches it.',
+  'Validation accuracy for time-to-accuracy: the seconds until a run first reaches it. With '
+  "--predict, given: the target to predict the time to, from the runs' evaluations (unset: "
+  'the one each run trained toward).',
 )
 flags.DEFINE_integer(
   'eval_every_steps',

@@ -137,11 +137,7 @@ def critical_batch_note(run):
   event files): a value larger than the training set, or why there is none; else None."""
   value, train = run.get('critical_batch_size'), run.get('train_examples')
   if value is not None:
-    return (
-      f'larger than the {train:,} training examples an epoch passes over'
-      if train and value > train
-      else None
-    )
+    return f'larger than the training set, {train:,} examples' if train and value > train else None
   if run.get('gradient_noise_scale') is not None:  # Measured, but no positive |G|^2.
     return critical_batch.not_positive(len(run['validation_accuracy']))
   return critical_batch.ONE_REPLICA if run['num_replicas_in_sync'] < 2 else critical_batch.OFF

@@ -300,7 +300,7 @@ def test_a_critical_batch_beyond_the_training_set_or_failed_says_so(tmp_path):
     name: (row['critical_batch_size'], row['critical_batch_note']) for name, row in rows.items()
   } == {
     'one_device': (None, critical_batch.ONE_REPLICA),
-    'mirrored': (781.0, 'larger than the 455 training examples an epoch passes over'),
+    'mirrored': (781.0, 'larger than the training set, 455 examples'),
     'central_storage': (64.0, None),
     'mwm': (None, failed),
     'off': (None, critical_batch.OFF),

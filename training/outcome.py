@@ -45,7 +45,7 @@ def settings(config, trainer):
     'per_replica_batch_size': trainer.batching.per_replica_batch_size,
     'epochs': config.epochs,
     'steps_per_epoch': trainer.batching.steps_per_epoch,
-    # The training examples an epoch passes over: what a critical batch size is set against.
+    # The training set's size (a synthetic set's examples per epoch): what bounds a batch.
     'train_examples': trainer.arrays.train_size,
     'steps_per_execution': config.performance.steps_per_execution,
     'eval_every_steps': config.eval_every_steps,
