@@ -27,6 +27,7 @@ from configs import cluster_spec
 from configs import dry_run
 from configs import flags as defined_flags
 from configs import from_flags
+from orchestration import commands
 from orchestration import experiment_lock
 from orchestration import launcher
 from orchestration import log_filter
@@ -39,12 +40,15 @@ for _module in (defined_flags.__name__, *strategies.module_names()):  # --help l
 
 
 def parse_flags(argv):
-  """absl's parser, but one line on stderr and exit status 2 for a bad flag."""
+  """absl's parser, but one line on stderr and exit status 2 for a bad flag, and status 0
+  after the help asked for (absl's --help, --helpfull... exit 1 once they have printed it)."""
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
     print(f'run.py: {e} (see --helpfull)', file=sys.stderr)
     sys.exit(2)
+  except SystemExit as e:  # Only absl's help flags exit while parsing.
+    sys.exit(0 if e.code == 1 else e.code)
 
 
 @functools.cache
@@ -68,6 +72,7 @@ def run_task(config, tf_config):
 
 
 def report(experiment):
+  quiet_tensorflow()
   from reporting import report as report_lib  # Loads TensorFlow, for the report's TensorBoard.
 
   print(f'Report: {report_lib.build(experiment.directory, experiment.target_accuracy)}')
@@ -97,6 +102,7 @@ def main(argv):
   if action == 'predict':
     predict(from_flags.prediction())
     return 0
+  environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
   if action in ('launch', 'in_process') and from_flags.slurm_task():
     quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
     os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
@@ -109,6 +115,9 @@ def main(argv):
   one_task = action == 'in_process' or (action == 'launch' and tf_config_text)
   experiment, tf_config = (
     from_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
+  )
+  commands.export_resume(
+    commands.resume(sys.argv, from_flags.resume_flags(experiment), environ)
   )
   data_dirs = {run.data.data_dir for run in experiment.runs}
   logdir.check(experiment.logdir, experiment.min_free_disk_mb, data_dirs)

@@ -74,6 +74,13 @@ def experiment(values=FLAGS):
   )
 
 
+def resume_flags(experiment, values=FLAGS):
+  """The flags that make this command line resume `experiment`: its name when run.py chose it
+  (a timestamp), and --resume after --noresume."""
+  named = [] if values.experiment else [f'--experiment={storage.basename(experiment.directory)}']
+  return named + ([] if values.resume else ['--resume'])
+
+
 def dry_run(values=FLAGS):
   """What --dry_run describes: the prediction with --predict, else the experiment's runs as
   run.py would launch them here."""
