@@ -29,6 +29,7 @@ from configs import flags as defined_flags
 from configs import from_flags
 from orchestration import commands
 from orchestration import experiment_lock
+from orchestration import gpus
 from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
@@ -97,7 +98,7 @@ def main(argv):
     raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
   action = from_flags.action()
   if action == 'dry_run':  # Plans and prints; trains nothing, writes nothing.
-    print(dry_run.describe(from_flags.dry_run()))
+    print(dry_run.describe(from_flags.dry_run(), gpus=len(gpus.visible(os.environ))))
     return 0
   if action == 'predict':
     predict(from_flags.prediction())
@@ -116,9 +117,7 @@ def main(argv):
   experiment, tf_config = (
     from_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
   )
-  commands.export_resume(
-    commands.resume(sys.argv, from_flags.resume_flags(experiment), environ)
-  )
+  commands.export_resume(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ))
   data_dirs = {run.data.data_dir for run in experiment.runs}
   logdir.check(experiment.logdir, experiment.min_free_disk_mb, data_dirs)
   if action == 'report_only':

@@ -50,4 +50,5 @@ def tensorboard(directory):
   interpreter, its stderr through log_filter (TensorBoard loads TensorFlow, whose C++ start-up
   lines no environment variable silences)."""
   program = os.path.join(os.path.dirname(sys.executable), 'tensorboard')
-  return shlex.join([typed(sys.executable), typed(LOG_FILTER), typed(program), '--logdir', directory])
+  words = [typed(sys.executable), typed(LOG_FILTER), typed(program), '--logdir', directory]
+  return shlex.join(words)

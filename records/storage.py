@@ -122,6 +122,13 @@ def remove(path):
   fs.rm_file(inner)
 
 
+def discard(path):
+  """Removes file `path` if it is there: a file an earlier writer left that this one does not
+  write again (a plot with nothing to draw this time)."""
+  with contextlib.suppress(FileNotFoundError):
+    remove(path)
+
+
 def remove_empty_dir(path):
   """Removes directory `path` if it is empty; an object store has no empty directory to leave."""
   local = local_path(path)
