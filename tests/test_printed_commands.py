@@ -7,6 +7,7 @@ import copy
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +21,8 @@ from orchestration import commands
 from orchestration import log_filter
 from tests.conftest import ROOT
 from tests.conftest import RUN_PY
+from tests.conftest import read_result
+from tests.conftest import wait_for_line
 
 NOISE = re.compile(r'cudart_stub|cuInit|oneDNN|absl::InitializeLog|cpu_feature_guard')
 
@@ -125,3 +128,49 @@ def test_help_exits_0(flag, tmp_path):
   )
   assert proc.returncode == 0, proc.stderr
   assert '--batch_size' in proc.stdout and proc.stderr == ''
+
+
+@pytest.mark.slow
+def test_after_ctrl_c_the_printed_command_resumes_the_experiment_run_py_named(logdir):
+  """A default-named (timestamped) experiment interrupted: the command printed runs the same
+  experiment again, its run resumed from the checkpoint the interruption wrote."""
+  runs = logdir / 'runs'  # run.py's default --logdir, in the working directory.
+  proc = subprocess.Popen(
+    [sys.executable, RUN_PY, '--strategies=one_device', '--epochs=60', '--nobreakdown'],
+    cwd=logdir,
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
+  try:
+    wait_for_line(proc, '[one_device] epoch 2/60', timeout=300)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+    proc.communicate()
+  assert proc.returncode == 128 + signal.SIGINT, stderr
+  (experiment,) = os.listdir(runs)
+  said = re.findall(r'to resume, run: (.+)$', stderr, re.M)
+  assert len(said) == 2 and said[0] == said[1], stderr  # The run's line and the launcher's.
+  command = shlex.split(said[0])
+  env = dict(os.environ)
+  while '=' in command[0] and not command[0].startswith(
+    '/'
+  ):  # PYTHONPATH=..., as a shell reads it.
+    name, _, value = command.pop(0).partition('=')
+    env[name] = value
+  assert command[-1] == f'--experiment={experiment}' and command[:2] == [sys.executable, RUN_PY]
+  stopped = read_result(runs / experiment / 'one_device')
+  assert stopped['status'] == 'interrupted'
+
+  resumed = subprocess.run(
+    command, cwd=logdir, env=env, capture_output=True, text=True, timeout=600
+  )
+  assert resumed.returncode == 0, resumed.stderr
+  assert '=== one_device (1/1): resuming ===' in resumed.stdout
+  assert os.listdir(runs) == [experiment]
+  result = read_result(runs / experiment / 'one_device')
+  assert result['status'] == 'complete' and result['epochs_done'] == 60
+  assert [r['step'] for r in result['resumes']] == [stopped['steps_done']]
