@@ -10,7 +10,6 @@ one task of a real cluster. Results land in <logdir>/<experiment>/<run>/result.j
 TensorBoard logs beside them; --dry_run only prints the runs. Flags: configs/flags.py.
 """
 
-import functools
 import os
 import signal
 import sys
@@ -52,20 +51,11 @@ def parse_flags(argv):
     sys.exit(0 if e.code == 1 else e.code)
 
 
-@functools.cache
-def quiet_tensorflow():
-  """Once, before TensorFlow loads: its log noise kept off this task's output."""
-  if logging.get_verbosity() < logging.INFO:
-    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TensorFlow's C++ INFO and WARNING.
-    if processes.PARENT_PID_ENV not in os.environ:  # Not the launcher's child: filter here.
-      log_filter.filter_own_stderr()
-
-
 def run_task(config, tf_config):
   """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG)."""
   if tf_config:
     peers.check_own_port(tf_config)
-  quiet_tensorflow()
+  log_filter.quiet_tensorflow()
   from training import task  # Loads TensorFlow: only in the process that trains.
 
   processes.die_with_parent()
@@ -73,7 +63,7 @@ def run_task(config, tf_config):
 
 
 def report(experiment):
-  quiet_tensorflow()
+  log_filter.quiet_tensorflow()
   from reporting import report as report_lib  # Loads TensorFlow, for the report's TensorBoard.
 
   print(f'Report: {report_lib.build(experiment.directory, experiment.target_accuracy)}')
@@ -87,7 +77,7 @@ def predict(config):
 
 
 def _model_card(config):
-  quiet_tensorflow()
+  log_filter.quiet_tensorflow()
   from training import task  # Loads TensorFlow: only to trace a model card.
 
   return task.card(config)
@@ -105,7 +95,7 @@ def main(argv):
     return 0
   environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
   if action in ('launch', 'in_process') and from_flags.slurm_task():
-    quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
+    log_filter.quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
     os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
   tf_config_text = os.environ.get('TF_CONFIG')
   if action == 'run_config':  # A child the launcher started, as a run or one of its tasks.

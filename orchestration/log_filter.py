@@ -10,6 +10,7 @@ it, so no line written just before a crash (or by the start-up watchdog) is lost
 command run.py prints (orchestration/commands.py), TensorBoard loading TensorFlow.
 """
 
+import functools
 import os
 import re
 import signal
@@ -25,6 +26,20 @@ TF_LOG_LINE = re.compile(
   r'/job:\w+/replica:\d+/task:\d+\s*$|The tasks have crashed\. |The error '
   r'could be from a previous operation|RPC: /tensorflow\.)'
 )
+
+
+@functools.cache
+def quiet_tensorflow():
+  """Once, before TensorFlow loads: its log noise kept off this task's output (the launcher
+  filters its children's: a process it did not start filters its own)."""
+  from absl import logging  # Here: the filter process itself needs neither.
+
+  from orchestration import processes
+
+  if logging.get_verbosity() < logging.INFO:
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TensorFlow's C++ INFO and WARNING.
+    if processes.PARENT_PID_ENV not in os.environ:
+      filter_own_stderr()
 
 
 def filter_own_stderr():

@@ -107,21 +107,28 @@ def _import_error(error, module_name, given):
   name = getattr(error, 'name', None)
   if isinstance(error, ModuleNotFoundError) and name and f'{module_name}.'.startswith(f'{name}.'):
     return _not_found(module_name, given)
-  if isinstance(error, SyntaxError):
-    place = f'{error.filename}:{error.lineno}'
-  else:  # The line of the module (or of a package above it) whose execution raised it.
-    frames = [
-      f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith('<')
-    ]
-    machinery = (HERE, os.path.dirname(importlib.__file__))
-    place = next(
-      (f'{f.filename}:{f.lineno}' for f in frames if os.path.dirname(f.filename) not in machinery),
-      None,
-    )
+  place = _where_import_failed(error)
   at = f' at {place}' if place else ''
   return UserCodeError(
     f'{given}: importing {module_name} failed{at}: {type(error).__name__}: {first_line(error)}; '
     'fix the module'
+  )
+
+
+def _where_import_failed(error):
+  """'file:line' of a SyntaxError, or of the line of the module (or of a package above it)
+  whose execution raised `error`; None if no frame is the user's."""
+  if isinstance(error, SyntaxError):
+    return f'{error.filename}:{error.lineno}'
+  machinery = (HERE, os.path.dirname(importlib.__file__))
+  frames = traceback.extract_tb(error.__traceback__)
+  return next(
+    (
+      f'{f.filename}:{f.lineno}'
+      for f in frames
+      if not f.filename.startswith('<') and os.path.dirname(f.filename) not in machinery
+    ),
+    None,
   )
 
 
@@ -170,7 +177,8 @@ def _source_file(module_name, given):
     found = importlib.machinery.PathFinder.find_spec(part, found.submodule_search_locations)
   if found is None or (found.origin is None and not found.submodule_search_locations):
     raise _not_found(module_name, given)
-  return found.origin if found.has_location and found.origin.endswith('.py') else None
+  origin = found.origin or ''
+  return origin if found.has_location and origin.endswith('.py') else None
 
 
 def _absolute_imports(node):
