@@ -42,7 +42,7 @@ def commands():
         continue
       cwd = ROOT
       first = text.count('\n', 0, block.start()) + 2
-      for offset, line in enumerate(re.sub(r'\\\n\s*', ' ', body).splitlines()):
+      for number, line in logical_lines(body, first):
         segment = []
         for word in [*shlex.split(line, comments=True), ';']:
           if word not in SEPARATORS:
@@ -55,9 +55,22 @@ def commands():
           if segment[:1] == ['cd']:
             cwd = os.path.normpath(os.path.join(cwd, segment[1]))
           if segment:
-            found.append((f'{page}:{first + offset}', cwd, env, segment))
+            found.append((f'{page}:{number}', cwd, env, segment))
           segment = []
   return found
+
+
+def logical_lines(body, first):
+  """(line number, line) of each line of `body`, continuation lines (`\\`) joined to the line
+  they continue, numbered from `first`."""
+  number, joined = first, ''
+  for offset, line in enumerate(body.splitlines()):
+    number = number if joined else first + offset
+    if line.endswith('\\'):
+      joined += line[:-1] + ' '
+      continue
+    yield number, joined + line
+    joined = ''
 
 
 COMMANDS = commands()
