@@ -1,8 +1,8 @@
 """Trains the same Keras model under several tf.distribute strategies and compares them.
 
-  python run.py                                  # all five strategies on the bundled digits
-  python run.py --strategies=mirrored --num_replicas=4 --epochs=10
-  python run.py --flagfile=configs/multi_worker.cfg
+  .venv/bin/python run.py                        # all five strategies on the bundled digits
+  .venv/bin/python run.py --strategies=mirrored --num_replicas=4 --epochs=10
+  .venv/bin/python run.py --flagfile=configs/multi_worker.cfg
 Each strategy runs in child processes of its own: one for a single-process strategy, a localhost
 cluster of tasks for a multi-worker one, each started with its run's <run>/config.json. With
 TF_CONFIG set (by Kubernetes, ssh...), or in a Slurm step of several tasks, run.py is instead that

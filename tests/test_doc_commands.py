@@ -1,5 +1,6 @@
-"""Every command README.md and docs/*.md print in a shell block works as written, from where
-the block says to run it (the repository root unless a `cd` in the block says otherwise).
+"""Every command README.md and docs/*.md print in a shell block (and run.py's docstring, which
+--help prints) works as written, from where the block says to run it (the repository root
+unless a `cd` in the block says otherwise).
 
 A run.py command runs as written with `--dry_run` added (the plan it would start, its
 --model and --dataset checked, nothing trained); another command's program, scripts and
@@ -73,7 +74,18 @@ def logical_lines(body, first):
     joined = ''
 
 
-COMMANDS = commands()
+def help_commands():
+  """The commands of run.py's docstring, which --help prints: as a page's shell block."""
+  with open(os.path.join(ROOT, 'run.py')) as f:
+    lines = f.read().split('"""')[1].splitlines()
+  return [
+    (f'run.py:{number} (--help)', ROOT, {}, shlex.split(line, comments=True))
+    for number, line in enumerate(lines, 1)
+    if line.lstrip().startswith('.venv/bin/python')
+  ]
+
+
+COMMANDS = commands() + help_commands()
 
 
 def is_run_py(words):
@@ -83,6 +95,7 @@ def is_run_py(words):
 def test_the_pages_commands_are_found():
   said = {' '.join(words) for _, _, _, words in COMMANDS}
   assert '.venv/bin/python run.py' in said  # The README's first command.
+  assert any(where.endswith('(--help)') for where, _, _, _ in COMMANDS)
   assert sum(is_run_py(words) for _, _, _, words in COMMANDS) > 15
 
 
