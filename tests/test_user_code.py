@@ -210,6 +210,7 @@ def test_the_launchers_check_refuses_without_running_the_module(module, source, 
     'if False:\n  import no_such_package_anywhere\nelse:\n  from os import path as build\n',
     'from os.path import *\n',  # A star import may bind it.
     'def __getattr__(name):\n  return print\n',
+    'import sys\nsys.path.insert(0, "lib")\nimport only_in_lib\nbuild = print\n',
   ],
 )
 def test_the_launchers_check_accepts_modules_that_import(module, source):

@@ -134,7 +134,7 @@ def _where_import_failed(error):
 
 def check(spec, flag):
   """Refuses (UserCodeError) a `spec` whose module cannot be found, does not parse, imports at
-  its top a module that is not installed, or defines no such function, without running any of
+  its top (before any other statement) a module that is not installed, or defines no such function, without running any of
   it: the launcher checks each spec once, before any run starts (a user's module imports
   TensorFlow, which the launcher does not load)."""
   module_name, _, function_name = spec.partition(':')
@@ -148,7 +148,7 @@ def check(spec, flag):
       tree = ast.parse(f.read(), path)
     except SyntaxError as e:
       raise _import_error(e, module_name, given) from None
-  for node in tree.body:  # Those it always runs: not in an if or a try, which may avoid them.
+  for node in _leading_imports(tree.body):
     for imported in _absolute_imports(node):
       if importlib.util.find_spec(imported) is None:
         raise UserCodeError(
@@ -179,6 +179,16 @@ def _source_file(module_name, given):
     raise _not_found(module_name, given)
   origin = found.origin or ''
   return origin if found.has_location and origin.endswith('.py') else None
+
+
+def _leading_imports(body):
+  """The imports a module opens with, which it runs whatever it does next: not those after its
+  first other statement (which may change sys.path), nor those in an if or a try."""
+  for node in body:
+    docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    if not (docstring or isinstance(node, (ast.Import, ast.ImportFrom))):
+      return
+    yield node
 
 
 def _absolute_imports(node):
