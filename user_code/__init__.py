@@ -133,10 +133,10 @@ def _where_import_failed(error):
 
 
 def check(spec, flag):
-  """Refuses (UserCodeError) a `spec` whose module cannot be found, does not parse, imports at
-  its top (before any other statement) a module that is not installed, or defines no such function, without running any of
-  it: the launcher checks each spec once, before any run starts (a user's module imports
-  TensorFlow, which the launcher does not load)."""
+  """Refuses (UserCodeError) a `spec` whose module cannot be found, does not parse, opens with
+  an import of a module that is not installed, or defines no such function, without running
+  any of it: the launcher checks each spec once, before any run starts (a user's module
+  imports TensorFlow, which the launcher does not load)."""
   module_name, _, function_name = spec.partition(':')
   given = f'--{flag}={spec}'
   _search_from_working_directory()
