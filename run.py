@@ -1,8 +1,8 @@
 """Trains the same Keras model under several tf.distribute strategies and compares them.
 
-  python run.py                                  # all five strategies on the bundled digits
-  python run.py --strategies=mirrored --num_replicas=4 --epochs=10
-  python run.py --flagfile=configs/multi_worker.cfg
+  .venv/bin/python run.py                        # all five strategies on the bundled digits
+  .venv/bin/python run.py --strategies=mirrored --num_replicas=4 --epochs=10
+  .venv/bin/python run.py --flagfile=configs/multi_worker.cfg
 Each strategy runs in child processes of its own: one for a single-process strategy, a localhost
 cluster of tasks for a multi-worker one, each started with its run's <run>/config.json. With
 TF_CONFIG set (by Kubernetes, ssh...), or in a Slurm step of several tasks, run.py is instead that
@@ -10,7 +10,6 @@ one task of a real cluster. Results land in <logdir>/<experiment>/<run>/result.j
 TensorBoard logs beside them; --dry_run only prints the runs. Flags: configs/flags.py.
 """
 
-import functools
 import os
 import signal
 import sys
@@ -27,7 +26,9 @@ from configs import cluster_spec
 from configs import dry_run
 from configs import flags as defined_flags
 from configs import from_flags
+from orchestration import commands
 from orchestration import experiment_lock
+from orchestration import gpus
 from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
@@ -39,28 +40,22 @@ for _module in (defined_flags.__name__, *strategies.module_names()):  # --help l
 
 
 def parse_flags(argv):
-  """absl's parser, but one line on stderr and exit status 2 for a bad flag."""
+  """absl's parser, but one line on stderr and exit status 2 for a bad flag, and status 0
+  after the help asked for (absl's --help, --helpfull... exit 1 once they have printed it)."""
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
     print(f'run.py: {e} (see --helpfull)', file=sys.stderr)
     sys.exit(2)
-
-
-@functools.cache
-def quiet_tensorflow():
-  """Once, before TensorFlow loads: its log noise kept off this task's output."""
-  if logging.get_verbosity() < logging.INFO:
-    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TensorFlow's C++ INFO and WARNING.
-    if processes.PARENT_PID_ENV not in os.environ:  # Not the launcher's child: filter here.
-      log_filter.filter_own_stderr()
+  except SystemExit as e:  # Only absl's help flags exit while parsing.
+    sys.exit(0 if e.code == 1 else e.code)
 
 
 def run_task(config, tf_config):
   """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG)."""
   if tf_config:
     peers.check_own_port(tf_config)
-  quiet_tensorflow()
+  log_filter.quiet_tensorflow()
   from training import task  # Loads TensorFlow: only in the process that trains.
 
   processes.die_with_parent()
@@ -68,6 +63,7 @@ def run_task(config, tf_config):
 
 
 def report(experiment):
+  log_filter.quiet_tensorflow()
   from reporting import report as report_lib  # Loads TensorFlow, for the report's TensorBoard.
 
   print(f'Report: {report_lib.build(experiment.directory, experiment.target_accuracy)}')
@@ -81,7 +77,7 @@ def predict(config):
 
 
 def _model_card(config):
-  quiet_tensorflow()
+  log_filter.quiet_tensorflow()
   from training import task  # Loads TensorFlow: only to trace a model card.
 
   return task.card(config)
@@ -92,13 +88,14 @@ def main(argv):
     raise ValueError(f'unexpected arguments {" ".join(argv[1:])}; flags start with --')
   action = from_flags.action()
   if action == 'dry_run':  # Plans and prints; trains nothing, writes nothing.
-    print(dry_run.describe(from_flags.dry_run()))
+    print(dry_run.describe(from_flags.dry_run(), gpus=len(gpus.visible(os.environ))))
     return 0
   if action == 'predict':
     predict(from_flags.prediction())
     return 0
+  environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
   if action in ('launch', 'in_process') and from_flags.slurm_task():
-    quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
+    log_filter.quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
     os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
   tf_config_text = os.environ.get('TF_CONFIG')
   if action == 'run_config':  # A child the launcher started, as a run or one of its tasks.
@@ -110,6 +107,7 @@ def main(argv):
   experiment, tf_config = (
     from_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
   )
+  commands.export_resume(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ))
   data_dirs = {run.data.data_dir for run in experiment.runs}
   logdir.check(experiment.logdir, experiment.min_free_disk_mb, data_dirs)
   if action == 'report_only':

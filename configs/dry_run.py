@@ -7,9 +7,18 @@ that plans here starts these runs, and one refused here is refused by a real lau
 from configs import definitions
 from records import tables
 
+# What an option left to `auto` or empty becomes: ({GPUs visible}: value), TensorFlow's choices
+# (MirroredStrategy's select_cross_device_ops, the collectives' AUTO, CentralStorageStrategy).
+RESOLVED = {
+  ('cross_device_ops', 'auto'): lambda gpus: 'nccl' if gpus else 'reduction_to_one_device',
+  ('communication', 'auto'): lambda gpus: 'nccl' if gpus else 'ring',
+  ('parameter_device', ''): lambda gpus: '/gpu:0' if gpus == 1 else '/cpu:0',
+}
 
-def describe(plan):
-  """The text --dry_run prints for an Experiment (its runs) or a Prediction."""
+
+def describe(plan, gpus=0):
+  """The text --dry_run prints for an Experiment (its runs) or a Prediction; `auto` and empty
+  settings resolved for a machine with `gpus` GPUs visible."""
   if isinstance(plan, definitions.Prediction):
     source = (
       f'the model card of {plan.run.model.model} at {plan.per_device_batch} examples per '
@@ -40,20 +49,27 @@ def describe(plan):
       run.name,
       run.distribution.strategy,
       _workers(run),
-      _replicas(run),
+      _replicas(run, gpus),
       str(run.batch_size),
       run.model.model,
       run.data.dataset,
       str(run.epochs),
       run.optimizer.optimizer,
       f'{run.optimizer.learning_rate:g}',
-      _options(run),
+      _options(run, gpus),
     )
     for run in plan.runs
   ]
+  table = tables.render(header, cells)
+  resolved = (
+    f'\n(auto and empty settings, in parentheses, as they resolve with '
+    f'{gpus or "no"} GPU(s) visible here)'
+    if any(map(_resolves, plan.runs))
+    else ''
+  )
   return (
     f'{len(plan.runs)} run(s) planned into {plan.directory} (dry run: nothing trained, '
-    f'nothing written):\n{tables.render(header, cells)}'
+    f'nothing written):\n{table}{resolved}'
   )
 
 
@@ -62,14 +78,29 @@ def _workers(run):
   return str(run.distribution.num_workers) if descriptor.cluster else '1'
 
 
-def _replicas(run):
-  """Replicas per process: the strategy's local devices (0: all GPUs, or 2 logical CPUs)."""
+def _replicas(run, gpus):
+  """Replicas per process: the strategy's local devices (auto: all GPUs, or 2 logical CPUs)."""
   if not run.distribution.descriptor.mirrors_local_devices:
     return '1'
-  return str(run.distribution.num_replicas or 'auto')
+  return str(run.distribution.num_replicas or f'{gpus or 2} (auto)')
 
 
-def _options(run):
+def _resolves(run):
+  """Whether a setting of `run` is shown as it resolves."""
+  auto_replicas = run.distribution.descriptor.mirrors_local_devices and not (
+    run.distribution.num_replicas
+  )
+  return auto_replicas or any(item in RESOLVED for item in run.distribution.options.items())
+
+
+def _options(run, gpus):
   """The strategy's own flags and the study's condition, as flags."""
   given = {**({'condition': run.condition} if run.condition else {}), **run.distribution.options}
-  return ' '.join(f'--{name}={value}' for name, value in given.items()) or '-'
+  return (
+    ' '.join(
+      f'--{name}={value}'
+      + (f' ({RESOLVED[name, value](gpus)})' if (name, value) in RESOLVED else '')
+      for name, value in given.items()
+    )
+    or '-'
+  )

@@ -19,6 +19,7 @@ from absl import flags
 
 import models
 import strategies
+import user_code
 from configs import cluster_spec
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
@@ -55,6 +56,7 @@ def experiment(values=FLAGS):
   logdir = _logdir(values)
   directory = storage.join(logdir, name)
   runs = _runs(values, directory)
+  _check_user_code(runs)
   twice = sorted({run.name for run in runs if [r.name for r in runs].count(run.name) > 1})
   if twice:
     raise ValueError(
@@ -65,13 +67,29 @@ def experiment(values=FLAGS):
     directory=directory,
     runs=tuple(runs),
     logdir=logdir,
-    target_accuracy=values.target_accuracy,
+    target_accuracy=_with_model_defaults(values).target_accuracy,  # wide_deep's own.
     idle_timeout=values.idle_timeout,
     max_restarts=values.max_restarts,
     resume=values.resume,
     min_free_disk_mb=values.min_free_disk_mb,
     verbosity=values.verbosity if verbosity_given(values) else None,
   )
+
+
+def resume_flags(experiment, values=FLAGS):
+  """The flags that make this command line resume `experiment`: its name when run.py chose it
+  (a timestamp), and --resume after --noresume."""
+  named = [] if values.experiment else [f'--experiment={storage.basename(experiment.directory)}']
+  return named + ([] if values.resume else ['--resume'])
+
+
+def _check_user_code(runs):
+  """Each --model and --dataset of the user's own code checked once, here, before any run
+  starts: not once per run, in each run's processes."""
+  models_first = [(run.model.model, 'model') for run in runs]
+  for spec, flag in dict.fromkeys(models_first + [(run.data.dataset, 'dataset') for run in runs]):
+    if user_code.is_spec(spec):
+      user_code.check(spec, flag)
 
 
 def dry_run(values=FLAGS):

@@ -1,6 +1,6 @@
 """Your own model, as run.py takes it: `--model=my_model:build` from this directory.
 
-  cd examples && python ../run.py --model=my_model:build --dataset=my_data:load
+  cd examples && ../.venv/bin/python ../run.py --model=my_model:build --dataset=my_data:load
 
 The contract is the built-in models' (models/cnn.py): `build(input_shape, num_classes)` returns
 an uncompiled keras.Model whose output is `num_classes` logits (no softmax: the loop applies

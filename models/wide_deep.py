@@ -16,8 +16,15 @@ import tensorflow as tf
 from keras import layers
 
 BATCH_NORM = False
-# Click logs, at a recommender's batch and the rate that learns them in an epoch or two.
-DEFAULTS = {'dataset': 'synthetic_clicks', 'batch_size': '512', 'learning_rate': '0.01'}
+# Click logs, at a recommender's batch and the rate that learns them in an epoch or two, to an
+# accuracy they reach: 0.834 to 0.841 after 2 epochs under every strategy, where the data's own
+# Bayes accuracy is 0.879 and run.py's default target, 0.9, is out of reach.
+DEFAULTS = {
+  'dataset': 'synthetic_clicks',
+  'batch_size': '512',
+  'learning_rate': '0.01',
+  'target_accuracy': '0.83',
+}
 DEEP_UNITS = (256, 128)
 
 

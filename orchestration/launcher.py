@@ -13,6 +13,7 @@ import sys
 import tempfile
 
 from configs import cluster_spec
+from orchestration import commands
 from orchestration import faults
 from orchestration import gpus
 from orchestration import log_filter
@@ -175,7 +176,7 @@ def supervise(idle_timeout, start, tick=None):
         group.stop(trainers, STOP_GRACE_SECONDS)
         raise processes.Interrupted(
           e.signum,
-          'interrupted: an unfinished run keeps its checkpoint; run the same command to resume',
+          f'interrupted: an unfinished run keeps its checkpoint; {commands.resume_hint()}',
         ) from None
     return None
   except processes.TaskError as e:
@@ -280,7 +281,7 @@ def launch(experiment):
     errors += [report_error] if report_error else []
     print(
       f'Results and TensorBoard logs: {experiment.directory}\n'
-      f'Open them with: tensorboard --logdir {experiment.directory}'
+      f'Open them with: {commands.tensorboard(experiment.directory)}'
     )
   if failed and len(rows) > 1:
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}', file=sys.stderr)

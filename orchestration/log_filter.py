@@ -5,9 +5,12 @@ silences, and the lines that continue its gRPC errors when a peer goes away (scr
 when a parameter-server worker drops off the network). The launcher drops them from its
 children's output; a task started by hand or by a scheduler drops them from its own with
 `filter_own_stderr`: its file descriptor 2 becomes a pipe into a filter process that outlives
-it, so no line written just before a crash (or by the start-up watchdog) is lost.
+it, so no line written just before a crash (or by the start-up watchdog) is lost. Run as
+`python log_filter.py COMMAND...`, it runs COMMAND with its stderr filtered: the TensorBoard
+command run.py prints (orchestration/commands.py), TensorBoard loading TensorFlow.
 """
 
+import functools
 import os
 import re
 import signal
@@ -25,6 +28,20 @@ TF_LOG_LINE = re.compile(
 )
 
 
+@functools.cache
+def quiet_tensorflow():
+  """Once, before TensorFlow loads: its log noise kept off this task's output (the launcher
+  filters its children's: a process it did not start filters its own)."""
+  from absl import logging  # Here: the filter process itself needs neither.
+
+  from orchestration import processes
+
+  if logging.get_verbosity() < logging.INFO:
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TensorFlow's C++ INFO and WARNING.
+    if processes.PARENT_PID_ENV not in os.environ:
+      filter_own_stderr()
+
+
 def filter_own_stderr():
   """From now on, this process's stderr (Python's and TensorFlow's C++ alike) is relayed
   without the lines TF_LOG_LINE matches."""
@@ -38,15 +55,28 @@ def filter_own_stderr():
   os.close(write_end)
 
 
-def _relay():
-  """The filter process: stdin to stdout but the noise, until every writer has closed."""
-  for sig in (signal.SIGINT, signal.SIGTERM):  # It ends with its writers, never before.
-    signal.signal(sig, signal.SIG_IGN)
-  for line in sys.stdin.buffer:
+def _relay(source, sink):
+  """`source` to `sink`, line by line, but the noise, until every writer of `source` has
+  closed it."""
+  for line in source:
     if not TF_LOG_LINE.match(line.decode(errors='replace')):
-      sys.stdout.buffer.write(line)
-      sys.stdout.buffer.flush()
+      sink.write(line)
+      sink.flush()
+
+
+def _run_filtered(command):
+  """`command`, its stderr relayed here without the noise; its exit status. Ctrl-C reaches
+  it with this process's group, SIGTERM is passed on to it; this process ends after it."""
+  proc = subprocess.Popen(command, stderr=subprocess.PIPE)
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+  _relay(proc.stderr, sys.stderr.buffer)
+  return proc.wait()
 
 
 if __name__ == '__main__':
-  _relay()
+  if len(sys.argv) > 1:
+    sys.exit(_run_filtered(sys.argv[1:]))
+  for sig in (signal.SIGINT, signal.SIGTERM):  # It ends with its writers, never before.
+    signal.signal(sig, signal.SIG_IGN)
+  _relay(sys.stdin.buffer, sys.stdout.buffer)

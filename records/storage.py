@@ -10,7 +10,7 @@ import contextlib
 import io
 import os
 import posixpath
-import tempfile
+import uuid
 
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
@@ -94,14 +94,16 @@ def write_text(path, text):
 def write_atomic(path, text):
   """Writes `text` to `path` so that no reader sees half of it: locally a temporary file beside
   it that then replaces it; an object store's single upload is atomic by itself (readers see
-  the old object or the new one)."""
+  the old object or the new one). The file gets the permissions the process's umask gives
+  every file it writes (mkstemp's would be the owner's only)."""
   local = local_path(path)
   if local is None:
     write_text(path, text)
     return
-  fd, tmp = tempfile.mkstemp(
-    prefix=f'.{os.path.basename(local)}.', suffix='.tmp', dir=os.path.dirname(local) or '.'
+  tmp = os.path.join(
+    os.path.dirname(local) or '.', f'.{os.path.basename(local)}.{uuid.uuid4().hex}.tmp'
   )
+  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
   try:
     with os.fdopen(fd, 'w') as f:
       f.write(text)
@@ -118,6 +120,13 @@ def remove(path):
   if not fs.isfile(inner):
     raise FileNotFoundError(path)
   fs.rm_file(inner)
+
+
+def discard(path):
+  """Removes file `path` if it is there: a file an earlier writer left that this one does not
+  write again (a plot with nothing to draw this time)."""
+  with contextlib.suppress(FileNotFoundError):
+    remove(path)
 
 
 def remove_empty_dir(path):

@@ -31,7 +31,8 @@ THOUSANDS = '{x:,.0f}'
 
 
 def write(rows, histories, out_dir):
-  """Writes the comparison plots as PNG files into out_dir; returns their paths (sorted)."""
+  """Writes the comparison plots as PNG files into out_dir, removing those of an earlier report
+  that have nothing to draw now; returns their paths (sorted)."""
   storage.makedirs(out_dir)
   plots: dict[str, tuple] = {
     'throughput.png': (_throughput, rows),
@@ -59,6 +60,9 @@ def write(rows, histories, out_dir):
   if noise:
     sweeps['noise_scale.png'] = (_noise_scale, noise)
   plots.update({name: plot for name, plot in sweeps.items() if plot[1]})  # Something to draw.
+  for name in ('scaling.png', 'batch_size.png', 'breakdown.png', 'noise_scale.png'):
+    if name not in plots:  # Nothing to draw: no earlier report's plot left beside this one.
+      storage.discard(storage.join(out_dir, name))
   paths = []
   for name, (draw, *data) in plots.items():
     with plt.rc_context(STYLE):

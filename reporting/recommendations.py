@@ -28,6 +28,8 @@ def show(config, card_of):
   images = [plot(document, workload.measured_runs(config.directory), config.directory)]
   if document['source']['time_to_target_from']:
     images.append(plot_time_to_target(document, config.directory))
+  else:  # No earlier --predict's plot left beside this prediction.
+    storage.discard(storage.join(config.directory, TIME_TO_TARGET_PLOT))
   print(f'Prediction: {storage.join(config.directory, predict.FILE)}, {", ".join(images)}')
 
 

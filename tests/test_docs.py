@@ -173,9 +173,14 @@ def test_dry_run_prints_the_runs_and_writes_nothing(tmp_path):
   assert proc.returncode == 0, proc.stderr
   lines = proc.stdout.splitlines()
   assert lines[0].startswith('3 run(s) planned into runs/plan')
-  rows = {line.split()[0]: line.split() for line in lines[3:]}
+  rows = {line.split()[0]: line.split() for line in lines[3:6]}
   assert sorted(rows) == ['mirrored-r2', 'mirrored-r4', 'one_device']
   assert rows['mirrored-r4'][1:5] == ['mirrored', '1', '4', '64']
+  # What auto resolves to on this machine, without a GPU.
+  assert lines[5].endswith('--cross_device_ops=auto (reduction_to_one_device) --num_packs=1')
+  assert lines[6] == (
+    '(auto and empty settings, in parentheses, as they resolve with no GPU(s) visible here)'
+  )
   assert list(tmp_path.iterdir()) == []  # Nothing written, not even the log directory.
 
 

@@ -86,7 +86,7 @@ def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
     proc.kill()
     proc.communicate()
   assert proc.returncode == 128 + signal.SIGTERM, stderr
-  assert 'interrupted at step' in stderr and 'run the same command to resume' in stderr
+  assert 'interrupted at step' in stderr and 'to resume, run: ' in stderr
   assert f'checkpoint {url}/stopped/mirrored/checkpoints/ckpt-' in stderr
   assert wait_until_gone(str(logdir)) == []
   run_dir = os.path.join(local, 'stopped', 'mirrored')

@@ -103,6 +103,15 @@ def test_weak_scaling_where_the_global_batch_grows_with_n_still_draws_scaling(tm
   assert names(write(rows, tmp_path)) == sorted(ALWAYS + ['scaling.png'])
 
 
+def test_a_report_rebuilt_without_a_sweep_leaves_no_earlier_sweep_plot(tmp_path):
+  swept = [row('one_device', 'one_device')] + [
+    row(f'mirrored-r{r}', 'mirrored', replicas=r, eps=900.0 * r, efficiency=0.9) for r in (1, 2)
+  ]
+  assert 'scaling.png' in names(write(swept, tmp_path))
+  assert names(write(five_strategies(), tmp_path)) == ALWAYS
+  assert sorted(os.listdir(tmp_path)) == ALWAYS
+
+
 def test_a_batch_size_sweep_adds_the_batch_size_plot(tmp_path):
   rows = [
     row(f'one_device-b{b}', 'one_device', batch=b, eps=10.0 * b)

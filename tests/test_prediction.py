@@ -336,6 +336,30 @@ def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_
   )
 
 
+def test_a_second_prediction_replaces_every_file_of_the_first(tmp_path, capsys):
+  """The first predicted a time to target (its plot is here); the second cannot: no plot of
+  the first is left beside the second's prediction.json."""
+  from configs import definitions
+  from reporting import recommendations
+
+  write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
+  (tmp_path / recommendations.TIME_TO_TARGET_PLOT).write_bytes(b'the first prediction')
+  config = definitions.Prediction(
+    directory=str(tmp_path),
+    hardware=('dgx1_v100',),
+    num_devices=(1, 2),
+    strategies=('mirrored',),
+    options={},
+  )
+  recommendations.show(config, card_of=None)
+  assert 'No time to target predicted' in capsys.readouterr().out
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+    'one_device',
+    'prediction.json',
+    'prediction.png',
+  ]
+
+
 def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
   from reporting import recommendations
 

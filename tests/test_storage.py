@@ -137,6 +137,7 @@ LOCAL_FILE_CALLS = {
   'records/environment.py': 2,  # /proc files; nvidia-smi.
   'orchestration/startup_watchdog.py': 1,  # The repository, for the watchdog's PYTHONPATH.
   'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
+  'orchestration/commands.py': 4,  # The interpreter, run.py, TensorBoard: programs, not logs.
   'orchestration/launcher.py': 6,  # run.py; task logs in a local or temporary directory.
   'orchestration/experiment_lock.py': 4,  # flock: a local --logdir after local_path.
   'configs/from_flags.py': 2,  # `~` of a local --logdir (not a URL) and --data_dir.
@@ -179,3 +180,17 @@ def test_paths_may_be_path_objects(tmp_path):
   assert storage.basename(run_dir) == 'run' and storage.dirname(run_dir) == str(tmp_path)
   results.write_progress(str(run_dir), 7)
   assert results.read_progress(run_dir) == 7  # Not 0: a Path once read as "no progress".
+
+
+@pytest.mark.parametrize('umask', [0o022, 0o002, 0o077])
+def test_json_files_get_the_umask_permissions_as_the_files_beside_them(umask, tmp_path):
+  """A shared log directory shows result.json to whoever it shows the PNG beside it to."""
+  previous = os.umask(umask)
+  try:
+    files.write_json(str(tmp_path / 'result.json'), {'b': 1})
+    storage.write_bytes_from(str(tmp_path / 'plot.png'), lambda f: f.write(b'png'))
+    storage.write_text(str(tmp_path / 'summary.md'), 'text')
+  finally:
+    os.umask(previous)
+  modes = {path.name: path.stat().st_mode & 0o777 for path in tmp_path.iterdir()}
+  assert modes == dict.fromkeys(['result.json', 'plot.png', 'summary.md'], 0o666 & ~umask)

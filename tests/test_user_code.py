@@ -4,6 +4,7 @@ one clear line for each way it can go wrong. In this process, modules written to
 import itertools
 import os
 import shutil
+import subprocess
 import sys
 import textwrap
 
@@ -15,6 +16,7 @@ import models
 import user_code
 from configs import definitions
 from tests.conftest import ROOT
+from tests.conftest import RUN_PY
 
 _names = itertools.count()
 
@@ -141,19 +143,101 @@ def test_a_model_that_fails_to_trace_is_one_line_exit_2_never_restarted(
   assert not any(files for _, _, files in os.walk(tmp_path / 'runs'))
 
 
-def test_a_module_that_cannot_be_imported_says_so(module):
-  name = module('import no_such_package_anywhere\n')
-  with pytest.raises(
-    user_code.UserCodeError,
-    match=(
-      f'--model={name}:build: cannot import {name} \\(ModuleNotFoundError: No module named '
-      "'no_such_package_anywhere'\\); run from the directory that holds it or add that to "
-      'PYTHONPATH'
-    ),
-  ):
+def test_a_module_that_cannot_be_imported_says_so(module, monkeypatch):
+  """Its own import failing is the module's problem, told with its file and line; the module
+  not found is where Python looked: the working directory and PYTHONPATH."""
+  name = module('x = 1\nimport no_such_package_anywhere\n')
+  path = module.directory / f'{name}.py'
+  with pytest.raises(user_code.UserCodeError) as e:
     models.build(f'{name}:build', (8, 8, 1), 10)
-  with pytest.raises(user_code.UserCodeError, match='cannot import nowhere_at_all'):
+  assert str(e.value) == (
+    f'--model={name}:build: importing {name} failed at {path}:2: ModuleNotFoundError: No '
+    "module named 'no_such_package_anywhere'; fix the module"
+  )
+  monkeypatch.setenv('PYTHONPATH', '/nowhere')
+  with pytest.raises(user_code.UserCodeError) as e:
     models.build('nowhere_at_all:build', (8, 8, 1), 10)
+  assert str(e.value) == (
+    f'--model=nowhere_at_all:build: no module nowhere_at_all in the working directory '
+    f'({module.directory}) or PYTHONPATH (/nowhere); run from the directory that holds it or '
+    'add that to PYTHONPATH'
+  )
+
+
+@pytest.mark.parametrize(
+  'source, line, error',
+  [
+    ('def build(:\n', 1, 'SyntaxError: '),
+    ('import os\n\nraise RuntimeError("half-written")\n', 3, 'RuntimeError: half-written'),
+  ],
+)
+def test_a_module_that_fails_to_import_is_told_as_its_own_error(module, source, line, error):
+  name = module(source)
+  with pytest.raises(user_code.UserCodeError) as e:
+    models.build(f'{name}:build', (8, 8, 1), 10)
+  text, path = str(e.value), module.directory / f'{name}.py'
+  assert text.startswith(f'--model={name}:build: importing {name} failed at {path}:{line}: {error}')
+  assert text.endswith('; fix the module') and 'PYTHONPATH' not in text
+
+
+@pytest.mark.parametrize(
+  'source, spec, said',
+  [
+    ('def build(:\n', ':build', 'importing {name} failed at {path}:1: SyntaxError: '),
+    (
+      '"""Doc."""\nimport os\nfrom no_such_package_anywhere.sub import x\n',
+      ':build',
+      'importing {name} would fail at {path}:3: ModuleNotFoundError: No module named '
+      "'no_such_package_anywhere'; install it or fix that import",
+    ),
+    ('def build(a, b):\n  pass\n', ':buld', '{name} ({path}) has no function buld'),
+  ],
+)
+def test_the_launchers_check_refuses_without_running_the_module(module, source, spec, said):
+  name = module(source)
+  path = module.directory / f'{name}.py'
+  with pytest.raises(user_code.UserCodeError) as e:
+    user_code.check(name + spec, 'model')
+  assert str(e.value).startswith(f'--model={name}{spec}: ' + said.format(name=name, path=path))
+  assert name not in sys.modules  # Read, never run.
+
+
+@pytest.mark.parametrize(
+  'source',
+  [
+    'import keras\n\ndef build(input_shape, num_classes):\n  pass\n',
+    'try:\n  import no_such_package_anywhere\nexcept ImportError:\n  pass\nbuild = print\n',
+    'if False:\n  import no_such_package_anywhere\nelse:\n  from os import path as build\n',
+    'from os.path import *\n',  # A star import may bind it.
+    'def __getattr__(name):\n  return print\n',
+    'import sys\nsys.path.insert(0, "lib")\nimport only_in_lib\nbuild = print\n',
+  ],
+)
+def test_the_launchers_check_accepts_modules_that_import(module, source):
+  name = module(source)
+  user_code.check(f'{name}:build', 'model')
+  assert name not in sys.modules
+
+
+def test_the_launcher_checks_user_code_once_before_any_run_and_in_dry_run(module, tmp_path):
+  """`--dry_run` and a launch refuse a typo'd function in one line, exit 2, with nothing
+  written: not once per run after the runs began."""
+  module('def build(input_shape, num_classes):\n  pass\n')
+  for action in ('--dry_run', '--nodry_run'):
+    proc = subprocess.run(
+      [sys.executable, RUN_PY, action, '--model=users_module_nope:build', '--logdir=runs'],
+      capture_output=True,
+      text=True,
+      timeout=120,
+      cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+      f'run.py: --model=users_module_nope:build: no module users_module_nope in the working '
+      f'directory ({tmp_path}) or PYTHONPATH ({os.environ.get("PYTHONPATH") or "not set"}); '
+      'run from the directory that holds it or add that to PYTHONPATH'
+    ]
+    assert not (tmp_path / 'runs').exists()
 
 
 def test_specs_and_names_are_told_apart():

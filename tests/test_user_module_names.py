@@ -97,8 +97,8 @@ def test_a_users_module_of_a_projects_name_that_fails_to_import_says_so(cwd):
   with pytest.raises(
     user_code.UserCodeError,
     match=(
-      r'--model=models:build: cannot import models \(ModuleNotFoundError: No module named '
-      r"'no_such_package_anywhere'\)"
+      r'--model=models:build: importing models failed at .*models\.py:1: ModuleNotFoundError: '
+      r"No module named 'no_such_package_anywhere'; fix the module"
     ),
   ):
     models.build('models:build', (3,), 2)

@@ -20,6 +20,7 @@ import tempfile
 
 import tensorflow as tf
 
+from orchestration import commands
 from orchestration import processes
 from records import results
 from records import settings as run_settings
@@ -193,8 +194,7 @@ class Checkpointer:
     except (tf.errors.OpError, OSError) as e:
       raise CheckpointError(
         f'cannot write a checkpoint into {self.directory} ({_reason(e)}); '
-        'the earlier checkpoints are kept: free space there and run the '
-        'same command to resume'
+        f'the earlier checkpoints are kept: free space there; {commands.resume_hint()}'
       ) from None
 
   def close(self):

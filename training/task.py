@@ -13,6 +13,7 @@ import models
 import strategies
 import user_code
 from configs import cluster_spec
+from orchestration import commands
 from orchestration import peers
 from orchestration import processes
 from orchestration import startup_watchdog
@@ -329,7 +330,7 @@ def _interrupt(config, controller, saver, stop, recorder):
   raise processes.Interrupted(
     stop.signum or signal.SIGTERM,  # A worker stopping because another was asked.
     f'[{config.name}] interrupted at step {controller.state.step} of {controller.total_steps}; '
-    f'checkpoint {checkpoints.latest(config.run_dir)} written: run the same command to resume',
+    f'checkpoint {checkpoints.latest(config.run_dir)} written; {commands.resume_hint()}',
   )
 
 
@@ -355,6 +356,6 @@ def _lost_peer(config, trainer, state, error, spec, me):
   if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
     return peers.PeerLost(
       f'[{config.name}] {who} lost at step {state.step} ({reason}); {_kept(config)}: '
-      'restart the task and run the same command to resume'
+      f'restart the task; {commands.resume_hint()}'
     )
   return peers.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')

@@ -1,0 +1,54 @@
+"""The commands run.py prints for the user to type, written so that they run as printed.
+
+A printed command is only useful if it works in the user's shell, from the directory run.py
+was started in, in the environment the README sets up (a virtualenv that is never activated):
+programs are named by their path (`.venv/bin/python`, relative to the working directory when
+they are inside it), and the experiment a resume needs is named even when run.py chose it.
+Every process of an experiment prints the same resume command: the launcher exports it
+(`export_resume`) and its children read it (`resume_hint`).
+"""
+
+import os
+import shlex
+import sys
+
+RESUME_ENV = 'STRATEGY_COMPARISON_RESUME_COMMAND'
+# The variables a command line of run.py depends on: given inline, they are part of it.
+ENVIRONMENT = ('PYTHONPATH', 'TF_CONFIG')
+LOG_FILTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'log_filter.py')
+
+
+def typed(path):
+  """`path` as the user would type it: relative to the working directory when inside it."""
+  path = os.path.abspath(path)
+  relative = os.path.relpath(path)
+  return path if relative.startswith(os.pardir) else relative
+
+
+def resume(argv, extra_flags, environ):
+  """The command that runs this one again and resumes it: the interpreter and run.py by path,
+  its own arguments, `extra_flags` (from_flags.resume_flags: the experiment's name when run.py
+  chose it), and the ENVIRONMENT variables it ran with."""
+  setting = [f'{name}={shlex.quote(environ[name])}' for name in ENVIRONMENT if environ.get(name)]
+  words = [typed(sys.executable), typed(argv[0]), *argv[1:], *extra_flags]
+  return ' '.join([*setting, shlex.join(words)])
+
+
+def export_resume(command):
+  """Makes `command` what this process and its children print to say how to resume."""
+  os.environ[RESUME_ENV] = command
+
+
+def resume_hint():
+  """How to resume, as the messages of an interrupted or failed run end."""
+  command = os.environ.get(RESUME_ENV)
+  return f'to resume, run: {command}' if command else 'run the same command to resume'
+
+
+def tensorboard(directory):
+  """The command that shows `directory` in TensorBoard: the TensorBoard installed beside this
+  interpreter, its stderr through log_filter (TensorBoard loads TensorFlow, whose C++ start-up
+  lines no environment variable silences)."""
+  program = os.path.join(os.path.dirname(sys.executable), 'tensorboard')
+  words = [typed(sys.executable), typed(LOG_FILTER), typed(program), '--logdir', directory]
+  return shlex.join(words)
