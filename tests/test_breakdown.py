@@ -7,14 +7,22 @@ from reporting import breakdown as report_breakdown
 from tests import tiny_training
 
 
-def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
+def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(monkeypatch):
   from training import step_timing
 
   trainer = tiny_training.trainer()
-  trainer.train_epoch(2, 2)
-  before = trainer.steps_done
-  parts = step_timing.measure(trainer, steps=4, repetitions=2, steps_per_execution=3)
-  assert set(parts) == {
+  parts = step_timing.Parts(trainer, steps_per_execution=3)  # Before training, as a run does.
+  assert trainer.steps_done == 0 and trainer.execution_times == []  # Traced, nothing trained.
+  for _ in range(2):  # Two epochs of executions of 3, 3 and 2 steps.
+    trainer.train_epoch(tiny_training.STEPS_PER_EPOCH, 3)
+  times = trainer.execution_times
+  assert [(t.steps, t.first_in_call) for t in times] == 2 * [(3, True), (3, False), (2, False)]
+  trained = trainer.steps_done
+  monkeypatch.setattr(step_timing, 'LONG_SECONDS', -1.0)  # Says how far it is, round by round.
+  lines = []
+  measured = parts.measure(budget_seconds=0.0, most_steps=4, say=lines.append)
+  assert trainer.steps_done == trained  # The step is training's own: nothing more trained.
+  assert set(measured) == {
     'step_ms',
     'input_ms',
     'compute_ms',
@@ -24,15 +32,55 @@ def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
     'repetitions',
     'examples_per_step',
   }
-  assert (parts['steps'], parts['repetitions']) == (4, 2)
-  assert all(parts[name] > 0 for name in ('step_ms', 'input_ms', 'compute_ms', 'communication_ms'))
-  assert parts['overhead_ms'] == pytest.approx(
-    parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms']
-  )
-  # The step window is the run's own step: one warm-up step, then 2 windows of 4.
-  assert trainer.steps_done == before + 1 + 2 * 4
-  assert parts['examples_per_step'] == trainer.batching.step_batch_size
-  assert trainer.trace_count == 1  # The training function, not retraced for the windows.
+  # The step: the median of the full executions that were not an epoch's first, per step.
+  assert measured['step_ms'] == pytest.approx((times[1].seconds + times[4].seconds) / 2 * 1e3 / 3)
+  # A budget spent already: the fewest windows that give a median, of one step each.
+  assert (measured['steps'], measured['repetitions']) == (1, step_timing.REPETITIONS)
+  assert all(measured[name] > 0 for name in ('input_ms', 'compute_ms', 'communication_ms'))
+  timed = measured['input_ms'] + measured['compute_ms'] + measured['communication_ms']
+  assert measured['overhead_ms'] == pytest.approx(measured['step_ms'] - timed)
+  assert measured['examples_per_step'] == trainer.batching.step_batch_size
+  assert trainer.trace_count == 1  # The training function, not retraced.
+  assert lines == [
+    "measuring where a step's time goes: 3 windows of 1 steps per part, "
+    f'about {3 * 3 * measured["step_ms"] / 1e3:.1f} s',
+    *(f"measuring where a step's time goes: round {r} of 3" for r in (1, 2, 3)),
+  ]
+
+
+def test_the_step_is_the_median_of_the_runs_full_executions_per_global_batch():
+  from training import loop
+  from training import step_timing
+
+  class Run:  # Under a coordinator of 2 workers: a global batch is 2 worker steps.
+    batching = type('Batching', (), {'worker_shares': 2})
+    execution_times = [
+      loop.ExecutionTime(10, 1.0, first_in_call=True),  # The run's first: traced.
+      loop.ExecutionTime(10, 0.03, first_in_call=False),
+      loop.ExecutionTime(10, 0.02, first_in_call=False),
+      loop.ExecutionTime(2, 0.5, first_in_call=False),  # An epoch's short last one.
+      loop.ExecutionTime(10, 0.5, first_in_call=True),  # After an evaluation and a checkpoint.
+      loop.ExecutionTime(10, 0.025, first_in_call=False),
+    ]
+
+  assert step_timing.run_step_ms(Run) == pytest.approx(0.025 / 10 * 2 * 1e3)
+  # Epochs of a single full execution each: their first ones, the run's very first left out.
+  Run.execution_times = [loop.ExecutionTime(10, 1.0, True), loop.ExecutionTime(10, 0.04, True)]
+  assert step_timing.run_step_ms(Run) == pytest.approx(8.0)
+  Run.execution_times = Run.execution_times[:1]
+  assert step_timing.run_step_ms(Run) is None
+
+
+def test_the_windows_fit_a_tenth_of_the_training_time():
+  from training import step_timing
+
+  # 2.5 s of training at 2.5 ms a step (the digits cnn): 0.25 s buys 3 rounds of 3 parts of 11.
+  assert step_timing.window_steps(0.1 * 2.5, 2.5, most=20) == 11
+  assert 3 * 3 * 11 * 2.5e-3 <= 0.25
+  # A long run never goes past --breakdown_steps; a slow step, or a budget spent, gets 1 step.
+  assert step_timing.window_steps(100.0, 2.5, most=20) == 20
+  assert step_timing.window_steps(0.1 * 68, 500.0, most=20) == 1
+  assert step_timing.window_steps(-0.5, 2.5, most=20) == 1
 
 
 def _row(run, step, parts, n=1, batch=64, baseline='one_device', boundary=None, excess=None):
