@@ -273,6 +273,7 @@ def launch(experiment):
     print(f'\n{table(rows)}\n', flush=True)
     for line in results.recoveries(rows):
       print(line, flush=True)
+    print('writing the report (tables, plots, the summary from event files)', flush=True)
     report_error = supervise(
       experiment.idle_timeout, lambda group: start_report(group, experiment, hide)
     )

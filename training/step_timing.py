@@ -56,12 +56,15 @@ def run_step_ms(trainer):
   return statistics.median(e.seconds * 1e3 * shares / e.steps for e in steady)
 
 
-def window_steps(budget_seconds, step_ms, most):
-  """Steps per window: as many as `budget_seconds` pays for, REPETITIONS windows of each timed
-  part, each part priced at a whole step (compute alone takes nearly one); at least 1 (a
-  budget spent already still gets the fewest windows), at most `most`."""
+def window_steps(budget_seconds, step_ms, most, execution):
+  """Steps per window: whole executions of `execution` steps, the size training's executions
+  had (a shorter one would spread its call's cost over fewer steps than the step's did), as
+  many as `budget_seconds` pays for, REPETITIONS windows of each timed part, each part priced
+  at a whole step (compute alone takes nearly one); at least one execution (a budget spent
+  already still gets the fewest windows), at most `most` steps when that is more."""
   per_step = REPETITIONS * len(TIMED) * step_ms / 1e3
-  return max(1, min(most, int(max(budget_seconds, 0.0) / per_step)))
+  affordable = int(max(budget_seconds, 0.0) / per_step) // execution * execution
+  return max(execution, min(most // execution * execution, affordable))
 
 
 class Parts:
@@ -70,6 +73,8 @@ class Parts:
 
   def __init__(self, trainer, steps_per_execution):
     self.trainer = trainer
+    # Global batches in one of training's executions: the windows' unit.
+    self._execution = max(1, steps_per_execution // trainer.batching.worker_shares)
     # Where training starts: what it trains is counted from here.
     self._counted, self._timed = trainer.steps_done, len(trainer.execution_times)
     self.windows = {
@@ -98,7 +103,9 @@ class Parts:
     self.windows['input_ms'](1)  # Its first batches, outside the timed windows: paid too.
     left = budget_seconds - (time.perf_counter() - started)
     # An all-reduce cluster's workers run the windows' collectives together: one length.
-    steps = window_steps(trainer.workers_mean(left), trainer.workers_mean(step_ms), most_steps)
+    steps = window_steps(
+      trainer.workers_mean(left), trainer.workers_mean(step_ms), most_steps, self._execution
+    )
     expected = REPETITIONS * len(TIMED) * steps * step_ms / 1e3
     say(
       f"measuring where a step's time goes: {REPETITIONS} windows of {steps} steps per part, "
