@@ -34,16 +34,16 @@ def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(m
   }
   # The step: the median of the full executions that were not an epoch's first, per step.
   assert measured['step_ms'] == pytest.approx((times[1].seconds + times[4].seconds) / 2 * 1e3 / 3)
-  # A budget spent already: the fewest windows that give a median, of one execution each.
-  assert (measured['steps'], measured['repetitions']) == (3, step_timing.REPETITIONS)
+  # A budget spent already: the fewest windows that give a median, of one step each.
+  assert (measured['steps'], measured['repetitions']) == (1, step_timing.REPETITIONS)
   assert all(measured[name] > 0 for name in ('input_ms', 'compute_ms', 'communication_ms'))
   timed = measured['input_ms'] + measured['compute_ms'] + measured['communication_ms']
   assert measured['overhead_ms'] == pytest.approx(measured['step_ms'] - timed)
   assert measured['examples_per_step'] == trainer.batching.step_batch_size
   assert trainer.trace_count == 1  # The training function, not retraced.
   assert lines == [
-    "measuring where a step's time goes: 3 windows of 3 steps per part, "
-    f'about {3 * 3 * 3 * measured["step_ms"] / 1e3:.1f} s',
+    "measuring where a step's time goes: 3 windows of 1 step per part, "
+    f'about {3 * 2 * measured["step_ms"] / 1e3:.1f} s',
     *(f"measuring where a step's time goes: round {r} of 3" for r in (1, 2, 3)),
   ]
 
@@ -74,17 +74,19 @@ def test_the_step_is_the_median_of_the_runs_full_executions_per_global_batch():
 def test_the_windows_fit_a_tenth_of_the_training_time():
   from training import step_timing
 
-  # Executions of 10 steps. 5 s of training at 2.5 ms a step: 0.5 s buys 3 rounds of the 3
-  # parts of 22 steps: windows of 2 whole executions.
-  assert step_timing.window_steps(0.1 * 5.0, 2.5, most=40, execution=10) == 20
-  assert 3 * 3 * 20 * 2.5e-3 <= 0.5
-  # Never past --breakdown_steps; a slow step, or a budget spent, gets one execution.
+  # Executions of 10 steps. The digits cnn: 1.6 s of training at 2.5 ms a step; 0.16 s pays
+  # for 3 rounds of windows of 10 steps at 2 steps' cost a step: one whole execution each.
+  assert step_timing.window_steps(0.1 * 1.6, 2.5, most=20, execution=10) == 10
+  assert 3 * 2 * 10 * 2.5e-3 <= 0.16
+  # Twice the time: two executions, never past --breakdown_steps.
+  assert step_timing.window_steps(0.1 * 3.2, 2.5, most=20, execution=10) == 20
   assert step_timing.window_steps(100.0, 2.5, most=20, execution=10) == 20
-  assert step_timing.window_steps(0.1 * 68, 500.0, most=20, execution=10) == 10
-  assert step_timing.window_steps(-0.5, 2.5, most=20, execution=10) == 10
-  assert step_timing.window_steps(0.1 * 68, 500.0, most=20, execution=1) == 1
-  # --breakdown_steps shorter than an execution: one execution still.
   assert step_timing.window_steps(100.0, 2.5, most=4, execution=10) == 10
+  # wide_deep: 11 s of training at 61 ms a step: 1.1 s pays for windows of 3 steps.
+  assert step_timing.window_steps(0.1 * 11, 61.0, most=20, execution=10) == 3
+  assert 3 * 2 * 3 * 61e-3 <= 1.1
+  # A budget spent already still gets the fewest windows, of one step.
+  assert step_timing.window_steps(-0.5, 2.5, most=20, execution=10) == 1
 
 
 def _row(run, step, parts, n=1, batch=64, baseline='one_device', boundary=None, excess=None):

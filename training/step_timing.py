@@ -7,8 +7,8 @@ training in windows of `steps` steps, the three parts in turn, repetition after 
 noisy machine slows them alike); each part is the median over repetitions of its window's time
 per step. The windows' length comes from a budget, a share of the training time: the fewest
 windows that give a median (REPETITIONS), each as long as the budget pays for, at most
---breakdown_steps. One step is one global batch: under parameter servers, `num_workers` worker
-steps.
+--breakdown_steps (`window_steps`). One step is one global batch: under parameter servers,
+`num_workers` worker steps.
 
 - step: the run's training step itself (training/loop.py), as it trained.
 - input: the distributed input pipeline alone, each replica's batch delivered to its device
@@ -39,6 +39,7 @@ PARTS = results.BREAKDOWN_PARTS
 TIMED = PARTS[:3]  # The parts timed in windows of their own; overhead is the rest.
 REPETITIONS = 3  # The fewest windows per part whose median leaves out one outlier.
 BUDGET_SHARE = 0.1  # Of the training time: what the windows after training may take.
+ROUND_STEPS = 2  # A round of the three parts' windows of n steps costs about 2n steps.
 LONG_SECONDS = 10  # A measurement expected to take longer says how far it is, round by round.
 
 
@@ -57,14 +58,16 @@ def run_step_ms(trainer):
 
 
 def window_steps(budget_seconds, step_ms, most, execution):
-  """Steps per window: whole executions of `execution` steps, the size training's executions
-  had (a shorter one would spread its call's cost over fewer steps than the step's did), as
-  many as `budget_seconds` pays for, REPETITIONS windows of each timed part, each part priced
-  at a whole step (compute alone takes nearly one); at least one execution (a budget spent
-  already still gets the fewest windows), at most `most` steps when that is more."""
-  per_step = REPETITIONS * len(TIMED) * step_ms / 1e3
-  affordable = int(max(budget_seconds, 0.0) / per_step) // execution * execution
-  return max(execution, min(most // execution * execution, affordable))
+  """Steps per window: as many as `budget_seconds` pays for, REPETITIONS rounds of the timed
+  parts, a round priced at ROUND_STEPS steps per step (the parts take about a step between
+  them; more when they overlap in the step); at least 1, at most `most`. In whole executions of
+  `execution` steps, the size of training's, once one is paid for: a shorter window spreads an
+  execution's call (about 2-3 ms here) over fewer steps than the step's executions did, which
+  matters only beside a short step, and a short step buys whole executions."""
+  affordable = int(max(budget_seconds, 0.0) * 1e3 / (REPETITIONS * ROUND_STEPS * step_ms))
+  if affordable < execution:
+    return max(1, min(most, affordable))
+  return min(max(most // execution, 1), affordable // execution) * execution
 
 
 class Parts:
@@ -106,10 +109,10 @@ class Parts:
     steps = window_steps(
       trainer.workers_mean(left), trainer.workers_mean(step_ms), most_steps, self._execution
     )
-    expected = REPETITIONS * len(TIMED) * steps * step_ms / 1e3
+    expected = REPETITIONS * ROUND_STEPS * steps * step_ms / 1e3
     say(
-      f"measuring where a step's time goes: {REPETITIONS} windows of {steps} steps per part, "
-      f'about {expected:.1f} s'
+      f"measuring where a step's time goes: {REPETITIONS} windows of {steps} "
+      f'step{"s" * (steps != 1)} per part, about {expected:.1f} s'
     )
     times = {name: [] for name in self.windows}
     for repetition in range(1, REPETITIONS + 1):
