@@ -31,7 +31,12 @@ def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(m
     'steps',
     'repetitions',
     'examples_per_step',
+    'budget_seconds',
+    'seconds',
+    'trace_seconds',
   }
+  assert measured['budget_seconds'] == 0.0
+  assert measured['seconds'] > 0 and measured['trace_seconds'] > 0
   # The step: the median of the full executions that were not an epoch's first, per step.
   assert measured['step_ms'] == pytest.approx((times[1].seconds + times[4].seconds) / 2 * 1e3 / 3)
   # A budget spent already: the fewest windows that give a median, of one step each.

@@ -80,6 +80,7 @@ class Parts:
     self._execution = max(1, steps_per_execution // trainer.batching.worker_shares)
     # Where training starts: what it trains is counted from here.
     self._counted, self._timed = trainer.steps_done, len(trainer.execution_times)
+    started = time.perf_counter()
     self.windows = {
       'input_ms': _InputWindow(trainer, steps_per_execution),
       'compute_ms': _ComputeWindow(trainer),
@@ -90,10 +91,13 @@ class Parts:
     self.windows['input_ms'].trace()
     self.windows['compute_ms'](1)
     self.windows['communication_ms'](1)
+    self.trace_seconds = time.perf_counter() - started
 
   def measure(self, budget_seconds, most_steps, say=lambda line: None):
-    """{'step_ms', *PARTS, 'steps', 'repetitions', 'examples_per_step'} after training, the
-    windows as long as `budget_seconds` pays for (at most `most_steps`); trains nothing.
+    """{'step_ms', *PARTS, 'steps', 'repetitions', 'examples_per_step', 'budget_seconds',
+    'seconds', 'trace_seconds'} after training, the windows as long as `budget_seconds` pays
+    for (at most `most_steps`); trains nothing. `seconds` is what measuring took after
+    training, `trace_seconds` what building the windows took at start-up.
     `examples_per_step` counts, by the run's own step counter, the examples the executions
     trained per global batch they ran: one global batch, or the step's time is of the wrong
     size. `say` hears what it is doing and, when long, how far it is. None if the run trained
@@ -132,6 +136,9 @@ class Parts:
       'steps': steps,
       'repetitions': REPETITIONS,
       'examples_per_step': trained / batches,
+      'budget_seconds': budget_seconds,
+      'seconds': time.perf_counter() - started,
+      'trace_seconds': self.trace_seconds,
     }
 
 
