@@ -16,7 +16,14 @@ def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(m
   for _ in range(2):  # Two epochs of executions of 3, 3 and 2 steps.
     trainer.train_epoch(tiny_training.STEPS_PER_EPOCH, 3)
   times = trainer.execution_times
-  assert [(t.steps, t.first_in_call) for t in times] == 2 * [(3, True), (3, False), (2, False)]
+  assert [(t.steps, t.call, t.first_in_call) for t in times] == [
+    (3, 0, True),
+    (3, 0, False),
+    (2, 0, False),
+    (3, 1, True),
+    (3, 1, False),
+    (2, 1, False),
+  ]
   trained = trainer.steps_done
   monkeypatch.setattr(step_timing, 'LONG_SECONDS', -1.0)  # Says how far it is, round by round.
   lines = []
@@ -37,8 +44,8 @@ def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(m
   }
   assert measured['budget_seconds'] == 0.0
   assert measured['seconds'] > 0 and measured['trace_seconds'] > 0
-  # The step: the median of the full executions that were not an epoch's first, per step.
-  assert measured['step_ms'] == pytest.approx((times[1].seconds + times[4].seconds) / 2 * 1e3 / 3)
+  # The step: the full execution of the second epoch that was not its first, per step.
+  assert measured['step_ms'] == pytest.approx(times[4].seconds * 1e3 / 3)
   # A budget spent already: the fewest windows that give a median, of one step each.
   assert (measured['steps'], measured['repetitions']) == (1, step_timing.REPETITIONS)
   assert all(measured[name] > 0 for name in ('input_ms', 'compute_ms', 'communication_ms'))
@@ -53,25 +60,33 @@ def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(m
   ]
 
 
-def test_the_step_is_the_median_of_the_runs_full_executions_per_global_batch():
+def test_the_step_is_the_runs_full_executions_per_global_batch_median_over_epochs():
   from training import loop
   from training import step_timing
+
+  time = loop.ExecutionTime
 
   class Run:  # Under a coordinator of 2 workers: a global batch is 2 worker steps.
     batching = type('Batching', (), {'worker_shares': 2})
     execution_times = [
-      loop.ExecutionTime(10, 1.0, first_in_call=True),  # The run's first: traced.
-      loop.ExecutionTime(10, 0.03, first_in_call=False),
-      loop.ExecutionTime(10, 0.02, first_in_call=False),
-      loop.ExecutionTime(2, 0.5, first_in_call=False),  # An epoch's short last one.
-      loop.ExecutionTime(10, 0.5, first_in_call=True),  # After an evaluation and a checkpoint.
-      loop.ExecutionTime(10, 0.025, first_in_call=False),
+      time(10, 1.0, 0, True),  # The start-up epoch: left out while there are others.
+      time(10, 0.03, 0, False),
+      time(2, 0.5, 0, False),  # An epoch's short last one.
+      time(10, 0.5, 1, True),  # After an evaluation and a checkpoint.
+      time(10, 0.0, 1, False),  # In flight on a worker: its result fetched at once.
+      time(10, 0.06, 1, False),  # 60 ms for these two: 3 ms a worker step.
+      time(10, 0.5, 2, True),
+      time(10, 0.01, 2, False),  # 1 ms a worker step.
     ]
 
-  assert step_timing.run_step_ms(Run) == pytest.approx(0.025 / 10 * 2 * 1e3)
+  # The median of epochs 2 and 3: 2 ms a worker step, 4 ms a global batch.
+  assert step_timing.run_step_ms(Run) == pytest.approx(4.0)
+  # A single epoch: its own executions.
+  Run.execution_times = Run.execution_times[:3]
+  assert step_timing.run_step_ms(Run) == pytest.approx(6.0)
   # Epochs of a single full execution each: their first ones, the run's very first left out.
-  Run.execution_times = [loop.ExecutionTime(10, 1.0, True), loop.ExecutionTime(10, 0.04, True)]
-  assert step_timing.run_step_ms(Run) == pytest.approx(8.0)
+  Run.execution_times = [time(10, 1.0, 0, True), time(10, 0.04, 1, True), time(10, 0.02, 2, True)]
+  assert step_timing.run_step_ms(Run) == pytest.approx(6.0)
   Run.execution_times = Run.execution_times[:1]
   assert step_timing.run_step_ms(Run) is None
 

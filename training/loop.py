@@ -69,11 +69,13 @@ def execution_sizes(first_step, num_steps, steps_per_execution, every=0):
 class ExecutionTime:
   """One execution of `steps` worker steps as training ran it: `seconds` from its launch (or,
   when executions queue on workers, from the end of the one before, so overlapping executions
-  are not counted twice) to its result here; `first_in_call`: the first of a `train_epoch` call
+  are not counted twice) to its result here; `call`: which `train_epoch` call of this process
+  ran it (an epoch, or its part after a resume), `first_in_call` whether it came first there
   (after an epoch's evaluation and checkpoint; the process's very first also traces)."""
 
   steps: int
   seconds: float
+  call: int
   first_in_call: bool
 
 
@@ -146,6 +148,7 @@ class Trainer:
     self.arrays, self._seed = arrays, config.seed  # The data it trains on.
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
     self.execution_times = []  # ExecutionTime of every execution this process trained.
+    self._calls = 0  # train_epoch calls so far.
     self._data_start = 0
     per_replica, step_batch = self.batching.per_replica_batch_size, self.batching.step_batch_size
     self.validation_steps = pipeline.validation_steps(arrays, step_batch)
@@ -228,6 +231,8 @@ class Trainer:
     launched = done = 0
     stopped = False
     ended = None  # When the execution before ended: the next one's time starts no earlier.
+    call = self._calls
+    self._calls += 1
     while pending or (chunks and not stopped):
       # After an execution that ends at a multiple of `every`, nothing more is launched until
       # it and those before it have run: `between` then sees the weights of exactly that step.
@@ -252,7 +257,7 @@ class Trainer:
       executions.append((first, running.fetch()))
       now = time.perf_counter()
       self.execution_times.append(
-        ExecutionTime(chunk, now - max(started, ended or started), first_in_call=ended is None)
+        ExecutionTime(chunk, now - max(started, ended or started), call, ended is None)
       )
       ended = now
       done += chunk

@@ -26,6 +26,7 @@ windows that give a median (REPETITIONS), each as long as the budget pays for, a
   overlaps compute, for one).
 """
 
+import dataclasses
 import statistics
 import time
 
@@ -44,17 +45,27 @@ LONG_SECONDS = 10  # A measurement expected to take longer says how far it is, r
 
 
 def run_step_ms(trainer):
-  """The run's own step: the median, over the full executions it trained (those of
-  `steps_per_execution` steps, the longest), of their time per global batch; an epoch's first
-  left out while there are others (it follows an evaluation and a checkpoint, and the run's
-  very first traces). None if no full execution ran after the first."""
+  """The run's own step, per global batch: over the full executions it trained (those of
+  `steps_per_execution` steps, the longest) that were not an epoch's first (it follows an
+  evaluation and a checkpoint; the run's very first traces), their seconds over their steps in
+  each epoch (where executions are in flight on workers, a result is often fetched at once
+  after the one before: only their sum is a time), and the median over the epochs after the
+  first, as the throughput (the first alone when it is the only one). When no epoch has such
+  an execution, every full one but the run's first counts, as one epoch. None without any."""
   longest = max((e.steps for e in trainer.execution_times), default=0)
   full = [e for e in trainer.execution_times if e.steps == longest]
-  steady = [e for e in full if not e.first_in_call] or full[1:]
-  if not steady:
-    return None
-  shares = trainer.batching.worker_shares
-  return statistics.median(e.seconds * 1e3 * shares / e.steps for e in steady)
+  steady = [e for e in full if not e.first_in_call]
+  epochs = sorted({e.call for e in steady})
+  if not epochs:
+    epochs, steady = [None], [dataclasses.replace(e, call=None) for e in full[1:]]
+    if not steady:
+      return None
+  rates = [
+    sum(e.seconds for e in steady if e.call == call)
+    / sum(e.steps for e in steady if e.call == call)
+    for call in (epochs[1:] or epochs)
+  ]
+  return statistics.median(rates) * 1e3 * trainer.batching.worker_shares
 
 
 def window_steps(budget_seconds, step_ms, most, execution):
@@ -87,7 +98,7 @@ class Parts:
       'communication_ms': _CommunicationWindow(trainer, steps_per_execution),
     }
     # Compute and communication are warmed up too (run once: their own models, zeros added);
-    # the input only traced, since a batch drawn now would shift the data training reads.
+    # the input traced (_InputWindow.trace).
     self.windows['input_ms'].trace()
     self.windows['compute_ms'](1)
     self.windows['communication_ms'](1)
@@ -179,9 +190,12 @@ class _InputWindow:
     self._batches = batches
 
   def trace(self):
-    """Traced, not run (a batch drawn would shift what training reads); under a coordinator
-    at its first run, where its per-worker iterator is resolved."""
-    if not self._trainer.executor.coordinated:
+    """Traced, not run: a batch drawn would shift what training reads. Under a coordinator it
+    is run once instead (its per-worker iterator is resolved on the workers, and there each
+    worker reads the data in an order of its own anyway)."""
+    if self._trainer.executor.coordinated:
+      self(1)
+    else:
       self._batches.get_concrete_function(tf.constant(1), self._iterator)
 
   def __call__(self, steps):
