@@ -50,8 +50,6 @@ def run(config, tf_config=None, say=print):
   task = _Task(config, tf_config)
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
-  if task.writes:
-    say(f'[{config.name}] starting: the data, the strategy and the model')
   trainer, compute_devices = _build(config, task.spec, task.me, say)
   # Installed once TensorFlow has started: during start-up its own handler takes SIGTERM.
   stop = processes.StopRequests()
