@@ -82,7 +82,8 @@ def markdown(table):
     tables.render(header, cells, markdown=True),
     '',
     "Milliseconds per global batch: step = the run's own, from its full executions (not an "
-    "epoch's first); each part timed on its own after training (median of 3 windows): input = the distributed input pipeline alone; compute = forward, backward '
+    "epoch's first); each part timed on its own after training (median of 3 windows): "
+    'input = the distributed input pipeline alone; compute = forward, backward '
     "and update on every replica's batch with no communication; communication = the "
     'all-reduce of gradient-sized tensors and the variable reads (and, for parameter '
     "servers, the gradients' writes to the ps tasks); exposed overhead = step - the "
