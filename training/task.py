@@ -66,14 +66,8 @@ def run(config, tf_config=None, say=print):
     lambda line: say(f'[{config.name}] {line}'),
   )
   if task.writes:
-    parts = " and the breakdown's parts" if config.performance.breakdown else ''
-    say(f'[{config.name}] tracing the step: the model card{parts}')
+    say(f'[{config.name}] tracing the step: the model card')
   card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
-  breakdown = (  # Every worker measures: its all-reduces need them all.
-    step_timing.Parts(trainer, config.performance.steps_per_execution)
-    if config.performance.breakdown
-    else None
-  )
   say = task.start_record(state, say)
   writers = event_files.Writers(config.run_dir if task.writes else None)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
@@ -82,6 +76,7 @@ def run(config, tf_config=None, say=print):
     config, trainer, state, checkpointer, writers, stop, say, task.writes
   )
   try:
+    breakdown = _breakdown_parts(config, trainer, say)
     started = time.perf_counter()
     if controller.train():
       _interrupt(config, controller, saver, stop, recorder)
@@ -98,6 +93,15 @@ def run(config, tf_config=None, say=print):
   finally:
     writers.close()
     checkpointer.close()
+
+
+def _breakdown_parts(config, trainer, say):
+  """The breakdown's windows (training/step_timing.py), built and traced before training, or
+  None when not asked for. Every worker builds them: their all-reduces need them all."""
+  if not config.performance.breakdown:
+    return None
+  say(f"[{config.name}] tracing the breakdown's parts: input, compute, communication")
+  return step_timing.Parts(trainer, config.performance.steps_per_execution)
 
 
 def _breakdown(config, breakdown, training_seconds, history, say):
