@@ -72,11 +72,11 @@ def run(config, tf_config=None, say=print):
   writers = event_files.Writers(config.run_dir if task.writes else None)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
   _announce(config, trainer, compute_devices, state, say)
-  saver, controller = _controller(
-    config, trainer, state, checkpointer, writers, stop, say, task.writes
-  )
   try:
-    breakdown = _breakdown_parts(config, trainer, say)
+    breakdown = _breakdown_parts(config, trainer, say)  # Before the run's clock starts.
+    saver, controller = _controller(
+      config, trainer, state, checkpointer, writers, stop, say, task.writes
+    )
     started = time.perf_counter()
     if controller.train():
       _interrupt(config, controller, saver, stop, recorder)
