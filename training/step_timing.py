@@ -1,7 +1,8 @@
 """Where a step's time goes: the run's own step, and its parts measured one at a time.
 
-The step is the run's own: the median time per global batch of the executions it trained
-(training/loop.py's `execution_times`: full ones, not an epoch's first), so it costs nothing.
+The step is the run's own: the time per global batch of the executions it trained, median
+over its epochs (training/loop.py's `execution_times`: full ones, not an epoch's first), so it
+costs nothing.
 The parts run in functions of their own, built and traced at start-up, and timed after
 training in windows of `steps` steps, the three parts in turn, repetition after repetition (a
 noisy machine slows them alike); each part is the median over repetitions of its window's time
