@@ -61,8 +61,6 @@ def run_task(config, tf_config):
   if tf_config:
     peers.check_own_port(tf_config)
   quiet_tensorflow()
-  # Start-up takes seconds (TensorFlow, the data, the model): said as it begins.
-  print(f'[{config.name}] starting: TensorFlow, the data, the strategy and the model', flush=True)
   from training import task  # Loads TensorFlow: only in the process that trains.
 
   processes.die_with_parent()
