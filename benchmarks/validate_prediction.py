@@ -10,7 +10,7 @@ table, and the exit status 1 when any fails (2 when the machine cannot run it):
 
 - The breakdown: in `run.py --strategies=...` with every default (5 epochs of the digits cnn,
   as the README's breakdown table), each run's parts add up within --breakdown_tolerance to
-  the steps its own clocks imply (records/boundary.py): its step (step windows) plus what it
+  the steps its own clocks imply (records/boundary.py): its step (its executions) plus what it
   paid between steps inside its training time, to the step its throughput implies (global
   batch / examples/s); and its step plus everything it paid between steps (evaluations,
   checkpoints, summaries), to the step its wall time implies.

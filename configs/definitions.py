@@ -77,7 +77,7 @@ class Performance:
   profile_steps: tuple = ()  # (first, last) training steps to trace, or ()
   intra_op_threads: int | None = None  # None: not given (0: TensorFlow's choice)
   inter_op_threads: int | None = None
-  breakdown: bool = True  # where a step's time goes, measured after training
+  breakdown: bool = True  # where a step's time goes: its parts timed after training
   breakdown_steps: int = 20
   noise_scale: bool = True  # the gradient noise scale, measured while training
 

@@ -264,9 +264,10 @@ flags.DEFINE_list(
 flags.DEFINE_bool(
   'breakdown',
   _RUN.performance.breakdown,
-  "After training, measure where a step's time goes (input, compute, "
-  'communication, exposed overhead; training/step_timing.py) for result.json, TensorBoard and '
-  'the report.',
+  "Measure where a step's time goes (input, compute, communication, exposed overhead; "
+  "training/step_timing.py): the step from training's own executions, the parts traced at "
+  'start-up and timed after training within a tenth of the training time; for result.json, '
+  'TensorBoard and the report.',
 )
 flags.DEFINE_bool(
   'noise_scale',
@@ -278,7 +279,8 @@ flags.DEFINE_bool(
 flags.DEFINE_integer(
   'breakdown_steps',
   _RUN.performance.breakdown_steps,
-  'Steps in each timed window of the breakdown (3 windows per part).',
+  'Most steps in each timed window of the breakdown (3 windows per part; fewer when a tenth '
+  'of the training time pays for fewer, never less than one --steps_per_execution).',
   lower_bound=1,
 )
 flags.DEFINE_integer(

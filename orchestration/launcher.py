@@ -207,6 +207,8 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
         )
       else:
         start = lambda group: start_single(group, run, hide, env, verbosity)
+      # Said for the child, whose first line comes after seconds of loading TensorFlow.
+      print(f'[{run.name}] starting: TensorFlow, the data, the strategy and the model', flush=True)
       error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
       if error is None or not error.died or attempt == max_restarts:
         return error
@@ -275,6 +277,7 @@ def launch(experiment):
     print(f'\n{table(rows)}\n', flush=True)
     for line in results.recoveries(rows):
       print(line, flush=True)
+    print('writing the report (tables, plots, the summary from event files)', flush=True)
     report_error = supervise(
       experiment.idle_timeout, lambda group: start_report(group, experiment, hide)
     )

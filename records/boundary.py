@@ -7,10 +7,9 @@ training/controller.py records, per epoch, the seconds of these (`epoch_boundary
 the part of them inside the epoch's training time (`epoch_boundary_in_epoch_time_seconds`:
 what the throughput counts; evaluations and checkpoints it leaves out).
 
-The breakdown's step is timed in steady windows of back-to-back executions after training; the
-run's own executions take longer per step (measured: 0.7-0.9 of them on digits, 2026-11-24):
-each epoch's first execution after an evaluation, its short last one, the host dispatching and
-reading back each. That difference is a part of its own, so the parts add up to the run.
+The breakdown's step is the median of the run's full executions, an epoch's first left out;
+all its executions take longer per step: each epoch's first execution after an evaluation, its
+short last one. That difference is a part of its own, so the parts add up to the run.
 
 Like the throughput (records/results.py), each figure is the median over the epochs after
 start-up, in milliseconds per global batch:

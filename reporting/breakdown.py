@@ -81,14 +81,15 @@ def markdown(table):
     '',
     tables.render(header, cells, markdown=True),
     '',
-    'Milliseconds per global batch, each part timed on its own after training (median of '
-    'windows): input = the distributed input pipeline alone; compute = forward, backward '
+    "Milliseconds per global batch: step = the run's own, from its full executions (not an "
+    "epoch's first); each part timed on its own after training (median of 3 windows): "
+    'input = the distributed input pipeline alone; compute = forward, backward '
     "and update on every replica's batch with no communication; communication = the "
     'all-reduce of gradient-sized tensors and the variable reads (and, for parameter '
     "servers, the gradients' writes to the ps tasks); exposed overhead = step - the "
     'three, negative where they overlap. "Lost to" splits 1 - efficiency by cause against '
     "the baseline. Executions beyond the step = what the run's own executions took per step "
-    "beyond these steady windows (an epoch's first and short last executions, dispatch); "
+    "beyond that step (an epoch's first and short last executions); "
     'between steps = what the run paid per step outside its steps: evaluations, checkpoints, '
     'summaries, epoch starts (both the median of the epochs after start-up); step + both is '
     'the step the run pays. On logical CPU devices the replicas share '

@@ -7,14 +7,29 @@ from reporting import breakdown as report_breakdown
 from tests import tiny_training
 
 
-def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
+def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(monkeypatch):
   from training import step_timing
 
   trainer = tiny_training.trainer()
-  trainer.train_epoch(2, 2)
-  before = trainer.steps_done
-  parts = step_timing.measure(trainer, steps=4, repetitions=2, steps_per_execution=3)
-  assert set(parts) == {
+  parts = step_timing.Parts(trainer, steps_per_execution=3)  # Before training, as a run does.
+  assert trainer.steps_done == 0 and trainer.execution_times == []  # Traced, nothing trained.
+  for _ in range(2):  # Two epochs of executions of 3, 3 and 2 steps.
+    trainer.train_epoch(tiny_training.STEPS_PER_EPOCH, 3)
+  times = trainer.execution_times
+  assert [(t.steps, t.call, t.first_in_call) for t in times] == [
+    (3, 0, True),
+    (3, 0, False),
+    (2, 0, False),
+    (3, 1, True),
+    (3, 1, False),
+    (2, 1, False),
+  ]
+  trained = trainer.steps_done
+  monkeypatch.setattr(step_timing, 'LONG_SECONDS', -1.0)  # Says how far it is, round by round.
+  lines = []
+  measured = parts.measure(budget_seconds=0.0, most_steps=4, say=lines.append)
+  assert trainer.steps_done == trained  # The step is training's own: nothing more trained.
+  assert set(measured) == {
     'step_ms',
     'input_ms',
     'compute_ms',
@@ -23,16 +38,75 @@ def test_measure_times_each_part_and_leaves_the_rest_to_overhead():
     'steps',
     'repetitions',
     'examples_per_step',
+    'budget_seconds',
+    'seconds',
+    'trace_seconds',
   }
-  assert (parts['steps'], parts['repetitions']) == (4, 2)
-  assert all(parts[name] > 0 for name in ('step_ms', 'input_ms', 'compute_ms', 'communication_ms'))
-  assert parts['overhead_ms'] == pytest.approx(
-    parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms']
-  )
-  # The step window is the run's own step: one warm-up step, then 2 windows of 4.
-  assert trainer.steps_done == before + 1 + 2 * 4
-  assert parts['examples_per_step'] == trainer.batching.step_batch_size
-  assert trainer.trace_count == 1  # The training function, not retraced for the windows.
+  assert measured['budget_seconds'] == 0.0
+  assert measured['seconds'] > 0 and measured['trace_seconds'] > 0
+  # The step: the full execution of the second epoch that was not its first, per step.
+  assert measured['step_ms'] == pytest.approx(times[4].seconds * 1e3 / 3)
+  # A budget spent already: the fewest windows that give a median, of one step each.
+  assert (measured['steps'], measured['repetitions']) == (1, step_timing.REPETITIONS)
+  assert all(measured[name] > 0 for name in ('input_ms', 'compute_ms', 'communication_ms'))
+  timed = measured['input_ms'] + measured['compute_ms'] + measured['communication_ms']
+  assert measured['overhead_ms'] == pytest.approx(measured['step_ms'] - timed)
+  assert measured['examples_per_step'] == trainer.batching.step_batch_size
+  assert trainer.trace_count == 1  # The training function, not retraced.
+  assert lines == [
+    "measuring where a step's time goes: 3 windows of 1 step per part, "
+    f'about {3 * 2 * measured["step_ms"] / 1e3:.1f} s',
+    *(f"measuring where a step's time goes: round {r} of 3" for r in (1, 2, 3)),
+  ]
+
+
+def test_the_step_is_the_runs_full_executions_per_global_batch_median_over_epochs():
+  from training import loop
+  from training import step_timing
+
+  time = loop.ExecutionTime
+
+  class Run:  # Under a coordinator of 2 workers: a global batch is 2 worker steps.
+    batching = type('Batching', (), {'worker_shares': 2})
+    execution_times = [
+      time(10, 1.0, 0, True),  # The start-up epoch: left out while there are others.
+      time(10, 0.03, 0, False),
+      time(2, 0.5, 0, False),  # An epoch's short last one.
+      time(10, 0.5, 1, True),  # After an evaluation and a checkpoint.
+      time(10, 0.0, 1, False),  # In flight on a worker: its result fetched at once.
+      time(10, 0.06, 1, False),  # 60 ms for these two: 3 ms a worker step.
+      time(10, 0.5, 2, True),
+      time(10, 0.01, 2, False),  # 1 ms a worker step.
+    ]
+
+  # The median of epochs 2 and 3: 2 ms a worker step, 4 ms a global batch.
+  assert step_timing.run_step_ms(Run) == pytest.approx(4.0)
+  # A single epoch: its own executions.
+  Run.execution_times = Run.execution_times[:3]
+  assert step_timing.run_step_ms(Run) == pytest.approx(6.0)
+  # Epochs of a single full execution each: their first ones, the run's very first left out.
+  Run.execution_times = [time(10, 1.0, 0, True), time(10, 0.04, 1, True), time(10, 0.02, 2, True)]
+  assert step_timing.run_step_ms(Run) == pytest.approx(6.0)
+  Run.execution_times = Run.execution_times[:1]
+  assert step_timing.run_step_ms(Run) is None
+
+
+def test_the_windows_fit_a_tenth_of_the_training_time():
+  from training import step_timing
+
+  # Executions of 10 steps. The digits cnn: 1.6 s of training at 2.5 ms a step; 0.16 s pays
+  # for 3 rounds of windows of 10 steps at 2 steps' cost a step: one whole execution each.
+  assert step_timing.window_steps(0.1 * 1.6, 2.5, most=20, execution=10) == 10
+  assert 3 * 2 * 10 * 2.5e-3 <= 0.16
+  # Twice the time: two executions, never past --breakdown_steps.
+  assert step_timing.window_steps(0.1 * 3.2, 2.5, most=20, execution=10) == 20
+  assert step_timing.window_steps(100.0, 2.5, most=20, execution=10) == 20
+  assert step_timing.window_steps(100.0, 2.5, most=4, execution=10) == 10
+  # wide_deep: 11 s of training at 61 ms a step: 1.1 s pays for windows of 3 steps.
+  assert step_timing.window_steps(0.1 * 11, 61.0, most=20, execution=10) == 3
+  assert 3 * 2 * 3 * 61e-3 <= 1.1
+  # A budget spent already still gets the fewest windows, of one step.
+  assert step_timing.window_steps(-0.5, 2.5, most=20, execution=10) == 1
 
 
 def _row(run, step, parts, n=1, batch=64, baseline='one_device', boundary=None, excess=None):

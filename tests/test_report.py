@@ -38,7 +38,19 @@ def test_every_run_says_where_its_time_goes(default_experiment):
   summary = json.loads((experiment / 'summary.json').read_text())
   for row in summary['rows']:
     parts = read_result(experiment / row['run'])['breakdown']
-    assert parts['steps'] == 20 and parts['repetitions'] == 5
+    # The fewest windows that give a median, as long as a tenth of the training time pays
+    # for: one step or more, in whole executions of 10 once one is paid for, at most 20.
+    assert parts['repetitions'] == 3 and parts['steps'] in (*range(1, 10), 10, 20), parts
+    assert parts['budget_seconds'] > 0 and parts['seconds'] > 0
+    # Each phase said as it began, and the windows chosen.
+    said, run = default_experiment.proc.stdout, row['run']
+    for line in (
+      f'[{run}] starting: TensorFlow',
+      f'[{run}] tracing the step: the model card',
+      f"[{run}] tracing the breakdown's parts",
+      f"[{run}] measuring where a step's time goes: 3 windows of {parts['steps']} step",
+    ):
+      assert line in said, line
     assert all(parts[p] > 0 for p in ('step_ms', 'input_ms', 'compute_ms')), parts
     assert parts['overhead_ms'] == pytest.approx(
       parts['step_ms'] - parts['input_ms'] - parts['compute_ms'] - parts['communication_ms']
@@ -65,6 +77,7 @@ def test_every_run_says_where_its_time_goes(default_experiment):
       )
   ps = {row['run']: row for row in summary['rows']}['parameter_server']['breakdown']
   assert ps['communication_ms'] > 0  # Variables read from, gradients written to the ps task.
+  assert 'writing the report' in default_experiment.proc.stdout
   markdown = (experiment / 'summary.md').read_text()
   assert '## Where the time goes' in markdown and '(breakdown.png)' in markdown
   assert (experiment / 'breakdown.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'

@@ -10,6 +10,7 @@ asynchronously.
 """
 
 import dataclasses
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -63,6 +64,20 @@ def execution_sizes(first_step, num_steps, steps_per_execution, every=0):
     sizes.append(end - step + 1)
     step = end + 1
   return sizes
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionTime:
+  """One execution of `steps` worker steps as training ran it: `seconds` from its launch (or,
+  when executions queue on workers, from the end of the one before, so overlapping executions
+  are not counted twice) to its result here; `call`: which `train_epoch` call of this process
+  ran it (an epoch, or its part after a resume), `first_in_call` whether it came first there
+  (after an epoch's evaluation and checkpoint; the process's very first also traces)."""
+
+  steps: int
+  seconds: float
+  call: int
+  first_in_call: bool
 
 
 class NonFiniteLoss(ValueError):
@@ -133,6 +148,8 @@ class Trainer:
     )
     self.arrays, self._seed = arrays, config.seed  # The data it trains on.
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
+    self.execution_times = []  # ExecutionTime of every execution this process trained.
+    self._calls = 0  # train_epoch calls so far.
     self._data_start = 0
     per_replica, step_batch = self.batching.per_replica_batch_size, self.batching.step_batch_size
     self.validation_steps = pipeline.validation_steps(arrays, step_batch)
@@ -141,9 +158,9 @@ class Trainer:
     )
     self._train_steps = tf.function(self._repeat(self.step, 6 if self.step.measures_noise else 3))
     self._eval_steps = tf.function(self._repeat(self.step.evaluate, 3))
-    self._any = tf.function(
-      lambda flag: strategy.reduce(
-        tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(flag,)), axis=None
+    self._sum = tf.function(
+      lambda value: strategy.reduce(
+        tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(value,)), axis=None
       )
     )
 
@@ -169,7 +186,14 @@ class Trainer:
     """True on every worker if `flag` is True on any (a collective: call it on all, together)."""
     if self.executor.coordinated or self.num_workers == 1:
       return flag
-    return float(self._any(tf.constant(float(flag)))) > 0
+    return float(self._sum(tf.constant(float(flag)))) > 0
+
+  def workers_mean(self, value):
+    """The mean of `value` over the workers, the same on each (a collective, as any_worker):
+    what they must agree on, such as how long a collective's window is."""
+    if self.executor.coordinated or self.num_workers == 1:
+      return value
+    return float(self._sum(tf.constant(float(value)))) / self.strategy.num_replicas_in_sync
 
   def weights_finite(self):
     return all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.model.trainable_variables)
@@ -198,7 +222,7 @@ class Trainer:
     `read()` gives the Totals so far (a host synchronisation: call it only when needed). When
     `between` returns True the epoch stops there (under a coordinator, once the executions
     already launched have run). Raises NonFiniteLoss, naming the step, when the loss is read
-    and is not finite.
+    and is not finite. Each execution's time lands in `execution_times`.
     """
     iterator = self.train_iterator()
     chunks = execution_sizes(first_step, num_steps, steps_per_execution, every)
@@ -207,6 +231,9 @@ class Trainer:
     pending = []
     launched = done = 0
     stopped = False
+    ended = None  # When the execution before ended: the next one's time starts no earlier.
+    call = self._calls
+    self._calls += 1
     while pending or (chunks and not stopped):
       # After an execution that ends at a multiple of `every`, nothing more is launched until
       # it and those before it have run: `between` then sees the weights of exactly that step.
@@ -215,18 +242,25 @@ class Trainer:
         chunk = chunks.pop(0)
         first = first_step + launched
         before(first, first + chunk - 1)
+        started = time.perf_counter()
         pending.append(
           (
             first,
             chunk,
             first + chunk - 1,
             self.executor.launch(self._train_steps, iterator, tf.constant(chunk)),
+            started,
           )
         )
         launched += chunk
         barrier = every and (first + chunk - 1) % every == 0
-      first, chunk, _, running = pending.pop(0)
+      first, chunk, _, running, started = pending.pop(0)
       executions.append((first, running.fetch()))
+      now = time.perf_counter()
+      self.execution_times.append(
+        ExecutionTime(chunk, now - max(started, ended or started), call, ended is None)
+      )
+      ended = now
       done += chunk
       stopped = stopped or between(done, read)
     return read(), done

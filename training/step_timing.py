@@ -1,8 +1,14 @@
 """Where a step's time goes: the run's own step, and its parts measured one at a time.
 
-After training, windows of `steps` steps of each of these run in turn, repetition after
-repetition (a noisy machine slows them alike), and each part is the median over repetitions
-of its window's time per step. One step is one global batch: under parameter servers,
+The step is the run's own: the time per global batch of the executions it trained, median
+over its epochs (training/loop.py's `execution_times`: full ones, not an epoch's first), so it
+costs nothing.
+The parts run in functions of their own, built and traced at start-up, and timed after
+training in windows of `steps` steps, the three parts in turn, repetition after repetition (a
+noisy machine slows them alike); each part is the median over repetitions of its window's time
+per step. The windows' length comes from a budget, a share of the training time: the fewest
+windows that give a median (REPETITIONS), each as long as the budget pays for, at most
+--breakdown_steps (`window_steps`). One step is one global batch: under parameter servers,
 `num_workers` worker steps.
 
 - step: the run's training step itself (training/loop.py), as it trained.
@@ -21,6 +27,7 @@ of its window's time per step. One step is one global batch: under parameter ser
   overlaps compute, for one).
 """
 
+import dataclasses
 import statistics
 import time
 
@@ -31,37 +38,120 @@ from records import results
 from training import model_card
 
 PARTS = results.BREAKDOWN_PARTS
+TIMED = PARTS[:3]  # The parts timed in windows of their own; overhead is the rest.
+REPETITIONS = 3  # The fewest windows per part whose median leaves out one outlier.
+BUDGET_SHARE = 0.1  # Of the training time: what the windows after training may take.
+ROUND_STEPS = 2  # A round of the three parts' windows of n steps costs about 2n steps.
+LONG_SECONDS = 10  # A measurement expected to take longer says how far it is, round by round.
 
 
-def measure(trainer, steps, repetitions, steps_per_execution):
-  """{'step_ms', *PARTS, 'steps', 'repetitions', 'examples_per_step'} of `trainer` after its
-  training; trains it on by `steps * repetitions` steps (the run is recorded: its weights are
-  not kept). `examples_per_step` counts, by the run's own step counter, the examples the timed
-  step windows trained per step: one global batch, or the step's time is of the wrong size."""
-  windows = {
-    'step_ms': _StepWindow(trainer, steps_per_execution),
-    'input_ms': _InputWindow(trainer, steps_per_execution),
-    'compute_ms': _ComputeWindow(trainer),
-    'communication_ms': _CommunicationWindow(trainer, steps_per_execution),
-  }
-  for window in windows.values():  # Traced and warmed up outside the timed windows.
-    window(1)
-  times = {name: [] for name in windows}
-  before = trainer.steps_done  # Only the step window advances it.
-  for _ in range(repetitions):
-    for name, window in windows.items():
-      start = time.perf_counter()
-      window(steps)
-      times[name].append((time.perf_counter() - start) * 1000 / steps)
-  parts = {name: statistics.median(values) for name, values in times.items()}
-  parts['overhead_ms'] = parts['step_ms'] - sum(parts[p] for p in PARTS[:3])
-  trained = (trainer.steps_done - before) * trainer.batching.step_batch_size
-  return {
-    **parts,
-    'steps': steps,
-    'repetitions': repetitions,
-    'examples_per_step': trained / (steps * repetitions),
-  }
+def run_step_ms(trainer):
+  """The run's own step, per global batch: over the full executions it trained (those of
+  `steps_per_execution` steps, the longest) that were not an epoch's first (it follows an
+  evaluation and a checkpoint; the run's very first traces), their seconds over their steps in
+  each epoch (where executions are in flight on workers, a result is often fetched at once
+  after the one before: only their sum is a time), and the median over the epochs after the
+  first, as the throughput (the first alone when it is the only one). When no epoch has such
+  an execution, every full one but the run's first counts, as one epoch. None without any."""
+  longest = max((e.steps for e in trainer.execution_times), default=0)
+  full = [e for e in trainer.execution_times if e.steps == longest]
+  steady = [e for e in full if not e.first_in_call]
+  epochs = sorted({e.call for e in steady})
+  if not epochs:
+    epochs, steady = [None], [dataclasses.replace(e, call=None) for e in full[1:]]
+    if not steady:
+      return None
+  rates = [
+    sum(e.seconds for e in steady if e.call == call)
+    / sum(e.steps for e in steady if e.call == call)
+    for call in (epochs[1:] or epochs)
+  ]
+  return statistics.median(rates) * 1e3 * trainer.batching.worker_shares
+
+
+def window_steps(budget_seconds, step_ms, most, execution):
+  """Steps per window: as many as `budget_seconds` pays for, REPETITIONS rounds of the timed
+  parts, a round priced at ROUND_STEPS steps per step (the parts take about a step between
+  them; more when they overlap in the step); at least 1, at most `most`. In whole executions of
+  `execution` steps, the size of training's, once one is paid for: a shorter window spreads an
+  execution's call (about 2-3 ms here) over fewer steps than the step's executions did, which
+  matters only beside a short step, and a short step buys whole executions."""
+  affordable = int(max(budget_seconds, 0.0) * 1e3 / (REPETITIONS * ROUND_STEPS * step_ms))
+  if affordable < execution:
+    return max(1, min(most, affordable))
+  return min(max(most // execution, 1), affordable // execution) * execution
+
+
+class Parts:
+  """The windows of the timed parts of `trainer`'s step, built and traced when made (before
+  training: tracing is start-up work), and timed by `measure` after training."""
+
+  def __init__(self, trainer, steps_per_execution):
+    self.trainer = trainer
+    # Global batches in one of training's executions: the windows' unit.
+    self._execution = max(1, steps_per_execution // trainer.batching.worker_shares)
+    # Where training starts: what it trains is counted from here.
+    self._counted, self._timed = trainer.steps_done, len(trainer.execution_times)
+    started = time.perf_counter()
+    self.windows = {
+      'input_ms': _InputWindow(trainer, steps_per_execution),
+      'compute_ms': _ComputeWindow(trainer),
+      'communication_ms': _CommunicationWindow(trainer, steps_per_execution),
+    }
+    # Compute and communication are warmed up too (run once: their own models, zeros added);
+    # the input traced (_InputWindow.trace).
+    self.windows['input_ms'].trace()
+    self.windows['compute_ms'](1)
+    self.windows['communication_ms'](1)
+    self.trace_seconds = time.perf_counter() - started
+
+  def measure(self, budget_seconds, most_steps, say=lambda line: None):
+    """{'step_ms', *PARTS, 'steps', 'repetitions', 'examples_per_step', 'budget_seconds',
+    'seconds', 'trace_seconds'} after training, the windows as long as `budget_seconds` pays
+    for (at most `most_steps`); trains nothing. `seconds` is what measuring took after
+    training, `trace_seconds` what building the windows took at start-up.
+    `examples_per_step` counts, by the run's own step counter, the examples the executions
+    trained per global batch they ran: one global batch, or the step's time is of the wrong
+    size. `say` hears what it is doing and, when long, how far it is. None if the run trained
+    no full execution after its first."""
+    trainer = self.trainer
+    step_ms = run_step_ms(trainer)
+    if step_ms is None:
+      return None
+    started = time.perf_counter()
+    self.windows['input_ms'](1)  # Its first batches, outside the timed windows: paid too.
+    left = budget_seconds - (time.perf_counter() - started)
+    # An all-reduce cluster's workers run the windows' collectives together: one length.
+    steps = window_steps(
+      trainer.workers_mean(left), trainer.workers_mean(step_ms), most_steps, self._execution
+    )
+    expected = REPETITIONS * ROUND_STEPS * steps * step_ms / 1e3
+    say(
+      f"measuring where a step's time goes: {REPETITIONS} windows of {steps} "
+      f'step{"s" * (steps != 1)} per part, about {expected:.1f} s'
+    )
+    times = {name: [] for name in self.windows}
+    for repetition in range(1, REPETITIONS + 1):
+      if expected > LONG_SECONDS:
+        say(f"measuring where a step's time goes: round {repetition} of {REPETITIONS}")
+      for name, window in self.windows.items():
+        start = time.perf_counter()
+        window(steps)
+        times[name].append((time.perf_counter() - start) * 1000 / steps)
+    parts = {'step_ms': step_ms, **{name: statistics.median(v) for name, v in times.items()}}
+    parts['overhead_ms'] = step_ms - sum(parts[p] for p in TIMED)
+    batching = trainer.batching
+    batches = sum(e.steps for e in trainer.execution_times[self._timed :]) / batching.worker_shares
+    trained = (trainer.steps_done - self._counted) * batching.step_batch_size
+    return {
+      **parts,
+      'steps': steps,
+      'repetitions': REPETITIONS,
+      'examples_per_step': trained / batches,
+      'budget_seconds': budget_seconds,
+      'seconds': time.perf_counter() - started,
+      'trace_seconds': self.trace_seconds,
+    }
 
 
 def _worker_steps(trainer, steps):
@@ -78,14 +168,6 @@ def _executions(trainer, function, steps, per_execution, *args):
     min(per_execution, worker_steps - done) for done in range(0, worker_steps, per_execution)
   ]
   return sum(float(value) for value in trainer.executor.run_all(function, chunks, *args))
-
-
-class _StepWindow:
-  def __init__(self, trainer, steps_per_execution):
-    self._trainer, self._per_execution = trainer, steps_per_execution
-
-  def __call__(self, steps):
-    self._trainer.train_epoch(_worker_steps(self._trainer, steps), self._per_execution)
 
 
 class _InputWindow:
@@ -107,6 +189,15 @@ class _InputWindow:
       return total
 
     self._batches = batches
+
+  def trace(self):
+    """Traced, not run: a batch drawn would shift what training reads. Under a coordinator it
+    is run once instead (its per-worker iterator is resolved on the workers, and there each
+    worker reads the data in an order of its own anyway)."""
+    if self._trainer.executor.coordinated:
+      self(1)
+    else:
+      self._batches.get_concrete_function(tf.constant(1), self._iterator)
 
   def __call__(self, steps):
     _executions(self._trainer, self._batches, steps, self._per_execution, self._iterator)

@@ -4,6 +4,7 @@ through the controller and its actions, and records it (the chief does)."""
 import contextlib
 import os
 import signal
+import time
 
 import keras
 import tensorflow as tf
@@ -35,7 +36,6 @@ from training import schedules
 from training import serving
 from training import step_timing
 
-BREAKDOWN_WINDOWS = 5  # Timed windows per part of the breakdown: their median is the figure.
 GRPC_KEEPALIVE = (
   'grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000,'
   'grpc.http2.max_pings_without_data=0,grpc.keepalive_permit_without_calls=1'
@@ -66,18 +66,24 @@ def run(config, tf_config=None, say=print):
     outcome.resume_settings(config, trainer),
     lambda line: say(f'[{config.name}] {line}'),
   )
+  if task.writes:
+    say(f'[{config.name}] tracing the step: the model card')
   card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
   say = task.start_record(state, say)
   writers = event_files.Writers(config.run_dir if task.writes else None)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
   _announce(config, trainer, compute_devices, state, say)
-  saver, controller = _controller(
-    config, trainer, state, checkpointer, writers, stop, say, task.writes
-  )
   try:
+    breakdown = _breakdown_parts(config, trainer, say)  # Before the run's clock starts.
+    saver, controller = _controller(
+      config, trainer, state, checkpointer, writers, stop, say, task.writes
+    )
+    started = time.perf_counter()
     if controller.train():
       _interrupt(config, controller, saver, stop, recorder)
-    parts = _breakdown(config, trainer, controller.state.history, say)
+    parts = _breakdown(
+      config, breakdown, time.perf_counter() - started, controller.state.history, say
+    )
     return recorder.write('complete', controller, saver, parts)
   except loop.NonFiniteLoss as e:
     raise _diverged(config, trainer, e) from None
@@ -90,20 +96,29 @@ def run(config, tf_config=None, say=print):
     checkpointer.close()
 
 
-def _breakdown(config, trainer, history, say):
-  """Where a step's time goes (training/step_timing.py) and what the run paid between steps
-  (records/boundary.py, from `history`), or None when not asked for. Every worker measures:
-  its all-reduces need them all."""
+def _breakdown_parts(config, trainer, say):
+  """The breakdown's windows (training/step_timing.py), built and traced before training, or
+  None when not asked for. Every worker builds them: their all-reduces need them all."""
   if not config.performance.breakdown:
     return None
-  say(f"[{config.name}] measuring where a step's time goes")
-  parts = step_timing.measure(
-    trainer,
+  say(f"[{config.name}] tracing the breakdown's parts: input, compute, communication")
+  return step_timing.Parts(trainer, config.performance.steps_per_execution)
+
+
+def _breakdown(config, breakdown, training_seconds, history, say):
+  """Where a step's time goes (training/step_timing.py `breakdown`, its windows paid by a
+  share of `training_seconds`) and what the run paid between steps (records/boundary.py, from
+  `history`); None when not asked for, or when no execution of the run could time its step."""
+  if breakdown is None:
+    return None
+  parts = breakdown.measure(
+    step_timing.BUDGET_SHARE * training_seconds,
     config.performance.breakdown_steps,
-    BREAKDOWN_WINDOWS,
-    config.performance.steps_per_execution,
+    lambda line: say(f'[{config.name}] {line}'),
   )
-  batching = trainer.batching
+  if parts is None:
+    return None
+  batching = breakdown.trainer.batching
   return {
     **parts,
     **boundary.per_step(
