@@ -84,7 +84,8 @@ def _shard(ds, context):
 def _prepare(arrays, with_weights):
   def prepare(x, y, w=None):
     # Token ids index an embedding: integers, unscaled. Anything else: float32, scaled.
-    x = tf.cast(x, tf.int32) if arrays.tokens else tf.cast(x, tf.float32) * arrays.scale
+    x = tf.cast(x, arrays.example_dtype)
+    x = x if arrays.tokens else x * arrays.scale
     return x, y, (w if with_weights else tf.ones(tf.shape(y), tf.float32))
 
   return prepare

@@ -19,6 +19,7 @@ import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # Its users' models (unbuilt_models).
 
 import data
 import models
@@ -52,6 +53,9 @@ MODELS = {
     definitions.Data(vocab_sizes=(50, 20)),
     {'vocab_sizes': (50, 20), 'embedding_dim': 4},
   ),
+  # Users' models without an Input, built by their first batch (tests/unbuilt_models.py).
+  'unbuilt_models:subclassed': ('synthetic', TINY_IMAGES, {}),
+  'unbuilt_models:sequential': ('synthetic', TINY_IMAGES, {}),
 }
 OPTIONS = {
   'one_device': {},
@@ -83,7 +87,9 @@ def trainer(strategy_name, model, compute_devices):
   return tiny_training.make_trainer(
     strategy(strategy_name, tuple(compute_devices)),
     arrays,
-    lambda: models.build(model, arrays.input_shape, arrays.num_classes, **sizes),
+    lambda: models.build(
+      model, arrays.input_shape, arrays.num_classes, input_dtype=arrays.example_dtype, **sizes
+    ),
     BATCH,
     rate=0.001,
     steps_per_epoch=STEPS,

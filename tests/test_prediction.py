@@ -68,6 +68,14 @@ def test_every_profile_has_every_field_and_a_source_for_each():
       ['max_nodes = 0.5 is not a positive integer'],
     ),
     ('devices_per_node = [', ['cannot be read']),
+    # TOML reads nan and inf as floats, which every comparison with 0 lets through.
+    *(
+      (
+        '\n'.join(f'{f} = 1' for f in hardware.FIELDS).replace('nic_gbps = 1', f'nic_gbps = {v}'),
+        [f'mine.toml): nic_gbps = {r} is not a positive, finite number; fix it'],
+      )
+      for v, r in (('nan', 'nan'), ('inf', 'inf'), ('-2.0', '-2.0'), ('true', 'True'))
+    ),
   ],
 )
 def test_a_bad_profile_file_is_one_message(tmp_path, text, fragments):

@@ -298,3 +298,53 @@ def test_the_batch_norm_flags_are_refused_for_a_user_model():
     'build it into your model',
   ):
     config.validate()
+
+
+@pytest.mark.slow
+def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp_path):
+  """A subclassed model (its own call()) has no weights until it sees a batch: it is built by
+  one, in each strategy's scope, and then trains, checkpoints, and has its model card, gradient
+  noise scale and breakdown measured like any other (tests/every_model.py trains it and an
+  Input-less Sequential under all five strategies in one process)."""
+  from tests.conftest import read_result
+  from tests.conftest import run_py
+
+  project = tmp_path / 'project'
+  project.mkdir()
+  shutil.copy(f'{ROOT}/tests/unbuilt_models.py', project / 'unbuilt_models.py')
+  shutil.copy(f'{ROOT}/examples/my_data.py', project / 'my_data.py')
+  proc = run_py(
+    '--model=unbuilt_models:subclassed',
+    '--dataset=my_data:load',
+    '--epochs=1',
+    '--steps_per_epoch=4',
+    '--batch_size=16',
+    '--checkpoint_every_steps=2',
+    '--noise_scale',
+    '--breakdown_steps=1',
+    '--max_restarts=0',
+    f'--logdir={tmp_path}/runs',
+    '--experiment=unbuilt',
+    cwd=project,
+    timeout=600,
+    breakdown=True,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'restarting' not in proc.stderr
+  for strategy in (
+    'one_device',
+    'mirrored',
+    'central_storage',
+    'multi_worker_mirrored',
+    'parameter_server',
+  ):
+    run_dir = tmp_path / 'runs' / 'unbuilt' / strategy
+    result = read_result(run_dir)
+    assert result['status'] == 'complete' and result['steps_done'] == 4, (strategy, result)
+    # The card of the model as built: 30 features -> 16 -> 2 classes.
+    assert result['trainable_parameters'] == 30 * 16 + 16 + 16 * 2 + 2, strategy
+    assert result['flops_per_example'] > 0, strategy
+    assert result['breakdown']['step_ms'] > 0, strategy
+    assert result['checkpoint'], strategy
+    if result['num_replicas_in_sync'] > 1:
+      assert result['gradient_noise_scale'] is not None, strategy
