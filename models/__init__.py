@@ -27,6 +27,7 @@ import importlib
 import inspect
 import os
 import pkgutil
+import warnings
 
 import user_code
 
@@ -184,7 +185,9 @@ def _outputs(spec, model, input_shape, input_dtype):
   import numpy as np
 
   try:
-    outputs = model(keras.Input(input_shape, dtype=input_dtype), training=False)
+    with warnings.catch_warnings():  # Keras' advice when the call fails: a real batch is next.
+      warnings.simplefilter('ignore')
+      outputs = model(keras.Input(input_shape, dtype=input_dtype), training=False)
     if getattr(outputs, 'shape', (None,))[-1:] != (None,):
       return outputs
   except Exception:  # pylint: disable=broad-except  # Some calls need a real batch: tried next.

@@ -1,6 +1,7 @@
 """Your own model and data (--model, --dataset = package.module:function): what works, and the
 one clear line for each way it can go wrong. In this process, modules written to a temp dir."""
 
+import dataclasses
 import itertools
 import os
 import shutil
@@ -60,6 +61,30 @@ class Picky(keras.layers.Layer):
 def picky(input_shape, num_classes):
   return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(), Picky(),
                            keras.layers.Dense(num_classes)])
+def frozen(input_shape, num_classes):
+  model = build(input_shape, num_classes)
+  model.trainable = False
+  return model
+def weightless(input_shape, num_classes):
+  return keras.Sequential([keras.layers.Flatten(),
+                           keras.layers.Lambda(lambda x: x[:, :num_classes])])
+def two_outputs(input_shape, num_classes):
+  inputs = keras.Input(input_shape)
+  flat = keras.layers.Flatten()(inputs)
+  return keras.Model(inputs, [keras.layers.Dense(num_classes)(flat), keras.layers.Dense(1)(flat)])
+class BatchSized(keras.Model):  # Needs the batch's size: a symbolic batch has none.
+  def __init__(self, num_classes):
+    super().__init__()
+    self.dense = keras.layers.Dense(num_classes)
+  def call(self, x):
+    return self.dense(keras.ops.reshape(x, (int(x.shape[0]), -1)))
+def batch_sized(input_shape, num_classes):
+  return BatchSized(num_classes)
+class Broken(keras.Model):
+  def call(self, x):
+    raise TypeError('forgot the layers')
+def broken_call(input_shape, num_classes):
+  return Broken()
 """
 PICKY_LINE = (
   MODEL.splitlines().index(  # Of the raise in MODEL's file, counted from 1.
@@ -89,6 +114,18 @@ def test_a_user_model_builds_from_the_working_directory(module):
       'per example: (None, 10)',
     ),
     ('int_logits', 'returns logits of dtype int32; return floating-point logits'),
+    (
+      'frozen',
+      'returned a model with no trainable weights (2 weights, none trainable); return a '
+      'model with layers to train',
+    ),
+    ('weightless', 'no trainable weights (0 weights, none trainable)'),
+    ('two_outputs', 'output shape is list of outputs; it must be the 10 class logits'),
+    (
+      'broken_call',
+      'cannot be called on a batch of float32 examples of shape (8, 8, 1): TypeError: '
+      'forgot the layers',
+    ),
   ],
 )
 def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message):
@@ -97,6 +134,26 @@ def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message)
     models.build(f'{name}:{function}', (8, 8, 1), 10)
   assert str(e.value).startswith(f'--model={name}:{function}')
   assert message in str(e.value) and '\n' not in str(e.value)
+
+
+@pytest.mark.parametrize('function', ['subclassed', 'sequential', 'softmax'])
+def test_a_model_without_an_input_is_built_by_a_batch(function):
+  """Subclassed and Input-less models have no weights until called: models.build calls them on
+  a symbolic batch of the pipeline's examples (tests/every_model.py trains them under every
+  strategy)."""
+  sys.path.insert(0, os.path.join(ROOT, 'tests'))
+  try:
+    model = models.build(f'own_models:{function}', (8, 8, 1), 10)
+  finally:
+    sys.path.remove(os.path.join(ROOT, 'tests'))
+  assert model.built and len(model.trainable_weights) == 4
+  assert model(np.zeros((3, 8, 8, 1), np.float32)).shape == (3, 10)
+
+
+def test_a_model_that_needs_the_batch_size_is_built_by_a_batch_of_zeros(module):
+  name = module(MODEL)
+  model = models.build(f'{name}:batch_sized', (8, 8, 1), 10)
+  assert model.built and [tuple(w.shape) for w in model.trainable_weights] == [(64, 10), (10,)]
 
 
 def test_an_error_tensorflow_raises_while_tracing_says_what_failed_and_where(module):
@@ -130,9 +187,9 @@ def test_a_model_that_fails_to_trace_is_one_line_exit_2_never_restarted(
   )
   lines = proc.stderr.strip().splitlines()
   assert proc.returncode == 2, proc.stderr
-  assert lines[-1] == (
-    f'run.py: [one_device] --model={name}:picky cannot be traced: ValueError: '
-    f'picky about batches of 64 (at {tmp_path}/{name}.py:{PICKY_LINE})'
+  assert lines[-1] == (  # Its first call on real examples, before anything is written.
+    f'run.py: [one_device] --model={name}:picky fails on a batch of 4 training examples: '
+    f'ValueError: picky about batches of 4 (at {tmp_path}/{name}.py:{PICKY_LINE})'
   )
   assert 'restarting' not in proc.stderr
   assert proc.stderr.count('Traceback') == (1 if verbosity else 0)
@@ -187,6 +244,23 @@ def flat():
   return (np.zeros(4), np.array([0, 1, 0, 1])), (np.zeros(2), np.array([0, 1]))
 def single():
   return np.zeros((4, 2)), np.zeros(4, int)
+def keras_shaped():  # Labels (N, 1), as keras.datasets.cifar10 returns them.
+  return ((np.zeros((6, 2), np.float32), (np.arange(6) % 3).reshape(-1, 1).astype(np.uint8)),
+          (np.zeros((3, 2), np.float32), np.array([[0], [2], [1]], np.uint8)))
+def nan_validation():
+  x_val = np.zeros((30, 2), np.float32)
+  x_val[[17, 21, 29], 1] = np.nan
+  return (np.zeros((6, 2), np.float32), np.arange(6) % 3), (x_val, np.arange(30) % 3)
+def inf_training():
+  x_train = np.zeros((6, 2, 2))
+  x_train[4, 0, 1] = -np.inf
+  return (x_train, np.arange(6) % 3), (np.zeros((3, 2, 2)), np.arange(3))
+def unseen_labels():
+  return ((np.zeros((6, 2)), np.arange(6) % 3),
+          (np.zeros((4, 2)), np.array([0, 7, 2, 9])))
+def huge_ids():
+  return ((np.array([[1, 2**31 - 1]] * 4), np.arange(4) % 2),
+          (np.array([[1, 2]] * 2), np.arange(2)))
 """
 
 
@@ -225,6 +299,56 @@ def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, messag
     )
     and '\n' not in text
   )
+
+
+def test_labels_shaped_as_keras_datasets_return_them_are_one_per_example(module):
+  name = module(DATA)
+  arrays = data.load(definitions.Data(f'{name}:keras_shaped'))
+  assert arrays.y_train.shape == (6,) and arrays.y_validation.tolist() == [0, 2, 1]
+  assert arrays.num_classes == 3 and arrays.y_train.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+  'function, message',
+  [
+    (
+      'nan_validation',
+      '3 validation example(s) hold NaN or infinite values (the first is example 17); '
+      'remove them or replace those values',
+    ),
+    ('inf_training', '1 training example(s) hold NaN or infinite values (the first is example 4)'),
+    (
+      'unseen_labels',
+      'returned validation labels 7, 9 that no training example has (its labels are 0..2); '
+      'give the training set examples of every class, or drop those from the validation set',
+    ),
+    (
+      'huge_ids',
+      'training examples hold integers up to 2147483647, which float32 (what the model is '
+      'fed) cannot hold exactly beyond 16777216',
+    ),
+  ],
+)
+def test_values_a_model_cannot_take_are_refused_when_the_data_is_loaded(module, function, message):
+  """NaN would end training blamed on the learning rate, or validate to NaN; an unseen label
+  would add a class; both one line naming the split, how many and where, before any model."""
+  name = module(DATA)
+  with pytest.raises(data.DatasetError) as e:
+    data.load(definitions.Data(f'{name}:{function}'))
+  assert str(e.value).startswith(f'--dataset={name}:{function}')
+  assert message in str(e.value) and '\n' not in str(e.value), str(e.value)
+
+
+def test_a_built_in_dataset_is_checked_as_a_users_is():
+  arrays = data.load(definitions.Data('digits'))
+  x = arrays.x_validation.astype(np.float32)
+  x[5, 0, 0, 0] = np.inf
+  with pytest.raises(data.DatasetError, match='dataset digits: 1 validation example'):
+    data.check(dataclasses.replace(arrays, x_validation=x), 'dataset digits')
+  y = arrays.y_train.copy()
+  y[[3, 8]] = [10, 12]
+  with pytest.raises(data.DatasetError, match='training labels 10, 12 are outside the 10 classes'):
+    data.check(dataclasses.replace(arrays, y_train=y), 'dataset digits')
 
 
 def test_the_examples_keep_their_contract(module, tmp_path):
@@ -311,10 +435,10 @@ def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp
 
   project = tmp_path / 'project'
   project.mkdir()
-  shutil.copy(f'{ROOT}/tests/unbuilt_models.py', project / 'unbuilt_models.py')
+  shutil.copy(f'{ROOT}/tests/own_models.py', project / 'own_models.py')
   shutil.copy(f'{ROOT}/examples/my_data.py', project / 'my_data.py')
   proc = run_py(
-    '--model=unbuilt_models:subclassed',
+    '--model=own_models:subclassed',
     '--dataset=my_data:load',
     '--epochs=1',
     '--steps_per_epoch=4',

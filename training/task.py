@@ -307,6 +307,11 @@ def _announce(config, trainer, compute_devices, state, say):
     f'[{config.name}] {layout}; global batch {config.batch_size}{per_step}, '
     f'{batching.steps_per_epoch} steps/epoch, {opt.optimizer} at {rates}'
   )
+  if trainer.step.probabilities:
+    say(
+      f'[{config.name}] the model outputs probabilities (it ends in a softmax), not logits: '
+      'trained on their log, as from_logits=False (docs/own-model.md)'
+    )
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
