@@ -179,3 +179,28 @@ def test_paths_may_be_path_objects(tmp_path):
   assert storage.basename(run_dir) == 'run' and storage.dirname(run_dir) == str(tmp_path)
   results.write_progress(str(run_dir), 7)
   assert results.read_progress(run_dir) == 7  # Not 0: a Path once read as "no progress".
+
+
+def test_json_is_strict_a_nan_written_as_null_with_what_it_was(tmp_path):
+  """Python writes NaN as a bare `NaN`, which strict JSON readers refuse: a run whose
+  validation loss was NaN left such a result.json."""
+  import json
+  import math
+
+  path = files.write_json(
+    str(tmp_path / 'result.json'),
+    {'final_validation_loss': math.nan, 'validation_loss': [0.5, math.inf], 'run': 'x'},
+  )
+  text = open(path).read()
+
+  def refuse(constant):
+    raise ValueError(constant)
+
+  value = json.loads(text, parse_constant=refuse)  # No NaN, Infinity or -Infinity in it.
+  assert value['final_validation_loss'] is None and value['validation_loss'] == [0.5, None]
+  assert value[files.NON_FINITE] == {
+    'final_validation_loss': 'NaN',
+    'validation_loss[1]': 'Infinity',
+  }
+  files.write_json(str(tmp_path / 'finite.json'), {'loss': 0.5})
+  assert json.loads((tmp_path / 'finite.json').read_text()) == {'loss': 0.5}

@@ -198,6 +198,26 @@ def test_a_model_that_fails_to_trace_is_one_line_exit_2_never_restarted(
   assert not any(files for _, _, files in os.walk(tmp_path / 'runs'))
 
 
+def test_a_model_with_nothing_to_train_is_refused_before_anything_is_written(module, tmp_path):
+  """Was `not enough values to unpack (expected 2, got 0)`, leaving config.json and event files."""
+  from tests.conftest import run_py
+
+  name = module(MODEL)
+  proc = run_py(
+    '--strategies=one_device',
+    f'--model={name}:frozen',
+    f'--logdir={tmp_path}/runs',
+    cwd=tmp_path,
+    timeout=120,
+  )
+  assert proc.returncode == 2, proc.stderr
+  assert proc.stderr.strip().splitlines() == [
+    f'run.py: --model={name}:frozen returned a model with no trainable weights (2 weights, '
+    'none trainable); return a model with layers to train'
+  ]
+  assert not any(files for _, _, files in os.walk(tmp_path / 'runs'))
+
+
 def test_a_module_that_cannot_be_imported_says_so(module):
   name = module('import no_such_package_anywhere\n')
   with pytest.raises(
