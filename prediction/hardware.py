@@ -101,7 +101,8 @@ def load(name_or_path):
       f'--hardware={name_or_path} cannot be read ({e}); give a TOML profile '
       'like those in configs/hardware/'
     ) from None
-  return parse(values, os.path.basename(path).removesuffix('.toml'), f'{name_or_path} ({path})')
+  shown = name_or_path if path == os.path.expanduser(name_or_path) else f'{name_or_path} ({path})'
+  return parse(values, os.path.basename(path).removesuffix('.toml'), shown)
 
 
 def parse(values, name, given):
