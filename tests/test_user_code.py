@@ -492,3 +492,45 @@ def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp
     assert result['checkpoint'], strategy
     if result['num_replicas_in_sync'] > 1:
       assert result['gradient_noise_scale'] is not None, strategy
+
+
+def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
+  """A token id beyond an Embedding's rows fails its step the same way every time: one line
+  with TensorFlow's own (was `InvalidArgumentError: Graph execution error:`, three restarts)."""
+  import tensorflow as tf
+
+  from training import task
+
+  table = tf.zeros([64, 4])
+  try:
+    tf.function(lambda ids: tf.gather(table, ids))(tf.constant([3, 100]))
+  except tf.errors.InvalidArgumentError as e:
+    error = e
+  assert task._refused_value(error)
+  config = definitions.RunConfig(
+    model=definitions.Model('tok:build'),
+    data=definitions.Data('tok:load'),
+    run_dir=str(tmp_path / 'one_device'),
+  )
+  message = str(task._rejected(config, error))
+  assert message.startswith(
+    f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
+    'indices[1] = 100 is not in [0, 64) (at GatherV2)'
+  ), message
+  assert message.endswith('a rerun would fail the same way. No checkpoint was written')
+  # Under a coordinator, the worker's error inside gRPC's.
+  remote = tf.errors.InvalidArgumentError(
+    None,
+    None,
+    ':UNKNOWN:Error received from peer  {grpc_status:3, grpc_message:" indices[10,3] = 100 is '
+    'not in [0, 64)\\n\\t [[{{node while/embedding/GatherV2}}]]"} [Op:__inference_steps_1038]',
+  )
+  assert str(task._rejected(config, remote)).startswith(
+    f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
+    'indices[10,3] = 100 is not in [0, 64) (at while/embedding/GatherV2); '
+  )
+  # A cluster peer that lost its state says InvalidArgumentError too: that is a lost peer.
+  lost = tf.errors.InvalidArgumentError(
+    None, None, 'Unable to find the relevant tensor remote_handle'
+  )
+  assert not task._refused_value(lost)
