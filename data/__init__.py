@@ -68,7 +68,7 @@ def load(options, seed=0):
   only what a model can take (`check`)."""
   name = options.dataset
   if user_code.is_spec(name):
-    return check(from_user(name, user_code.call(name, 'dataset')), f'--dataset={name}')
+    return check(from_user(name, user_code.call(name, 'dataset')), named(name))
   if name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
   try:
@@ -78,7 +78,12 @@ def load(options, seed=0):
       f'dataset {name} does not fit in memory ({e}); give a smaller '
       '--image_shape, --num_classes, --seq_len or --vocab_size'
     ) from None
-  return check(arrays, f'dataset {name}')
+  return check(arrays, named(name))
+
+
+def named(name):
+  """How a message names dataset `name`: the flag of a user's, the dataset of a built-in."""
+  return f'--dataset={name}' if user_code.is_spec(name) else f'dataset {name}'
 
 
 # Integers up to this are exact in float32, the dtype the pipeline feeds examples that are not
@@ -91,7 +96,7 @@ def check(arrays, who):
   """`arrays`, or DatasetError naming `who`, the split, how many examples and the first: no
   example may hold NaN or infinity (the loss would become NaN, a fault of no learning rate),
   no label may fall outside the model's classes (0..num_classes-1), and examples fed as
-  float32 must be exact in it."""
+  float32 must fit it (`check_range`), integers exactly."""
   for split, x, y in (
     ('training', arrays.x_train, arrays.y_train),
     ('validation', arrays.x_validation, arrays.y_validation),
@@ -116,6 +121,24 @@ def check(arrays, who):
           f'model is fed) cannot hold exactly beyond {EXACT_IN_FLOAT32}; rescale them, '
           'or map ids to 0..vocabulary size-1'
         )
+  return check_range(arrays, who)
+
+
+def check_range(arrays, who, dtype='float32'):
+  """`arrays`, or DatasetError naming `who`, unless every example as the model is fed it
+  (scaled) fits `dtype`, which its first layer computes in: float32, or float16 under
+  --mixed_precision=mixed_float16, whose largest number is 65504 (beyond it, infinity)."""
+  limit = float(np.finfo(dtype).max)
+  for split, x in (('training', arrays.x_train), ('validation', arrays.x_validation)):
+    if arrays.tokens or not x.size or x.dtype.kind not in 'iuf':
+      continue
+    largest = max(abs(float(x.min())), abs(float(x.max()))) * arrays.scale
+    if largest > limit:
+      raise DatasetError(
+        f'{who}: {split} examples reach {largest:g}, beyond {limit:g}, the largest {dtype} '
+        'the model computes in; rescale them (standardise each feature)'
+        + (', or drop --mixed_precision=mixed_float16' if dtype == 'float16' else '')
+      )
   return arrays
 
 

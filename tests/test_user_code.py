@@ -278,6 +278,8 @@ def inf_training():
 def unseen_labels():
   return ((np.zeros((6, 2)), np.arange(6) % 3),
           (np.zeros((4, 2)), np.array([0, 7, 2, 9])))
+def huge_floats():
+  return ((np.array([[1.0, 1e39]] * 4), np.arange(4) % 2), (np.ones((2, 2)), np.arange(2)))
 def huge_ids():
   return ((np.array([[1, 2**31 - 1]] * 4), np.arange(4) % 2),
           (np.array([[1, 2]] * 2), np.arange(2)))
@@ -343,6 +345,11 @@ def test_labels_shaped_as_keras_datasets_return_them_are_one_per_example(module)
       'give the training set examples of every class, or drop those from the validation set',
     ),
     (
+      'huge_floats',
+      'training examples reach 1e+39, beyond 3.40282e+38, the largest float32 the model '
+      'computes in; rescale them (standardise each feature)',
+    ),
+    (
       'huge_ids',
       'training examples hold integers up to 2147483647, which float32 (what the model is '
       'fed) cannot hold exactly beyond 16777216',
@@ -369,6 +376,48 @@ def test_a_built_in_dataset_is_checked_as_a_users_is():
   y[[3, 8]] = [10, 12]
   with pytest.raises(data.DatasetError, match='training labels 10, 12 are outside the 10 classes'):
     data.check(dataclasses.replace(arrays, y_train=y), 'dataset digits')
+
+
+def test_examples_beyond_float16_are_refused_under_mixed_float16():
+  """float16's largest number is 65504: a first layer computing in it makes larger inputs
+  infinite, and the loss NaN."""
+  arrays = data.Arrays(
+    np.array([[1.0, 7e4]] * 4), np.arange(4) % 2, np.ones((2, 2)), np.arange(2), 2, scale=1.0
+  )
+  assert data.check_range(arrays, 'dataset x') is arrays
+  with pytest.raises(
+    data.DatasetError,
+    match='dataset x: training examples reach 70000, beyond 65504, the largest float16 .*'
+    'or drop --mixed_precision=mixed_float16',
+  ):
+    data.check_range(arrays, 'dataset x', 'float16')
+
+
+def test_a_model_whose_outputs_are_nan_before_training_is_refused():
+  """The loss would be NaN at step 1, blamed on the learning rate."""
+  import keras
+  import tensorflow as tf
+
+  from tests import tiny_training
+
+  with pytest.raises(user_code.UserCodeError) as e:
+    tiny_training.make_trainer(
+      tf.distribute.OneDeviceStrategy('/cpu:0'),
+      tiny_training.arrays(),
+      lambda: keras.Sequential(
+        [
+          keras.Input((8, 8, 1)),
+          keras.layers.Flatten(),
+          keras.layers.Dense(2),
+          keras.layers.Lambda(lambda x: keras.ops.log(x - 1e9)),
+        ]
+      ),
+      tiny_training.BATCH,
+    )
+  assert str(e.value) == (
+    '[one_device] --model=cnn fails on a batch of 4 training examples: ValueError: its outputs '
+    'are NaN or infinite before any training (its own code, not the learning rate, makes them so)'
+  )
 
 
 def test_the_examples_keep_their_contract(module, tmp_path):
