@@ -124,7 +124,7 @@ def parse_variant(spec):
   """'NAME: --flag=value ...' -> (NAME, [flag, ...]); ValueError naming what is wrong."""
   name, colon, rest = spec.partition(':')
   name = name.strip()
-  if not colon:
+  if not colon or not name:
     raise ValueError(
       f'--variant={spec!r}: give "NAME: --flag=value ...", NAME made of {names.allowed("_.")}'
     )

@@ -199,6 +199,8 @@ def from_user(spec, returned):
       f'examples of shape {x_val.shape[1:]}'
     )
   labels = np.concatenate([y_train, y_val])
+  if labels.max() > np.iinfo(np.int32).max:  # The pipeline's labels are int32.
+    raise refuse(f'returned labels up to {labels.max()}, beyond int32')
   num_classes = int(y_train.max()) + 1
   if labels.min() < 0 or num_classes < 2:
     raise refuse(

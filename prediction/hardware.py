@@ -85,9 +85,10 @@ class Profile:
 
 def load(name_or_path):
   """The profile called `name_or_path` in configs/hardware/, or the one in that file."""
-  path = os.path.expanduser(name_or_path)
+  path, shown = os.path.expanduser(name_or_path), name_or_path
   if os.path.sep not in name_or_path and not name_or_path.endswith('.toml'):
     path = os.path.join(DIRECTORY, f'{name_or_path}.toml')
+    shown = f'{name_or_path} ({path})'  # Which file to fix.
     if not os.path.exists(path):
       raise ProfileError(
         f'--hardware={name_or_path} is not a known profile; give one of '
@@ -101,7 +102,6 @@ def load(name_or_path):
       f'--hardware={name_or_path} cannot be read ({e}); give a TOML profile '
       'like those in configs/hardware/'
     ) from None
-  shown = name_or_path if path == os.path.expanduser(name_or_path) else f'{name_or_path} ({path})'
   return parse(values, os.path.basename(path).removesuffix('.toml'), shown)
 
 

@@ -19,7 +19,7 @@ def write_json(path, value):
   JSON has no NaN or infinity (Python would write a bare `NaN`, which strict readers refuse):
   each is written as null, and a dict's NON_FINITE entry maps where it was ('validation_loss[2]')
   to what it was ('NaN', 'Infinity', '-Infinity')."""
-  found = {}
+  found: dict[str, str] = {}
   value = _finite(value, '', found)
   if found and isinstance(value, dict):
     value[NON_FINITE] = found

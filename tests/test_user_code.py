@@ -264,6 +264,8 @@ def flat():
   return (np.zeros(4), np.array([0, 1, 0, 1])), (np.zeros(2), np.array([0, 1]))
 def single():
   return np.zeros((4, 2)), np.zeros(4, int)
+def wide_labels():
+  return (np.zeros((2, 2)), np.array([0, 2**32])), (np.zeros((2, 2)), np.array([0, 1]))
 def keras_shaped():  # Labels (N, 1), as keras.datasets.cifar10 returns them.
   return ((np.zeros((6, 2), np.float32), (np.arange(6) % 3).reshape(-1, 1).astype(np.uint8)),
           (np.zeros((3, 2), np.float32), np.array([[0], [2], [1]], np.uint8)))
@@ -307,6 +309,7 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
     ('shapes', 'training examples of shape (2,) and validation examples of shape (3,)'),
     ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
     ('single', 'returned tuple, not two (examples, labels) pairs'),
+    ('wide_labels', 'returned labels up to 4294967296, beyond int32'),
   ],
 )
 def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, message):
@@ -548,6 +551,7 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
   with TensorFlow's own (was `InvalidArgumentError: Graph execution error:`, three restarts)."""
   import tensorflow as tf
 
+  from training import refused_values
   from training import task
 
   table = tf.zeros([64, 4])
@@ -555,7 +559,7 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
     tf.function(lambda ids: tf.gather(table, ids))(tf.constant([3, 100]))
   except tf.errors.InvalidArgumentError as e:
     error = e
-  assert task._refused_value(error)
+  assert refused_values.refused(error)
   config = definitions.RunConfig(
     model=definitions.Model('tok:build'),
     data=definitions.Data('tok:load'),
@@ -582,4 +586,4 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
   lost = tf.errors.InvalidArgumentError(
     None, None, 'Unable to find the relevant tensor remote_handle'
   )
-  assert not task._refused_value(lost)
+  assert not refused_values.refused(lost)

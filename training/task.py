@@ -3,7 +3,6 @@ through the controller and its actions, and records it (the chief does)."""
 
 import contextlib
 import os
-import re
 import signal
 
 import keras
@@ -31,6 +30,7 @@ from training import loop
 from training import model_card
 from training import outcome
 from training import profiling
+from training import refused_values
 from training import schedules
 from training import serving
 from training import step_timing
@@ -82,7 +82,7 @@ def run(config, tf_config=None, say=print):
   except loop.NonFiniteLoss as e:
     raise _diverged(config, trainer, e) from None
   except tf.errors.OpError as e:
-    if _refused_value(e):  # The same data fails the same way: never restarted.
+    if refused_values.refused(e):  # The same data fails the same way: never restarted.
       raise _rejected(config, e) from None
     if not task.spec:
       raise
@@ -352,50 +352,14 @@ def _diverged(config, trainer, error):
   )
 
 
-# What TensorFlow's InvalidArgumentError says when a cluster's peer lost its state (restarted),
-# not a value: ClusterCoordinator counts these as a worker's failure (_is_worker_failure).
-_LOST_STATE = (
-  'unknown device',
-  'Primary device is not remote',
-  'remote_handle',
-  'context_id',
-  'context with id',
-)
-
-
-def _refused_value(error):
-  """True for an op that refused a value it was given (an index out of range, a shape), which
-  the same data and model repeat: not a fault a restart may cure."""
-  return isinstance(error, tf.errors.InvalidArgumentError) and not any(
-    marker.lower() in str(error).lower() for marker in _LOST_STATE
-  )
-
-
 def _rejected(config, error):
-  """The error for a value of the data the model's ops refuse (a token id beyond an
-  Embedding's rows, say): TensorFlow's own line for it (the first root error's, when several
-  replicas failed) and the node, which names the layer."""
-  lines = [_FUNCTION_NODE.sub('', line) for line in error.message.splitlines() if line.strip()]
-  roots = _ROOT_ERROR.findall(error.message) + _REMOTE_ERROR.findall(error.message)
-  own = [line for line in lines if not line[0].isspace() and not line.startswith(_NOT_OWN)]
-  detail = roots[0] if roots else (own[-1] if own else lines[0])
-  nodes = [detected or inside for detected, inside in _NODE.findall(error.message)]
-  where = f' (at {nodes[0]})' if nodes else ''
+  """The error for a value of the data an op of the model refused (training/refused_values.py)."""
   return ValueError(
     f'[{config.name}] --model={config.model.model} cannot take the data of '
-    f'--dataset={config.data.dataset}: {detail.strip()}{where}; make every value fit the '
-    'model (token ids below its Embedding input_dim, for one): a rerun would fail the same '
-    f'way. {_kept(config)}'
+    f'--dataset={config.data.dataset}: {refused_values.describe(error)}; make every value fit '
+    'the model (token ids below its Embedding input_dim, for one): a rerun would fail the '
+    f'same way. {_kept(config)}'
   )
-
-
-# TensorFlow's lines around an op's own message.
-_NOT_OWN = ('Graph execution error', 'Detected at', '[', 'root error', '0 successful', '0 derived')
-_FUNCTION_NODE = re.compile(r'^\{\{function_node [^}]*\}\}\s*')
-_ROOT_ERROR = re.compile(r'\(\d+\) [A-Z_]+:\s*(.+)')  # "(0) INVALID_ARGUMENT:  indices..."
-_REMOTE_ERROR = re.compile(r'grpc_message:"\s*(.*?)(?:\\n|")')  # A worker's, under a coordinator.
-# The op that failed: "Detected at node NAME defined at", else "[[{{node NAME}}]]".
-_NODE = re.compile(r'Detected at node (\S+)|\{\{node ([^}]+)\}\}')
 
 
 def _kept(config):
