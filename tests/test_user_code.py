@@ -501,7 +501,8 @@ def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp
   """A subclassed model (its own call()) has no weights until it sees a batch: it is built by
   one, in each strategy's scope, and then trains, checkpoints, and has its model card, gradient
   noise scale and breakdown measured like any other (tests/every_model.py trains it and an
-  Input-less Sequential under all five strategies in one process)."""
+  Input-less Sequential under all five strategies in one process). In an experiment named in
+  Cyrillic, which every task's paths carry."""
   from tests.conftest import read_result
   from tests.conftest import run_py
 
@@ -520,7 +521,7 @@ def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp
     '--breakdown_steps=1',
     '--max_restarts=0',
     f'--logdir={tmp_path}/runs',
-    '--experiment=unbuilt',
+    '--experiment=ёжик',  # Letters of any script name an experiment.
     cwd=project,
     timeout=600,
     breakdown=True,
@@ -534,7 +535,7 @@ def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp
     'multi_worker_mirrored',
     'parameter_server',
   ):
-    run_dir = tmp_path / 'runs' / 'unbuilt' / strategy
+    run_dir = tmp_path / 'runs' / 'ёжик' / strategy
     result = read_result(run_dir)
     assert result['status'] == 'complete' and result['steps_done'] == 4, (strategy, result)
     # The card of the model as built: 30 features -> 16 -> 2 classes.
