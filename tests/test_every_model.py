@@ -17,7 +17,9 @@ layers through the mechanics cnn_bn checks already, at 3x the cost, so they trai
 two only, without the one-step-per-execution comparison (cnn_bn makes it with batch norm). The
 other applications cost minutes each to build and trace on 2 cores (all ten were run by hand
 with tests/every_model.py; ResNet-50 also end to end in test_run_benchmark_models.py).
-Dropout under every strategy: test_user_code.py's model. The default cnn trains under every
+Dropout under every strategy: test_user_code.py's model. Users' models written unlike the
+built-in ones (tests/own_models.py: subclassed, Input-less, ending in a softmax) train under all
+five in a third process. The default cnn trains under every
 strategy in test_report.py's default experiment.
 """
 
