@@ -11,7 +11,6 @@ import copy
 import dataclasses
 import math
 import os
-import re
 import sys
 import time
 
@@ -23,6 +22,7 @@ import user_code
 from configs import cluster_spec
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
+from configs import names
 from configs import noise_scale_of
 from configs import plan
 from configs import slurm_step
@@ -152,10 +152,10 @@ def _card_run(values, directory):
 
 def _check_name(flag, name):
   """Experiment and run names are directory names inside --logdir, never paths out of it."""
-  if name and (not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or set(name) == {'.'}):
+  if name and (why := names.problem(name)):
     raise ValueError(
-      f'--{flag}={name} is not a name: give letters, digits, _, . and - only '
-      '(it names a directory inside --logdir; choose where with --logdir)'
+      f'--{flag}={name} is not a name: {why} (it names a directory inside --logdir; choose '
+      'where with --logdir)'
     )
 
 

@@ -13,10 +13,10 @@ the variant's flags on top of the others, and names them NAME-<run>, e.g. `lamb-
 
 import dataclasses
 import itertools
-import re
 import shlex
 
 import strategies
+from configs import names
 from records import storage
 
 # Flags that say where and what a run is; a variant changes how it trains, not these.
@@ -124,10 +124,12 @@ def parse_variant(spec):
   """'NAME: --flag=value ...' -> (NAME, [flag, ...]); ValueError naming what is wrong."""
   name, colon, rest = spec.partition(':')
   name = name.strip()
-  if not colon or not re.fullmatch(r'[A-Za-z0-9_.]+', name):
+  if not colon or not name:
     raise ValueError(
-      f'--variant={spec!r}: give "NAME: --flag=value ...", NAME made of letters, digits, _ and .'
+      f'--variant={spec!r}: give "NAME: --flag=value ...", NAME made of {names.allowed("_.")}'
     )
+  if why := names.problem(name, marks='_.'):
+    raise ValueError(f'--variant={spec!r}: {name!r} is not a name: {why}')
   try:
     args = shlex.split(rest)
   except ValueError as e:

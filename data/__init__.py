@@ -45,6 +45,11 @@ class Arrays:
   def train_size(self):
     return self.examples_per_epoch or len(self.x_train)
 
+  @property
+  def example_dtype(self):
+    """The dtype the input pipeline feeds the model: token ids int32, anything else float32."""
+    return 'int32' if self.tokens else 'float32'
+
 
 # Modules that serve the datasets: the input pipeline, and the reader of keras.datasets' files.
 HELPERS = ('pipeline', 'keras_format')
@@ -59,23 +64,108 @@ def names():
 
 
 def load(options, seed=0):
-  """The Arrays of the dataset `options` (a configs.definitions.Data) names."""
+  """The Arrays of the dataset `options` (a configs.definitions.Data) names, checked to hold
+  only what a model can take (`check`)."""
   name = options.dataset
   if user_code.is_spec(name):
-    return from_user(name, user_code.call(name, 'dataset'))
+    return check(from_user(name, user_code.call(name, 'dataset')), named(name))
   if name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
   try:
-    return importlib.import_module(f'{__name__}.{name}').load(options, seed)
+    arrays = importlib.import_module(f'{__name__}.{name}').load(options, seed)
   except MemoryError as e:  # Refused input, not a failure a restart could fix.
     raise DatasetError(
       f'dataset {name} does not fit in memory ({e}); give a smaller '
       '--image_shape, --num_classes, --seq_len or --vocab_size'
     ) from None
+  return check(arrays, named(name))
+
+
+def named(name):
+  """How a message names dataset `name`: the flag of a user's, the dataset of a built-in."""
+  return f'--dataset={name}' if user_code.is_spec(name) else f'dataset {name}'
+
+
+# Integers up to this are exact in float32, the dtype the pipeline feeds examples that are not
+# token ids in.
+EXACT_IN_FLOAT32 = 2**24
+_CHUNK = 2**22  # Values checked at a time for the examples that are not finite.
+
+
+def check(arrays, who):
+  """`arrays`, or DatasetError naming `who`, the split, how many examples and the first: no
+  example may hold NaN or infinity (the loss would become NaN, a fault of no learning rate),
+  no label may fall outside the model's classes (0..num_classes-1), and examples fed as
+  float32 must fit it (`check_range`), integers exactly."""
+  for split, x, y in (
+    ('training', arrays.x_train, arrays.y_train),
+    ('validation', arrays.x_validation, arrays.y_validation),
+  ):
+    count, first = _not_finite(x)
+    if count:
+      raise DatasetError(
+        f'{who}: {count} {split} example(s) hold NaN or infinite values (the first is '
+        f'example {first}); remove them or replace those values'
+      )
+    outside = np.unique(y[(y < 0) | (y >= arrays.num_classes)])
+    if len(outside):
+      raise DatasetError(
+        f'{who}: {split} labels {_listed(outside)} are outside the {arrays.num_classes} '
+        f'classes 0..{arrays.num_classes - 1}; fix those labels'
+      )
+    if not arrays.tokens and x.dtype.kind in 'iu' and x.size:
+      largest = max(abs(int(x.min())), abs(int(x.max())))
+      if largest > EXACT_IN_FLOAT32:
+        raise DatasetError(
+          f'{who}: {split} examples hold integers up to {largest}, which float32 (what the '
+          f'model is fed) cannot hold exactly beyond {EXACT_IN_FLOAT32}; rescale them, '
+          'or map ids to 0..vocabulary size-1'
+        )
+  return check_range(arrays, who)
+
+
+def check_range(arrays, who, dtype='float32'):
+  """`arrays`, or DatasetError naming `who`, unless every example as the model is fed it
+  (scaled) fits `dtype`, which its first layer computes in: float32, or float16 under
+  --mixed_precision=mixed_float16, whose largest number is 65504 (beyond it, infinity)."""
+  limit = float(np.finfo(dtype).max)
+  for split, x in (('training', arrays.x_train), ('validation', arrays.x_validation)):
+    if arrays.tokens or not x.size or x.dtype.kind not in 'iuf':
+      continue
+    largest = max(abs(float(x.min())), abs(float(x.max()))) * arrays.scale
+    if largest > limit:
+      raise DatasetError(
+        f'{who}: {split} examples reach {largest:g}, beyond {limit:g}, the largest {dtype} '
+        'the model computes in; rescale them (standardise each feature)'
+        + (', or drop --mixed_precision=mixed_float16' if dtype == 'float16' else '')
+      )
+  return arrays
+
+
+def _not_finite(x):
+  """(how many examples of `x` hold NaN or infinity, the index of the first, or None)."""
+  # A finite float64 sum of float32 values means every value is finite; float64 data may
+  # overflow its sum with finite values, and is then looked at value by value.
+  if x.dtype.kind != 'f' or not x.size or np.isfinite(x.sum(dtype=np.float64)):
+    return 0, None
+  rows = max(1, _CHUNK // max(1, x[0].size))
+  bad = np.concatenate(
+    [
+      start + np.flatnonzero(~np.isfinite(x[start : start + rows].reshape(-1, x[0].size)).all(1))
+      for start in range(0, len(x), rows)
+    ]
+  )
+  return len(bad), (int(bad[0]) if len(bad) else None)
+
+
+def _listed(values, most=5):
+  shown = ', '.join(str(int(v)) for v in values[:most])
+  return shown + (f' and {len(values) - most} more' if len(values) > most else '')
 
 
 def from_user(spec, returned):
-  """The Arrays of what a user's dataset function returned; DatasetError naming the problem."""
+  """The Arrays of what a user's dataset function returned; DatasetError naming the problem.
+  Its classes are those of its training labels: validation labels beyond them are refused."""
 
   def refuse(problem):
     return DatasetError(
@@ -88,6 +178,8 @@ def from_user(spec, returned):
   except (TypeError, ValueError):
     raise refuse(f'returned {type(returned).__name__}, not two (examples, labels) pairs') from None
   x_train, y_train, x_val, y_val = map(np.asarray, (x_train, y_train, x_val, y_val))
+  # Labels of shape (N, 1), as keras.datasets.cifar10 returns them: one label per example.
+  y_train, y_val = (y[:, 0] if y.ndim == 2 and y.shape[1:] == (1,) else y for y in (y_train, y_val))
   for split, x, y in (('training', x_train, y_train), ('validation', x_val, y_val)):
     if not len(x) or len(x) != len(y):
       raise refuse(f'returned {len(x)} {split} examples and {len(y)} labels')
@@ -107,11 +199,20 @@ def from_user(spec, returned):
       f'examples of shape {x_val.shape[1:]}'
     )
   labels = np.concatenate([y_train, y_val])
-  num_classes = int(labels.max()) + 1
+  if labels.max() > np.iinfo(np.int32).max:  # The pipeline's labels are int32.
+    raise refuse(f'returned labels up to {labels.max()}, beyond int32')
+  num_classes = int(y_train.max()) + 1
   if labels.min() < 0 or num_classes < 2:
     raise refuse(
       f'returned labels from {labels.min()} to {labels.max()}: give at least two '
       'classes, numbered from 0'
+    )
+  unseen = np.unique(y_val[y_val >= num_classes])
+  if len(unseen):
+    raise DatasetError(
+      f'--dataset={spec} returned validation labels {_listed(unseen)} that no training '
+      f'example has (its labels are 0..{num_classes - 1}); give the training set examples '
+      'of every class, or drop those from the validation set'
     )
   return Arrays(
     x_train,

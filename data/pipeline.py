@@ -81,10 +81,15 @@ def _shard(ds, context):
   return ds.shard(context.num_input_pipelines, context.input_pipeline_id)
 
 
+def examples(arrays, x):
+  """Examples `x` of `arrays` as the model is fed them: token ids index an embedding, so stay
+  integers, unscaled; anything else becomes float32, scaled."""
+  x = tf.cast(x, arrays.example_dtype)
+  return x if arrays.tokens else x * arrays.scale
+
+
 def _prepare(arrays, with_weights):
   def prepare(x, y, w=None):
-    # Token ids index an embedding: integers, unscaled. Anything else: float32, scaled.
-    x = tf.cast(x, tf.int32) if arrays.tokens else tf.cast(x, tf.float32) * arrays.scale
-    return x, y, (w if with_weights else tf.ones(tf.shape(y), tf.float32))
+    return examples(arrays, x), y, (w if with_weights else tf.ones(tf.shape(y), tf.float32))
 
   return prepare

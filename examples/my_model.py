@@ -4,7 +4,8 @@
 
 The contract is the built-in models' (models/cnn.py): `build(input_shape, num_classes)` returns
 an uncompiled keras.Model whose output is `num_classes` logits (no softmax: the loop applies
-the cross-entropy to logits). It is called inside each strategy's scope, in every process that
+the cross-entropy to logits; a model ending in a softmax is told by its outputs and trained on
+their log, see docs/own-model.md). It is called inside each strategy's scope, in every process that
 trains, so it must build the same model every time. This one is a small residual MLP for
 feature vectors, such as the tabular data of my_data.py, with dropout, as most models have
 (random layers need care under some strategies: the test that trains this file under all five

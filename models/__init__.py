@@ -27,6 +27,7 @@ import importlib
 import inspect
 import os
 import pkgutil
+import warnings
 
 import user_code
 
@@ -40,9 +41,18 @@ def names():
 
 
 def build(
-  name, input_shape, num_classes, batch_norm=False, ghost_batch_size=0, bn_momentum=0.99, **sizes
+  name,
+  input_shape,
+  num_classes,
+  batch_norm=False,
+  ghost_batch_size=0,
+  bn_momentum=0.99,
+  input_dtype='float32',
+  **sizes,
 ):
   """Builds model `name`; call it inside `strategy.scope()` so its variables are distributed.
+  A user's model is built there by a call on a batch of `input_dtype` examples (data.Arrays'
+  `example_dtype`).
 
   `batch_norm` adds BatchNormalization to a model without it; `ghost_batch_size` makes every
   batch norm a Ghost Batch Normalization over virtual batches of that many examples (and so
@@ -50,7 +60,7 @@ def build(
   (vocab_size, num_layers...) reach the models whose `build` takes them.
   """
   if user_code.is_spec(name):
-    return _user_model(name, tuple(input_shape), num_classes)
+    return _user_model(name, tuple(input_shape), num_classes, input_dtype)
   if name not in names():
     raise ValueError(f'unknown model {name!r}; choose from {", ".join(names())}')
   check(name, input_shape, batch_norm, ghost_batch_size)
@@ -132,8 +142,9 @@ def check_ghost_batch_size(ghost_batch_size, per_replica_batch_size, run=''):
     )
 
 
-def _user_model(spec, input_shape, num_classes):
-  """The user's model, checked to be a Keras model with `num_classes` logits."""
+def _user_model(spec, input_shape, num_classes, input_dtype):
+  """The user's model, built and checked to be a Keras model with `num_classes` logits and
+  weights to train."""
   import keras
 
   model = user_code.call(spec, 'model', input_shape, num_classes)
@@ -142,16 +153,49 @@ def _user_model(spec, input_shape, num_classes):
       f'--model={spec} returned {type(model).__name__}, not a '
       'keras.Model; return the model (uncompiled, logits out)'
     )
-  shape = tuple(model.output_shape) if not isinstance(model.output_shape, list) else None
+  outputs = _outputs(spec, model, input_shape, input_dtype)
+  shape = getattr(outputs, 'shape', None)
   if shape is None or len(shape) != 2 or shape[-1] != num_classes:
+    described = tuple(shape) if shape is not None else f'{type(outputs).__name__} of outputs'
     raise user_code.UserCodeError(
-      f'--model={spec} returned a model whose output shape is {model.output_shape}; it must '
+      f'--model={spec} returned a model whose output shape is {described}; it must '
       f'be the {num_classes} class logits of the dataset per example: (None, {num_classes})'
     )
-  dtype = keras.backend.standardize_dtype(model.outputs[0].dtype)
+  dtype = keras.backend.standardize_dtype(outputs.dtype)
   if 'float' not in dtype:
     raise user_code.UserCodeError(
       f'--model={spec} returns logits of dtype {dtype}; return '
       'floating-point logits (the loss takes their gradient)'
     )
+  if not model.trainable_weights:
+    raise user_code.UserCodeError(
+      f'--model={spec} returned a model with no trainable weights ({len(model.weights)} '
+      'weights, none trainable); return a model with layers to train'
+    )
   return model
+
+
+def _outputs(spec, model, input_shape, input_dtype):
+  """What `model` outputs for a batch of examples of `input_shape` and `input_dtype`, as the
+  input pipeline feeds it, once it is built by that call: a model subclassed with its own
+  `call()`, or a Sequential without an Input, has no weights before it sees a batch. Called
+  on a symbolic batch (no computation); on a batch of zeros of two examples when that fails
+  (a call that needs the batch's size) or leaves the number of logits unknown."""
+  import keras
+  import numpy as np
+
+  try:
+    with warnings.catch_warnings():  # Keras' advice when the call fails: a real batch is next.
+      warnings.simplefilter('ignore')
+      outputs = model(keras.Input(input_shape, dtype=input_dtype), training=False)
+    if getattr(outputs, 'shape', (None,))[-1:] != (None,):
+      return outputs
+  except Exception:  # pylint: disable=broad-except  # Some calls need a real batch: tried next.
+    pass
+  try:
+    return model(np.zeros((2, *input_shape), input_dtype), training=False)
+  except Exception as e:  # pylint: disable=broad-except  # Whatever the user's model raises.
+    raise user_code.UserCodeError(
+      f'--model={spec} cannot be called on a batch of {input_dtype} examples of shape '
+      f'{input_shape}: {user_code.message(e)}'
+    ) from None

@@ -7,6 +7,7 @@ path of a profile file of your own. Bandwidths are GB/s of 1e9 bytes per directi
 """
 
 import dataclasses
+import math
 import os
 import tomllib
 
@@ -84,9 +85,10 @@ class Profile:
 
 def load(name_or_path):
   """The profile called `name_or_path` in configs/hardware/, or the one in that file."""
-  path = os.path.expanduser(name_or_path)
+  path, shown = os.path.expanduser(name_or_path), name_or_path
   if os.path.sep not in name_or_path and not name_or_path.endswith('.toml'):
     path = os.path.join(DIRECTORY, f'{name_or_path}.toml')
+    shown = f'{name_or_path} ({path})'  # Which file to fix.
     if not os.path.exists(path):
       raise ProfileError(
         f'--hardware={name_or_path} is not a known profile; give one of '
@@ -100,10 +102,13 @@ def load(name_or_path):
       f'--hardware={name_or_path} cannot be read ({e}); give a TOML profile '
       'like those in configs/hardware/'
     ) from None
-  return parse(values, os.path.basename(path).removesuffix('.toml'), name_or_path)
+  return parse(values, os.path.basename(path).removesuffix('.toml'), shown)
 
 
 def parse(values, name, given):
+  """The Profile of `values` (a TOML file's), or ProfileError naming `given` (the flag's value
+  and its file) and the field: every field a positive, finite number (TOML reads `nan` and
+  `inf`, which would predict NaN rows), the INTEGERS whole."""
   missing = [field for field in FIELDS if field not in values]
   if missing:
     raise ProfileError(
@@ -112,8 +117,13 @@ def parse(values, name, given):
     )
   for field in FIELDS:
     value = values[field]
-    whole = isinstance(value, int) and not isinstance(value, bool)
-    if (field in INTEGERS and not whole) or not isinstance(value, (int, float)) or value <= 0:
-      kind = 'a positive integer' if field in INTEGERS else 'a positive number'
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if (
+      not number
+      or (field in INTEGERS and not isinstance(value, int))
+      or not math.isfinite(value)
+      or value <= 0
+    ):
+      kind = 'a positive integer' if field in INTEGERS else 'a positive, finite number'
       raise ProfileError(f'--hardware={given}: {field} = {value!r} is not {kind}; fix it')
   return Profile(name=name, **{field: values[field] for field in FIELDS})

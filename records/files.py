@@ -6,14 +6,37 @@ it; on an object store the one upload is atomic by itself (records/storage.py).
 """
 
 import json
+import math
 
 from records import storage
 
+NON_FINITE = 'non_finite_values'  # What the nulls written for NaN and infinity were.
+
 
 def write_json(path, value):
-  """Writes `value` as indented, key-sorted JSON to `path`, atomically; returns `path`."""
-  storage.write_atomic(path, json.dumps(value, indent=2, sort_keys=True) + '\n')
+  """Writes `value` as indented, key-sorted, strict JSON to `path`, atomically; returns `path`.
+
+  JSON has no NaN or infinity (Python would write a bare `NaN`, which strict readers refuse):
+  each is written as null, and a dict's NON_FINITE entry maps where it was ('validation_loss[2]')
+  to what it was ('NaN', 'Infinity', '-Infinity')."""
+  found: dict[str, str] = {}
+  value = _finite(value, '', found)
+  if found and isinstance(value, dict):
+    value[NON_FINITE] = found
+  storage.write_atomic(path, json.dumps(value, indent=2, sort_keys=True, allow_nan=False) + '\n')
   return path
+
+
+def _finite(value, where, found):
+  """`value` with every NaN or infinite float replaced by None, each recorded in `found`."""
+  if isinstance(value, float) and not math.isfinite(value):
+    found[where] = json.dumps(value)  # 'NaN', 'Infinity' or '-Infinity'.
+    return None
+  if isinstance(value, dict):
+    return {k: _finite(v, f'{where}.{k}' if where else str(k), found) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_finite(v, f'{where}[{i}]', found) for i, v in enumerate(value)]
+  return value
 
 
 def read_json(path):

@@ -19,6 +19,7 @@ import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # Its users' models (own_models).
 
 import data
 import models
@@ -52,6 +53,11 @@ MODELS = {
     definitions.Data(vocab_sizes=(50, 20)),
     {'vocab_sizes': (50, 20), 'embedding_dim': 4},
   ),
+  # Users' models without an Input, built by their first batch, and one ending in a softmax
+  # (tests/own_models.py).
+  'own_models:subclassed': ('synthetic', TINY_IMAGES, {}),
+  'own_models:sequential': ('synthetic', TINY_IMAGES, {}),
+  'own_models:softmax': ('synthetic', TINY_IMAGES, {}),
 }
 OPTIONS = {
   'one_device': {},
@@ -83,7 +89,9 @@ def trainer(strategy_name, model, compute_devices):
   return tiny_training.make_trainer(
     strategy(strategy_name, tuple(compute_devices)),
     arrays,
-    lambda: models.build(model, arrays.input_shape, arrays.num_classes, **sizes),
+    lambda: models.build(
+      model, arrays.input_shape, arrays.num_classes, input_dtype=arrays.example_dtype, **sizes
+    ),
     BATCH,
     rate=0.001,
     steps_per_epoch=STEPS,
@@ -108,6 +116,7 @@ def train(trainer, steps_per_execution=EXECUTION):
     'weights_finite': trainer.weights_finite(),
     'weights_changed': sum(bool((a != b).any()) for a, b in zip(initial, weights)),
     'weights': len(weights),
+    'probabilities': trainer.step.probabilities,
     '_final': weights,
   }
 

@@ -84,7 +84,7 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
     (['--weight_decay=-0.01'], ['--weight_decay=-0.01', '[0, 1)']),
     (['--bn_momentum=1'], ['--bn_momentum=1.0', '[0, 1)']),
     (['--variant=no colon here'], ['--variant', 'NAME: --flag=value']),
-    (['--variant=a b: --batch_norm'], ['--variant', 'NAME made of letters']),
+    (['--variant=a b: --batch_norm'], ['--variant', "'a b' is not a name: give letters"]),
     (['--variant=x: batch_norm'], ['--variant=x', "'batch_norm' is not a flag"]),
     (
       ['--variant=x: --experiment=other'],

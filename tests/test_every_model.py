@@ -17,7 +17,9 @@ layers through the mechanics cnn_bn checks already, at 3x the cost, so they trai
 two only, without the one-step-per-execution comparison (cnn_bn makes it with batch norm). The
 other applications cost minutes each to build and trace on 2 cores (all ten were run by hand
 with tests/every_model.py; ResNet-50 also end to end in test_run_benchmark_models.py).
-Dropout under every strategy: test_user_code.py's model. The default cnn trains under every
+Dropout under every strategy: test_user_code.py's model. Users' models written unlike the
+built-in ones (tests/own_models.py: subclassed, Input-less, ending in a softmax) train under all
+five in a third process. The default cnn trains under every
 strategy in test_report.py's default experiment.
 """
 
@@ -43,6 +45,10 @@ STRATEGIES = (
 # without the one-step-per-execution comparison.
 SMALL = ('cnn_bn', 'mlp', 'transformer', 'wide_deep')
 MADE_OF_THEM = ('resnet20', 'mobilenet_v2')
+# Users' models as the built-in ones are not (tests/own_models.py): subclassed, a Sequential
+# without an Input (both built by their first batch), and one that ends in a softmax. A third
+# process, under every strategy.
+OWN = ('own_models:subclassed', 'own_models:sequential', 'own_models:softmax')
 VALIDATION = 16  # Examples tests/every_model.py validates on (its VALIDATION; it loads TensorFlow).
 # Batch norm's moving statistics after four tiny steps make inference meaningless (and may
 # overflow); the models without it must validate to a finite loss.
@@ -56,7 +62,7 @@ def trained():
   runs = {}
 
   def outcomes(model):
-    models = MADE_OF_THEM if model in MADE_OF_THEM else SMALL
+    models = next(group for group in (SMALL, MADE_OF_THEM, OWN) if model in group)
     if models not in runs:
       flags = (
         ['--strategies=one_device,mirrored', '--no-stepwise'] if models == MADE_OF_THEM else []
@@ -78,7 +84,7 @@ def trained():
 
 
 @pytest.mark.slow  # About 25 s for the first small model and 30 s for resnet20 on 2 idle cores.
-@pytest.mark.parametrize('model', SMALL + MADE_OF_THEM)
+@pytest.mark.parametrize('model', SMALL + MADE_OF_THEM + OWN)
 def test_the_model_trains_under_every_strategy(trained, model):
   strategies = ('one_device', 'mirrored') if model in MADE_OF_THEM else STRATEGIES
   outcomes = trained(model)
@@ -93,6 +99,8 @@ def test_the_model_trains_under_every_strategy(trained, model):
     assert outcome['validation_examples'] == VALIDATION  # Each validated once.
     if model not in WITH_BATCH_NORM:
       assert math.isfinite(outcome['validation_loss']), outcome
+    # Probabilities are told from logits by the model's outputs, the loss taking their log.
+    assert outcome['probabilities'] == (model == 'own_models:softmax'), outcome
   if model in MADE_OF_THEM:
     return
   # One step per execution trains exactly as two steps per execution do.

@@ -71,6 +71,14 @@ def test_every_profile_has_every_field_and_a_source_for_each():
       ['max_nodes = 0.5 is not a positive integer'],
     ),
     ('devices_per_node = [', ['cannot be read']),
+    # TOML reads nan and inf as floats, which every comparison with 0 lets through.
+    *(
+      (
+        '\n'.join(f'{f} = 1' for f in hardware.FIELDS).replace('nic_gbps = 1', f'nic_gbps = {v}'),
+        [f'mine.toml: nic_gbps = {r} is not a positive, finite number; fix it'],
+      )
+      for v, r in (('nan', 'nan'), ('inf', 'inf'), ('-2.0', '-2.0'), ('true', 'True'))
+    ),
   ],
 )
 def test_a_bad_profile_file_is_one_message(tmp_path, text, fragments):
@@ -80,6 +88,18 @@ def test_a_bad_profile_file_is_one_message(tmp_path, text, fragments):
     hardware.load(str(path))
   for fragment in fragments:
     assert fragment in str(e.value)
+
+
+def test_a_shipped_profile_with_a_bad_field_names_its_file(monkeypatch, tmp_path):
+  text = '\n'.join(f'{f} = 1' for f in hardware.FIELDS).replace('nic_gbps = 1', 'nic_gbps = nan')
+  (tmp_path / 'broken.toml').write_text(text)
+  monkeypatch.setattr(hardware, 'DIRECTORY', str(tmp_path))
+  with pytest.raises(hardware.ProfileError) as e:
+    hardware.load('broken')
+  assert str(e.value) == (
+    f'--hardware=broken ({tmp_path}/broken.toml): nic_gbps = nan is not a positive, finite '
+    'number; fix it'
+  )
 
 
 def test_device_counts_a_profile_cannot_hold_are_refused():

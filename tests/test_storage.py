@@ -194,3 +194,28 @@ def test_json_files_get_the_umask_permissions_as_the_files_beside_them(umask, tm
     os.umask(previous)
   modes = {path.name: path.stat().st_mode & 0o777 for path in tmp_path.iterdir()}
   assert modes == dict.fromkeys(['result.json', 'plot.png', 'summary.md'], 0o666 & ~umask)
+
+
+def test_json_is_strict_a_nan_written_as_null_with_what_it_was(tmp_path):
+  """Python writes NaN as a bare `NaN`, which strict JSON readers refuse: a run whose
+  validation loss was NaN left such a result.json."""
+  import json
+  import math
+
+  path = files.write_json(
+    str(tmp_path / 'result.json'),
+    {'final_validation_loss': math.nan, 'validation_loss': [0.5, math.inf], 'run': 'x'},
+  )
+  text = open(path).read()
+
+  def refuse(constant):
+    raise ValueError(constant)
+
+  value = json.loads(text, parse_constant=refuse)  # No NaN, Infinity or -Infinity in it.
+  assert value['final_validation_loss'] is None and value['validation_loss'] == [0.5, None]
+  assert value[files.NON_FINITE] == {
+    'final_validation_loss': 'NaN',
+    'validation_loss[1]': 'Infinity',
+  }
+  files.write_json(str(tmp_path / 'finite.json'), {'loss': 0.5})
+  assert json.loads((tmp_path / 'finite.json').read_text()) == {'loss': 0.5}

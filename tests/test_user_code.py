@@ -1,6 +1,7 @@
 """Your own model and data (--model, --dataset = package.module:function): what works, and the
 one clear line for each way it can go wrong. In this process, modules written to a temp dir."""
 
+import dataclasses
 import itertools
 import os
 import shutil
@@ -62,6 +63,30 @@ class Picky(keras.layers.Layer):
 def picky(input_shape, num_classes):
   return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(), Picky(),
                            keras.layers.Dense(num_classes)])
+def frozen(input_shape, num_classes):
+  model = build(input_shape, num_classes)
+  model.trainable = False
+  return model
+def weightless(input_shape, num_classes):
+  return keras.Sequential([keras.layers.Flatten(),
+                           keras.layers.Lambda(lambda x: x[:, :num_classes])])
+def two_outputs(input_shape, num_classes):
+  inputs = keras.Input(input_shape)
+  flat = keras.layers.Flatten()(inputs)
+  return keras.Model(inputs, [keras.layers.Dense(num_classes)(flat), keras.layers.Dense(1)(flat)])
+class BatchSized(keras.Model):  # Needs the batch's size: a symbolic batch has none.
+  def __init__(self, num_classes):
+    super().__init__()
+    self.dense = keras.layers.Dense(num_classes)
+  def call(self, x):
+    return self.dense(keras.ops.reshape(x, (int(x.shape[0]), -1)))
+def batch_sized(input_shape, num_classes):
+  return BatchSized(num_classes)
+class Broken(keras.Model):
+  def call(self, x):
+    raise TypeError('forgot the layers')
+def broken_call(input_shape, num_classes):
+  return Broken()
 """
 PICKY_LINE = (
   MODEL.splitlines().index(  # Of the raise in MODEL's file, counted from 1.
@@ -91,6 +116,18 @@ def test_a_user_model_builds_from_the_working_directory(module):
       'per example: (None, 10)',
     ),
     ('int_logits', 'returns logits of dtype int32; return floating-point logits'),
+    (
+      'frozen',
+      'returned a model with no trainable weights (2 weights, none trainable); return a '
+      'model with layers to train',
+    ),
+    ('weightless', 'no trainable weights (0 weights, none trainable)'),
+    ('two_outputs', 'output shape is list of outputs; it must be the 10 class logits'),
+    (
+      'broken_call',
+      'cannot be called on a batch of float32 examples of shape (8, 8, 1): TypeError: '
+      'forgot the layers',
+    ),
   ],
 )
 def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message):
@@ -99,6 +136,26 @@ def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message)
     models.build(f'{name}:{function}', (8, 8, 1), 10)
   assert str(e.value).startswith(f'--model={name}:{function}')
   assert message in str(e.value) and '\n' not in str(e.value)
+
+
+@pytest.mark.parametrize('function', ['subclassed', 'sequential', 'softmax'])
+def test_a_model_without_an_input_is_built_by_a_batch(function):
+  """Subclassed and Input-less models have no weights until called: models.build calls them on
+  a symbolic batch of the pipeline's examples (tests/every_model.py trains them under every
+  strategy)."""
+  sys.path.insert(0, os.path.join(ROOT, 'tests'))
+  try:
+    model = models.build(f'own_models:{function}', (8, 8, 1), 10)
+  finally:
+    sys.path.remove(os.path.join(ROOT, 'tests'))
+  assert model.built and len(model.trainable_weights) == 4
+  assert model(np.zeros((3, 8, 8, 1), np.float32)).shape == (3, 10)
+
+
+def test_a_model_that_needs_the_batch_size_is_built_by_a_batch_of_zeros(module):
+  name = module(MODEL)
+  model = models.build(f'{name}:batch_sized', (8, 8, 1), 10)
+  assert model.built and [tuple(w.shape) for w in model.trainable_weights] == [(64, 10), (10,)]
 
 
 def test_an_error_tensorflow_raises_while_tracing_says_what_failed_and_where(module):
@@ -132,14 +189,34 @@ def test_a_model_that_fails_to_trace_is_one_line_exit_2_never_restarted(
   )
   lines = proc.stderr.strip().splitlines()
   assert proc.returncode == 2, proc.stderr
-  assert lines[-1] == (
-    f'run.py: [one_device] --model={name}:picky cannot be traced: ValueError: '
-    f'picky about batches of 64 (at {tmp_path}/{name}.py:{PICKY_LINE})'
+  assert lines[-1] == (  # Its first call on real examples, before anything is written.
+    f'run.py: [one_device] --model={name}:picky fails on a batch of 4 training examples: '
+    f'ValueError: picky about batches of 4 (at {tmp_path}/{name}.py:{PICKY_LINE})'
   )
   assert 'restarting' not in proc.stderr
   assert proc.stderr.count('Traceback') == (1 if verbosity else 0)
   if not verbosity:
     assert len(lines) == 1, proc.stderr
+  assert not any(files for _, _, files in os.walk(tmp_path / 'runs'))
+
+
+def test_a_model_with_nothing_to_train_is_refused_before_anything_is_written(module, tmp_path):
+  """Was `not enough values to unpack (expected 2, got 0)`, leaving config.json and event files."""
+  from tests.conftest import run_py
+
+  name = module(MODEL)
+  proc = run_py(
+    '--strategies=one_device',
+    f'--model={name}:frozen',
+    f'--logdir={tmp_path}/runs',
+    cwd=tmp_path,
+    timeout=120,
+  )
+  assert proc.returncode == 2, proc.stderr
+  assert proc.stderr.strip().splitlines() == [
+    f'run.py: --model={name}:frozen returned a model with no trainable weights (2 weights, '
+    'none trainable); return a model with layers to train'
+  ]
   assert not any(files for _, _, files in os.walk(tmp_path / 'runs'))
 
 
@@ -271,6 +348,27 @@ def flat():
   return (np.zeros(4), np.array([0, 1, 0, 1])), (np.zeros(2), np.array([0, 1]))
 def single():
   return np.zeros((4, 2)), np.zeros(4, int)
+def wide_labels():
+  return (np.zeros((2, 2)), np.array([0, 2**32])), (np.zeros((2, 2)), np.array([0, 1]))
+def keras_shaped():  # Labels (N, 1), as keras.datasets.cifar10 returns them.
+  return ((np.zeros((6, 2), np.float32), (np.arange(6) % 3).reshape(-1, 1).astype(np.uint8)),
+          (np.zeros((3, 2), np.float32), np.array([[0], [2], [1]], np.uint8)))
+def nan_validation():
+  x_val = np.zeros((30, 2), np.float32)
+  x_val[[17, 21, 29], 1] = np.nan
+  return (np.zeros((6, 2), np.float32), np.arange(6) % 3), (x_val, np.arange(30) % 3)
+def inf_training():
+  x_train = np.zeros((6, 2, 2))
+  x_train[4, 0, 1] = -np.inf
+  return (x_train, np.arange(6) % 3), (np.zeros((3, 2, 2)), np.arange(3))
+def unseen_labels():
+  return ((np.zeros((6, 2)), np.arange(6) % 3),
+          (np.zeros((4, 2)), np.array([0, 7, 2, 9])))
+def huge_floats():
+  return ((np.array([[1.0, 1e39]] * 4), np.arange(4) % 2), (np.ones((2, 2)), np.arange(2)))
+def huge_ids():
+  return ((np.array([[1, 2**31 - 1]] * 4), np.arange(4) % 2),
+          (np.array([[1, 2]] * 2), np.arange(2)))
 """
 
 
@@ -295,6 +393,7 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
     ('shapes', 'training examples of shape (2,) and validation examples of shape (3,)'),
     ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
     ('single', 'returned tuple, not two (examples, labels) pairs'),
+    ('wide_labels', 'returned labels up to 4294967296, beyond int32'),
   ],
 )
 def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, message):
@@ -308,6 +407,103 @@ def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, messag
       'return (x_train, y_train), (x_val, y_val) as keras.datasets do, labels integers from 0'
     )
     and '\n' not in text
+  )
+
+
+def test_labels_shaped_as_keras_datasets_return_them_are_one_per_example(module):
+  name = module(DATA)
+  arrays = data.load(definitions.Data(f'{name}:keras_shaped'))
+  assert arrays.y_train.shape == (6,) and arrays.y_validation.tolist() == [0, 2, 1]
+  assert arrays.num_classes == 3 and arrays.y_train.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+  'function, message',
+  [
+    (
+      'nan_validation',
+      '3 validation example(s) hold NaN or infinite values (the first is example 17); '
+      'remove them or replace those values',
+    ),
+    ('inf_training', '1 training example(s) hold NaN or infinite values (the first is example 4)'),
+    (
+      'unseen_labels',
+      'returned validation labels 7, 9 that no training example has (its labels are 0..2); '
+      'give the training set examples of every class, or drop those from the validation set',
+    ),
+    (
+      'huge_floats',
+      'training examples reach 1e+39, beyond 3.40282e+38, the largest float32 the model '
+      'computes in; rescale them (standardise each feature)',
+    ),
+    (
+      'huge_ids',
+      'training examples hold integers up to 2147483647, which float32 (what the model is '
+      'fed) cannot hold exactly beyond 16777216',
+    ),
+  ],
+)
+def test_values_a_model_cannot_take_are_refused_when_the_data_is_loaded(module, function, message):
+  """NaN would end training blamed on the learning rate, or validate to NaN; an unseen label
+  would add a class; both one line naming the split, how many and where, before any model."""
+  name = module(DATA)
+  with pytest.raises(data.DatasetError) as e:
+    data.load(definitions.Data(f'{name}:{function}'))
+  assert str(e.value).startswith(f'--dataset={name}:{function}')
+  assert message in str(e.value) and '\n' not in str(e.value), str(e.value)
+
+
+def test_a_built_in_dataset_is_checked_as_a_users_is():
+  arrays = data.load(definitions.Data('digits'))
+  x = arrays.x_validation.astype(np.float32)
+  x[5, 0, 0, 0] = np.inf
+  with pytest.raises(data.DatasetError, match='dataset digits: 1 validation example'):
+    data.check(dataclasses.replace(arrays, x_validation=x), 'dataset digits')
+  y = arrays.y_train.copy()
+  y[[3, 8]] = [10, 12]
+  with pytest.raises(data.DatasetError, match='training labels 10, 12 are outside the 10 classes'):
+    data.check(dataclasses.replace(arrays, y_train=y), 'dataset digits')
+
+
+def test_examples_beyond_float16_are_refused_under_mixed_float16():
+  """float16's largest number is 65504: a first layer computing in it makes larger inputs
+  infinite, and the loss NaN."""
+  arrays = data.Arrays(
+    np.array([[1.0, 7e4]] * 4), np.arange(4) % 2, np.ones((2, 2)), np.arange(2), 2, scale=1.0
+  )
+  assert data.check_range(arrays, 'dataset x') is arrays
+  with pytest.raises(
+    data.DatasetError,
+    match='dataset x: training examples reach 70000, beyond 65504, the largest float16 .*'
+    'or drop --mixed_precision=mixed_float16',
+  ):
+    data.check_range(arrays, 'dataset x', 'float16')
+
+
+def test_a_model_whose_outputs_are_nan_before_training_is_refused():
+  """The loss would be NaN at step 1, blamed on the learning rate."""
+  import keras
+  import tensorflow as tf
+
+  from tests import tiny_training
+
+  with pytest.raises(user_code.UserCodeError) as e:
+    tiny_training.make_trainer(
+      tf.distribute.OneDeviceStrategy('/cpu:0'),
+      tiny_training.arrays(),
+      lambda: keras.Sequential(
+        [
+          keras.Input((8, 8, 1)),
+          keras.layers.Flatten(),
+          keras.layers.Dense(2),
+          keras.layers.Lambda(lambda x: keras.ops.log(x - 1e9)),
+        ]
+      ),
+      tiny_training.BATCH,
+    )
+  assert str(e.value) == (
+    '[one_device] --model=cnn fails on a batch of 4 training examples: ValueError: its outputs '
+    'are NaN or infinite before any training (its own code, not the learning rate, makes them so)'
   )
 
 
@@ -382,3 +578,97 @@ def test_the_batch_norm_flags_are_refused_for_a_user_model():
     'build it into your model',
   ):
     config.validate()
+
+
+@pytest.mark.slow
+def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp_path):
+  """A subclassed model (its own call()) has no weights until it sees a batch: it is built by
+  one, in each strategy's scope, and then trains, checkpoints, and has its model card, gradient
+  noise scale and breakdown measured like any other (tests/every_model.py trains it and an
+  Input-less Sequential under all five strategies in one process). In an experiment named in
+  Cyrillic, which every task's paths carry."""
+  from tests.conftest import read_result
+  from tests.conftest import run_py
+
+  project = tmp_path / 'project'
+  project.mkdir()
+  shutil.copy(f'{ROOT}/tests/own_models.py', project / 'own_models.py')
+  shutil.copy(f'{ROOT}/examples/my_data.py', project / 'my_data.py')
+  proc = run_py(
+    '--model=own_models:subclassed',
+    '--dataset=my_data:load',
+    '--epochs=1',
+    '--steps_per_epoch=4',
+    '--batch_size=16',
+    '--checkpoint_every_steps=2',
+    '--noise_scale',
+    '--breakdown_steps=1',
+    '--max_restarts=0',
+    f'--logdir={tmp_path}/runs',
+    '--experiment=ёжик',  # Letters of any script name an experiment.
+    cwd=project,
+    timeout=600,
+    breakdown=True,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'restarting' not in proc.stderr
+  for strategy in (
+    'one_device',
+    'mirrored',
+    'central_storage',
+    'multi_worker_mirrored',
+    'parameter_server',
+  ):
+    run_dir = tmp_path / 'runs' / 'ёжик' / strategy
+    result = read_result(run_dir)
+    assert result['status'] == 'complete' and result['steps_done'] == 4, (strategy, result)
+    # The card of the model as built: 30 features -> 16 -> 2 classes.
+    assert result['trainable_parameters'] == 30 * 16 + 16 + 16 * 2 + 2, strategy
+    assert result['flops_per_example'] > 0, strategy
+    assert result['breakdown']['step_ms'] > 0, strategy
+    assert result['checkpoint'], strategy
+    if result['num_replicas_in_sync'] > 1:
+      assert result['gradient_noise_scale'] is not None, strategy
+
+
+def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
+  """A token id beyond an Embedding's rows fails its step the same way every time: one line
+  with TensorFlow's own (was `InvalidArgumentError: Graph execution error:`, three restarts)."""
+  import tensorflow as tf
+
+  from training import refused_values
+  from training import task
+
+  table = tf.zeros([64, 4])
+  try:
+    tf.function(lambda ids: tf.gather(table, ids))(tf.constant([3, 100]))
+  except tf.errors.InvalidArgumentError as e:
+    error = e
+  assert refused_values.refused(error)
+  config = definitions.RunConfig(
+    model=definitions.Model('tok:build'),
+    data=definitions.Data('tok:load'),
+    run_dir=str(tmp_path / 'one_device'),
+  )
+  message = str(task._rejected(config, error))
+  assert message.startswith(
+    f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
+    'indices[1] = 100 is not in [0, 64) (at GatherV2)'
+  ), message
+  assert message.endswith('a rerun would fail the same way. No checkpoint was written')
+  # Under a coordinator, the worker's error inside gRPC's.
+  remote = tf.errors.InvalidArgumentError(
+    None,
+    None,
+    ':UNKNOWN:Error received from peer  {grpc_status:3, grpc_message:" indices[10,3] = 100 is '
+    'not in [0, 64)\\n\\t [[{{node while/embedding/GatherV2}}]]"} [Op:__inference_steps_1038]',
+  )
+  assert str(task._rejected(config, remote)).startswith(
+    f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
+    'indices[10,3] = 100 is not in [0, 64) (at while/embedding/GatherV2); '
+  )
+  # A cluster peer that lost its state says InvalidArgumentError too: that is a lost peer.
+  lost = tf.errors.InvalidArgumentError(
+    None, None, 'Unable to find the relevant tensor remote_handle'
+  )
+  assert not refused_values.refused(lost)

@@ -34,6 +34,7 @@ def of(config, arrays):
       model.batch_norm,
       model.ghost_batch_size,
       model.bn_momentum,
+      arrays.example_dtype,
       **config.model_sizes,
     ),
     optimizer=lambda rate: optimizers.create(config.optimizer, rate, loss_scale=loss_scale),

@@ -15,11 +15,13 @@ import time
 import numpy as np
 import tensorflow as tf
 
+import user_code
 from data import pipeline
 from records import critical_batch
 from training import batching as batching_lib
 from training import builders as builders_lib
 from training import execution
+from training import model_outputs
 from training import noise_scale
 from training import shards
 from training import step as step_lib
@@ -145,6 +147,7 @@ class Trainer:
       self.batching.step_batch_size,
       config.performance.jit_compile,
       measures_noise=self.noise_reason is None,
+      probabilities=self._outputs_probabilities(config, arrays),
     )
     self.arrays, self._seed = arrays, config.seed  # The data it trains on.
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
@@ -163,6 +166,18 @@ class Trainer:
         tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(value,)), axis=None
       )
     )
+
+  def _outputs_probabilities(self, config, arrays):
+    """Whether the model outputs probabilities (training/model_outputs.py), from its first
+    call on real examples: a model that fails there is refused, a fault of its code that no
+    restart cures, with the error's own message."""
+    try:
+      return model_outputs.are_probabilities(self.model, arrays)
+    except Exception as e:  # pylint: disable=broad-except  # Whatever the model's code raises.
+      raise user_code.UserCodeError(
+        f'[{config.name}] --model={config.model.model} fails on a batch of '
+        f'{model_outputs.PROBE_EXAMPLES} training examples: {user_code.message(e)}'
+      ) from None
 
   @property
   def steps_done(self):

@@ -47,14 +47,14 @@ def measure(trainer):
 
 def trace_step(trainer):
   """The concrete function of one replica's loss and gradients (one per trainable variable
-  of the model) on a per-replica batch, as data/pipeline.py feeds it: examples of the model's
-  input shape and dtype (float32 images, int32 token ids; the model converts what it is fed to
-  that dtype), int32 labels, float32 weights.
+  of the model) on a per-replica batch, as data/pipeline.py feeds it: examples of the
+  dataset's shape in the pipeline's dtype (float32 images, int32 token ids; a model built
+  without an Input has no input of its own to ask), int32 labels, float32 weights.
 
   Of the model whole: where a partitioner split variables into shards, whose gradients have
   as many rows as the ids each shard gets (unknown until run), a copy built outside the
   strategy stands in."""
-  batch, example = trainer.batching.per_replica_batch_size, trainer.model.inputs[0]
+  batch, arrays = trainer.batching.per_replica_batch_size, trainer.arrays
   model = trainer.model
   if len(trainer.step.variables) != len(model.trainable_variables):
     model = trainer.builders.model()
@@ -62,7 +62,7 @@ def trace_step(trainer):
     lambda *batch: trainer.step.gradients(model, model.trainable_variables, *batch)
   )
   return step.get_concrete_function(
-    tf.TensorSpec((batch, *example.shape[1:]), example.dtype),
+    tf.TensorSpec((batch, *arrays.input_shape), arrays.example_dtype),
     tf.TensorSpec((batch,), tf.int32),
     tf.TensorSpec((batch,), tf.float32),
   )

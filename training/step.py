@@ -13,6 +13,7 @@ and `apply` sends them to the parameter servers.
 
 import tensorflow as tf
 
+from training import model_outputs
 from training import private_apis
 
 
@@ -56,10 +57,13 @@ class Step:
     step_batch_size,
     jit_compile=False,
     measures_noise=False,
+    probabilities=False,
   ):
     self.model, self.variables, self.optimizer = model, variables, optimizer
     self.counter, self.step_batch_size = counter, step_batch_size
     self.measures_noise = measures_noise  # Returns the gradients' squared norms too.
+    # The model outputs probabilities (ends in a softmax), not logits (training/model_outputs.py).
+    self.probabilities = probabilities
     private_apis.aggregate_outside(optimizer)
     # XLA compiles what each replica computes; aggregation and update stay outside, because
     # under mirroring they touch variables on other devices, which XLA cannot.
@@ -110,7 +114,7 @@ class Step:
     """The forward and backward pass of `model` (this step's, or a copy of it: the model card
     traces one): the gradients of its loss for `variables`, and the batch's sums."""
     with tf.GradientTape() as tape:
-      logits = model(images, training=True)
+      logits = self.logits(model(images, training=True))
       per_example, sums = batch_sums(labels, logits, weights)
       loss = tf.nn.compute_average_loss(
         per_example * weights, global_batch_size=self.step_batch_size
@@ -139,4 +143,8 @@ class Step:
 
   def evaluate(self, images, labels, weights):
     """The batch's sums with the model in inference mode."""
-    return batch_sums(labels, self.model(images, training=False), weights)[1]
+    return batch_sums(labels, self.logits(self.model(images, training=False)), weights)[1]
+
+  def logits(self, outputs):
+    """The model's `outputs` as the logits the loss takes."""
+    return model_outputs.as_logits(outputs) if self.probabilities else outputs

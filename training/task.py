@@ -32,6 +32,7 @@ from training import loop
 from training import model_card
 from training import outcome
 from training import profiling
+from training import refused_values
 from training import schedules
 from training import serving
 from training import step_timing
@@ -88,6 +89,8 @@ def run(config, tf_config=None, say=print):
   except loop.NonFiniteLoss as e:
     raise _diverged(config, trainer, e) from None
   except tf.errors.OpError as e:
+    if refused_values.refused(e):  # The same data fails the same way: never restarted.
+      raise _rejected(config, e) from None
     if not task.spec:
       raise
     raise _lost_peer(config, trainer, state, e, task.spec, task.me) from None
@@ -283,6 +286,8 @@ def _build(config, spec, me, say):
     )
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
   arrays = data.load(config.data, config.seed)
+  if perf.mixed_precision == 'mixed_float16':  # The model computes in float16: 65504 at most.
+    data.check_range(arrays, data.named(config.data.dataset), 'float16')
   if descriptor.coordinated:  # The coordinator connects to every server at once.
     peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout, say)
   watchdog = (
@@ -323,6 +328,11 @@ def _announce(config, trainer, compute_devices, state, say):
     f'[{config.name}] {layout}; global batch {config.batch_size}{per_step}, '
     f'{batching.steps_per_epoch} steps/epoch, {opt.optimizer} at {rates}'
   )
+  if trainer.step.probabilities:
+    say(
+      f'[{config.name}] the model outputs probabilities (it ends in a softmax), not logits: '
+      'trained on their log, as from_logits=False (docs/own-model.md)'
+    )
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
@@ -355,6 +365,16 @@ def _diverged(config, trainer, error):
   return ValueError(
     f'[{config.name}] {error} (epoch {epoch}); stopped. {_kept(config)}; lower '
     '--learning_rate or add warm-up'
+  )
+
+
+def _rejected(config, error):
+  """The error for a value of the data an op of the model refused (training/refused_values.py)."""
+  return ValueError(
+    f'[{config.name}] --model={config.model.model} cannot take the data of '
+    f'--dataset={config.data.dataset}: {refused_values.describe(error)}; make every value fit '
+    'the model (token ids below its Embedding input_dim, for one): a rerun would fail the '
+    f'same way. {_kept(config)}'
   )
 
 

@@ -1,0 +1,28 @@
+"""Names that become directories inside --logdir (experiments, runs, variants): letters of any
+script, digits and a few marks (`ёжик`, `実験-2`, `lamb.v2`), never a path out of it, and only
+what this machine's file-system encoding can write."""
+
+import sys
+
+
+def allowed(marks='_.-'):
+  """The characters a name may hold, in words."""
+  return f'letters (of any script), digits, {", ".join(marks[:-1])} and {marks[-1]}'
+
+
+def problem(text, marks='_.-'):
+  """Why `text` cannot name a directory, as the end of 'is not a name: ...', or None: it must
+  be letters, digits and `marks` only, not dots alone ('.', '..'), and encodable in the
+  file-system encoding (UTF-8 on Linux under any UTF-8 or C locale; a Latin-1 locale cannot
+  write Cyrillic)."""
+  if not text or set(text) <= {'.'} or not all(c.isalnum() or c in marks for c in text):
+    return f'give {allowed(marks)} only'
+  encoding = sys.getfilesystemencoding()
+  try:
+    text.encode(encoding)
+  except UnicodeEncodeError:
+    return (
+      f'this machine writes file names in {encoding}, which cannot hold it; run under a '
+      'UTF-8 locale (LANG=C.UTF-8) or use ASCII letters'
+    )
+  return None
