@@ -194,20 +194,20 @@ class ResultWatch:
   def __init__(self, run_dir, then=None):
     self.run_dir, self._then = run_dir, then
     self._result = storage.join(run_dir, 'result.json')  # Polled cheaply until it is there.
-    self.polls = None  # Until the result is complete.
-    self._seen_at = None
+    self.polls = 0  # Since the result was first seen complete, at `_seen_at`.
+    self._seen_at: float | None = None
 
   def tick(self, group):
     if self._then:
       self._then(group)
-    if self.polls is not None:
+    if self._seen_at is not None:
       self.polls += 1
     elif storage.exists(self._result) and results.run_dir_state(self.run_dir) == 'finished':
-      self.polls, self._seen_at = 0, time.monotonic()
+      self._seen_at = time.monotonic()
 
   def record(self):
     """Writes `<run>/exit.json`, once the run's processes have exited; nothing without a result."""
-    if self.polls is None:
+    if self._seen_at is None:
       return
     results.write_exit(
       self.run_dir,
