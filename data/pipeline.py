@@ -5,6 +5,12 @@ int32. Training batches always hold real examples (weight 1); the validation set
 with weight-0 examples to whole global batches, so every replica of every worker runs the same
 number of evaluation steps (uneven last batches hang multi-worker collectives) while the
 weighted sums still count each real example once.
+
+Neither pipeline runs tf.data's autotuning (`without_autotune`): TensorFlow 2.21's autotuning
+thread of an iterator fed through a distributed iterator is not woken when the iterator is
+deleted, and each deletion waits out the thread's sleep, which doubles up to 60 s: a finished
+run's process lived on up to minutes after its result.json. `AUTOTUNE` below then takes
+TensorFlow's static defaults (one parallel call per core; a prefetch buffer that grows).
 """
 
 import math
@@ -45,9 +51,8 @@ def train_fn(arrays, per_replica_batch, seed, start_step=0):
     ds = ds.flat_map(one_pass).skip(consumed % len(indices))
     ds = ds.batch(per_replica_batch, drop_remainder=True)
     ds = ds.map(lambda i: (tf.gather(images, i), tf.gather(labels, i)))
-    return ds.map(
-      _prepare(arrays, with_weights=False), num_parallel_calls=tf.data.AUTOTUNE
-    ).prefetch(tf.data.AUTOTUNE)
+    ds = ds.map(_prepare(arrays, with_weights=False), num_parallel_calls=tf.data.AUTOTUNE)
+    return without_autotune(ds.prefetch(tf.data.AUTOTUNE))
 
   return dataset_fn
 
@@ -70,9 +75,17 @@ def validation_fn(arrays, per_replica_batch, global_batch):
     ds = ds.batch(per_replica_batch, drop_remainder=True)
     # The same batches every pass: prepared once, then served from the cache.
     ds = ds.map(_prepare(arrays, with_weights=True), num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.cache().repeat().prefetch(tf.data.AUTOTUNE)
+    return without_autotune(ds.cache().repeat().prefetch(tf.data.AUTOTUNE))
 
   return dataset_fn
+
+
+def without_autotune(ds):
+  """`ds` with tf.data's autotuning off: its iterators start no autotuning thread, so deleting
+  one never waits for that thread's sleep to end (see the module's docstring)."""
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return ds.with_options(options)
 
 
 def _shard(ds, context):

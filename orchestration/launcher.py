@@ -11,6 +11,7 @@ import dataclasses
 import os
 import sys
 import tempfile
+import time
 
 from configs import cluster_spec
 from orchestration import commands
@@ -185,6 +186,41 @@ def supervise(idle_timeout, start, tick=None):
     return e
 
 
+class ResultWatch:
+  """The launcher's own record of how long a run's processes lived on after its result: the
+  polls of their wait (`tick`, at most processes.POLL_SECONDS each, one more per line they
+  print) from the first that found a complete result.json to their exit, written to
+  `<run>/exit.json`. A finished process should be gone within a few: TensorFlow once kept one
+  alive for minutes tearing down its input pipeline (data/pipeline.py)."""
+
+  def __init__(self, run_dir, then=None):
+    self.run_dir, self._then = run_dir, then
+    self._result = storage.join(run_dir, 'result.json')  # Polled cheaply until it is there.
+    self.polls = 0  # Since the result was first seen complete, at `_seen_at`.
+    self._seen_at: float | None = None
+
+  def tick(self, group):
+    if self._then:
+      self._then(group)
+    if self._seen_at is not None:
+      self.polls += 1
+    elif storage.exists(self._result) and results.run_dir_state(self.run_dir) == 'finished':
+      self._seen_at = time.monotonic()
+
+  def record(self):
+    """Writes `<run>/exit.json`, once the run's processes have exited; nothing without a result."""
+    if self._seen_at is None:
+      return
+    results.write_exit(
+      self.run_dir,
+      {
+        'polls_after_result': self.polls,
+        'poll_seconds': processes.POLL_SECONDS,
+        'seconds_after_result': round(time.monotonic() - self._seen_at, 1),
+      },
+    )
+
+
 def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
   """One run; a run whose task died is started again, resuming from its last checkpoint, up
   to `--max_restarts` times. Returns the error that ended it, or None. `fault`: a test's
@@ -209,7 +245,10 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
         start = lambda group: start_single(group, run, hide, env, verbosity)
       # Said for the child, whose first line comes after seconds of loading TensorFlow.
       print(f'[{run.name}] starting: TensorFlow, the data, the strategy and the model', flush=True)
-      error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
+      watch = ResultWatch(run.run_dir, fault.tick if fault else None)
+      error = supervise(experiment.idle_timeout, start, tick=watch.tick)
+      if error is None:
+        watch.record()
       if error is None or not error.died or attempt == max_restarts:
         return error
       print(

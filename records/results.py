@@ -196,6 +196,19 @@ def read(run_dir):
   return files.read_json(storage.join(run_dir, 'result.json'))
 
 
+EXIT = 'exit.json'
+
+
+def write_exit(run_dir, record):
+  """`<run>/exit.json`: the launcher's record of how long the run's processes lived on after
+  writing its result (orchestration/launcher.py's ResultWatch)."""
+  return files.write_json(storage.join(run_dir, EXIT), record)
+
+
+def read_exit(run_dir):
+  return files.read_json(storage.join(run_dir, EXIT))
+
+
 def recoveries(runs):
   """'run: what recovering from faults cost', for each run (result.json, or the report's run
   record) that lost a task, was restarted, or was resumed."""

@@ -481,6 +481,14 @@ def _batches(dataset, n):
   return [tuple(t.numpy() for t in batch) for batch in dataset.take(n)]
 
 
+def test_the_pipelines_do_not_autotune(digits):
+  """No autotuning thread: deleting its iterators then never waits for one (data/pipeline.py)."""
+  from data import pipeline
+
+  for dataset in (pipeline.train_fn(digits, 32, 0)(), pipeline.validation_fn(digits, 32, 32)()):
+    assert not dataset.options().autotune.enabled
+
+
 def test_validation_steps(digits):
   from data import pipeline
 

@@ -39,3 +39,23 @@ def test_op_flops_counts_a_matmul():
   )
   matmul = [op for op in function.graph.get_operations() if op.type == 'MatMul'][0]
   assert private_apis.op_flops(function.graph, matmul) == 2 * 4 * 3 * 5
+
+
+def test_a_distributed_iterator_runs_no_autotuning_thread():
+  """Neither the pipeline nor the per-device datasets TensorFlow builds behind it autotune: an
+  autotuning thread there kept a finished run's process alive for minutes (data/pipeline.py)."""
+  import numpy as np
+  import tensorflow as tf
+
+  from data import pipeline
+  from training import execution
+
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
+  executor = execution.InPlace(strategy)
+  dataset_fn = lambda context: pipeline.without_autotune(tf.data.Dataset.from_tensors(np.ones(2)))
+  iterator = executor.distribute(dataset_fn)
+  next(iterator)
+  per_device = iterator._iterators[0]._iterator._device_iterators  # The private API's product.
+  assert per_device
+  assert all(not each._dataset.options().autotune.enabled for each in per_device)
+  assert not dataset_fn(None).options().autotune.enabled

@@ -12,6 +12,9 @@ import time
 
 import tensorflow as tf
 
+from data import pipeline
+from training import private_apis
+
 # A result's copy from its worker (the coordinator's Identity op) failed with one of these,
 # naming the worker: the worker is cut off. An execution's own error (a ps lost, say) comes
 # from its function instead, and is raised at once.
@@ -42,6 +45,9 @@ class InPlace:
 
   def __init__(self, strategy):
     self.strategy = strategy
+    # Its iterators' per-device datasets, like the pipeline's, without autotuning: deleting them
+    # then never waits (data/pipeline.py).
+    private_apis.per_device_datasets_without_autotune(pipeline.without_autotune)
 
   def distribute(self, dataset_fn):
     """The iterator of the distributed dataset `dataset_fn(input_context)` makes."""

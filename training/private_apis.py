@@ -6,6 +6,7 @@ silently wrong somewhere else. BUILD.md lists them.
 """
 
 import tensorflow as tf
+from tensorflow.python.data.ops import multi_device_iterator_ops as _multi_device_iterator_ops
 from tensorflow.python.framework import ops as _tf_ops
 
 # Registers the profiler's FLOP rules for the backward ops (MaxPoolGrad, BiasAddGrad, ...).
@@ -67,3 +68,20 @@ def op_flops(graph, op):
   stats = _require(_tf_ops, 'get_stats_for_node_def', OP_FLOPS)
   with _deprecation.silence():  # The rules read shapes through a TF1 helper; it says so.
     return stats(graph, op.node_def, 'flops').value or 0
+
+
+PER_DEVICE_DATASET = 'tensorflow.python.data.ops.multi_device_iterator_ops._create_device_dataset'
+
+
+def per_device_datasets_without_autotune(without_autotune):
+  """Makes the per-device datasets a distributed iterator builds (each replica's prefetch from
+  the input pipeline) pass through `without_autotune`. TensorFlow builds them with default
+  options, whose autotuning thread (with nothing to tune there) is not woken when the iterator
+  is deleted: each deletion waited out its sleep, up to 60 s per device, after the run had
+  finished (data/pipeline.py). No public option reaches those datasets."""
+  make = _require(_multi_device_iterator_ops, '_create_device_dataset', PER_DEVICE_DATASET)
+  if getattr(make, 'without_autotune', False):
+    return
+  patched = lambda *args, **kwargs: without_autotune(make(*args, **kwargs))
+  patched.without_autotune = True
+  _multi_device_iterator_ops._create_device_dataset = patched  # pylint: disable=protected-access
