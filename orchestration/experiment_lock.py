@@ -137,7 +137,7 @@ class _Lease:
       return None
 
   def _write(self, holder):
-    storage.write_atomic(
+    storage.write_text(
       self.path, json.dumps({**holder, 'token': self.token, 'renewed': time.time()})
     )
 

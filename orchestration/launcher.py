@@ -132,6 +132,7 @@ def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None
       hide=hide,
       restarts=worker_restarts if serves and job == 'worker' else 0,
       essential=not serves,
+      on_restart=lambda task, why: results.record_restart(run.run_dir, task, why),
     )
   return [name for job, _, name in cluster_spec.tasks(spec) if job not in descriptor.serving_jobs]
 
@@ -208,8 +209,12 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
       error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
       if error is None or not error.died or attempt == max_restarts:
         return error
+      checkpoint = results.latest_checkpoint(run.run_dir)
+      results.record_restart(run.run_dir, 'run', str(error))
       print(
-        f'run.py: restarting {run.name} from its last checkpoint ({attempt + 1}/{max_restarts})',
+        f'run.py: restarting {run.name} '
+        f'{"from its last checkpoint" if checkpoint else "from scratch: no checkpoint yet"} '
+        f'({attempt + 1}/{max_restarts})',
         file=sys.stderr,
         flush=True,
       )
@@ -277,10 +282,11 @@ def launch(experiment):
       experiment.idle_timeout, lambda group: start_report(group, experiment, hide)
     )
     errors += [report_error] if report_error else []
-    print(
-      f'Results and TensorBoard logs: {experiment.directory}\n'
-      f'Open them with: tensorboard --logdir {experiment.directory}'
-    )
+    if not report_error:  # Only once the report's files are all there, whole.
+      print(
+        f'Results and TensorBoard logs: {experiment.directory}\n'
+        f'Open them with: tensorboard --logdir {experiment.directory}'
+      )
   if failed and len(rows) > 1:
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}', file=sys.stderr)
   return exit_status(errors)

@@ -12,9 +12,19 @@ from records import storage
 
 def write_json(path, value):
   """Writes `value` as indented, key-sorted JSON to `path`, atomically; returns `path`."""
-  storage.write_atomic(path, json.dumps(value, indent=2, sort_keys=True) + '\n')
+  storage.write_text(path, json.dumps(value, indent=2, sort_keys=True) + '\n')
   return path
 
 
-def read_json(path):
-  return json.loads(storage.read_text(path))
+class Damaged(ValueError):
+  """A file that is there but cannot be read as JSON (truncated, overwritten): the message
+  names it and what to do."""
+
+
+def read_json(path, fix='remove it and run the command that wrote it again'):
+  """The JSON value in `path`; Damaged, naming it and `fix`, when it cannot be parsed
+  (FileNotFoundError when it is not there)."""
+  try:
+    return json.loads(storage.read_text(path))
+  except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8.
+    raise Damaged(f'{path} is damaged and cannot be read ({e}); {fix}') from None

@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import re
 import statistics
 
 import numpy as np
@@ -193,7 +194,45 @@ def write(run_dir, result):
 
 
 def read(run_dir):
-  return files.read_json(storage.join(run_dir, 'result.json'))
+  """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read)."""
+  return files.read_json(
+    storage.join(run_dir, 'result.json'),
+    f'remove {run_dir} and run the same command to train that run again',
+  )
+
+
+RESTARTS = 'restarts.json'
+
+
+def record_restart(run_dir, restarted, why):
+  """Adds a restart the launcher makes, of the whole run (`restarted` 'run') or of one task
+  ('worker-1'), to `<run>/restarts.json`: why, the step the run had reported, and, for the
+  run, the checkpoint it resumes from (None: from scratch). The run's result.json lists them
+  all (`restart_log`), whether or not a checkpoint was written since."""
+  entry = {'restarted': restarted, 'why': why, 'at_step': read_progress(run_dir)}
+  if restarted == 'run':
+    entry['checkpoint'] = latest_checkpoint(run_dir)
+  files.write_json(storage.join(run_dir, RESTARTS), [*read_restarts(run_dir), entry])
+
+
+def read_restarts(run_dir):
+  """The launcher's restarts of the run (record_restart), oldest first; [] without any."""
+  try:
+    restarts = files.read_json(storage.join(run_dir, RESTARTS))
+  except (OSError, ValueError):  # None yet; a damaged record is not worth failing a run for.
+    return []
+  return restarts if isinstance(restarts, list) else []
+
+
+def latest_checkpoint(run_dir):
+  """The name of the run's newest checkpoint in tf.train.CheckpointManager's index (read
+  without TensorFlow), or None."""
+  try:
+    index = storage.read_text(storage.join(run_dir, CHECKPOINT_STATE))
+  except (OSError, ValueError):
+    return None
+  found = re.search(r'^model_checkpoint_path: "([^"]*)"', index, re.MULTILINE)
+  return found and storage.basename(found.group(1))
 
 
 def recoveries(runs):
@@ -204,7 +243,7 @@ def recoveries(runs):
     done = [
       f'{int(run[key])} {what}'
       for key, what in (
-        ('restarts', 'restart(s) from a checkpoint'),
+        ('restarts', 'restart(s)'),
         ('redone_steps', 'step(s) redone'),
         ('retried_steps', 'step(s) retried on another worker'),
         ('resumed', 'resume(s) after an interruption'),

@@ -29,6 +29,10 @@ from training import loop
 DIRECTORY = 'checkpoints'
 KEEP = 3
 _STATE_KEY = 'run_state/.ATTRIBUTES/VARIABLE_VALUE'
+SAVE_FIX = (
+  'the earlier checkpoints are kept: free space there (or make it writable) and run the same '
+  'command to resume'
+)
 
 
 class CheckpointError(ValueError):
@@ -115,11 +119,14 @@ class RunState:
     )
 
 
-def start_or_resume(run_dir, resume, trainer, checkpointer, settings, say=print):
+def start_or_resume(
+  run_dir, resume, trainer, checkpointer, settings, say=print, started_before=False
+):
   """A fresh RunState, or (with `resume`) that of the newest checkpoint that can be read,
   restored into `trainer`: each newer one that cannot is skipped, in one line, and listed in
-  the resume's `skipped`; a fresh start only when none can be read (recorded as a resume from
-  no checkpoint). A checkpoint of other settings is refused (CheckpointError)."""
+  the resume's `skipped`. A fresh start of a run that was restarted or `started_before`
+  (before its first checkpoint), or whose checkpoints all fail to read, is recorded as a
+  resume from no checkpoint. A checkpoint of other settings is refused (CheckpointError)."""
   paths = kept(run_dir, say) if resume else []
   skipped = []
   for path in paths:
@@ -134,7 +141,8 @@ def start_or_resume(run_dir, resume, trainer, checkpointer, settings, say=print)
     state = RunState.from_json(saved)
     break
   else:
-    if not skipped:
+    restarted = resume and (started_before or os.environ.get(processes.RESTART_ENV))
+    if not (skipped or restarted):
       return RunState(settings)
     state, path = RunState(settings), None
   trainer.seek(state.step)
@@ -188,14 +196,10 @@ class Checkpointer:
   def save(self, step, state):
     """Writes checkpoint `ckpt-<step>`; the newest KEEP are kept. Returns its path."""
     self._state.assign(json.dumps(state))
-    try:
+    # Only the storage's refusal is the disk's: a ps task lost while its variables are read
+    # fails the save too (`recvmsg:Connection reset by peer`), and is the run's lost peer.
+    with storage.writing(self.directory, tf.errors.OpError, SAVE_FIX):
       return self._manager.save(checkpoint_number=step)
-    except (tf.errors.OpError, OSError) as e:
-      raise CheckpointError(
-        f'cannot write a checkpoint into {self.directory} ({_reason(e)}); '
-        'the earlier checkpoints are kept: free space there and run the '
-        'same command to resume'
-      ) from None
 
   def close(self):
     if self._scratch:

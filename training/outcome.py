@@ -90,7 +90,7 @@ def result(
 ):
   """result.json: the settings, the model card, where the run got to, what faults cost, the
   measurements, and where a step's time goes (training/step_timing.py; None when not measured)."""
-  resumes = state.resumes
+  resumes, restart_log = state.resumes, results.read_restarts(config.run_dir)
   return {
     'status': status,
     'run': config.name,
@@ -104,7 +104,10 @@ def result(
     'checkpoint_seconds': state.checkpoint_seconds,
     'checkpoint': checkpoints.latest(config.run_dir),
     'resumes': resumes,
-    'restarts': sum(r['cause'] == 'restart' for r in resumes),
+    # Every restart the launcher made, of the run or of one of its tasks, with or without a
+    # checkpoint to resume from (a restart before the first checkpoint leaves none in it).
+    'restart_log': restart_log,
+    'restarts': len(restart_log),
     'resumed': sum(r['cause'] == 'resume' for r in resumes),
     'redone_steps': sum(r['redone_steps'] for r in resumes),
     # Under a coordinator: executions lost with a worker and run again on another, at most

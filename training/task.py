@@ -64,6 +64,7 @@ def run(config, tf_config=None, say=print):
     checkpointer,
     outcome.resume_settings(config, trainer),
     lambda line: say(f'[{config.name}] {line}'),
+    started_before=task.dir_state == 'stale',
   )
   card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
   say = task.start_record(state, say)
@@ -81,6 +82,9 @@ def run(config, tf_config=None, say=print):
   except loop.NonFiniteLoss as e:
     raise _diverged(config, trainer, e) from None
   except tf.errors.OpError as e:
+    refused = storage.refusal(e)  # TensorFlow's own writers (event files, the profiler).
+    if refused:
+      raise storage.CannotWrite(config.run_dir, refused) from None
     if not task.spec:
       raise
     raise _lost_peer(config, trainer, state, e, task.spec, task.me) from None
@@ -140,8 +144,6 @@ class _Task:
     config = self.config
     if not self.writes:
       return lambda line: None
-    if self.dir_state == 'stale' and not state.resumes:
-      say(f'[{config.name}] no checkpoint of the earlier, unfinished attempt: starting it over')
     results.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
     event_files.clear(config.run_dir)
     environment.write_once(storage.dirname(config.run_dir), environment.describe(self.spec))
@@ -310,11 +312,13 @@ def _announce(config, trainer, compute_devices, state, say):
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
-    start = (
-      f'resumed from {last["checkpoint"]}'
-      if last['checkpoint']
-      else 'no checkpoint could be read: started afresh'
-    )
+    if last['checkpoint']:
+      start = f'resumed from {last["checkpoint"]}'
+    elif last.get('skipped'):
+      start = 'no checkpoint could be read: started afresh'
+    else:
+      start = 'no checkpoint of the earlier, unfinished attempt: started it over'
+
     say(
       f'[{config.name}] {start} at step {state.step} of '
       f'{config.epochs * batching.steps_per_epoch}{redone}'
