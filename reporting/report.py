@@ -57,7 +57,7 @@ def _to_tensorboard(experiment_dir, summary_path, images, runs):
   import tensorflow as tf
 
   directory = storage.join(experiment_dir, 'report')
-  with storage.writing(directory, tf.errors.OpError):  # TensorFlow's writer fails in its way.
+  with storage.writing(directory, (tf.errors.OpError,)):  # TensorFlow's writer fails in its way.
     _write_report_events(directory, experiment_dir, summary_path, images, runs)
 
 

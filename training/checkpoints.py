@@ -198,7 +198,7 @@ class Checkpointer:
     self._state.assign(json.dumps(state))
     # Only the storage's refusal is the disk's: a ps task lost while its variables are read
     # fails the save too (`recvmsg:Connection reset by peer`), and is the run's lost peer.
-    with storage.writing(self.directory, tf.errors.OpError, SAVE_FIX):
+    with storage.writing(self.directory, (tf.errors.OpError,), SAVE_FIX):
       return self._manager.save(checkpoint_number=step)
 
   def close(self):
