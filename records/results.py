@@ -119,13 +119,16 @@ CHECKPOINT_STATE = 'checkpoints/checkpoint'  # tf.train.CheckpointManager's.
 
 def run_dir_state(run_dir):
   """'new'; 'finished' (a complete result.json); 'checkpointed' (unfinished, resumable);
-  'stale' (an unfinished run that never wrote a checkpoint); or 'foreign' (a result.json that
-  is neither complete nor resumable, e.g. not this program's)."""
+  'stale' (an unfinished run that never wrote a checkpoint); 'damaged' (a result.json that
+  cannot be read); or 'foreign' (a result.json that is neither complete nor resumable, e.g.
+  not this program's)."""
   checkpointed = storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
   if storage.exists(storage.join(run_dir, 'result.json')):
     try:
       status = read(run_dir).get('status')
-    except (OSError, ValueError, AttributeError):
+    except files.Damaged:
+      return 'damaged'
+    except (OSError, AttributeError):
       status = None
     if status == 'complete':
       return 'finished'
@@ -143,6 +146,8 @@ def check_run_dir(run_dir, resume=True, config=None):
   `to_json()`), a finished run is kept only if it measured the same (records/settings.py).
   Returns the run directory's state."""
   state = run_dir_state(run_dir)
+  if state == 'damaged':
+    read(run_dir)  # Raises files.Damaged: the file, and what to do.
   if state == 'foreign' or (state != 'new' and not resume):
     raise RunDirError(
       f'{run_dir} already holds a run; choose another --experiment or remove it'
@@ -195,10 +200,13 @@ def write(run_dir, result):
 
 def read(run_dir):
   """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read)."""
-  return files.read_json(
-    storage.join(run_dir, 'result.json'),
-    f'remove {run_dir} and run the same command to train that run again',
+  fix = (
+    'remove it, and run the command that trained the run again: it resumes from the '
+    'checkpoints there and writes it anew'
+    if storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
+    else f'remove {run_dir} and run the same command to train that run again'
   )
+  return files.read_json(storage.join(run_dir, 'result.json'), fix)
 
 
 RESTARTS = 'restarts.json'

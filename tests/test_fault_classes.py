@@ -86,6 +86,44 @@ def test_a_checkpoint_that_cannot_be_written_is_a_disk_fault_and_a_lost_peer_is_
     )
 
 
+def test_a_checkpoint_is_called_damaged_only_when_it_is(tmp_path, monkeypatch):
+  """Only a damaged checkpoint is skipped for an older one: one this user may not read is
+  refused (no older one would do better, and starting afresh would throw the run away), and a
+  ps task lost while the variables are restored is the lost peer it is."""
+  import tensorflow as tf
+
+  from training import checkpoints
+
+  path = f'{tmp_path}/checkpoints/ckpt-22'
+  for error, raised in (
+    (tf.errors.DataLossError(None, None, 'truncated record'), checkpoints.Unreadable),
+    (tf.errors.PermissionDeniedError(None, None, f'{path}.index; Permission denied'), None),
+  ):
+
+    def load(prefix, error=error):
+      raise error
+
+    monkeypatch.setattr(tf.train, 'load_checkpoint', load)
+    with pytest.raises(checkpoints.CheckpointError) as e:
+      checkpoints.read_state(path)
+    if raised:
+      assert type(e.value) is raised
+    else:
+      assert not isinstance(e.value, checkpoints.Unreadable)
+      assert str(e.value) == (
+        f'checkpoint {path} cannot be read (Permission denied); make {tmp_path}/checkpoints '
+        'readable to this user and run the same command to resume'
+      )
+  checkpointer = checkpoints.Checkpointer(str(tmp_path), {'v': tf.Variable(1.0)})
+
+  def restore(prefix):
+    raise tf.errors.UnavailableError(None, None, 'Socket closed')
+
+  checkpointer._checkpoint.restore = restore
+  with pytest.raises(tf.errors.UnavailableError):
+    checkpointer.restore(path)
+
+
 def run_main(monkeypatch, capsys, error, launched):
   """run.py's exit status and stderr when its main raises `error`."""
 
@@ -179,6 +217,27 @@ def test_a_truncated_result_is_named_with_the_fix(tmp_path):
     f'); remove {run_dir} and run the same command to train that run again'
   )
   assert isinstance(raised.value, ValueError)  # Refused input: exit 2, one line.
+
+
+def test_a_run_directory_with_a_truncated_result_is_named_with_the_fix(tmp_path):
+  """Launching into it: not "already holds a run" but the damaged file and the fix; with
+  checkpoints beside it, the fix keeps them (the run resumes and writes it anew)."""
+  run_dir = str(tmp_path / 'one_device')
+  truncated_result(run_dir)
+  with pytest.raises(files.Damaged) as raised:
+    results.check_run_dir(run_dir)
+  assert str(raised.value).endswith(
+    f'; remove {run_dir} and run the same command to train that run again'
+  )
+  os.makedirs(os.path.join(run_dir, 'checkpoints'))
+  with open(os.path.join(run_dir, results.CHECKPOINT_STATE), 'w') as f:
+    f.write('model_checkpoint_path: "ckpt-22"\n')
+  with pytest.raises(files.Damaged) as raised:
+    results.check_run_dir(run_dir)
+  assert str(raised.value).endswith(
+    '; remove it, and run the command that trained the run again: it resumes from the '
+    'checkpoints there and writes it anew'
+  )
 
 
 def write_run(run_dir, epochs=3, name='one_device'):

@@ -81,12 +81,34 @@ def read_state(path):
   try:
     return json.loads(tf.train.load_checkpoint(path).get_tensor(_STATE_KEY))
   except Exception as e:  # pylint: disable=broad-except  # A damaged file fails in many ways.
-    raise Unreadable(f'checkpoint {path} cannot be read ({_reason(e)})') from None
+    raise _unreadable(path, e) from None
 
 
 class Unreadable(CheckpointError):
   """A checkpoint that cannot be read (truncated, corrupt, a shard missing): an older one may
   be."""
+
+
+# A peer lost (a ps task holding the variables), not a damaged checkpoint.
+PEER_ERRORS = (
+  tf.errors.UnavailableError,
+  tf.errors.AbortedError,
+  tf.errors.CancelledError,
+  tf.errors.DeadlineExceededError,
+)
+
+
+def _unreadable(path, error):
+  """Unreadable for a damaged checkpoint, so that an older one is tried; but a checkpoint the
+  storage will not let this process read (permissions) is not damaged, and no older one would
+  do better: that is refused, with what to do, before any is skipped."""
+  refused = storage.refusal(error)
+  if refused:
+    return CheckpointError(
+      f'checkpoint {path} cannot be read ({refused}); make {storage.dirname(path)} readable to '
+      'this user and run the same command to resume'
+    )
+  return Unreadable(f'checkpoint {path} cannot be read ({_reason(error)})')
 
 
 @dataclasses.dataclass
@@ -190,8 +212,10 @@ class Checkpointer:
         f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
         'with the flags it was written with, or choose another --experiment'
       ) from None
+    except PEER_ERRORS:  # A ps task lost while its variables are restored: not the file's fault.
+      raise
     except Exception as e:  # pylint: disable=broad-except  # As in read_state.
-      raise Unreadable(f'checkpoint {path} cannot be read ({_reason(e)})') from None
+      raise _unreadable(path, e) from None
 
   def save(self, step, state):
     """Writes checkpoint `ckpt-<step>`; the newest KEEP are kept. Returns its path."""
