@@ -126,7 +126,7 @@ def _measured_on(source):
 def read(experiment_dir):
   """The experiment's prediction.json, or None."""
   path = storage.join(experiment_dir, FILE)
-  fix = 'remove it, or run run.py --predict again to write it anew'
+  fix = 'remove it, or predict again (--predict) to write it anew'
   return files.read_json(path, fix) if storage.exists(path) else None
 
 
