@@ -98,7 +98,8 @@ def task_logs(run_dir):
   logs = storage.join(run_dir, 'logs')
   local = storage.local_path(logs)
   if local is not None:
-    os.makedirs(local, exist_ok=True)
+    with storage.writing(logs):
+      os.makedirs(local, exist_ok=True)
     yield local
     return
   with tempfile.TemporaryDirectory(prefix='task-logs-') as scratch:
@@ -206,7 +207,8 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
         )
       else:
         start = lambda group: start_single(group, run, hide, env, verbosity)
-      error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
+      with storage.writing(logs or run.run_dir):  # The tasks' log files, on a disk that fills.
+        error = supervise(experiment.idle_timeout, start, tick=fault.tick if fault else None)
       if error is None or not error.died or attempt == max_restarts:
         return error
       checkpoint = results.latest_checkpoint(run.run_dir)
