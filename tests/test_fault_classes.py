@@ -124,6 +124,39 @@ def test_a_checkpoint_is_called_damaged_only_when_it_is(tmp_path, monkeypatch):
     checkpointer.restore(path)
 
 
+def test_an_error_in_a_cluster_is_a_lost_peer_only_when_a_peer_is_lost(tmp_path):
+  """Every peer answering and an error that is not a peer's (a bug, bad data): that error,
+  as it is, not "a peer task lost"; a peer's error (UnavailableError) or a silent peer: the
+  lost peer."""
+  import socket
+  import types
+
+  import tensorflow as tf
+
+  from orchestration import peers
+  from training import task
+
+  listening = socket.socket()
+  listening.bind(('localhost', 0))
+  listening.listen()
+  spec = {'worker': ['localhost:1', f'localhost:{listening.getsockname()[1]}']}
+  config = types.SimpleNamespace(name='multi_worker_mirrored', run_dir=str(tmp_path))
+  trainer = types.SimpleNamespace(executor=types.SimpleNamespace(coordinated=False))
+  state = types.SimpleNamespace(step=22)
+  lost = lambda error: task._lost_peer(config, trainer, state, error, spec, ('worker', 0))
+  try:
+    bug = tf.errors.InvalidArgumentError(None, None, 'indices[3] = 12 is not in [0, 10)')
+    assert lost(bug) is bug
+    assert str(lost(tf.errors.UnavailableError(None, None, 'Socket closed'))) == (
+      '[multi_worker_mirrored] a peer task lost at step 22 (UnavailableError)'
+    )
+  finally:
+    listening.close()
+  silent = lost(bug)
+  assert isinstance(silent, peers.PeerLost)
+  assert str(silent).startswith('[multi_worker_mirrored] worker 1 (localhost:')
+
+
 def run_main(monkeypatch, capsys, error, launched):
   """run.py's exit status and stderr when its main raises `error`."""
 

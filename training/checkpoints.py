@@ -24,6 +24,7 @@ from orchestration import processes
 from records import results
 from records import settings as run_settings
 from records import storage
+from training import execution
 from training import loop
 
 DIRECTORY = 'checkpoints'
@@ -87,15 +88,6 @@ def read_state(path):
 class Unreadable(CheckpointError):
   """A checkpoint that cannot be read (truncated, corrupt, a shard missing): an older one may
   be."""
-
-
-# A peer lost (a ps task holding the variables), not a damaged checkpoint.
-PEER_ERRORS = (
-  tf.errors.UnavailableError,
-  tf.errors.AbortedError,
-  tf.errors.CancelledError,
-  tf.errors.DeadlineExceededError,
-)
 
 
 def _unreadable(path, error):
@@ -212,7 +204,7 @@ class Checkpointer:
         f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
         'with the flags it was written with, or choose another --experiment'
       ) from None
-    except PEER_ERRORS:  # A ps task lost while its variables are restored: not the file's fault.
+    except execution.PEER_ERRORS:  # A ps task lost while restoring its variables: not the file.
       raise
     except Exception as e:  # pylint: disable=broad-except  # As in read_state.
       raise _unreadable(path, e) from None

@@ -12,11 +12,12 @@ import time
 
 import tensorflow as tf
 
-# A result's copy from its worker (the coordinator's Identity op) failed with one of these,
-# naming the worker: the worker is cut off. An execution's own error (a ps lost, say) comes
-# from its function instead, and is raised at once.
+# The errors of a peer task gone or cut off. A result's copy from its worker (the
+# coordinator's Identity op) failed with one of these, naming the worker: the worker is cut
+# off. An execution's own error (a ps lost, say) comes from its function instead, and is
+# raised at once.
 _COPY = '[Op:Identity]'
-_CUT_OFF = (
+PEER_ERRORS = (
   tf.errors.UnavailableError,
   tf.errors.AbortedError,
   tf.errors.CancelledError,
@@ -78,7 +79,7 @@ class Scheduled:
     while True:
       try:
         return self._remote_value.fetch()
-      except _CUT_OFF as error:
+      except PEER_ERRORS as error:
         copy_cut_off = _COPY in str(error) and '/job:worker' in str(error)
         if not copy_cut_off or time.monotonic() > deadline:
           raise

@@ -26,6 +26,7 @@ from training import controller as controller_lib
 from training import coordinator_log
 from training import devices
 from training import event_files
+from training import execution
 from training import loop
 from training import model_card
 from training import outcome
@@ -353,8 +354,13 @@ def _kept(config):
 
 
 def _lost_peer(config, trainer, state, error, spec, me):
-  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer)."""
-  who = ', '.join(peers.silent_peers(spec, me)) or 'a peer task'
+  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer);
+  `error` itself when every peer answers and it is not a peer's error (not a lost peer, then,
+  but whatever it says)."""
+  silent = peers.silent_peers(spec, me)
+  if not silent and not isinstance(error, execution.PEER_ERRORS):
+    return error
+  who = ', '.join(silent) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
   if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
     return peers.PeerLost(
