@@ -201,33 +201,6 @@ def test_a_lost_ps_task_is_restarted_with_the_run_from_its_last_checkpoint(logdi
   assert wait_until_gone(str(logdir)) == []
 
 
-def test_a_ps_task_lost_while_a_checkpoint_is_written_is_a_lost_peer_not_a_full_disk(logdir):
-  """The ps task killed at a step a checkpoint is due: the save, reading the variables from
-  it, fails (`recvmsg:Connection reset by peer`). That is the lost ps task (one line naming
-  it, the cluster restarted from the checkpoint before), not a disk to free (issue 34,
-  case 1: exit 2, `cannot write a checkpoint ... free space there`)."""
-  args = [
-    '--strategies=parameter_server',
-    '--epochs=2',
-    *STEPS,
-    '--checkpoint_every_steps=20',
-    f'--logdir={logdir}',
-    '--experiment=ps',
-  ]
-  proc = run_py(*args, env=with_fault('ps-0@40'), timeout=600)
-  assert proc.returncode == 0, proc.stderr
-  assert 'killed ps-0 at step 40 (asked for 40)' in proc.stdout
-  assert 'cannot write' not in proc.stderr and 'free space' not in proc.stderr
-  errors = [line for line in proc.stderr.splitlines() if line.startswith('run.py:')]
-  assert 'ps 0 (localhost:' in errors[0] and 'lost at step 40' in errors[0], proc.stderr
-  assert 'checkpoints/ckpt-20, is kept' in errors[0]
-  assert errors[1] == 'run.py: restarting parameter_server from its last checkpoint (1/3)'
-  result = read_result(os.path.join(logdir, 'ps', 'parameter_server'))
-  assert (result['status'], result['epochs_done'], result['restarts']) == ('complete', 2, 1)
-  assert [(r['step'], r['cause']) for r in result['resumes']] == [(20, 'restart')]
-  assert wait_until_gone(str(logdir)) == []
-
-
 def test_a_restart_before_the_first_checkpoint_is_recorded_from_scratch(logdir):
   """Killed before any checkpoint: restarted from scratch, said so, and recorded (issue 34,
   case 8: `restarts: 0`, `resumes: []`)."""
