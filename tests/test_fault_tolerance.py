@@ -338,3 +338,49 @@ def test_divergence_stops_at_its_step_and_keeps_the_last_good_checkpoint(logdir)
   )
   assert_one_line_error(proc, 'NaN or infinite at step 2', 'ckpt-1, is kept', '--learning_rate')
   assert checkpoint_steps(os.path.join(logdir, 'nan', 'one_device')) == [1]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+  """A file system of 512 KB (a tmpfs; needs root): too small for a run's checkpoints."""
+  mount = tmp_path / 'small'
+  mount.mkdir()
+  made = subprocess.run(
+    ['mount', '-t', 'tmpfs', '-o', 'size=512k', 'tmpfs', str(mount)], capture_output=True
+  )
+  if made.returncode:
+    pytest.skip(f'cannot mount a tmpfs here: {made.stderr.decode().strip()}')
+  yield str(mount)
+  kill_all(str(mount))
+  subprocess.run(['umount', '-l', str(mount)], check=True)
+
+
+def test_a_disk_that_fills_is_one_line_naming_the_path_and_never_restarted(small_disk):
+  """Whichever write the disk refuses first (an event file, a checkpoint, result.json): one
+  line naming it and what to do, exit status 1, no restart into the same full disk, no
+  traceback, no half-written file (issue 34, case 7: `OSError: [Errno 28]` without a path,
+  restarted three times; a checkpoint's exiting 2)."""
+  proc = run_py(
+    '--strategies=one_device',
+    '--model=mlp',
+    '--epochs=2',
+    *STEPS,
+    '--checkpoint_every_steps=5',
+    f'--logdir={small_disk}',
+    '--experiment=e',
+    '--min_free_disk_mb=0',
+    timeout=300,
+  )
+  assert proc.returncode == 1, proc.stderr
+  errors = [line for line in proc.stderr.splitlines() if line.startswith('run.py:')]
+  assert len(errors) == 1, proc.stderr
+  assert errors[0].startswith(f'run.py: cannot write {small_disk}/e')
+  assert '(No space left on device); ' in errors[0] and 'free space there' in errors[0]
+  assert 'restarting' not in proc.stderr and 'Traceback' not in proc.stderr
+  for root, _, names in os.walk(small_disk):
+    for name in names:
+      assert not name.endswith('.tmp'), os.path.join(root, name)
+      if name.endswith('.json'):
+        with open(os.path.join(root, name)) as f:
+          json.load(f)  # Whole, or not there.
+  assert wait_until_gone(small_disk) == []

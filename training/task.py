@@ -52,6 +52,14 @@ def run(config, tf_config=None, say=print):
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
   trainer, compute_devices = _build(config, task.spec, task.me, say)
+  # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
+  # end in the system's reason: named as the disk's, wherever they are written.
+  with storage.writing(config.run_dir, (tf.errors.OpError,)):
+    return _train(config, tf_config, task, trainer, compute_devices, say)
+
+
+def _train(config, tf_config, task, trainer, compute_devices, say):
+  """Resumes, trains and records the run (run's)."""
   # Installed once TensorFlow has started: during start-up its own handler takes SIGTERM.
   stop = processes.StopRequests()
   models.check_ghost_batch_size(
@@ -83,15 +91,12 @@ def run(config, tf_config=None, say=print):
   except loop.NonFiniteLoss as e:
     raise _diverged(config, trainer, e) from None
   except tf.errors.OpError as e:
-    refused = storage.refusal(e)  # TensorFlow's own writers (event files, the profiler).
-    if refused:
-      raise storage.CannotWrite(config.run_dir, refused) from None
-    if not task.spec:
+    if not task.spec or storage.refusal(e):  # The storage's refusal is named by `run`.
       raise
     raise _lost_peer(config, trainer, state, e, task.spec, task.me) from None
   finally:
-    writers.close()
     checkpointer.close()
+    writers.close()
 
 
 def _breakdown(config, trainer, history, say):
