@@ -229,6 +229,32 @@ def test_a_write_refused_for_another_reason_is_not_called_a_full_disk(tmp_path, 
   assert not isinstance(raised.value, storage.CannotWrite)
 
 
+def test_a_report_on_a_disk_that_fills_names_the_file_and_leaves_no_half_image(small_disk):
+  """The report's summary files, PNG plots and event file on a disk with 16 KB left: one
+  CannotWrite naming the file, and every file there whole or absent (issue 34, case 7: a
+  truncated PNG after "Results and TensorBoard logs: ..."; the launcher prints that line only
+  once the report is whole)."""
+  from reporting import report
+
+  experiment = os.path.join(small_disk, 'e')
+  write_run(os.path.join(experiment, 'one_device'))
+  write_run(os.path.join(experiment, 'mirrored'), name='mirrored')
+  free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+  with open(os.path.join(small_disk, 'filler'), 'wb') as f:
+    f.write(b'\0' * (free - 16 * 1024))
+  with pytest.raises(storage.CannotWrite) as raised:
+    report.build(experiment, 0.9)
+  assert str(raised.value).startswith(f'cannot write {experiment}/')
+  assert '(No space left on device); free space there' in str(raised.value)
+  for root, _, names in os.walk(experiment):
+    for name in names:
+      path = os.path.join(root, name)
+      assert not name.endswith('.tmp'), path
+      if name.endswith('.png'):
+        with open(path, 'rb') as f:
+          assert f.read().endswith(b'IEND\xaeB`\x82'), f'{path} is cut off'
+
+
 # --- a damaged file from an earlier run ---------------------------------------------------------
 
 

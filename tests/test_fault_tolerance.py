@@ -340,21 +340,6 @@ def test_divergence_stops_at_its_step_and_keeps_the_last_good_checkpoint(logdir)
   assert checkpoint_steps(os.path.join(logdir, 'nan', 'one_device')) == [1]
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-  """A file system of 512 KB (a tmpfs; needs root): too small for a run's checkpoints."""
-  mount = tmp_path / 'small'
-  mount.mkdir()
-  made = subprocess.run(
-    ['mount', '-t', 'tmpfs', '-o', 'size=512k', 'tmpfs', str(mount)], capture_output=True
-  )
-  if made.returncode:
-    pytest.skip(f'cannot mount a tmpfs here: {made.stderr.decode().strip()}')
-  yield str(mount)
-  kill_all(str(mount))
-  subprocess.run(['umount', '-l', str(mount)], check=True)
-
-
 def test_a_disk_that_fills_is_one_line_naming_the_path_and_never_restarted(small_disk):
   """Whichever write the disk refuses first (an event file, a checkpoint, result.json): one
   line naming it and what to do, exit status 1, no restart into the same full disk, no
