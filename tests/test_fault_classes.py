@@ -278,6 +278,18 @@ def test_a_truncated_result_is_named_with_the_fix(tmp_path):
   assert isinstance(raised.value, ValueError)  # Refused input: exit 2, one line.
 
 
+def test_a_truncated_result_named_by_a_flag_is_named_with_the_fix(tmp_path):
+  from configs import noise_scale_of
+
+  run_dir = str(tmp_path / 'one_device')
+  truncated_result(run_dir)
+  with pytest.raises(ValueError) as raised:
+    noise_scale_of.resolve(run_dir)
+  assert str(raised.value).startswith(
+    f'--noise_scale_of={run_dir}: {run_dir}/result.json is damaged and cannot be read ('
+  )
+
+
 def test_a_run_directory_with_a_truncated_result_is_named_with_the_fix(tmp_path):
   """Launching into it: not "already holds a run" but the damaged file and the fix; with
   checkpoints beside it, the fix keeps them (the run resumes and writes it anew)."""
