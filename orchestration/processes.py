@@ -41,7 +41,8 @@ class TaskError(Exception):
   @property
   def died(self):
     """Killed, or crashed with an unexpected error (status 1), as opposed to refusing its
-    input (status 2), being interrupted, or hanging: a restart may help."""
+    input (status 2), a fault no restart cures (NOT_RESTARTED), being interrupted, or
+    hanging: a restart may help."""
     return self.returncode is not None and (
       self.returncode == 1
       or self.returncode in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS)
