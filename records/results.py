@@ -188,9 +188,11 @@ def write_config(run_dir, config):
 
 
 def remove_config(run_dir):
-  """Removes the config.json of a run that never began, and its directory if that empties it."""
-  with contextlib.suppress(FileNotFoundError):
-    storage.remove(storage.join(run_dir, CONFIG))
+  """Removes the config.json of a run that never began (and the restarts it was given), and
+  its directory if that empties it."""
+  for name in (CONFIG, RESTARTS):
+    with contextlib.suppress(FileNotFoundError):
+      storage.remove(storage.join(run_dir, name))
   storage.remove_empty_dir(run_dir)
 
 
