@@ -256,6 +256,7 @@ def recoveries(runs):
         ('restarts', 'restart(s)'),
         ('redone_steps', 'step(s) redone'),
         ('retried_steps', 'step(s) retried on another worker'),
+        ('late_results', "result(s) fetched once their worker's link was back"),
         ('resumed', 'resume(s) after an interruption'),
       )
       if run.get(key)

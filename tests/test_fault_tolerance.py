@@ -169,6 +169,7 @@ def test_parameter_server_carries_on_while_a_lost_worker_restarts(logdir):
   (restart,) = result['restart_log']
   assert restart['restarted'] == 'worker-1' and restart['at_step'] >= 40
   assert restart['why'] == 'worker-1 failed: killed by SIGKILL'
+  assert result['late_results'] == 0  # Killed, not cut off: its executions were retried.
   assert result['retried_steps'] >= 5  # At least one execution ran again on worker 0.
   assert result['final_validation_accuracy'] > 0.8
   assert 'step(s) retried on another worker' in proc.stdout

@@ -115,6 +115,7 @@ class RunState:
   elapsed_seconds: float = 0.0  # Seconds since training began, over every attempt.
   checkpoint_seconds: float = 0.0  # Of them, writing checkpoints.
   retried_steps: int = 0  # Lost with a parameter-server worker, run again.
+  late_results: int = 0  # Fetched from a parameter-server worker once it was back from a cut.
   # Each validation pass: {step, accuracy, loss, elapsed_seconds}, in step order.
   step_evaluations: list = dataclasses.field(default_factory=list)
   resumes: list = dataclasses.field(default_factory=list)

@@ -83,6 +83,7 @@ def result(
   status,
   wall_time_seconds,
   retried_steps,
+  late_results,
   tf_config,
   compute_devices=(),
   card=None,
@@ -113,6 +114,8 @@ def result(
     # Under a coordinator: executions lost with a worker and run again on another, at most
     # --steps_per_execution steps each.
     'retried_steps': retried_steps,
+    # Executions whose result was fetched from their worker once it was back from a cut.
+    'late_results': late_results,
     'compute_devices': list(compute_devices),
     'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
     'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
@@ -155,6 +158,7 @@ FINAL_METRICS = (
   'resumed',
   'redone_steps',
   'retried_steps',
+  'late_results',
 )
 
 

@@ -179,6 +179,7 @@ class _Recorder:
       status,
       controller.elapsed(),
       saver.retried_steps(),
+      saver.late_results(),
       self.tf_config,
       self.compute_devices,
       self.card,
