@@ -10,6 +10,12 @@ one task of a real cluster. Results land in <logdir>/<experiment>/<run>/result.j
 TensorBoard logs beside them; --dry_run only prints the runs. Flags: configs/flags.py.
 """
 
+from orchestration import processes
+
+# First of all, before the imports that take a while: a child of the launcher goes with it from
+# its first moment (a launcher killed while this child starts up takes it along at once).
+processes.die_with_parent()
+
 import os
 import signal
 import sys
@@ -33,7 +39,8 @@ from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
 from orchestration import peers
-from orchestration import processes
+from records import resume
+from records import storage
 
 for _module in (defined_flags.__name__, *strategies.module_names()):  # --help lists them all.
   flags.adopt_module_key_flags(sys.modules[_module])
@@ -58,7 +65,6 @@ def run_task(config, tf_config):
   log_filter.quiet_tensorflow()
   from training import task  # Loads TensorFlow: only in the process that trains.
 
-  processes.die_with_parent()
   return task.run(config, tf_config)
 
 
@@ -107,7 +113,7 @@ def main(argv):
   experiment, tf_config = (
     from_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
   )
-  commands.export_resume(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ))
+  resume.export(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ))
   data_dirs = {run.data.data_dir for run in experiment.runs}
   logdir.check(experiment.logdir, experiment.min_free_disk_mb, data_dirs)
   if action == 'report_only':
@@ -137,11 +143,20 @@ def run_main(argv):
       traceback.print_exc()
     expected = isinstance(e, (ValueError, data.DatasetError, processes.TaskError))
     first_line = user_code.message(e).removeprefix(f'{type(e).__name__}: ')
-    if not (expected or isinstance(e, peers.PeerLost)):
+    if not (expected or isinstance(e, (peers.PeerLost, storage.CannotWrite))):
       hint = '' if verbose else ' (--verbosity=1 shows the traceback)'
       first_line = f'{type(e).__name__}: {first_line}{hint}'
     print(f'run.py: {first_line}', file=sys.stderr)
-    sys.exit(2 if expected else 1)  # 1: unexpected, or a lost peer: a restart may help.
+    sys.exit(2 if expected else _fault_status(e))
+
+
+def _fault_status(error):
+  """1, for a fault a rerun may cure (unexpected, a lost peer: a restart may help); but the
+  storage refusing writes is not cured by restarting into it, so a child of the launcher
+  says so with processes.NOT_RESTARTED, which the launcher does not restart (and exits 1)."""
+  if isinstance(error, storage.CannotWrite) and processes.PARENT_PID_ENV in os.environ:
+    return processes.NOT_RESTARTED
+  return 1
 
 
 if __name__ == '__main__':

@@ -6,6 +6,7 @@ every process of a run, and its config.json, carry the number."""
 import math
 import os
 
+from records import files
 from records import results
 from records import storage
 
@@ -33,6 +34,8 @@ def _measured(run_dir):
   path = run_dir if storage.is_url(run_dir) else os.path.expanduser(run_dir)
   try:
     result = results.read(path)
+  except files.Damaged as e:  # Named, with what to do; not "neither a number nor a run".
+    raise ValueError(f'--noise_scale_of={run_dir}: {e}') from None
   except (OSError, ValueError):
     result = None
   if not isinstance(result, dict):

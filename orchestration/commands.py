@@ -4,15 +4,13 @@ A printed command is only useful if it works in the user's shell, from the direc
 was started in, in the environment the README sets up (a virtualenv that is never activated):
 programs are named by their path (`.venv/bin/python`, relative to the working directory when
 they are inside it), and the experiment a resume needs is named even when run.py chose it.
-Every process of an experiment prints the same resume command: the launcher exports it
-(`export_resume`) and its children read it (`resume_hint`).
+Every process of an experiment prints the same resume command (records/resume.py).
 """
 
 import os
 import shlex
 import sys
 
-RESUME_ENV = 'STRATEGY_COMPARISON_RESUME_COMMAND'
 # The variables a command line of run.py depends on: given inline, they are part of it.
 ENVIRONMENT = ('PYTHONPATH', 'TF_CONFIG')
 LOG_FILTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'log_filter.py')
@@ -32,17 +30,6 @@ def resume(argv, extra_flags, environ):
   setting = [f'{name}={shlex.quote(environ[name])}' for name in ENVIRONMENT if environ.get(name)]
   words = [typed(sys.executable), typed(argv[0]), *argv[1:], *extra_flags]
   return ' '.join([*setting, shlex.join(words)])
-
-
-def export_resume(command):
-  """Makes `command` what this process and its children print to say how to resume."""
-  os.environ[RESUME_ENV] = command
-
-
-def resume_hint():
-  """How to resume, as the messages of an interrupted or failed run end."""
-  command = os.environ.get(RESUME_ENV)
-  return f'to resume, run: {command}' if command else 'run the same command to resume'
 
 
 def tensorboard(directory):

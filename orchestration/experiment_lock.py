@@ -87,6 +87,10 @@ class _FileLock:
     self.fd: int | None = None
 
   def acquire(self, say):
+    with storage.writing(self.path):  # A full or read-only disk, named.
+      self._acquire(say)
+
+  def _acquire(self, say):
     os.makedirs(self.local, exist_ok=True)
     while self.fd is None:
       fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -137,7 +141,7 @@ class _Lease:
       return None
 
   def _write(self, holder):
-    storage.write_atomic(
+    storage.write_text(
       self.path, json.dumps({**holder, 'token': self.token, 'renewed': time.time()})
     )
 

@@ -21,6 +21,7 @@ from orchestration import log_filter
 from orchestration import peers
 from orchestration import processes
 from records import results
+from records import resume
 from records import storage
 from records import tables
 from reporting import summary
@@ -101,7 +102,8 @@ def task_logs(run_dir):
   logs = storage.join(run_dir, 'logs')
   local = storage.local_path(logs)
   if local is not None:
-    os.makedirs(local, exist_ok=True)
+    with storage.writing(logs):
+      os.makedirs(local, exist_ok=True)
     yield local
     return
   with tempfile.TemporaryDirectory(prefix='task-logs-') as scratch:
@@ -135,6 +137,7 @@ def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None
       hide=hide,
       restarts=worker_restarts if serves and job == 'worker' else 0,
       essential=not serves,
+      on_restart=lambda task, why: results.record_restart(run.run_dir, task, why),
     )
   return [name for job, _, name in cluster_spec.tasks(spec) if job not in descriptor.serving_jobs]
 
@@ -177,7 +180,7 @@ def supervise(idle_timeout, start, tick=None):
         group.stop(trainers, STOP_GRACE_SECONDS)
         raise processes.Interrupted(
           e.signum,
-          f'interrupted: an unfinished run keeps its checkpoint; {commands.resume_hint()}',
+          f'interrupted: an unfinished run keeps its checkpoint; {resume.hint()}',
         ) from None
     return None
   except processes.TaskError as e:
@@ -246,13 +249,18 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
       # Said for the child, whose first line comes after seconds of loading TensorFlow.
       print(f'[{run.name}] starting: TensorFlow, the data, the strategy and the model', flush=True)
       watch = ResultWatch(run.run_dir, fault.tick if fault else None)
-      error = supervise(experiment.idle_timeout, start, tick=watch.tick)
+      with storage.writing(logs or run.run_dir):  # The tasks' log files, on a disk that fills.
+        error = supervise(experiment.idle_timeout, start, tick=watch.tick)
       if error is None:
         watch.record()
       if error is None or not error.died or attempt == max_restarts:
         return error
+      checkpoint = results.latest_checkpoint(run.run_dir)
+      results.record_restart(run.run_dir, 'run', str(error))
       print(
-        f'run.py: restarting {run.name} from its last checkpoint ({attempt + 1}/{max_restarts})',
+        f'run.py: restarting {run.name} '
+        f'{"from its last checkpoint" if checkpoint else "from scratch: no checkpoint yet"} '
+        f'({attempt + 1}/{max_restarts})',
         file=sys.stderr,
         flush=True,
       )
@@ -321,10 +329,11 @@ def launch(experiment):
       experiment.idle_timeout, lambda group: start_report(group, experiment, hide)
     )
     errors += [report_error] if report_error else []
-    print(
-      f'Results and TensorBoard logs: {experiment.directory}\n'
-      f'Open them with: {commands.tensorboard(experiment.directory)}'
-    )
+    if not report_error:  # Only once the report's files are all there, whole.
+      print(
+        f'Results and TensorBoard logs: {experiment.directory}\n'
+        f'Open them with: {commands.tensorboard(experiment.directory)}'
+      )
   if failed and len(rows) > 1:
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}', file=sys.stderr)
   return exit_status(errors)

@@ -18,6 +18,9 @@ import time
 
 PARENT_PID_ENV = 'STRATEGY_COMPARISON_PARENT_PID'
 RESTART_ENV = 'STRATEGY_COMPARISON_RESTART'  # Set in the tasks of a run the launcher restarted.
+# A child's exit status for a fault no restart cures until someone acts (a full disk): the
+# launcher does not restart it (TaskError.died is False) and exits 1 for it.
+NOT_RESTARTED = 3
 _PR_SET_PDEATHSIG = 1
 TERMINATE_GRACE_SECONDS = 10
 POLL_SECONDS = 0.25
@@ -38,7 +41,8 @@ class TaskError(Exception):
   @property
   def died(self):
     """Killed, or crashed with an unexpected error (status 1), as opposed to refusing its
-    input (status 2), being interrupted, or hanging: a restart may help."""
+    input (status 2), a fault no restart cures (NOT_RESTARTED), being interrupted, or
+    hanging: a restart may help."""
     return self.returncode is not None and (
       self.returncode == 1
       or self.returncode in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS)
@@ -87,7 +91,9 @@ def first_line(text):
 
 
 def die_with_parent():
-  """In a child: get SIGKILL when the launcher that started it dies, even by SIGKILL.
+  """In a child: get SIGKILL when the process that started it (named by PARENT_PID_ENV: the
+  launcher, or a task for its start-up watchdog) dies, even by SIGKILL. Called first thing,
+  so that no child outlives its parent by its start-up.
 
   Not SIGTERM: TensorFlow's C++ signal handler swallows it while blocked in start-up.
   """
@@ -118,13 +124,23 @@ class ProcessGroup:
     self.terminate()
 
   def start(
-    self, name, cmd, env=None, log_path=None, echo=True, hide=None, restarts=0, essential=True
+    self,
+    name,
+    cmd,
+    env=None,
+    log_path=None,
+    echo=True,
+    hide=None,
+    restarts=0,
+    essential=True,
+    on_restart=None,
   ):
     """Starts `cmd`; its output is echoed (but lines matching regex `hide`) and logged.
 
     A child that dies (TaskError.died) is started again, the same way, up to `restarts`
-    times; after that its failure ends the wait, unless it is not `essential` (another child
-    reports what its loss means).
+    times, each told to `on_restart(name, why)` first, so that it is recorded; after that its
+    failure ends the wait, unless it is not `essential` (another child reports what its loss
+    means).
     """
     env = dict(os.environ if env is None else env, **{PARENT_PID_ENV: str(os.getpid())})
     self._specs[name] = dict(
@@ -135,6 +151,7 @@ class ProcessGroup:
       hide=hide,
       restarts=restarts,
       essential=essential,
+      on_restart=on_restart,
     )
     self.restarted.setdefault(name, 0)
     self._spawn(name)
@@ -233,6 +250,8 @@ class ProcessGroup:
     )
     if error.died and self.restarted[name] < spec['restarts']:
       self.restarted[name] += 1
+      if spec['on_restart']:
+        spec['on_restart'](name, str(error))
       print(
         f'run.py: {name} failed ({reason}); restarting it '
         f'({self.restarted[name]}/{spec["restarts"]})',

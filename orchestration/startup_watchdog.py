@@ -1,9 +1,13 @@
 """A watchdog that stops a cluster task which cannot join its cluster in time.
 
 MultiWorkerMirroredStrategy's constructor waits, without a bound and holding the GIL, for
-every worker, so no thread of the waiting process could act: a process of its own does.
+every worker, so no thread of the waiting process could act: a process of its own does. It
+stops the task with SIGHUP, which the task, while watched, turns into `_exit(1)` at the C
+level (no Python code can run then): exit status 1, a fault a rerun may cure, as
+docs/failures.md promises, not the 137 of a SIGKILL.
 """
 
+import ctypes
 import json
 import os
 import select
@@ -12,6 +16,11 @@ import subprocess
 import sys
 
 from orchestration import peers
+from orchestration import processes
+
+# The signal the watchdog stops the task with: its number, 1, is the exit status, since the
+# task's C-level handler is `_exit` itself, called with the signal's number.
+STOP_SIGNAL = signal.SIGHUP
 
 
 class StartupWatchdog:
@@ -31,8 +40,11 @@ class StartupWatchdog:
   def __enter__(self):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(
-      os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get('PYTHONPATH')]))
+      os.environ,
+      PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get('PYTHONPATH')])),
+      **{processes.PARENT_PID_ENV: str(os.getpid())},  # It dies with this task.
     )
+    self._previous = _exit_on(STOP_SIGNAL)
     self._proc = subprocess.Popen(
       [sys.executable, '-m', __name__, self._args], stdin=subprocess.PIPE, env=env
     )
@@ -41,10 +53,26 @@ class StartupWatchdog:
   def __exit__(self, *exc):
     if self._proc is not None:
       self._proc.communicate(timeout=10)  # Closes its stdin first: the watchdog's stop signal.
+    _libc().signal(STOP_SIGNAL, self._previous)
+
+
+def _libc():
+  libc = ctypes.CDLL(None, use_errno=True)
+  libc.signal.restype = ctypes.c_void_p
+  libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+  return libc
+
+
+def _exit_on(signum):
+  """Makes signal `signum` end this process at once with exit status `signum` (libc's `_exit`
+  as its handler, which needs no GIL); returns the handler it replaces."""
+  libc = _libc()
+  return libc.signal(signum, ctypes.cast(libc._exit, ctypes.c_void_p))
 
 
 def _watch(args):
   """The watchdog process: on time-out, name the silent peers and stop the waiting task."""
+  processes.die_with_parent()
   config = json.loads(args)
   ready, _, _ = select.select([sys.stdin], [], [], config['timeout'])
   if ready:  # The task closed our stdin: it joined in time (or died).
@@ -62,8 +90,8 @@ def _watch(args):
     file=sys.stderr,
     flush=True,
   )
-  # SIGKILL: blocked in start-up, TensorFlow's C++ signal handler swallows SIGTERM.
-  os.kill(config['pid'], signal.SIGKILL)
+  # Not SIGTERM: blocked in start-up, TensorFlow's C++ signal handler swallows it.
+  os.kill(config['pid'], STOP_SIGNAL)
 
 
 if __name__ == '__main__':

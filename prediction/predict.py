@@ -152,7 +152,8 @@ def _measured_on(source):
 def read(experiment_dir):
   """The experiment's prediction.json, or None."""
   path = storage.join(experiment_dir, FILE)
-  return files.read_json(path) if storage.exists(path) else None
+  fix = 'remove it, or predict again (--predict) to write it anew'
+  return files.read_json(path, fix) if storage.exists(path) else None
 
 
 def table(predictions):

@@ -106,9 +106,11 @@ def write_once(experiment_dir, info) -> bool:
 
 
 def read(experiment_dir):
-  """<experiment_dir>/environment.json, or None if it is not there."""
+  """<experiment_dir>/environment.json, or None if it is not there (files.Damaged if it cannot
+  be read)."""
   path = storage.join(experiment_dir, 'environment.json')
-  return files.read_json(path) if storage.exists(path) else None
+  fix = 'remove it: the next run of the experiment writes it again'
+  return files.read_json(path, fix) if storage.exists(path) else None
 
 
 def compute_device(info):

@@ -23,7 +23,7 @@ def write_json(path, value):
   value = _finite(value, '', found)
   if found and isinstance(value, dict):
     value[NON_FINITE] = found
-  storage.write_atomic(path, json.dumps(value, indent=2, sort_keys=True, allow_nan=False) + '\n')
+  storage.write_text(path, json.dumps(value, indent=2, sort_keys=True, allow_nan=False) + '\n')
   return path
 
 
@@ -39,5 +39,15 @@ def _finite(value, where, found):
   return value
 
 
-def read_json(path):
-  return json.loads(storage.read_text(path))
+class Damaged(ValueError):
+  """A file that is there but cannot be read as JSON (truncated, overwritten): the message
+  names it and what to do."""
+
+
+def read_json(path, fix='remove it and run the command that wrote it again'):
+  """The JSON value in `path`; Damaged, naming it and `fix`, when it cannot be parsed
+  (FileNotFoundError when it is not there)."""
+  try:
+    return json.loads(storage.read_text(path))
+  except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8.
+    raise Damaged(f'{path} is damaged and cannot be read ({e}); {fix}') from None

@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import re
 import statistics
 
 import numpy as np
@@ -118,13 +119,16 @@ CHECKPOINT_STATE = 'checkpoints/checkpoint'  # tf.train.CheckpointManager's.
 
 def run_dir_state(run_dir):
   """'new'; 'finished' (a complete result.json); 'checkpointed' (unfinished, resumable);
-  'stale' (an unfinished run that never wrote a checkpoint); or 'foreign' (a result.json that
-  is neither complete nor resumable, e.g. not this program's)."""
+  'stale' (an unfinished run that never wrote a checkpoint); 'damaged' (a result.json that
+  cannot be read); or 'foreign' (a result.json that is neither complete nor resumable, e.g.
+  not this program's)."""
   checkpointed = storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
   if storage.exists(storage.join(run_dir, 'result.json')):
     try:
       status = read(run_dir).get('status')
-    except (OSError, ValueError, AttributeError):
+    except files.Damaged:
+      return 'damaged'
+    except (OSError, AttributeError):
       status = None
     if status == 'complete':
       return 'finished'
@@ -142,6 +146,8 @@ def check_run_dir(run_dir, resume=True, config=None):
   `to_json()`), a finished run is kept only if it measured the same (records/settings.py).
   Returns the run directory's state."""
   state = run_dir_state(run_dir)
+  if state == 'damaged':
+    read(run_dir)  # Raises files.Damaged: the file, and what to do.
   if state == 'foreign' or (state != 'new' and not resume):
     raise RunDirError(
       f'{run_dir} already holds a run; choose another --experiment or remove it'
@@ -182,9 +188,11 @@ def write_config(run_dir, config):
 
 
 def remove_config(run_dir):
-  """Removes the config.json of a run that never began, and its directory if that empties it."""
-  with contextlib.suppress(FileNotFoundError):
-    storage.remove(storage.join(run_dir, CONFIG))
+  """Removes the config.json of a run that never began (and the restarts it was given), and
+  its directory if that empties it."""
+  for name in (CONFIG, RESTARTS):
+    with contextlib.suppress(FileNotFoundError):
+      storage.remove(storage.join(run_dir, name))
   storage.remove_empty_dir(run_dir)
 
 
@@ -193,7 +201,48 @@ def write(run_dir, result):
 
 
 def read(run_dir):
-  return files.read_json(storage.join(run_dir, 'result.json'))
+  """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read)."""
+  fix = (
+    'remove it, and run the command that trained the run again: it resumes from the '
+    'checkpoints there and writes it anew'
+    if storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
+    else f'remove {run_dir} and run the same command to train that run again'
+  )
+  return files.read_json(storage.join(run_dir, 'result.json'), fix)
+
+
+RESTARTS = 'restarts.json'
+
+
+def record_restart(run_dir, restarted, why):
+  """Adds a restart the launcher makes, of the whole run (`restarted` 'run') or of one task
+  ('worker-1'), to `<run>/restarts.json`: why, the step the run had reported, and, for the
+  run, the checkpoint it resumes from (None: from scratch). The run's result.json lists them
+  all (`restart_log`), whether or not a checkpoint was written since."""
+  entry = {'restarted': restarted, 'why': why, 'at_step': read_progress(run_dir)}
+  if restarted == 'run':
+    entry['checkpoint'] = latest_checkpoint(run_dir)
+  files.write_json(storage.join(run_dir, RESTARTS), [*read_restarts(run_dir), entry])
+
+
+def read_restarts(run_dir):
+  """The launcher's restarts of the run (record_restart), oldest first; [] without any."""
+  try:
+    restarts = files.read_json(storage.join(run_dir, RESTARTS))
+  except (OSError, ValueError):  # None yet; a damaged record is not worth failing a run for.
+    return []
+  return restarts if isinstance(restarts, list) else []
+
+
+def latest_checkpoint(run_dir):
+  """The name of the run's newest checkpoint in tf.train.CheckpointManager's index (read
+  without TensorFlow), or None."""
+  try:
+    index = storage.read_text(storage.join(run_dir, CHECKPOINT_STATE))
+  except (OSError, ValueError):
+    return None
+  found = re.search(r'^model_checkpoint_path: "([^"]*)"', index, re.MULTILINE)
+  return found and storage.basename(found.group(1))
 
 
 EXIT = 'exit.json'
@@ -217,9 +266,10 @@ def recoveries(runs):
     done = [
       f'{int(run[key])} {what}'
       for key, what in (
-        ('restarts', 'restart(s) from a checkpoint'),
+        ('restarts', 'restart(s)'),
         ('redone_steps', 'step(s) redone'),
         ('retried_steps', 'step(s) retried on another worker'),
+        ('late_results', "result(s) fetched once their worker's link was back"),
         ('resumed', 'resume(s) after an interruption'),
       )
       if run.get(key)

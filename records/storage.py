@@ -7,6 +7,7 @@ the same URLs, unchanged, to TensorFlow's own writers (summaries, checkpoints, t
 """
 
 import contextlib
+import errno
 import io
 import os
 import posixpath
@@ -14,6 +15,54 @@ import uuid
 
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
+
+from records import resume
+
+# The system's reasons for refusing a write that no restart cures until someone acts.
+REFUSALS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def refusal_fix():
+  """What to do when the storage refuses a write: act, then resume (records/resume.py)."""
+  return f'free space there (or make it writable), or choose another --logdir; then {resume.hint()}'
+
+
+class CannotWrite(OSError):
+  """The storage refused a write (full, over quota, read-only, no permission): a fault, but
+  not one a restart cures, so the launcher does not restart the run; the message names the
+  path, the reason and what to do."""
+
+  def __init__(self, path, reason, fix=None):
+    super().__init__(f'cannot write {path} ({reason}); {fix or refusal_fix()}')
+    self.path, self.reason = path, reason
+
+
+def refusal(error):
+  """The system's reason if `error` is the storage refusing a write, else None.
+
+  `error` is an OSError (its errno says), or TensorFlow's OpError, whose message ends in the
+  system's reason (`...; No space left on device`): a lost peer's OpError is not the disk's.
+  """
+  if getattr(error, 'errno', None) in REFUSALS:
+    return os.strerror(error.errno)
+  text = str(getattr(error, 'message', None) or error)
+  return next((os.strerror(code) for code in REFUSALS if os.strerror(code) in text), None)
+
+
+@contextlib.contextmanager
+def writing(path, errors=(), fix=None):
+  """Turns the storage refusing a write to `path` (an OSError, or one of `errors`, e.g.
+  TensorFlow's OpError from its own writers) into CannotWrite naming it and `fix`: a bare
+  `OSError: [Errno 28]` names no file. Any other error goes on as it is."""
+  try:
+    yield
+  except CannotWrite:  # Named already, by a write inside.
+    raise
+  except (OSError, *errors) as e:
+    reason = refusal(e)
+    if reason is None:
+      raise
+    raise CannotWrite(path, reason, fix) from None
 
 
 def is_url(path):
@@ -65,7 +114,8 @@ def makedirs(path):
   """Creates `path` and its parents if missing (on object stores directories are implied by
   the objects in them; this is then nearly free)."""
   fs, inner = _fs(path)
-  fs.makedirs(inner, exist_ok=True)
+  with writing(path):
+    fs.makedirs(inner, exist_ok=True)
 
 
 def listdir(path):
@@ -87,31 +137,30 @@ def read_text(path):
 
 
 def write_text(path, text):
-  with open(path, 'w') as f:
-    f.write(text)
-
-
-def write_atomic(path, text):
-  """Writes `text` to `path` so that no reader sees half of it: locally a temporary file beside
-  it that then replaces it; an object store's single upload is atomic by itself (readers see
-  the old object or the new one). The file gets the permissions the process's umask gives
-  every file it writes (mkstemp's would be the owner's only)."""
+  """Writes `text` (str or bytes) to `path` so that no reader sees half of it, nor a full disk
+  leaves half of it: locally a temporary file beside it that then replaces it; an object
+  store's single upload is atomic by itself (readers see the old object or the new one). The
+  file gets the permissions the process's umask gives every file it writes (mkstemp's would be
+  the owner's only). CannotWrite when the storage refuses."""
+  mode = 'wb' if isinstance(text, bytes) else 'w'
   local = local_path(path)
-  if local is None:
-    write_text(path, text)
-    return
-  tmp = os.path.join(
-    os.path.dirname(local) or '.', f'.{os.path.basename(local)}.{uuid.uuid4().hex}.tmp'
-  )
-  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-  try:
-    with os.fdopen(fd, 'w') as f:
-      f.write(text)
-    os.replace(tmp, local)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      os.remove(tmp)
-    raise
+  with writing(path):
+    if local is None:
+      with open(path, mode) as f:
+        f.write(text)
+      return
+    tmp = os.path.join(
+      os.path.dirname(local) or '.', f'.{os.path.basename(local)}.{uuid.uuid4().hex}.tmp'
+    )
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # The umask's permissions.
+    try:
+      with os.fdopen(fd, mode) as f:
+        f.write(text)
+      os.replace(tmp, local)
+    except BaseException:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(tmp)
+      raise
 
 
 def remove(path):
@@ -140,13 +189,14 @@ def remove_empty_dir(path):
 def upload(local, path):
   """Copies local file `local` to `path`."""
   fs, inner = _fs(path)
-  fs.put_file(local, inner)
+  with writing(path):
+    fs.put_file(local, inner)
 
 
 def write_bytes_from(path, write):
   """Calls `write(file)` with an in-memory binary file, then stores its bytes at `path` (for
-  writers that want a seekable file, e.g. matplotlib's savefig)."""
+  writers that want a seekable file, e.g. matplotlib's savefig), as write_text does: never
+  half an image."""
   buffer = io.BytesIO()
   write(buffer)
-  with open(path, 'wb') as f:
-    f.write(buffer.getvalue())
+  write_text(path, buffer.getvalue())

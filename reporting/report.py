@@ -56,10 +56,16 @@ def build(experiment_dir, target_accuracy):
 def _to_tensorboard(experiment_dir, summary_path, images, runs):
   import tensorflow as tf
 
-  from records import environment
-  from records import files
-
   directory = storage.join(experiment_dir, 'report')
+  with storage.writing(directory, (tf.errors.OpError,)):  # TensorFlow's writer fails in its way.
+    _write_report_events(directory, experiment_dir, summary_path, images, runs)
+
+
+def _write_report_events(directory, experiment_dir, summary_path, images, runs):
+  import tensorflow as tf
+
+  from records import environment
+
   if storage.isdir(directory):  # TensorBoard keeps a tag's first metadata: drop the old report.
     for name in storage.listdir(directory):
       if name.startswith('events.out.tfevents.'):
@@ -68,9 +74,9 @@ def _to_tensorboard(experiment_dir, summary_path, images, runs):
   with writer.as_default(step=0):
     tf.summary.experimental.write_raw_pb(hparams_view.config(runs).SerializeToString(), step=0)
     tf.summary.text('summary', storage.read_text(summary_path))
-    environment_path = storage.join(experiment_dir, 'environment.json')
-    if storage.exists(environment_path):
-      tf.summary.text('environment', environment.markdown(files.read_json(environment_path)))
+    info = environment.read(experiment_dir)
+    if info is not None:
+      tf.summary.text('environment', environment.markdown(info))
     for image in images:
       png = tf.io.decode_png(tf.io.read_file(image))
       tf.summary.image(storage.basename(image).removesuffix('.png'), png[tf.newaxis])

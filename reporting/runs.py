@@ -11,6 +11,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
+from records import results
 from records import storage
 
 INTEGER_HPARAMS = {
@@ -35,8 +36,9 @@ INTEGER_HPARAMS = {
 }
 
 
-def load(experiment_dir):
-  """One dict per run, in the order they ran: hparams, per-epoch series and final metrics."""
+def load(experiment_dir, say=print):
+  """One dict per run, in the order they ran: hparams, per-epoch series and final metrics. A
+  run whose event files lack what it wrote (damaged, truncated) is left out, saying so."""
   runs = []
   for name in storage.listdir(experiment_dir):
     run_dir = storage.join(experiment_dir, name)
@@ -44,30 +46,62 @@ def load(experiment_dir):
       continue
     root = _accumulator(run_dir)
     hparams = _hparams(root)
-    if hparams is None:
+    if hparams is None:  # Not a run of this program; or one whose event file lost them.
+      if results.run_dir_state(run_dir) == 'finished':
+        _left_out(run_dir, 'no hyperparameters, though its result.json is complete', say)
       continue
     train = _scalars(_accumulator(storage.join(run_dir, 'train')))
     validation = _scalars(_accumulator(storage.join(run_dir, 'validation')))
     final = _scalars(root)
-    runs.append(
-      {
-        'run': name,
-        'started': root.FirstEventTimestamp(),
-        **hparams,
-        'epoch_examples_per_second': train.get('epoch_examples_per_second', []),
-        'epoch_elapsed_seconds': train.get('epoch_elapsed_seconds', []),
-        'epoch_startup': train.get('epoch_startup'),
-        'validation_accuracy': validation.get('epoch_accuracy', []),
-        # Per epoch, None where its estimate of |G|^2 was not positive (written as NaN); None
-        # for a run that did not measure it.
-        'gradient_noise_scale': _known(train.get('epoch_gradient_noise_scale')),
-        'complete': 'wall_time_seconds' in final,
-        'hparams': hparams,  # Also by name in the record; the HParams dashboard's columns.
-        'metrics': {'': list(final), 'train': list(train), 'validation': list(validation)},
-        **{metric: values[-1] for metric, values in final.items()},
-      }
-    )
+    record = {
+      'run': name,
+      'started': root.FirstEventTimestamp(),
+      **hparams,
+      'epoch_examples_per_second': train.get('epoch_examples_per_second', []),
+      'epoch_elapsed_seconds': train.get('epoch_elapsed_seconds', []),
+      'epoch_startup': train.get('epoch_startup'),
+      'validation_accuracy': validation.get('epoch_accuracy', []),
+      # Per epoch, None where its estimate of |G|^2 was not positive (written as NaN); None
+      # for a run that did not measure it.
+      'gradient_noise_scale': _known(train.get('epoch_gradient_noise_scale')),
+      'complete': 'wall_time_seconds' in final,
+      'hparams': hparams,  # Also by name in the record; the HParams dashboard's columns.
+      'metrics': {'': list(final), 'train': list(train), 'validation': list(validation)},
+      **{metric: values[-1] for metric, values in final.items()},
+    }
+    damage = _damage(run_dir, record)
+    if damage:
+      _left_out(run_dir, damage, say)
+      continue
+    runs.append(record)
   return sorted(runs, key=lambda run: run['started'])
+
+
+def _left_out(run_dir, damage, say):
+  say(
+    f'{run_dir}: its TensorBoard event files are damaged ({damage}); left out of the '
+    'report: remove that run directory and run the same command to train it again'
+  )
+
+
+def _damage(run_dir, run):
+  """What a run's event files lack of what it wrote (a file truncated or overwritten since),
+  or None: a finished run has every epoch's scalars and its final metrics."""
+  if not run['complete']:
+    finished = results.run_dir_state(run_dir) == 'finished'  # Its result.json says so.
+    return 'no final metrics, though its result.json is complete' if finished else None
+  epochs = run.get('epochs') or 1
+  series = {
+    'train/ throughput': run['epoch_examples_per_second'],
+    'train/ elapsed seconds': run['epoch_elapsed_seconds'],
+    'validation/ accuracy': run['validation_accuracy'],
+  }
+  short = [
+    f'{what} of {len(values)} of {epochs} epochs'
+    for what, values in series.items()
+    if len(values) < epochs
+  ]
+  return ', '.join(short) or None
 
 
 def _known(values):

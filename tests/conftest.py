@@ -162,3 +162,18 @@ def logdir(tmp_path):
   """A run directory root whose processes are all killed after the test, whatever happened."""
   yield tmp_path
   kill_all(str(tmp_path))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+  """A file system of 512 KB (a tmpfs; needs root): too small for a run's checkpoints."""
+  mount = tmp_path / 'small'
+  mount.mkdir()
+  made = subprocess.run(
+    ['mount', '-t', 'tmpfs', '-o', 'size=512k', 'tmpfs', str(mount)], capture_output=True
+  )
+  if made.returncode:
+    pytest.skip(f'cannot mount a tmpfs here: {made.stderr.decode().strip()}')
+  yield str(mount)
+  kill_all(str(mount))
+  subprocess.run(['umount', '-l', str(mount)], check=True)

@@ -28,10 +28,16 @@ class RemoteValue:
     return [1.0, 2.0]
 
 
-def test_a_result_on_a_worker_cut_off_is_fetched_once_it_is_back():
-  remote = RemoteValue(failures=3)
-  assert execution.Scheduled(remote, patience=60, poll_seconds=0).fetch() == [1.0, 2.0]
-  assert remote.fetches == 4
+def test_a_result_on_a_worker_cut_off_is_fetched_once_it_is_back_and_told():
+  """Survived, and recorded: the run's `late_results` (issue 34's class of faults survived
+  but not recorded)."""
+  late = []
+  for failures in (3, 0):
+    remote = RemoteValue(failures=failures)
+    scheduled = execution.Scheduled(remote, 60, poll_seconds=0, on_late=lambda: late.append(1))
+    assert scheduled.fetch() == [1.0, 2.0]
+    assert remote.fetches == failures + 1
+  assert late == [1]  # Once, for the result that was late; none for the one on time.
 
 
 def test_a_worker_cut_off_for_longer_than_the_patience_is_lost_to_the_run():

@@ -140,7 +140,10 @@ def test_multi_worker_mirrored_restarts_every_task_from_the_last_checkpoint(logd
   with open(os.path.join(run_dir, 'fault.json')) as f:
     assert json.load(f) == {'task': 'worker-1', 'step': 32, 'killed': True}
   assert_continuous(run_dir, 4)
-  assert '1 restart(s) from a checkpoint' in proc.stdout
+  assert '1 restart(s)' in proc.stdout
+  assert result['restart_log'] == [
+    {**result['restart_log'][0], 'restarted': 'run', 'checkpoint': 'ckpt-22', 'at_step': 32}
+  ]
   with open(os.path.join(logdir, 'mwm', 'summary.md')) as f:
     assert 'restart' in f.read()
   assert wait_until_gone(str(logdir)) == []
@@ -161,7 +164,12 @@ def test_parameter_server_carries_on_while_a_lost_worker_restarts(logdir):
   assert 'worker-1 failed (killed by SIGKILL); restarting it (1/3)' in proc.stderr
   result = read_result(os.path.join(logdir, 'ps', 'parameter_server'))
   assert (result['status'], result['epochs_done'], result['steps_done']) == ('complete', 5, 220)
-  assert result['restarts'] == 0 and result['resumes'] == []
+  # The worker's restart is recorded, though the run itself went on (issue 34, case 8).
+  assert result['restarts'] == 1 and result['resumes'] == []
+  (restart,) = result['restart_log']
+  assert restart['restarted'] == 'worker-1' and restart['at_step'] >= 40
+  assert restart['why'] == 'worker-1 failed: killed by SIGKILL'
+  assert result['late_results'] == 0  # Killed, not cut off: its executions were retried.
   assert result['retried_steps'] >= 5  # At least one execution ran again on worker 0.
   assert result['final_validation_accuracy'] > 0.8
   assert 'step(s) retried on another worker' in proc.stdout
@@ -189,7 +197,33 @@ def test_a_lost_ps_task_is_restarted_with_the_run_from_its_last_checkpoint(logdi
   assert errors[1] == 'run.py: restarting parameter_server from its last checkpoint (1/3)'
   result = read_result(os.path.join(logdir, 'ps', 'parameter_server'))
   assert (result['status'], result['epochs_done']) == ('complete', 3)
+  assert [(r['restarted'], r['checkpoint']) for r in result['restart_log']] == [('run', 'ckpt-44')]
   assert [(r['step'], r['cause']) for r in result['resumes']] == [(44, 'restart')]
+  assert wait_until_gone(str(logdir)) == []
+
+
+def test_a_restart_before_the_first_checkpoint_is_recorded_from_scratch(logdir):
+  """Killed before any checkpoint: restarted from scratch, said so, and recorded (issue 34,
+  case 8: `restarts: 0`, `resumes: []`)."""
+  args = ['--strategies=one_device', '--epochs=2', *STEPS, f'--logdir={logdir}', '--experiment=e']
+  proc = run_py(*args, env=with_fault('one_device@5'), timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  assert 'run.py: restarting one_device from scratch: no checkpoint yet (1/3)' in proc.stderr
+  assert 'no checkpoint of the earlier, unfinished attempt: started it over' in proc.stdout
+  result = read_result(os.path.join(logdir, 'e', 'one_device'))
+  assert result['restarts'] == 1 and result['redone_steps'] == 5
+  assert result['resumes'] == [
+    {'checkpoint': None, 'step': 0, 'redone_steps': 5, 'cause': 'restart'}
+  ]
+  assert result['restart_log'] == [
+    {
+      'restarted': 'run',
+      'why': 'one_device failed: killed by SIGKILL',
+      'at_step': 5,
+      'checkpoint': None,
+    }
+  ]
+  assert '1 restart(s), 5 step(s) redone' in proc.stdout
   assert wait_until_gone(str(logdir)) == []
 
 
@@ -305,3 +339,34 @@ def test_divergence_stops_at_its_step_and_keeps_the_last_good_checkpoint(logdir)
   )
   assert_one_line_error(proc, 'NaN or infinite at step 2', 'ckpt-1, is kept', '--learning_rate')
   assert checkpoint_steps(os.path.join(logdir, 'nan', 'one_device')) == [1]
+
+
+def test_a_disk_that_fills_is_one_line_naming_the_path_and_never_restarted(small_disk):
+  """Whichever write the disk refuses first (an event file, a checkpoint, result.json): one
+  line naming it and what to do, exit status 1, no restart into the same full disk, no
+  traceback, no half-written file (issue 34, case 7: `OSError: [Errno 28]` without a path,
+  restarted three times; a checkpoint's exiting 2)."""
+  proc = run_py(
+    '--strategies=one_device',
+    '--model=mlp',
+    '--epochs=2',
+    *STEPS,
+    '--checkpoint_every_steps=5',
+    f'--logdir={small_disk}',
+    '--experiment=e',
+    '--min_free_disk_mb=0',
+    timeout=300,
+  )
+  assert proc.returncode == 1, proc.stderr
+  errors = [line for line in proc.stderr.splitlines() if line.startswith('run.py:')]
+  assert len(errors) == 1, proc.stderr
+  assert errors[0].startswith(f'run.py: cannot write {small_disk}/e')
+  assert '(No space left on device); ' in errors[0] and 'free space there' in errors[0]
+  assert 'restarting' not in proc.stderr and 'Traceback' not in proc.stderr
+  for root, _, names in os.walk(small_disk):
+    for name in names:
+      assert not name.endswith('.tmp'), os.path.join(root, name)
+      if name.endswith('.json'):
+        with open(os.path.join(root, name)) as f:
+          json.load(f)  # Whole, or not there.
+  assert wait_until_gone(small_disk) == []

@@ -19,6 +19,7 @@ import run  # noqa: F401  # Defines every flag, as run.py does.
 from configs import from_flags
 from orchestration import commands
 from orchestration import log_filter
+from records import resume
 from tests.conftest import ROOT
 from tests.conftest import RUN_PY
 from tests.conftest import read_result
@@ -63,13 +64,11 @@ def test_the_resume_command_is_typed_from_the_working_directory(monkeypatch, tmp
 
 
 def test_every_resume_message_prints_the_exported_command(monkeypatch):
-  monkeypatch.setenv(commands.RESUME_ENV, '')  # Restored as it was, after the test.
-  monkeypatch.delenv(commands.RESUME_ENV)
-  assert (
-    commands.resume_hint() == 'run the same command to resume'
-  )  # A process run.py did not start.
+  monkeypatch.setenv(resume.ENV, '')  # Restored as it was, after the test.
+  monkeypatch.delenv(resume.ENV)
+  assert resume.hint() == 'run the same command to resume'  # A process run.py did not start.
   commands.export_resume('.venv/bin/python run.py --experiment=e')
-  assert commands.resume_hint() == 'to resume, run: .venv/bin/python run.py --experiment=e'
+  assert resume.hint() == 'to resume, run: .venv/bin/python run.py --experiment=e'
 
 
 def test_the_tensorboard_command_is_the_venvs_through_the_filter(monkeypatch):

@@ -7,6 +7,7 @@ A pid counts as gone when it no longer exists or is a zombie: an orphan that was
 reaped by init, which in a container may be slow or never do it.
 """
 
+import json
 import os
 import re
 import select
@@ -16,6 +17,7 @@ import sys
 import textwrap
 import time
 
+import portpicker
 import pytest
 
 from orchestration import processes
@@ -390,6 +392,93 @@ def test_die_with_parent_without_env_is_a_no_op():
   assert proc.stdout == 'armed\n'
 
 
+# A launcher: starts run.py as a child (its PARENT_PID_ENV set), a worker of a two-worker
+# cluster whose other worker never comes, so it waits, with its start-up watchdog beside it.
+LAUNCHER = """
+import os, subprocess, sys, time
+env = dict(os.environ, TF_CONFIG=sys.argv[2], **{sys.argv[3]: str(os.getpid())})
+child = subprocess.Popen([sys.executable, os.path.join(sys.argv[1], 'run.py'), *sys.argv[4:]],
+                         env=env, stdin=subprocess.DEVNULL)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def start_launcher(logdir):
+  ports = [portpicker.pick_unused_port() for _ in range(2)]
+  tf_config = json.dumps(
+    {
+      'cluster': {'worker': [f'localhost:{port}' for port in ports]},
+      'task': {'type': 'worker', 'index': 0},
+    }
+  )
+  return subprocess.Popen(
+    [
+      *py(LAUNCHER, ROOT, tf_config, processes.PARENT_PID_ENV),
+      '--strategies=multi_worker_mirrored',
+      f'--logdir={logdir}',
+      '--startup_timeout=300',
+    ],
+    stdout=subprocess.PIPE,
+    stdin=subprocess.DEVNULL,
+    text=True,
+  )
+
+
+def children(pid):
+  try:
+    with open(f'/proc/{pid}/task/{pid}/children') as f:
+      return [int(p) for p in f.read().split()]
+  except FileNotFoundError:
+    return []
+
+
+@pytest.mark.slow
+def test_a_killed_launcher_takes_a_starting_task_and_its_watchdog_along(reap, tmp_path):
+  """SIGKILL of the launcher while a task starts up (TensorFlow loading, waiting for its
+  cluster): the task, and the start-up watchdog it started, die at once, not when the task
+  gets round to asking (issue 34: 6-15 s later)."""
+  launcher = start_launcher(tmp_path)
+  reap[1].append(launcher)
+  task = int(read_line(launcher.stdout, timeout=60))
+  reap[0].append(task)
+  deadline = time.monotonic() + 300
+  while not children(task):  # The watchdog, once TensorFlow has loaded and the wait begun.
+    assert alive(task) and time.monotonic() < deadline, 'the task never started its watchdog'
+    time.sleep(0.1)
+  watchdog = children(task)[0]
+  reap[0].append(watchdog)
+  os.kill(launcher.pid, signal.SIGKILL)
+  launcher.wait(timeout=10)
+  assert gone_within(task, 10) and gone_within(watchdog, 10)
+
+
+def maps_tensorflow(pid):
+  try:
+    with open(f'/proc/{pid}/maps') as f:
+      return 'tensorflow' in f.read()
+  except (FileNotFoundError, ProcessLookupError, PermissionError):
+    return False
+
+
+@pytest.mark.slow
+def test_a_launcher_killed_at_once_takes_its_child_before_it_loads_anything(reap, tmp_path):
+  """run.py asks to die with its launcher before its first slow import: a child whose launcher
+  is gone never gets as far as loading TensorFlow (it used to ask only after, in run_task, and
+  the report's child never asked)."""
+  launcher = start_launcher(tmp_path)
+  reap[1].append(launcher)
+  child = int(read_line(launcher.stdout, timeout=60))
+  reap[0].append(child)
+  os.kill(launcher.pid, signal.SIGKILL)
+  launcher.wait(timeout=10)
+  deadline = time.monotonic() + 60
+  while alive(child):
+    assert not maps_tensorflow(child), 'the orphaned child went on to load TensorFlow'
+    assert time.monotonic() < deadline, 'the orphaned child lived on'
+    time.sleep(0.02)
+
+
 RAISE_ON_SIGNALS = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
@@ -445,6 +534,42 @@ def test_a_child_that_dies_is_restarted_the_same_way(tmp_path, capsys):
   assert out == 'first\nsecond\n'
   assert err == 'run.py: worker-1 failed (killed by SIGKILL); restarting it (1/2)\n'
   assert (tmp_path / 'w.log').read_text() == 'first\nsecond\n'  # Appended, not overwritten.
+
+
+def test_every_restart_is_told_before_it_is_made(tmp_path, capsys):
+  """on_restart hears of each restart (the launcher records it in the run's restarts.json)."""
+  marker = tmp_path / 'ran-once'
+  child = py(
+    """
+      import os, signal, sys
+      if not os.path.exists(sys.argv[1]):
+        open(sys.argv[1], 'w').close()
+        os.kill(os.getpid(), signal.SIGKILL)
+      """,
+    marker,
+  )
+  told = []
+  with ProcessGroup() as group:
+    group.start('worker-1', child, restarts=2, on_restart=lambda *heard: told.append(heard))
+    group.wait(idle_timeout=10)
+  assert told == [('worker-1', 'worker-1 failed: killed by SIGKILL')]
+
+
+def test_a_full_disk_is_not_restarted(capsys):
+  """A child that exits NOT_RESTARTED (the storage refused a write: run.py's status for it in
+  the launcher's child) is not restarted: the disk is as full the second time."""
+  with ProcessGroup() as group:
+    group.start(
+      'one_device',
+      py(
+        f'import sys; print("cannot write x", file=sys.stderr); sys.exit({processes.NOT_RESTARTED})'
+      ),
+      restarts=3,
+    )
+    with pytest.raises(TaskError) as e:
+      group.wait(idle_timeout=10)
+  assert not e.value.died and group.restarted == {'one_device': 0}
+  assert str(e.value) == 'one_device failed: cannot write x'
 
 
 def test_restarts_run_out_and_a_refusal_is_never_restarted(capsys):

@@ -173,7 +173,7 @@ def test_paths_may_be_path_objects(tmp_path):
   """Callers hold pathlib.Paths too (tests, users' code): every function takes os.PathLike."""
   run_dir = tmp_path / 'run'
   storage.makedirs(run_dir)
-  storage.write_atomic(storage.join(run_dir, 'a.json'), '{"step": 7}')
+  storage.write_text(storage.join(run_dir, 'a.json'), '{"step": 7}')
   assert storage.exists(run_dir / 'a.json') and storage.isdir(run_dir)
   assert storage.listdir(run_dir) == ['a.json']
   assert storage.local_path(run_dir) == str(run_dir)

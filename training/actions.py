@@ -93,7 +93,7 @@ class Checkpoints(controller_lib.Action):
     self.steps_per_execution = steps_per_execution
     self.lost_executions = lost_executions  # A coordinator_log.LostExecutions, if coordinated.
     self.saved_step = state.step if state.resumes else None
-    self._retried_before = state.retried_steps
+    self._retried_before, self._late_before = state.retried_steps, state.late_results
 
   def _step_due(self, step):
     every = self.every_steps
@@ -120,7 +120,7 @@ class Checkpoints(controller_lib.Action):
       raise loop.NonFiniteLoss(state.step, what='weights')
     started = time.perf_counter()
     state.elapsed_seconds = controller.elapsed()
-    state.retried_steps = self.retried_steps()
+    state.retried_steps, state.late_results = self.retried_steps(), self.late_results()
     self.checkpointer.save(state.step, state.to_json())
     self.saved_step = state.step
     seconds = time.perf_counter() - started
@@ -131,6 +131,11 @@ class Checkpoints(controller_lib.Action):
     """Steps lost with a parameter-server worker and run again, over every attempt."""
     lost = self.lost_executions
     return self._retried_before + (lost.count * self.steps_per_execution if lost else 0)
+
+  def late_results(self):
+    """Results fetched from a parameter-server worker once it was back from being cut off,
+    over every attempt."""
+    return self._late_before + self.trainer.executor.late_results
 
 
 class Profile(controller_lib.Action):

@@ -20,16 +20,23 @@ import tempfile
 
 import tensorflow as tf
 
-from orchestration import commands
 from orchestration import processes
 from records import results
+from records import resume
 from records import settings as run_settings
 from records import storage
+from training import execution
 from training import loop
 
 DIRECTORY = 'checkpoints'
 KEEP = 3
 _STATE_KEY = 'run_state/.ATTRIBUTES/VARIABLE_VALUE'
+
+
+def _save_fix():
+  return (
+    f'the earlier checkpoints are kept: free space there (or make it writable); {resume.hint()}'
+  )
 
 
 class CheckpointError(ValueError):
@@ -78,12 +85,25 @@ def read_state(path):
   try:
     return json.loads(tf.train.load_checkpoint(path).get_tensor(_STATE_KEY))
   except Exception as e:  # pylint: disable=broad-except  # A damaged file fails in many ways.
-    raise Unreadable(f'checkpoint {path} cannot be read ({_reason(e)})') from None
+    raise _unreadable(path, e) from None
 
 
 class Unreadable(CheckpointError):
   """A checkpoint that cannot be read (truncated, corrupt, a shard missing): an older one may
   be."""
+
+
+def _unreadable(path, error):
+  """Unreadable for a damaged checkpoint, so that an older one is tried; but a checkpoint the
+  storage will not let this process read (permissions) is not damaged, and no older one would
+  do better: that is refused, with what to do, before any is skipped."""
+  refused = storage.refusal(error)
+  if refused:
+    return CheckpointError(
+      f'checkpoint {path} cannot be read ({refused}); make {storage.dirname(path)} readable to '
+      f'this user; {resume.hint()}'
+    )
+  return Unreadable(f'checkpoint {path} cannot be read ({_reason(error)})')
 
 
 @dataclasses.dataclass
@@ -98,6 +118,7 @@ class RunState:
   elapsed_seconds: float = 0.0  # Seconds since training began, over every attempt.
   checkpoint_seconds: float = 0.0  # Of them, writing checkpoints.
   retried_steps: int = 0  # Lost with a parameter-server worker, run again.
+  late_results: int = 0  # Fetched from a parameter-server worker once it was back from a cut.
   # Each validation pass: {step, accuracy, loss, elapsed_seconds}, in step order.
   step_evaluations: list = dataclasses.field(default_factory=list)
   resumes: list = dataclasses.field(default_factory=list)
@@ -116,11 +137,14 @@ class RunState:
     )
 
 
-def start_or_resume(run_dir, resume, trainer, checkpointer, settings, say=print):
+def start_or_resume(
+  run_dir, resume, trainer, checkpointer, settings, say=print, started_before=False
+):
   """A fresh RunState, or (with `resume`) that of the newest checkpoint that can be read,
   restored into `trainer`: each newer one that cannot is skipped, in one line, and listed in
-  the resume's `skipped`; a fresh start only when none can be read (recorded as a resume from
-  no checkpoint). A checkpoint of other settings is refused (CheckpointError)."""
+  the resume's `skipped`. A fresh start of a run that was restarted or `started_before`
+  (before its first checkpoint), or whose checkpoints all fail to read, is recorded as a
+  resume from no checkpoint. A checkpoint of other settings is refused (CheckpointError)."""
   paths = kept(run_dir, say) if resume else []
   skipped = []
   for path in paths:
@@ -135,7 +159,8 @@ def start_or_resume(run_dir, resume, trainer, checkpointer, settings, say=print)
     state = RunState.from_json(saved)
     break
   else:
-    if not skipped:
+    restarted = resume and (started_before or os.environ.get(processes.RESTART_ENV))
+    if not (skipped or restarted):
       return RunState(settings)
     state, path = RunState(settings), None
   trainer.seek(state.step)
@@ -183,19 +208,18 @@ class Checkpointer:
         f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
         'with the flags it was written with, or choose another --experiment'
       ) from None
+    except execution.PEER_ERRORS:  # A ps task lost while restoring its variables: not the file.
+      raise
     except Exception as e:  # pylint: disable=broad-except  # As in read_state.
-      raise Unreadable(f'checkpoint {path} cannot be read ({_reason(e)})') from None
+      raise _unreadable(path, e) from None
 
   def save(self, step, state):
     """Writes checkpoint `ckpt-<step>`; the newest KEEP are kept. Returns its path."""
     self._state.assign(json.dumps(state))
-    try:
+    # Only the storage's refusal is the disk's: a ps task lost while its variables are read
+    # fails the save too (`recvmsg:Connection reset by peer`), and is the run's lost peer.
+    with storage.writing(self.directory, (tf.errors.OpError,), _save_fix()):
       return self._manager.save(checkpoint_number=step)
-    except (tf.errors.OpError, OSError) as e:
-      raise CheckpointError(
-        f'cannot write a checkpoint into {self.directory} ({_reason(e)}); '
-        f'the earlier checkpoints are kept: free space there; {commands.resume_hint()}'
-      ) from None
 
   def close(self):
     if self._scratch:

@@ -15,11 +15,12 @@ import tensorflow as tf
 from data import pipeline
 from training import private_apis
 
-# A result's copy from its worker (the coordinator's Identity op) failed with one of these,
-# naming the worker: the worker is cut off. An execution's own error (a ps lost, say) comes
-# from its function instead, and is raised at once.
+# The errors of a peer task gone or cut off. A result's copy from its worker (the
+# coordinator's Identity op) failed with one of these, naming the worker: the worker is cut
+# off. An execution's own error (a ps lost, say) comes from its function instead, and is
+# raised at once.
 _COPY = '[Op:Identity]'
-_CUT_OFF = (
+PEER_ERRORS = (
   tf.errors.UnavailableError,
   tf.errors.AbortedError,
   tf.errors.CancelledError,
@@ -42,6 +43,7 @@ class InPlace:
 
   coordinated = False
   in_flight = 1  # Executions under way at once.
+  late_results = 0  # Results fetched once their worker, cut off, was back (Coordinated's).
 
   def __init__(self, strategy):
     self.strategy = strategy
@@ -75,20 +77,26 @@ class Scheduled:
   run. The worker still holds the result when it is back, so the copy is tried again until
   then, for at most `patience` seconds (after that, the worker is lost to the run, as before)."""
 
-  def __init__(self, remote_value, patience, poll_seconds=1.0):
+  def __init__(self, remote_value, patience, poll_seconds=1.0, on_late=lambda: None):
     self._remote_value = remote_value
     self._patience, self._poll_seconds = patience, poll_seconds
+    self._on_late = on_late  # Told of a result fetched once its worker was back: a fault survived.
 
   def fetch(self):
     deadline = time.monotonic() + self._patience
+    cut_off = False
     while True:
       try:
-        return self._remote_value.fetch()
-      except _CUT_OFF as error:
-        copy_cut_off = _COPY in str(error) and '/job:worker' in str(error)
-        if not copy_cut_off or time.monotonic() > deadline:
+        result = self._remote_value.fetch()
+      except PEER_ERRORS as error:
+        cut_off = _COPY in str(error) and '/job:worker' in str(error)
+        if not cut_off or time.monotonic() > deadline:
           raise
-      time.sleep(self._poll_seconds)
+        time.sleep(self._poll_seconds)
+        continue
+      if cut_off:
+        self._on_late()
+      return result
 
 
 class Coordinated(InPlace):
@@ -102,6 +110,7 @@ class Coordinated(InPlace):
     self.patience = patience  # How long a worker may be cut off with a result on it.
     self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     self.in_flight = 4 * num_workers
+    self.late_results = 0
 
   def distribute(self, dataset_fn):
     return iter(
@@ -111,4 +120,9 @@ class Coordinated(InPlace):
     )
 
   def launch(self, function, *args):
-    return Scheduled(self.coordinator.schedule(function, args=args), self.patience)
+    return Scheduled(
+      self.coordinator.schedule(function, args=args), self.patience, on_late=self._count_late
+    )
+
+  def _count_late(self):
+    self.late_results += 1

@@ -90,6 +90,7 @@ def result(
   status,
   wall_time_seconds,
   retried_steps,
+  late_results,
   tf_config,
   compute_devices=(),
   card=None,
@@ -97,7 +98,7 @@ def result(
 ):
   """result.json: the settings, the model card, where the run got to, what faults cost, the
   measurements, and where a step's time goes (training/step_timing.py; None when not measured)."""
-  resumes = state.resumes
+  resumes, restart_log = state.resumes, results.read_restarts(config.run_dir)
   return {
     'status': status,
     'run': config.name,
@@ -111,12 +112,17 @@ def result(
     'checkpoint_seconds': state.checkpoint_seconds,
     'checkpoint': checkpoints.latest(config.run_dir),
     'resumes': resumes,
-    'restarts': sum(r['cause'] == 'restart' for r in resumes),
+    # Every restart the launcher made, of the run or of one of its tasks, with or without a
+    # checkpoint to resume from (a restart before the first checkpoint leaves none in it).
+    'restart_log': restart_log,
+    'restarts': len(restart_log),
     'resumed': sum(r['cause'] == 'resume' for r in resumes),
     'redone_steps': sum(r['redone_steps'] for r in resumes),
     # Under a coordinator: executions lost with a worker and run again on another, at most
     # --steps_per_execution steps each.
     'retried_steps': retried_steps,
+    # Executions whose result was fetched from their worker once it was back from a cut.
+    'late_results': late_results,
     'compute_devices': list(compute_devices),
     'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
     'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
@@ -159,6 +165,7 @@ FINAL_METRICS = (
   'resumed',
   'redone_steps',
   'retried_steps',
+  'late_results',
 )
 
 

@@ -14,13 +14,13 @@ import models
 import strategies
 import user_code
 from configs import cluster_spec
-from orchestration import commands
 from orchestration import peers
 from orchestration import processes
 from orchestration import startup_watchdog
 from records import boundary
 from records import environment
 from records import results
+from records import resume
 from records import storage
 from training import actions
 from training import checkpoints
@@ -28,6 +28,7 @@ from training import controller as controller_lib
 from training import coordinator_log
 from training import devices
 from training import event_files
+from training import execution
 from training import loop
 from training import model_card
 from training import outcome
@@ -53,6 +54,14 @@ def run(config, tf_config=None, say=print):
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
   trainer, compute_devices = _build(config, task.spec, task.me, say)
+  # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
+  # end in the system's reason: named as the disk's, wherever they are written.
+  with storage.writing(config.run_dir, (tf.errors.OpError,)):
+    return _train(config, tf_config, task, trainer, compute_devices, say)
+
+
+def _train(config, tf_config, task, trainer, compute_devices, say):
+  """Resumes, trains and records the run (run's)."""
   # Installed once TensorFlow has started: during start-up its own handler takes SIGTERM.
   stop = processes.StopRequests()
   models.check_ghost_batch_size(
@@ -66,6 +75,7 @@ def run(config, tf_config=None, say=print):
     checkpointer,
     outcome.resume_settings(config, trainer),
     lambda line: say(f'[{config.name}] {line}'),
+    started_before=task.dir_state == 'stale',
   )
   if task.writes:
     say(f'[{config.name}] tracing the step: the model card')
@@ -91,12 +101,12 @@ def run(config, tf_config=None, say=print):
   except tf.errors.OpError as e:
     if refused_values.refused(e):  # The same data fails the same way: never restarted.
       raise _rejected(config, e) from None
-    if not task.spec:
+    if not task.spec or storage.refusal(e):  # The storage's refusal is named by `run`.
       raise
     raise _lost_peer(config, trainer, state, e, task.spec, task.me) from None
   finally:
-    writers.close()
     checkpointer.close()
+    writers.close()
 
 
 def _breakdown_parts(config, trainer, say):
@@ -159,8 +169,6 @@ class _Task:
     config = self.config
     if not self.writes:
       return lambda line: None
-    if self.dir_state == 'stale' and not state.resumes:
-      say(f'[{config.name}] no checkpoint of the earlier, unfinished attempt: starting it over')
     results.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
     event_files.clear(config.run_dir)
     environment.write_once(storage.dirname(config.run_dir), environment.describe(self.spec))
@@ -190,6 +198,7 @@ class _Recorder:
       status,
       controller.elapsed(),
       saver.retried_steps(),
+      saver.late_results(),
       self.tf_config,
       self.compute_devices,
       self.card,
@@ -336,11 +345,13 @@ def _announce(config, trainer, compute_devices, state, say):
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
-    start = (
-      f'resumed from {last["checkpoint"]}'
-      if last['checkpoint']
-      else 'no checkpoint could be read: started afresh'
-    )
+    if last['checkpoint']:
+      start = f'resumed from {last["checkpoint"]}'
+    elif last.get('skipped'):
+      start = 'no checkpoint could be read: started afresh'
+    else:
+      start = 'no checkpoint of the earlier, unfinished attempt: started it over'
+
     say(
       f'[{config.name}] {start} at step {state.step} of '
       f'{config.epochs * batching.steps_per_epoch}{redone}'
@@ -355,7 +366,7 @@ def _interrupt(config, controller, saver, stop, recorder):
   raise processes.Interrupted(
     stop.signum or signal.SIGTERM,  # A worker stopping because another was asked.
     f'[{config.name}] interrupted at step {controller.state.step} of {controller.total_steps}; '
-    f'checkpoint {checkpoints.latest(config.run_dir)} written; {commands.resume_hint()}',
+    f'checkpoint {checkpoints.latest(config.run_dir)} written; {resume.hint()}',
   )
 
 
@@ -385,12 +396,17 @@ def _kept(config):
 
 
 def _lost_peer(config, trainer, state, error, spec, me):
-  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer)."""
-  who = ', '.join(peers.silent_peers(spec, me)) or 'a peer task'
+  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer);
+  `error` itself when every peer answers and it is not a peer's error (not a lost peer, then,
+  but whatever it says)."""
+  silent = peers.silent_peers(spec, me)
+  if not silent and not isinstance(error, execution.PEER_ERRORS):
+    return error
+  who = ', '.join(silent) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
   if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
     return peers.PeerLost(
       f'[{config.name}] {who} lost at step {state.step} ({reason}); {_kept(config)}: '
-      f'restart the task; {commands.resume_hint()}'
+      f'restart the task; {resume.hint()}'
     )
   return peers.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')
