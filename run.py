@@ -25,14 +25,13 @@ from absl import app
 from absl import flags
 from absl import logging
 
-import data
 import strategies
-import user_code
 from configs import cluster_spec
 from configs import dry_run
 from configs import flags as defined_flags
 from configs import from_flags
 from orchestration import commands
+from orchestration import exit_status
 from orchestration import experiment_lock
 from orchestration import gpus
 from orchestration import launcher
@@ -40,7 +39,6 @@ from orchestration import log_filter
 from orchestration import logdir
 from orchestration import peers
 from records import resume
-from records import storage
 
 for _module in (defined_flags.__name__, *strategies.module_names()):  # --help lists them all.
   flags.adopt_module_key_flags(sys.modules[_module])
@@ -141,22 +139,9 @@ def run_main(argv):
   except Exception as e:  # pylint: disable=broad-except
     if verbose := logging.get_verbosity() >= 1:  # The traceback, then the same line and status.
       traceback.print_exc()
-    expected = isinstance(e, (ValueError, data.DatasetError, processes.TaskError))
-    first_line = user_code.message(e).removeprefix(f'{type(e).__name__}: ')
-    if not (expected or isinstance(e, (peers.PeerLost, storage.CannotWrite))):
-      hint = '' if verbose else ' (--verbosity=1 shows the traceback)'
-      first_line = f'{type(e).__name__}: {first_line}{hint}'
-    print(f'run.py: {first_line}', file=sys.stderr)
-    sys.exit(2 if expected else _fault_status(e))
-
-
-def _fault_status(error):
-  """1, for a fault a rerun may cure (unexpected, a lost peer: a restart may help); but the
-  storage refusing writes is not cured by restarting into it, so a child of the launcher
-  says so with processes.NOT_RESTARTED, which the launcher does not restart (and exits 1)."""
-  if isinstance(error, storage.CannotWrite) and processes.PARENT_PID_ENV in os.environ:
-    return processes.NOT_RESTARTED
-  return 1
+    line, status = exit_status.line_and_status(e, verbose)
+    print(line, file=sys.stderr)
+    sys.exit(status)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,31 @@
+"""How run.py ends on an error: one line on stderr and the exit status that says what kind of
+error it was (2: refused input; 1: a fault a rerun may cure; processes.NOT_RESTARTED: a
+launcher's child that a restart would not cure)."""
+
+import os
+
+import data
+import user_code
+from orchestration import peers
+from orchestration import processes
+from records import storage
+
+
+def line_and_status(error, verbose):
+  """The line to print for `error` and the status to exit with; an unexpected error's line
+  names its type, and says how to see the traceback unless `verbose` showed it."""
+  expected = isinstance(error, (ValueError, data.DatasetError, processes.TaskError))
+  line = user_code.message(error).removeprefix(f'{type(error).__name__}: ')
+  if not (expected or isinstance(error, (peers.PeerLost, storage.CannotWrite))):
+    hint = '' if verbose else ' (--verbosity=1 shows the traceback)'
+    line = f'{type(error).__name__}: {line}{hint}'
+  return f'run.py: {line}', 2 if expected else _fault_status(error)
+
+
+def _fault_status(error):
+  """1, for a fault a rerun may cure (unexpected, a lost peer: a restart may help); but the
+  storage refusing writes is not cured by restarting into it, so a child of the launcher
+  says so with processes.NOT_RESTARTED, which the launcher does not restart (and exits 1)."""
+  if isinstance(error, storage.CannotWrite) and processes.PARENT_PID_ENV in os.environ:
+    return processes.NOT_RESTARTED
+  return 1
