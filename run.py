@@ -56,15 +56,16 @@ def quiet_tensorflow():
       log_filter.filter_own_stderr()
 
 
-def run_task(config, tf_config):
-  """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG)."""
+def run_task(config, tf_config, refusal=None):
+  """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG);
+  a chief's `refusal` (the experiment's lock) is passed on to its peers before it ends."""
   if tf_config:
     peers.check_own_port(tf_config)
   quiet_tensorflow()
   from training import task  # Loads TensorFlow: only in the process that trains.
 
   processes.die_with_parent()
-  return task.run(config, tf_config)
+  return task.run(config, tf_config, refusal)
 
 
 def report(experiment):
@@ -116,9 +117,10 @@ def main(argv):
     report(experiment)
     return 0
   if one_task:
-    recorded = run_task(experiment.runs[0], tf_config)
-    if recorded and tf_config:  # A cluster's chief: the report of every run in the experiment.
-      report(experiment)
+    with experiment_lock.for_task(experiment.directory, tf_config) as refusal:
+      recorded = run_task(experiment.runs[0], tf_config, refusal)
+      if recorded and tf_config:  # A cluster's chief: the report of every run in the experiment.
+        report(experiment)
     return 0
   processes.raise_on_signals()
   with experiment_lock.hold(experiment.directory):

@@ -21,6 +21,7 @@ from records import environment
 from records import results
 from records import storage
 from training import actions
+from training import agreement
 from training import checkpoints
 from training import controller as controller_lib
 from training import coordinator_log
@@ -41,16 +42,17 @@ GRPC_KEEPALIVE = (
 )
 
 
-def run(config, tf_config=None, say=print):
+def run(config, tf_config=None, refusal=None, say=print):
   """Plays this process's part in run `config` (a validated RunConfig); `tf_config` is this
   task's parsed TF_CONFIG in a cluster. The chief (or the only process) records into
   `config.run_dir`, resuming from its newest checkpoint when there is one (and
-  `config.checkpoints.resume`). Returns the path of result.json, or None for a task that
-  does not record."""
-  task = _Task(config, tf_config)
+  `config.checkpoints.resume`); a chief's `refusal` (ValueError: the experiment's lock) ends
+  every task of its cluster before the first step. Returns the path of result.json, or None
+  for a task that does not record."""
+  task = _Task(config, tf_config, refusal)
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
-  trainer, compute_devices = _build(config, task.spec, task.me, say)
+  trainer, compute_devices = _build(config, task.spec, task.me, say, task.refusal)
   # Installed once TensorFlow has started: during start-up its own handler takes SIGTERM.
   stop = processes.StopRequests()
   models.check_ghost_batch_size(
@@ -114,18 +116,27 @@ def _breakdown(config, trainer, history, say):
 class _Task:
   """This process's place in the run: which task it is, and whether it serves or records."""
 
-  def __init__(self, config, tf_config):
+  def __init__(self, config, tf_config, refusal=None):
     self.config = config
     self.spec = tf_config['cluster'] if tf_config else None
     self.me = (tf_config['task']['type'], tf_config['task'].get('index', 0)) if self.spec else None
-    self.writes = self.spec is None or self.me == cluster_spec.chief(self.spec)
-    self.dir_state = (
-      results.check_run_dir(config.run_dir, config.checkpoints.resume) if self.writes else None
-    )
-    if self.dir_state == 'finished':
-      raise results.RunDirError(
-        f'{config.run_dir} holds a finished run; choose another --experiment or remove it'
+    self.writes = cluster_spec.writes(tf_config)
+    try:
+      if refusal:
+        raise refusal
+      self.dir_state = (
+        results.check_run_dir(config.run_dir, config.checkpoints.resume) if self.writes else None
       )
+      if self.dir_state == 'finished':
+        raise results.RunDirError(
+          f'{config.run_dir} holds a finished run; choose another --experiment or remove it'
+        )
+    except ValueError as e:  # Refused: a chief's peers learn of it before they end too.
+      if not self.spec:
+        raise
+      self.refusal, self.dir_state = e, None
+    else:
+      self.refusal = None
     descriptor = config.distribution.descriptor
     if descriptor.coordinated:
       os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
@@ -252,8 +263,9 @@ def _card(config, trainer):
     ) from None
 
 
-def _build(config, spec, me, say):
-  """The devices, the strategy and the Trainer with its model, optimizer and data."""
+def _build(config, spec, me, say, refusal=None):
+  """The devices, the strategy and the Trainer with its model, optimizer and data; in a
+  cluster, once every task agrees to train (training/agreement.py)."""
   descriptor, perf = config.distribution.descriptor, config.performance
   devices.set_threads(perf.intra_op_threads or 0, perf.inter_op_threads or 0)
   compute_devices = devices.configure(
@@ -278,6 +290,8 @@ def _build(config, spec, me, say):
     strategy = strategies.get(config.distribution.strategy).create(
       compute_devices, config.distribution.options
     )
+    if spec:
+      agreement.check(config, spec, me, descriptor.coordinated, processes.first_line(refusal or ''))
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(strategy, config, arrays)
   return trainer, compute_devices

@@ -1,0 +1,176 @@
+"""The tasks of one cluster agree before the first step, or all refuse in one line.
+
+Each task of a TF_CONFIG cluster is started with its own flags. Tasks that differ in what they
+compute wait for each other in collectives that never match (two batch sizes: a hang), or one
+finishes while another waits (two epoch counts: a peer taken for lost); and only the chief
+checks the experiment's lock. So before the first collective every task shows the others its
+settings (records/settings.py's `shared`) and any refusal of its own (the chief's: the lock,
+a finished run), and every task ends with the same line, exit status 2, when one refuses or
+any differs from the chief.
+
+Under MultiWorkerMirroredStrategy the tasks meet in the coordination service's key-value store
+(the chief hosts it), every wait bounded by --startup_timeout, then at a barrier, so that the
+chief ends no sooner than the others have read. Under ParameterServerStrategy the servers run
+none of the run's code: each writes its settings into a file on its own host before it serves
+(`publish`); the chief reads them there (tf.io.read_file placed on the server's device) and
+writes its verdict beside them, which the server reads while it serves (`end_if_refused`).
+"""
+
+import json
+import os
+import tempfile
+
+import tensorflow as tf
+
+from configs import cluster_spec
+from records import settings as run_settings
+from training import private_apis
+
+
+class Disagreement(ValueError):
+  """The tasks of a cluster cannot run together as started; the message says why and what to
+  change."""
+
+
+def task_name(job, index):
+  return f'{job} {index}'
+
+
+def check(config, spec, me, coordinated, refusal=''):
+  """Raises Disagreement, on every task alike, when a task refuses (`refusal`, this task's own
+  one line) or the settings of any differ from the chief's; returns when they agree."""
+  mine = {'settings': run_settings.shared(config.to_json()), 'refusal': refusal}
+  timeout_ms = int(config.distribution.startup_timeout * 1000)
+  if not coordinated:
+    line = verdict_of(spec, _in_coordination_service(spec, me, mine, timeout_ms))
+  else:
+    try:
+      line = verdict_of(spec, _from_servers(spec, mine))
+    except Disagreement as e:  # The servers end with it too.
+      line = str(e)
+    _tell_servers(spec, line)
+  if line:
+    raise Disagreement(line)
+
+
+def verdict_of(spec, shown):
+  """'' when every task agrees; else the one line every task ends with. `shown` maps a task's
+  name to what it showed: {'settings': ..., 'refusal': ...}."""
+  chief = task_name(*cluster_spec.chief(spec))
+  refusals = [
+    f'{task} refuses: {each["refusal"]}' for task, each in shown.items() if each['refusal']
+  ]
+  if refusals:
+    return '; '.join(refusals)
+  found = run_settings.disagreement(chief, {task: each['settings'] for task, each in shown.items()})
+  return found and (
+    f'the tasks of this cluster were started with different settings: {found}; start every '
+    'task with the same flags'
+  )
+
+
+def _in_coordination_service(spec, me, mine, timeout_ms):
+  """Every task's settings through the coordination service's key-value store."""
+  service = private_apis.coordination_service()
+  service.put(_key(*me), json.dumps(mine))
+  shown = {}
+  for job, index, _ in cluster_spec.tasks(spec):
+    try:
+      shown[task_name(job, index)] = json.loads(service.get(_key(job, index), timeout_ms))
+    except tf.errors.OpError:
+      raise Disagreement(_silent(spec, job, index, timeout_ms)) from None
+  try:
+    service.barrier('run.py/settings-read', timeout_ms)
+  except tf.errors.OpError:
+    raise Disagreement(
+      'a task of this cluster left before it had compared its settings with the others; '
+      'see its own output, and start the cluster again'
+    ) from None
+  return shown
+
+
+def _key(job, index):
+  return f'run.py/settings/{job}/{index}'
+
+
+def _silent(spec, job, index, timeout_ms):
+  return (
+    f'{task_name(job, index)} ({spec[job][index]}) did not show its settings within '
+    f'{timeout_ms / 1000:g} s; start every task with the same version of run.py, or raise '
+    '--startup_timeout'
+  )
+
+
+def settings_file(job, index, address):
+  """Where a server of a parameter-server cluster shows its settings, on its own host."""
+  port = address.rpartition(':')[2]
+  return os.path.join(tempfile.gettempdir(), f'run.py-{job}-{index}-{port}.settings.json')
+
+
+def verdict_file(job, index, address):
+  return settings_file(job, index, address).replace('.settings.json', '.verdict')
+
+
+def publish(config, job, index, address):
+  """A server's side, before it serves: its settings, where the chief will read them; any
+  verdict of an earlier chief removed."""
+  shown = {'settings': run_settings.shared(config.to_json()), 'refusal': ''}
+  path = settings_file(job, index, address)
+  with open(f'{path}.tmp', 'w') as f:
+    json.dump(shown, f)
+  os.replace(f'{path}.tmp', path)
+  _remove(verdict_file(job, index, address))
+
+
+def end_if_refused(job, index, address):
+  """A server's side, while it serves: raises Disagreement with the line the chief ended
+  with, once it has written one ('' when the tasks agree)."""
+  try:
+    with open(verdict_file(job, index, address)) as f:
+      line = f.read()
+  except FileNotFoundError:
+    return
+  if line:
+    raise Disagreement(line)
+
+
+def withdraw(job, index, address):
+  """A server's side, once it stops serving: its files removed."""
+  for path in (settings_file(job, index, address), verdict_file(job, index, address)):
+    _remove(path)
+
+
+def _remove(path):
+  try:
+    os.remove(path)
+  except FileNotFoundError:
+    pass
+
+
+def _servers(spec):
+  chief = cluster_spec.chief(spec)
+  return [(job, index) for job, index, _ in cluster_spec.tasks(spec) if (job, index) != chief]
+
+
+def _from_servers(spec, mine):
+  """The chief's side under ParameterServerStrategy: each server's settings, read on its host
+  (the strategy has connected to every server: no wait)."""
+  shown = {task_name(*cluster_spec.chief(spec)): mine}
+  for job, index in _servers(spec):
+    path = settings_file(job, index, spec[job][index])
+    try:
+      with tf.device(f'/job:{job}/replica:0/task:{index}/device:CPU:0'):
+        shown[task_name(job, index)] = json.loads(tf.io.read_file(path).numpy())
+    except tf.errors.OpError as e:
+      raise Disagreement(
+        f'cannot read the settings of {task_name(job, index)} ({spec[job][index]}) at '
+        f'{path} on its host ({type(e).__name__}); start every task with the same version '
+        'of run.py and the same TMPDIR'
+      ) from None
+  return shown
+
+
+def _tell_servers(spec, line):
+  for job, index in _servers(spec):
+    with tf.device(f'/job:{job}/replica:0/task:{index}/device:CPU:0'):
+      tf.io.write_file(verdict_file(job, index, spec[job][index]), line)
