@@ -37,68 +37,104 @@ def task_name(job, index):
 
 
 def check(config, spec, me, coordinated, refusal=''):
-  """Raises Disagreement, on every task alike, when a task refuses (`refusal`, this task's own
-  one line) or the settings of any differ from the chief's; returns when they agree."""
+  """Before anything collective: raises Disagreement, on every task alike, when a task refuses
+  (`refusal`, this task's own one line) or the settings of any differ from the chief's."""
   mine = {'settings': run_settings.shared(config.to_json()), 'refusal': refusal}
-  timeout_ms = int(config.distribution.startup_timeout * 1000)
   if not coordinated:
-    line = verdict_of(spec, _in_coordination_service(spec, me, mine, timeout_ms))
-  else:
-    try:
-      line = verdict_of(spec, _from_servers(spec, mine))
-    except Disagreement as e:  # The servers end with it too.
-      line = str(e)
-    _tell_servers(spec, line)
-  if line:
-    raise Disagreement(line)
+    _end_unless(settings_verdict(spec, _meet('settings', spec, me, mine, _timeout_ms(config))))
+    return
+  try:
+    line = settings_verdict(spec, _from_servers(spec, mine))
+  except Disagreement as e:  # The servers end with it too.
+    line = str(e)
+  _tell_servers(spec, line)
+  _end_unless(line)
 
 
-def verdict_of(spec, shown):
+def check_start(config, spec, me, step, refusal=''):
+  """Before the first step of a MultiWorkerMirrored cluster: raises Disagreement, on every task
+  alike, when a task could not resume (`refusal`) or they would start at different steps (a
+  run directory not shared: only the chief found the checkpoints)."""
+  mine = {'step': step, 'refusal': refusal}
+  _end_unless(start_verdict(spec, _meet('start', spec, me, mine, _timeout_ms(config))))
+
+
+def settings_verdict(spec, shown):
   """'' when every task agrees; else the one line every task ends with. `shown` maps a task's
   name to what it showed: {'settings': ..., 'refusal': ...}."""
-  chief = task_name(*cluster_spec.chief(spec))
-  refusals = [
-    f'{task} refuses: {each["refusal"]}' for task, each in shown.items() if each['refusal']
-  ]
+  refusals = _refusals(shown)
   if refusals:
-    return '; '.join(refusals)
-  found = run_settings.disagreement(chief, {task: each['settings'] for task, each in shown.items()})
+    return refusals
+  found = run_settings.disagreement(
+    _chief(spec), {task: each['settings'] for task, each in shown.items()}
+  )
   return found and (
     f'the tasks of this cluster were started with different settings: {found}; start every '
     'task with the same flags'
   )
 
 
-def _in_coordination_service(spec, me, mine, timeout_ms):
-  """Every task's settings through the coordination service's key-value store."""
-  service = private_apis.coordination_service()
-  service.put(_key(*me), json.dumps(mine))
+def start_verdict(spec, shown):
+  """As `settings_verdict`, for the steps the tasks would start at: {'step': ..., 'refusal'}."""
+  steps = {task: each['step'] for task, each in shown.items()}
+  refusals = _refusals(shown)
+  if refusals or len(set(steps.values())) == 1:
+    return refusals
+  at = ', '.join(f'{task} at step {step}' for task, step in steps.items())
+  return (
+    f'the tasks of this cluster would start at different steps ({at}): each resumes from '
+    'the checkpoints in its own run directory, which must be the same directory on storage '
+    f'every task shares, as {_chief(spec)} writes them; give every task a --logdir there'
+  )
+
+
+def _refusals(shown):
+  return '; '.join(
+    f'{task} refuses: {each["refusal"]}' for task, each in shown.items() if each['refusal']
+  )
+
+
+def _chief(spec):
+  return task_name(*cluster_spec.chief(spec))
+
+
+def _end_unless(line):
+  if line:
+    raise Disagreement(line)
+
+
+def _timeout_ms(config):
+  return int(config.distribution.startup_timeout * 1000)
+
+
+ROUNDS = {'settings': 'settings', 'start': 'starting step'}  # Each round's key: what it shows.
+
+
+def _meet(round_name, spec, me, mine, timeout_ms):
+  """What every task showed in round `round_name`, through the coordination service's
+  key-value store; then a barrier, so that no task (the chief hosts the store) ends before
+  every other has read."""
+  service, what = private_apis.coordination_service(), ROUNDS[round_name]
+  key = lambda job, index: f'run.py/{round_name}/{job}/{index}'
+  service.put(key(*me), json.dumps(mine))
   shown = {}
   for job, index, _ in cluster_spec.tasks(spec):
     try:
-      shown[task_name(job, index)] = json.loads(service.get(_key(job, index), timeout_ms))
+      shown[task_name(job, index)] = json.loads(service.get(key(job, index), timeout_ms))
     except tf.errors.OpError:
-      raise Disagreement(_silent(spec, job, index, timeout_ms)) from None
+      raise Disagreement(
+        f'{task_name(job, index)} ({spec[job][index]}) did not show its {what} within '
+        f'{timeout_ms / 1000:g} s; start every task with the same version of run.py, or '
+        'raise --startup_timeout'
+      ) from None
   try:
-    service.barrier('run.py/settings-read', timeout_ms)
+    service.barrier(f'run.py/{round_name}-read', timeout_ms)
   except tf.errors.OpError:
     raise Disagreement(
-      'a task of this cluster left before it had compared its settings with the others; '
+      f'a task of this cluster left before it had compared its {what} with the others; '
       'see its own output, and start the cluster again'
     ) from None
   return shown
-
-
-def _key(job, index):
-  return f'run.py/settings/{job}/{index}'
-
-
-def _silent(spec, job, index, timeout_ms):
-  return (
-    f'{task_name(job, index)} ({spec[job][index]}) did not show its settings within '
-    f'{timeout_ms / 1000:g} s; start every task with the same version of run.py, or raise '
-    '--startup_timeout'
-  )
 
 
 def settings_file(job, index, address):

@@ -59,15 +59,7 @@ def run(config, tf_config=None, refusal=None, say=print):
     config.model.ghost_batch_size, trainer.batching.per_replica_batch_size
   )
   checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), task.writes)
-  state = checkpoints.start_or_resume(
-    config.run_dir,
-    config.checkpoints.resume,
-    trainer,
-    checkpointer,
-    outcome.resume_settings(config, trainer),
-    lambda line: say(f'[{config.name}] {line}'),
-  )
-  card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
+  state, card = _start(config, task, trainer, checkpointer, say)
   say = task.start_record(state, say)
   writers = event_files.Writers(config.run_dir if task.writes else None)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
@@ -89,6 +81,29 @@ def run(config, tf_config=None, refusal=None, say=print):
   finally:
     writers.close()
     checkpointer.close()
+
+
+def _start(config, task, trainer, checkpointer, say):
+  """The run's state, resumed or fresh, and (for the chief) its model card; in a cluster whose
+  tasks all step, once every task can start, and at the same step (training/agreement.py)."""
+  in_step = task.spec and not trainer.executor.coordinated
+  try:
+    state = checkpoints.start_or_resume(
+      config.run_dir,
+      config.checkpoints.resume,
+      trainer,
+      checkpointer,
+      outcome.resume_settings(config, trainer),
+      lambda line: say(f'[{config.name}] {line}'),
+    )
+    card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
+  except ValueError as e:  # A checkpoint or a model refused: the others end with it.
+    if in_step:
+      agreement.check_start(config, task.spec, task.me, None, processes.first_line(e))
+    raise
+  if in_step:
+    agreement.check_start(config, task.spec, task.me, state.step)
+  return state, card
 
 
 def _breakdown(config, trainer, history, say):
