@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 
 import portpicker
 import pytest
@@ -186,6 +187,88 @@ def test_parameter_server_chief_names_missing_servers(logdir):
   errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
   assert len(errors) == 1, stderr
   assert f'worker 0 ({spec["worker"][0]})' in errors[0] and f'ps 0 ({spec["ps"][0]})' in errors[0]
+
+
+def _one_line_each(outputs):
+  """The one `run.py:` line each task ended with (asserting there is exactly one, no traceback)."""
+  lines = {}
+  for name, (_, stderr) in outputs.items():
+    errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
+    assert len(errors) == 1 and 'Traceback' not in stderr, (name, stderr)
+    lines[name] = errors[0]
+  return lines
+
+
+def test_tasks_started_with_different_settings_all_refuse(logdir):
+  """Two multi_worker_mirrored workers at batch sizes 64 and 32 (which hung in their first
+  all-reduce), and a parameter-server worker with other epochs: every task ends with the same
+  line naming each setting and its values, exit status 2, before anything is written."""
+  quick = ['--experiment=differ', '--startup_timeout=120']
+  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+  args = ['--strategies=multi_worker_mirrored', '--epochs=1', *quick]
+  procs = {
+    i: start_task(spec, 'worker', i, [*args, f'--batch_size={64 // (i + 1)}'], logdir)
+    for i in (1, 0)
+  }
+  outputs = finish(procs, timeout=300)
+  assert {proc.returncode for proc in procs.values()} == {2}
+  assert set(_one_line_each(outputs).values()) == {
+    'run.py: the tasks of this cluster were started with different settings: worker 1 has '
+    'batch_size=32 where worker 0 has batch_size=64; start every task with the same flags'
+  }
+  assert not os.path.exists(logdir / 'differ')
+
+  spec = {
+    job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
+    for job, n in (('chief', 1), ('worker', 1), ('ps', 1))
+  }
+  procs = {
+    job: start_task(
+      spec,
+      job,
+      0,
+      ['--strategies=parameter_server', f'--epochs={2 if job == "worker" else 1}', *quick],
+      logdir,
+    )
+    for job in ('ps', 'worker', 'chief')
+  }
+  outputs = finish(procs, timeout=300)
+  assert {proc.returncode for proc in procs.values()} == {2}, outputs
+  assert set(_one_line_each(outputs).values()) == {
+    'run.py: the tasks of this cluster were started with different settings: worker 0 has '
+    'epochs=2 where chief 0 has epochs=1; start every task with the same flags'
+  }
+  assert not os.path.exists(logdir / 'differ')
+  left = [  # The servers' settings files (training/agreement.py), removed as they end.
+    name
+    for name in os.listdir(tempfile.gettempdir())
+    for address in (spec['worker'][0], spec['ps'][0])
+    if name.startswith('run.py-') and f'-{address.rpartition(":")[2]}.' in name
+  ]
+  assert left == []
+
+
+def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
+  """A TF_CONFIG cluster started into the experiment a local launch is training: both its
+  tasks refuse in one line naming the launch, and the launch trains on undisturbed."""
+  launch = start_long_run('multi_worker_mirrored', logdir, '--experiment=held')
+  try:
+    spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+    args = ['--strategies=multi_worker_mirrored', '--experiment=held', '--startup_timeout=120']
+    procs = {i: start_task(spec, 'worker', i, args, logdir) for i in (1, 0)}
+    outputs = finish(procs, timeout=300)
+    assert launch.poll() is None
+    launch.send_signal(signal.SIGTERM)
+    launch.communicate(timeout=120)
+  finally:
+    launch.kill()
+  assert {proc.returncode for proc in procs.values()} == {2}
+  [line] = set(_one_line_each(outputs).values())
+  assert line.startswith(f'run.py: worker 0 refuses: {logdir / "held"} is being run by another')
+  assert f'(pid {launch.pid} on ' in line and line.endswith('or choose another --experiment')
+  assert launch.returncode == 128 + signal.SIGTERM
+  result = read_result(logdir / 'held' / 'multi_worker_mirrored')
+  assert result['status'] == 'interrupted' and result['resumes'] == []
 
 
 def start_long_run(strategy, logdir, *args):

@@ -16,10 +16,12 @@ none of the run's code: each writes its settings into a file on its own host bef
 writes its verdict beside them, which the server reads while it serves (`end_if_refused`).
 """
 
+import hashlib
 import json
 import os
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 
 from configs import cluster_spec
@@ -36,10 +38,14 @@ def task_name(job, index):
   return f'{job} {index}'
 
 
-def check(config, spec, me, coordinated, refusal=''):
+def check(config, spec, me, coordinated, refusal='', arrays=None):
   """Before anything collective: raises Disagreement, on every task alike, when a task refuses
-  (`refusal`, this task's own one line) or the settings of any differ from the chief's."""
-  mine = {'settings': run_settings.shared(config.to_json()), 'refusal': refusal}
+  (`refusal`, this task's own one line) or the settings of any differ from the chief's; with
+  `arrays` (data.Arrays: each task of a MultiWorkerMirrored cluster reads its own), their sizes
+  and contents too."""
+  settings = run_settings.shared(config.to_json())
+  mine = {'settings': {**settings, **data_fingerprint(arrays)} if arrays else settings}
+  mine['refusal'] = refusal
   if not coordinated:
     _end_unless(settings_verdict(spec, _meet('settings', spec, me, mine, _timeout_ms(config))))
     return
@@ -49,6 +55,21 @@ def check(config, spec, me, coordinated, refusal=''):
     line = str(e)
   _tell_servers(spec, line)
   _end_unless(line)
+
+
+def data_fingerprint(arrays):
+  """What tasks reading their own copy of the data must agree on: its sizes, classes, and a
+  digest of its contents (a file of another version on one host trains another run)."""
+  digest = hashlib.blake2b(digest_size=8)
+  for array in (arrays.x_train, arrays.y_train, arrays.x_validation, arrays.y_validation):
+    digest.update(str((array.dtype.str, array.shape)).encode())
+    digest.update(np.ascontiguousarray(array).data)
+  return {
+    'training_examples': arrays.train_size,
+    'validation_examples': len(arrays.x_validation),
+    'classes': arrays.num_classes,
+    'data_digest': digest.hexdigest(),
+  }
 
 
 def check_start(config, spec, me, step, refusal=''):

@@ -306,7 +306,14 @@ def _build(config, spec, me, say, refusal=None):
       compute_devices, config.distribution.options
     )
     if spec:
-      agreement.check(config, spec, me, descriptor.coordinated, processes.first_line(refusal or ''))
+      agreement.check(
+        config,
+        spec,
+        me,
+        descriptor.coordinated,
+        processes.first_line(refusal or ''),
+        None if descriptor.coordinated else arrays,  # The coordinator feeds every worker.
+      )
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(strategy, config, arrays)
   return trainer, compute_devices
