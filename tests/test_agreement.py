@@ -224,3 +224,30 @@ def test_the_data_each_worker_reads_is_compared_by_size_and_content():
     f"worker 1 has data_digest='{other['data_digest']}' where worker 0 has "
     f"data_digest='{same['data_digest']}'"
   )
+
+
+def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
+  """Tasks that trained different step counts: the chief recorded the run complete and left;
+  the worker still in a collective says so, not that the chief was lost."""
+  import types
+
+  import tensorflow as tf
+
+  from records import results
+  from training import task
+
+  run_dir = str(tmp_path / 'multi_worker_mirrored')
+  run = config(run_dir=run_dir)
+  trainer = types.SimpleNamespace(executor=types.SimpleNamespace(coordinated=False))
+  state = types.SimpleNamespace(step=22)
+  error = tf.errors.UnavailableError(None, None, 'socket closed')
+  lost = task._lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
+  assert isinstance(lost, peers.PeerLost) and 'lost at step 22' in str(lost)
+  os.makedirs(run_dir)
+  results.write(run_dir, {'status': 'complete'})
+  finished = task._lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
+  assert type(finished) is ValueError
+  assert str(finished) == (
+    '[multi_worker_mirrored] worker 0 finished the run while worker 1 was at step 22: the tasks '
+    'did not train the same steps; start every task with the same flags and data'
+  )

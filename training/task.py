@@ -385,7 +385,20 @@ def _kept(config):
 
 
 def _lost_peer(config, trainer, state, error, spec, me):
-  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer)."""
+  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer); or,
+  for an all-reduce worker whose chief recorded the run finished, not lost: it trained fewer
+  steps than this task (refused, status 2: a restart would do the same)."""
+  chief = cluster_spec.chief(spec)
+  if (
+    not trainer.executor.coordinated
+    and me != chief
+    and results.run_dir_state(config.run_dir) == 'finished'
+  ):
+    return ValueError(
+      f'[{config.name}] {chief[0]} {chief[1]} finished the run while {me[0]} {me[1]} was at '
+      f'step {state.step}: the tasks did not train the same steps; start every task with the '
+      'same flags and data'
+    )
   who = ', '.join(peers.silent_peers(spec, me)) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
   if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
