@@ -251,7 +251,7 @@ def test_tasks_started_with_different_settings_all_refuse(logdir):
 def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
   """A TF_CONFIG cluster started into the experiment a local launch is training: both its
   tasks refuse in one line naming the launch, and the launch trains on undisturbed."""
-  launch = start_long_run('multi_worker_mirrored', logdir, '--experiment=held')
+  launch = start_long_run('multi_worker_mirrored', logdir, '--experiment=held', epochs=20000)
   try:
     spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
     args = ['--strategies=multi_worker_mirrored', '--experiment=held', '--startup_timeout=120']
@@ -271,14 +271,14 @@ def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
   assert result['status'] == 'interrupted' and result['resumes'] == []
 
 
-def start_long_run(strategy, logdir, *args):
+def start_long_run(strategy, logdir, *args, epochs=200):
   """A launcher training `strategy` far longer than a test waits, once its first epoch ended."""
   proc = subprocess.Popen(
     [
       sys.executable,
       RUN_PY,
       f'--strategies={strategy}',
-      '--epochs=200',
+      f'--epochs={epochs}',
       f'--logdir={logdir}',
       *args,
     ],
@@ -288,7 +288,7 @@ def start_long_run(strategy, logdir, *args):
     text=True,
   )
   try:
-    wait_for_line(proc, f'[{strategy}] epoch 1/200', timeout=180)
+    wait_for_line(proc, f'[{strategy}] epoch 1/{epochs}:', timeout=180)
   except BaseException:
     proc.kill()
     proc.communicate(timeout=30)
