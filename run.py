@@ -57,8 +57,7 @@ def quiet_tensorflow():
 
 
 def run_task(config, tf_config, refusal=None):
-  """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG);
-  a chief's `refusal` (the experiment's lock) is passed on to its peers before it ends."""
+  """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG)."""
   if tf_config:
     peers.check_own_port(tf_config)
   quiet_tensorflow()
@@ -118,9 +117,8 @@ def main(argv):
     return 0
   if one_task:
     with experiment_lock.for_task(experiment.directory, tf_config) as refusal:
-      recorded = run_task(experiment.runs[0], tf_config, refusal)
-      if recorded and tf_config:  # A cluster's chief: the report of every run in the experiment.
-        report(experiment)
+      if run_task(experiment.runs[0], tf_config, refusal) and tf_config:  # A cluster's chief:
+        report(experiment)  # the report of every run in the experiment.
     return 0
   processes.raise_on_signals()
   with experiment_lock.hold(experiment.directory):

@@ -246,7 +246,7 @@ def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
   os.makedirs(run_dir)
   results.write(run_dir, {'status': 'complete'})
   finished = task._lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
-  assert type(finished) is ValueError
+  assert isinstance(finished, ValueError) and not isinstance(finished, peers.PeerLost)
   assert str(finished) == (
     '[multi_worker_mirrored] worker 0 finished the run while worker 1 was at step 22: the tasks '
     'did not train the same steps; start every task with the same flags and data'

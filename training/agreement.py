@@ -16,16 +16,18 @@ none of the run's code: each writes its settings into a file on its own host bef
 writes its verdict beside them, which the server reads while it serves (`end_if_refused`).
 """
 
+import contextlib
 import hashlib
 import json
-import os
 import tempfile
 
 import numpy as np
 import tensorflow as tf
 
 from configs import cluster_spec
+from records import results
 from records import settings as run_settings
+from records import storage
 from training import private_apis
 
 
@@ -44,8 +46,9 @@ def check(config, spec, me, coordinated, refusal='', arrays=None):
   `arrays` (data.Arrays: each task of a MultiWorkerMirrored cluster reads its own), their sizes
   and contents too."""
   settings = run_settings.shared(config.to_json())
-  mine = {'settings': {**settings, **data_fingerprint(arrays)} if arrays else settings}
-  mine['refusal'] = refusal
+  if arrays and not coordinated:  # A parameter-server coordinator feeds every worker its data.
+    settings.update(data_fingerprint(arrays))
+  mine = {'settings': settings, 'refusal': _line(refusal)}
   if not coordinated:
     _end_unless(settings_verdict(spec, _meet('settings', spec, me, mine, _timeout_ms(config))))
     return
@@ -76,8 +79,27 @@ def check_start(config, spec, me, step, refusal=''):
   """Before the first step of a MultiWorkerMirrored cluster: raises Disagreement, on every task
   alike, when a task could not resume (`refusal`) or they would start at different steps (a
   run directory not shared: only the chief found the checkpoints)."""
-  mine = {'step': step, 'refusal': refusal}
+  mine = {'step': step, 'refusal': _line(refusal)}
   _end_unless(start_verdict(spec, _meet('start', spec, me, mine, _timeout_ms(config))))
+
+
+def finished_chief(config, spec, me, step):
+  """For an all-reduce worker that lost its peers at `step`: '' if the chief may have been
+  lost; else the line that says the chief finished the run (its result.json says so) while
+  this task had steps left: the tasks trained different runs, which a restart would repeat."""
+  chief = cluster_spec.chief(spec)
+  if me == chief or results.run_dir_state(config.run_dir) != 'finished':
+    return ''
+  return (
+    f'[{config.name}] {task_name(*chief)} finished the run while {task_name(*me)} was at step '
+    f'{step}: the tasks did not train the same steps; start every task with the same flags '
+    'and data'
+  )
+
+
+def _line(refusal):
+  """A refusal (an exception, or None) as the one line every task shows."""
+  return (str(refusal or '').strip().splitlines() or [''])[0]
 
 
 def settings_verdict(spec, shown):
@@ -161,7 +183,7 @@ def _meet(round_name, spec, me, mine, timeout_ms):
 def settings_file(job, index, address):
   """Where a server of a parameter-server cluster shows its settings, on its own host."""
   port = address.rpartition(':')[2]
-  return os.path.join(tempfile.gettempdir(), f'run.py-{job}-{index}-{port}.settings.json')
+  return storage.join(tempfile.gettempdir(), f'run.py-{job}-{index}-{port}.settings.json')
 
 
 def verdict_file(job, index, address):
@@ -172,10 +194,7 @@ def publish(config, job, index, address):
   """A server's side, before it serves: its settings, where the chief will read them; any
   verdict of an earlier chief removed."""
   shown = {'settings': run_settings.shared(config.to_json()), 'refusal': ''}
-  path = settings_file(job, index, address)
-  with open(f'{path}.tmp', 'w') as f:
-    json.dump(shown, f)
-  os.replace(f'{path}.tmp', path)
+  storage.write_atomic(settings_file(job, index, address), json.dumps(shown))
   _remove(verdict_file(job, index, address))
 
 
@@ -183,8 +202,7 @@ def end_if_refused(job, index, address):
   """A server's side, while it serves: raises Disagreement with the line the chief ended
   with, once it has written one ('' when the tasks agree)."""
   try:
-    with open(verdict_file(job, index, address)) as f:
-      line = f.read()
+    line = storage.read_text(verdict_file(job, index, address))
   except FileNotFoundError:
     return
   if line:
@@ -198,10 +216,8 @@ def withdraw(job, index, address):
 
 
 def _remove(path):
-  try:
-    os.remove(path)
-  except FileNotFoundError:
-    pass
+  with contextlib.suppress(FileNotFoundError):
+    storage.remove(path)
 
 
 def _servers(spec):

@@ -99,7 +99,7 @@ def _start(config, task, trainer, checkpointer, say):
     card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
   except ValueError as e:  # A checkpoint or a model refused: the others end with it.
     if in_step:
-      agreement.check_start(config, task.spec, task.me, None, processes.first_line(e))
+      agreement.check_start(config, task.spec, task.me, None, e)
     raise
   if in_step:
     agreement.check_start(config, task.spec, task.me, state.step)
@@ -306,14 +306,7 @@ def _build(config, spec, me, say, refusal=None):
       compute_devices, config.distribution.options
     )
     if spec:
-      agreement.check(
-        config,
-        spec,
-        me,
-        descriptor.coordinated,
-        processes.first_line(refusal or ''),
-        None if descriptor.coordinated else arrays,  # The coordinator feeds every worker.
-      )
+      agreement.check(config, spec, me, descriptor.coordinated, refusal, arrays)
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(strategy, config, arrays)
   return trainer, compute_devices
@@ -385,20 +378,13 @@ def _kept(config):
 
 
 def _lost_peer(config, trainer, state, error, spec, me):
-  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer); or,
-  for an all-reduce worker whose chief recorded the run finished, not lost: it trained fewer
-  steps than this task (refused, status 2: a restart would do the same)."""
-  chief = cluster_spec.chief(spec)
-  if (
-    not trainer.executor.coordinated
-    and me != chief
-    and results.run_dir_state(config.run_dir) == 'finished'
-  ):
-    return ValueError(
-      f'[{config.name}] {chief[0]} {chief[1]} finished the run while {me[0]} {me[1]} was at '
-      f'step {state.step}: the tasks did not train the same steps; start every task with the '
-      'same flags and data'
-    )
+  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer); or
+  one for a chief that finished, not lost (training/agreement.py)."""
+  finished = not trainer.executor.coordinated and agreement.finished_chief(
+    config, spec, me, state.step
+  )
+  if finished:
+    return agreement.Disagreement(finished)
   who = ', '.join(peers.silent_peers(spec, me)) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
   if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
