@@ -40,11 +40,11 @@ def task_name(job, index):
   return f'{job} {index}'
 
 
-def check(config, spec, me, coordinated, refusal='', arrays=None):
+def check(config, spec, me, coordinated, refusal=None, arrays=None):
   """Before anything collective: raises Disagreement, on every task alike, when a task refuses
-  (`refusal`, this task's own one line) or the settings of any differ from the chief's; with
-  `arrays` (data.Arrays: each task of a MultiWorkerMirrored cluster reads its own), their sizes
-  and contents too."""
+  (`refusal`: this task's own, an exception, shown by its first line) or the settings of any
+  differ from the chief's; with `arrays` (data.Arrays: each task of a MultiWorkerMirrored
+  cluster reads its own), their sizes and contents too."""
   settings = run_settings.shared(config.to_json())
   if arrays and not coordinated:  # A parameter-server coordinator feeds every worker its data.
     settings.update(data_fingerprint(arrays))
@@ -75,7 +75,7 @@ def data_fingerprint(arrays):
   }
 
 
-def check_start(config, spec, me, step, refusal=''):
+def check_start(config, spec, me, step, refusal=None):
   """Before the first step of a MultiWorkerMirrored cluster: raises Disagreement, on every task
   alike, when a task could not resume (`refusal`) or they would start at different steps (a
   run directory not shared: only the chief found the checkpoints)."""
@@ -244,6 +244,8 @@ def _from_servers(spec, mine):
 
 
 def _tell_servers(spec, line):
+  """The chief's verdict, beside each server's settings; a server gone meanwhile is not told."""
   for job, index in _servers(spec):
     with tf.device(f'/job:{job}/replica:0/task:{index}/device:CPU:0'):
-      tf.io.write_file(verdict_file(job, index, spec[job][index]), line)
+      with contextlib.suppress(tf.errors.OpError):
+        tf.io.write_file(verdict_file(job, index, spec[job][index]), line)
