@@ -251,3 +251,25 @@ def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
     '[multi_worker_mirrored] worker 0 finished the run while worker 1 was at step 22: the tasks '
     'did not train the same steps; start every task with the same flags and data'
   )
+
+
+def test_a_chief_that_finds_its_run_finished_passes_the_refusal_on(tmp_path):
+  """Alone, the run refuses at once; as a cluster's chief, it keeps the refusal to show its
+  peers (training/agreement.py), which would otherwise wait for it in their first collective."""
+  from records import results
+  from training import task
+
+  run_dir = str(tmp_path / 'multi_worker_mirrored')
+  os.makedirs(run_dir)
+  results.write(run_dir, {'status': 'complete'})
+  run = config(run_dir=run_dir)
+  with pytest.raises(results.RunDirError, match='holds a finished run'):
+    task._Task(run, None)
+  chief = task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 0}})
+  assert isinstance(chief.refusal, results.RunDirError)
+  worker = task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 1}})
+  assert worker.refusal is None  # It reads no run directory: its chief decides.
+  held = experiment_lock.Held('held')
+  assert (
+    task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 0}}, held).refusal is held
+  )

@@ -136,12 +136,10 @@ class _Task:
     self.spec = tf_config['cluster'] if tf_config else None
     self.me = (tf_config['task']['type'], tf_config['task'].get('index', 0)) if self.spec else None
     self.writes = cluster_spec.writes(tf_config)
+    self.refusal, self.dir_state = refusal, None
     try:
-      if refusal:
-        raise refusal
-      self.dir_state = (
-        results.check_run_dir(config.run_dir, config.checkpoints.resume) if self.writes else None
-      )
+      if self.writes and not refusal:
+        self.dir_state = results.check_run_dir(config.run_dir, config.checkpoints.resume)
       if self.dir_state == 'finished':
         raise results.RunDirError(
           f'{config.run_dir} holds a finished run; choose another --experiment or remove it'
@@ -150,8 +148,6 @@ class _Task:
       if not self.spec:
         raise
       self.refusal, self.dir_state = e, None
-    else:
-      self.refusal = None
     descriptor = config.distribution.descriptor
     if descriptor.coordinated:
       os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
