@@ -248,6 +248,33 @@ def test_tasks_started_with_different_settings_all_refuse(logdir):
   assert left == []
 
 
+def test_workers_that_would_resume_at_different_steps_all_refuse(logdir):
+  """A run killed after its last checkpoint (its result.json gone), resumed by a cluster whose
+  second worker has a --logdir of its own, without the chief's checkpoints: instead of training
+  other weights in step with the chief, both refuse naming each one's step."""
+  args = ['--strategies=multi_worker_mirrored', '--epochs=1', '--experiment=r']
+  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+  procs = {i: start_task(spec, 'worker', i, args, logdir / 'shared') for i in (1, 0)}
+  outputs = finish(procs, timeout=300)
+  assert {proc.returncode for proc in procs.values()} == {0}, outputs
+  run_dir = logdir / 'shared' / 'r' / 'multi_worker_mirrored'
+  steps = read_result(run_dir)['steps_done']
+  os.remove(run_dir / 'result.json')
+
+  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+  procs = {
+    i: start_task(spec, 'worker', i, args, logdir / ('shared' if i == 0 else 'own')) for i in (1, 0)
+  }
+  outputs = finish(procs, timeout=300)
+  assert {proc.returncode for proc in procs.values()} == {2}, outputs
+  [line] = set(_one_line_each(outputs).values())
+  assert line.startswith(
+    'run.py: the tasks of this cluster would start at different steps '
+    f'(worker 0 at step {steps}, worker 1 at step 0)'
+  )
+  assert not os.path.exists(run_dir / 'result.json')
+
+
 def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
   """A TF_CONFIG cluster started into the experiment a local launch is training: both its
   tasks refuse in one line naming the launch, and the launch trains on undisturbed."""
