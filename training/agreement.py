@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from configs import cluster_spec
+from orchestration import peers
 from records import results
 from records import settings as run_settings
 from records import storage
@@ -156,7 +157,7 @@ ROUNDS = {'settings': 'settings', 'start': 'starting step'}  # Each round's key:
 def _meet(round_name, spec, me, mine, timeout_ms):
   """What every task showed in round `round_name`, through the coordination service's
   key-value store; then a barrier, so that no task (the chief hosts the store) ends before
-  every other has read."""
+  every other has read. PeerLost (status 1) for a task that shows nothing in time or leaves."""
   service, what = private_apis.coordination_service(), ROUNDS[round_name]
   key = lambda job, index: f'run.py/{round_name}/{job}/{index}'
   service.put(key(*me), json.dumps(mine))
@@ -164,8 +165,8 @@ def _meet(round_name, spec, me, mine, timeout_ms):
   for job, index, _ in cluster_spec.tasks(spec):
     try:
       shown[task_name(job, index)] = json.loads(service.get(key(job, index), timeout_ms))
-    except tf.errors.OpError:
-      raise Disagreement(
+    except tf.errors.OpError:  # Status 1: a peer stuck or gone, which a new start may cure.
+      raise peers.PeerLost(
         f'{task_name(job, index)} ({spec[job][index]}) did not show its {what} within '
         f'{timeout_ms / 1000:g} s; start every task with the same version of run.py, or '
         'raise --startup_timeout'
@@ -173,7 +174,7 @@ def _meet(round_name, spec, me, mine, timeout_ms):
   try:
     service.barrier(f'run.py/{round_name}-read', timeout_ms)
   except tf.errors.OpError:
-    raise Disagreement(
+    raise peers.PeerLost(
       f'a task of this cluster left before it had compared its {what} with the others; '
       'see its own output, and start the cluster again'
     ) from None
