@@ -273,3 +273,56 @@ def test_a_chief_that_finds_its_run_finished_passes_the_refusal_on(tmp_path):
   assert (
     task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 0}}, held).refusal is held
   )
+
+
+class _Store:
+  """The coordination service's key-value store as one task sees it, in a dict: a key no task
+  put times out as TensorFlow's does."""
+
+  def __init__(self, values=None, barrier_fails=False):
+    self.values, self.barriers, self.barrier_fails = dict(values or {}), [], barrier_fails
+
+  def put(self, key, text):
+    self.values[key] = text
+
+  def get(self, key, timeout_ms):
+    import tensorflow as tf
+
+    if key not in self.values:
+      raise tf.errors.DeadlineExceededError(None, None, f'GetKeyValue() timed out: {key}')
+    return self.values[key]
+
+  def barrier(self, name, timeout_ms):
+    import tensorflow as tf
+
+    if self.barrier_fails:
+      raise tf.errors.UnavailableError(None, None, 'task left')
+    self.barriers.append(name)
+
+
+def test_workers_meet_in_the_key_value_store_and_a_silent_one_is_named(monkeypatch):
+  import json
+
+  from training import agreement
+  from training import private_apis
+
+  theirs = {'settings': shared(batch_size=32), 'refusal': ''}
+  store = _Store({'run.py/settings/worker/1': json.dumps(theirs)})
+  monkeypatch.setattr(private_apis, 'coordination_service', lambda: store)
+  with pytest.raises(agreement.Disagreement, match='worker 1 has batch_size=32 where worker 0'):
+    agreement.check(config(), SPEC, ('worker', 0), coordinated=False)
+  assert json.loads(store.values['run.py/settings/worker/0'])['settings'] == shared()
+  assert store.barriers == ['run.py/settings-read']  # Read by all before any ends.
+
+  store = _Store()
+  monkeypatch.setattr(private_apis, 'coordination_service', lambda: store)
+  with pytest.raises(peers.PeerLost) as lost:
+    agreement.check(config(**{'distribution.startup_timeout': 7.0}), SPEC, ('worker', 0), False)
+  assert str(lost.value) == (
+    'worker 1 (localhost:2222) did not show its settings within 7 s; start every task with '
+    'the same version of run.py, or raise --startup_timeout'
+  )
+  store = _Store({'run.py/start/worker/1': json.dumps({'step': 40, 'refusal': ''})}, True)
+  monkeypatch.setattr(private_apis, 'coordination_service', lambda: store)
+  with pytest.raises(peers.PeerLost, match='left before it had compared its starting step'):
+    agreement.check_start(config(), SPEC, ('worker', 0), 40)
