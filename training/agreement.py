@@ -84,6 +84,12 @@ def check_start(config, spec, me, step, refusal=None):
   _end_unless(start_verdict(spec, _meet('start', spec, me, mine, _timeout_ms(config))))
 
 
+def refuse_servers(spec, refusal):
+  """A parameter-server chief refused after the servers were told it agreed (a checkpoint or
+  a model it cannot use): they end with its line too, not serve on for nothing."""
+  _tell_servers(spec, f'{_chief(spec)} refuses: {_line(refusal)}')
+
+
 def finished_chief(config, spec, me, step):
   """For an all-reduce worker that lost its peers at `step`: '' if the chief may have been
   lost; else the line that says the chief finished the run (its result.json says so) while

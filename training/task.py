@@ -99,7 +99,9 @@ def _start(config, task, trainer, checkpointer, say):
     card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
   except ValueError as e:  # A checkpoint or a model refused: the others end with it.
     if in_step:
-      agreement.check_start(config, task.spec, task.me, None, e)
+      agreement.check_start(config, task.spec, task.me, None, e)  # Raises.
+    elif task.spec:
+      agreement.refuse_servers(task.spec, e)
     raise
   if in_step:
     agreement.check_start(config, task.spec, task.me, state.step)
