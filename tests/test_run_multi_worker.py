@@ -275,6 +275,35 @@ def test_workers_that_would_resume_at_different_steps_all_refuse(logdir):
   assert not os.path.exists(run_dir / 'result.json')
 
 
+def test_parameter_server_servers_end_with_a_chief_that_refuses_its_checkpoint(logdir):
+  """The settings agree, but the chief refuses the checkpoint it would resume (written with
+  another optimizer): its servers end with its line, exit 2, instead of exiting 0 as if the
+  run were done (on Kubernetes, serving again for ever)."""
+  quick = ['--strategies=parameter_server', '--epochs=1', '--experiment=ckpt', '--nobreakdown']
+
+  def cluster(*args):
+    spec = {
+      job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(1)]
+      for job in ('chief', 'worker', 'ps')
+    }
+    procs = {job: start_task(spec, job, 0, [*quick, *args], logdir) for job in spec}
+    return procs, finish(procs, timeout=300)
+
+  procs, outputs = cluster()
+  assert {proc.returncode for proc in procs.values()} == {0}, outputs
+  os.remove(logdir / 'ckpt' / 'parameter_server' / 'result.json')  # Killed after its checkpoint.
+  procs, outputs = cluster('--optimizer=sgd')
+  assert {proc.returncode for proc in procs.values()} == {2}, outputs
+  lines = _one_line_each(outputs)
+  refusal = "was written with other settings: optimizer='adam' (now 'sgd')"
+  assert refusal in lines['chief']
+  assert (
+    lines['worker']
+    == lines['ps']
+    == lines['chief'].replace('run.py: ', 'run.py: chief 0 refuses: ')
+  )
+
+
 def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
   """A TF_CONFIG cluster started into the experiment a local launch is training: both its
   tasks refuse in one line naming the launch, and the launch trains on undisturbed."""
