@@ -4,6 +4,9 @@ They start a `tf.distribute.Server` and serve the coordinator (the chief) until 
 and gone; the coordinator schedules the steps on them (training/loop.py).
 """
 
+import os
+import signal
+
 import tensorflow as tf
 
 from orchestration import peers
@@ -28,9 +31,23 @@ def serve(config, spec, me, say):
       start=True,
     )
     say(f'[{storage.basename(config.run_dir)}] {me[0]} {me[1]} serving at {address}')
+    _withdraw_on_sigterm(lambda: agreement.withdraw(*me, address))
     refused = lambda: agreement.end_if_refused(*me, address)
     peers.serve_until_chief_leaves(spec, config.distribution.startup_timeout, check=refused)
     refused()  # A chief that refused and left between two polls.
     del server
   finally:
     agreement.withdraw(*me, address)
+
+
+def _withdraw_on_sigterm(withdraw):
+  """A server stopped by SIGTERM (a launcher's once its chief is done, a scheduler's) still
+  removes its settings files, then dies of the signal as it did before."""
+
+  def handler(signum, frame):
+    del frame
+    withdraw()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+  signal.signal(signal.SIGTERM, handler)
