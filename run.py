@@ -56,14 +56,14 @@ def parse_flags(argv):
     sys.exit(0 if e.code == 1 else e.code)
 
 
-def run_task(config, tf_config):
+def run_task(config, tf_config, refusal=None):
   """This process is the run, or one task of its cluster (`tf_config`, a parsed TF_CONFIG)."""
   if tf_config:
     peers.check_own_port(tf_config)
   log_filter.quiet_tensorflow()
   from training import task  # Loads TensorFlow: only in the process that trains.
 
-  return task.run(config, tf_config)
+  return task.run(config, tf_config, refusal)
 
 
 def report(experiment):
@@ -118,9 +118,9 @@ def main(argv):
     report(experiment)
     return 0
   if one_task:
-    recorded = run_task(experiment.runs[0], tf_config)
-    if recorded and tf_config:  # A cluster's chief: the report of every run in the experiment.
-      report(experiment)
+    with experiment_lock.for_task(experiment.directory, tf_config) as refusal:
+      if run_task(experiment.runs[0], tf_config, refusal) and tf_config:  # A cluster's chief:
+        report(experiment)  # the report of every run in the experiment.
     return 0
   processes.raise_on_signals()
   with experiment_lock.hold(experiment.directory):

@@ -99,3 +99,12 @@ def tasks(cluster):
 def chief(cluster):
   """The task that writes results: the chief, or worker 0 where there is no chief."""
   return ('chief', 0) if 'chief' in cluster else ('worker', 0)
+
+
+def writes(tf_config):
+  """Whether the task of `tf_config` (a parsed TF_CONFIG; None for a process that is the whole
+  run) is the one that writes the run's records and holds the experiment's lock."""
+  if not tf_config:
+    return True
+  task = tf_config['task']
+  return (task['type'], task.get('index', 0)) == chief(tf_config['cluster'])

@@ -1,5 +1,7 @@
 """One launch at a time per experiment: two launchers training into the same run directories
-would each report timings measured against the other.
+would each report timings measured against the other. A process that is one run (--in_process)
+holds it too, and so does the chief of a TF_CONFIG cluster, which passes a refusal on to its
+peers (training/agreement.py).
 
 Locally and on `file://` URLs the lock is an advisory file lock (fcntl.flock) on
 `<experiment>/.launch.lock`, which the kernel lets go when its process ends, however it ends;
@@ -19,6 +21,7 @@ import threading
 import time
 import uuid
 
+from configs import cluster_spec
 from records import storage
 
 NAME = '.launch.lock'
@@ -34,9 +37,44 @@ class Held(ValueError):
 def hold(experiment_dir, say=print):
   """Holds the lock on `experiment_dir` for the block; Held if another launch does. On the way
   out the lock goes, and the experiment directory too if nothing else was written there."""
-  local = storage.local_path(experiment_dir)
-  lock = _FileLock(local, experiment_dir) if local is not None else _Lease(experiment_dir)
+  lock = _lock(experiment_dir)
   lock.acquire(say)
+  with _held(lock, experiment_dir):
+    yield
+
+
+@contextlib.contextmanager
+def hold_or_pass_on(experiment_dir, say=print):
+  """As `hold`, but yields the refusal (Held) instead of raising it, or None when the lock is
+  held: a cluster's chief passes it on to its peers before it ends (training/agreement.py)."""
+  lock = _lock(experiment_dir)
+  try:
+    lock.acquire(say)
+  except Held as refusal:
+    yield refusal
+    return
+  with _held(lock, experiment_dir):
+    yield None
+
+
+def for_task(experiment_dir, tf_config, say=print):
+  """The lock of a process that is one run (`tf_config` None: `hold`) or one task of a
+  TF_CONFIG cluster (its chief: `hold_or_pass_on`; the others lock nothing, their chief does).
+  The block gets the refusal to pass on, or None."""
+  if not tf_config:
+    return hold(experiment_dir, say)
+  if cluster_spec.writes(tf_config):
+    return hold_or_pass_on(experiment_dir, say)
+  return contextlib.nullcontext()
+
+
+def _lock(experiment_dir):
+  local = storage.local_path(experiment_dir)
+  return _FileLock(local, experiment_dir) if local is not None else _Lease(experiment_dir)
+
+
+@contextlib.contextmanager
+def _held(lock, experiment_dir):
   try:
     yield
   finally:

@@ -87,8 +87,9 @@ def wait_for_servers(cluster, jobs, timeout, say, poll_seconds=0.5):
     time.sleep(poll_seconds)
 
 
-def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0):
-  """For server tasks: returns once the chief has come and gone; raises if it never comes.
+def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0, check=lambda: None):
+  """For server tasks: returns once the chief has come and gone; raises if it never comes, or
+  when `check`, called at every poll, does (the chief refused: training/agreement.py).
 
   Gone means refusing connections three probes in a row; a chief this task cannot reach (its
   own link is down) may still be there, and is waited for up to `timeout` seconds, so a
@@ -97,6 +98,7 @@ def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0):
   address = cluster[cluster_spec.chief(cluster)[0]][0]
   deadline = time.monotonic() + timeout
   while not answers(address):
+    check()
     if time.monotonic() > deadline:
       raise cluster_spec.ClusterError(
         f'the chief at {address} did not come up within {timeout:g} s'
@@ -105,6 +107,7 @@ def serve_until_chief_leaves(cluster, timeout, poll_seconds=2.0):
   misses, unreachable_since = 0, None
   while misses < 3:
     time.sleep(poll_seconds)
+    check()
     state = probe(address)
     if state is None:
       unreachable_since = unreachable_since or time.monotonic()

@@ -1,8 +1,9 @@
 """What makes two runs the same run: the settings they were started with, compared.
 
 One comparison for every place that must not mix two runs: a checkpoint resumed by a run
-(training/checkpoints.py, on the settings it stores) and a finished run kept by a launch into
-its experiment (orchestration/launcher.py, on its recorded config.json).
+(training/checkpoints.py, on the settings it stores), a finished run kept by a launch into
+its experiment (orchestration/launcher.py, on its recorded config.json), and the tasks of one
+cluster, each started with its own flags (training/agreement.py).
 """
 
 
@@ -40,12 +41,60 @@ NOT_MEASURED = (
 def measured(config):
   """{setting: value} of a config.json's settings that change what its run measures, its
   groups (data, model, a strategy's options...) flattened, tuples as JSON holds them (lists)."""
+  return _flat(config, NOT_MEASURED)
+
+
+# What each task of a cluster may set its own way: the names and labels only the chief
+# records, its own path to the run directory and to its data, how long it waits for its peers,
+# its own threads and GPUs, and what only the chief does (the profile, the report's accuracy).
+# Everything else changes what every task computes, or when: tasks that differ there wait for
+# each other in collectives that never match, or train different runs in one.
+PER_TASK = (
+  'name',
+  'condition',
+  'run_dir',
+  'flags',
+  'data_dir',
+  'download',
+  'target_accuracy',
+  'startup_timeout',
+  'gpus_per_worker',
+  'intra_op_threads',
+  'inter_op_threads',
+  'profile_steps',
+)
+
+
+def shared(config):
+  """{setting: value} of a config.json's settings that every task of its cluster must run
+  with, flattened as `measured` does."""
+  return _flat(config, PER_TASK)
+
+
+def _flat(config, left_out):
   flat = {}
   for name, value in config.items():
-    if name in NOT_MEASURED:
+    if name in left_out:
       continue
     if isinstance(value, dict):
-      flat.update(measured(value))
+      flat.update(_flat(value, left_out))
     else:
       flat[name] = list(value) if isinstance(value, tuple) else value
   return flat
+
+
+def disagreement(reference, settings_of):
+  """'' when every task's settings equal those of task `reference`; else one line naming, for
+  each task that differs, each setting and its value there and on the reference task.
+  `settings_of` maps a task's name ('worker 1') to its `shared` settings."""
+  ours = settings_of[reference]
+  parts = []
+  for task, theirs in settings_of.items():
+    found = differences(ours, theirs) + [
+      (name, value, None) for name, value in ours.items() if name not in theirs
+    ]
+    if found:
+      theirs_text = ', '.join(f'{name}={new!r}' for name, _, new in found)
+      ours_text = ', '.join(f'{name}={old!r}' for name, old, _ in found)
+      parts.append(f'{task} has {theirs_text} where {reference} has {ours_text}')
+  return '; '.join(parts)

@@ -15,6 +15,8 @@ def test_each_private_api_is_there():
   variable = keras.Variable([1.0, 2.0])
   private_apis.save_as(variable, lambda: {}, lambda tensors: None)
   assert isinstance(private_apis.ShardedVariable, type)
+  service = private_apis.coordination_service()  # Outside a cluster: only its methods checked.
+  assert callable(service.put) and callable(service.get) and callable(service.barrier)
 
 
 def test_a_missing_api_is_named():

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 
 import portpicker
 import pytest
@@ -188,14 +189,152 @@ def test_parameter_server_chief_names_missing_servers(logdir):
   assert f'worker 0 ({spec["worker"][0]})' in errors[0] and f'ps 0 ({spec["ps"][0]})' in errors[0]
 
 
-def start_long_run(strategy, logdir, *args):
+def _one_line_each(outputs):
+  """The one `run.py:` line each task ended with (asserting there is exactly one, no traceback)."""
+  lines = {}
+  for name, (_, stderr) in outputs.items():
+    errors = [line for line in stderr.splitlines() if line.startswith('run.py:')]
+    assert len(errors) == 1 and 'Traceback' not in stderr, (name, stderr)
+    lines[name] = errors[0]
+  return lines
+
+
+def test_tasks_started_with_different_settings_all_refuse(logdir):
+  """Two multi_worker_mirrored workers at batch sizes 64 and 32 (which hung in their first
+  all-reduce), and a parameter-server worker with other epochs: every task ends with the same
+  line naming each setting and its values, exit status 2, before anything is written."""
+  quick = ['--experiment=differ', '--startup_timeout=120']
+  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+  args = ['--strategies=multi_worker_mirrored', '--epochs=1', *quick]
+  procs = {
+    i: start_task(spec, 'worker', i, [*args, f'--batch_size={64 // (i + 1)}'], logdir)
+    for i in (1, 0)
+  }
+  outputs = finish(procs, timeout=300)
+  assert {proc.returncode for proc in procs.values()} == {2}
+  assert set(_one_line_each(outputs).values()) == {
+    'run.py: the tasks of this cluster were started with different settings: worker 1 has '
+    'batch_size=32 where worker 0 has batch_size=64; start every task with the same flags'
+  }
+  assert not os.path.exists(logdir / 'differ')
+
+  spec = {
+    job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
+    for job, n in (('chief', 1), ('worker', 1), ('ps', 1))
+  }
+  procs = {
+    job: start_task(
+      spec,
+      job,
+      0,
+      ['--strategies=parameter_server', f'--epochs={2 if job == "worker" else 1}', *quick],
+      logdir,
+    )
+    for job in ('ps', 'worker', 'chief')
+  }
+  outputs = finish(procs, timeout=300)
+  assert {proc.returncode for proc in procs.values()} == {2}, outputs
+  assert set(_one_line_each(outputs).values()) == {
+    'run.py: the tasks of this cluster were started with different settings: worker 0 has '
+    'epochs=2 where chief 0 has epochs=1; start every task with the same flags'
+  }
+  assert not os.path.exists(logdir / 'differ')
+  left = [  # The servers' settings files (training/agreement.py), removed as they end.
+    name
+    for name in os.listdir(tempfile.gettempdir())
+    for address in (spec['worker'][0], spec['ps'][0])
+    if name.startswith('run.py-') and f'-{address.rpartition(":")[2]}.' in name
+  ]
+  assert left == []
+
+
+def test_workers_that_would_resume_at_different_steps_all_refuse(logdir):
+  """A run killed after its last checkpoint (its result.json gone), resumed by a cluster whose
+  second worker has a --logdir of its own, without the chief's checkpoints: instead of training
+  other weights in step with the chief, both refuse naming each one's step."""
+  args = ['--strategies=multi_worker_mirrored', '--epochs=1', '--experiment=r']
+  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+  procs = {i: start_task(spec, 'worker', i, args, logdir / 'shared') for i in (1, 0)}
+  outputs = finish(procs, timeout=300)
+  assert {proc.returncode for proc in procs.values()} == {0}, outputs
+  run_dir = logdir / 'shared' / 'r' / 'multi_worker_mirrored'
+  steps = read_result(run_dir)['steps_done']
+  os.remove(run_dir / 'result.json')
+
+  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+  procs = {
+    i: start_task(spec, 'worker', i, args, logdir / ('shared' if i == 0 else 'own')) for i in (1, 0)
+  }
+  outputs = finish(procs, timeout=300)
+  assert {proc.returncode for proc in procs.values()} == {2}, outputs
+  [line] = set(_one_line_each(outputs).values())
+  assert line.startswith(
+    'run.py: the tasks of this cluster would start at different steps '
+    f'(worker 0 at step {steps}, worker 1 at step 0)'
+  )
+  assert not os.path.exists(run_dir / 'result.json')
+
+
+def test_parameter_server_servers_end_with_a_chief_that_refuses_its_checkpoint(logdir):
+  """The settings agree, but the chief refuses the checkpoint it would resume (written with
+  another optimizer): its servers end with its line, exit 2, instead of exiting 0 as if the
+  run were done (on Kubernetes, serving again for ever)."""
+  quick = ['--strategies=parameter_server', '--epochs=1', '--experiment=ckpt', '--nobreakdown']
+
+  def cluster(*args):
+    spec = {
+      job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(1)]
+      for job in ('chief', 'worker', 'ps')
+    }
+    procs = {job: start_task(spec, job, 0, [*quick, *args], logdir) for job in spec}
+    return procs, finish(procs, timeout=300)
+
+  procs, outputs = cluster()
+  assert {proc.returncode for proc in procs.values()} == {0}, outputs
+  os.remove(logdir / 'ckpt' / 'parameter_server' / 'result.json')  # Killed after its checkpoint.
+  procs, outputs = cluster('--optimizer=sgd')
+  assert {proc.returncode for proc in procs.values()} == {2}, outputs
+  lines = _one_line_each(outputs)
+  refusal = "was written with other settings: optimizer='adam' (now 'sgd')"
+  assert refusal in lines['chief']
+  assert (
+    lines['worker']
+    == lines['ps']
+    == lines['chief'].replace('run.py: ', 'run.py: chief 0 refuses: ')
+  )
+
+
+def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
+  """A TF_CONFIG cluster started into the experiment a local launch is training: both its
+  tasks refuse in one line naming the launch, and the launch trains on undisturbed."""
+  launch = start_long_run('multi_worker_mirrored', logdir, '--experiment=held', epochs=20000)
+  try:
+    spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+    args = ['--strategies=multi_worker_mirrored', '--experiment=held', '--startup_timeout=120']
+    procs = {i: start_task(spec, 'worker', i, args, logdir) for i in (1, 0)}
+    outputs = finish(procs, timeout=300)
+    assert launch.poll() is None
+    launch.send_signal(signal.SIGTERM)
+    launch.communicate(timeout=120)
+  finally:
+    launch.kill()
+  assert {proc.returncode for proc in procs.values()} == {2}
+  [line] = set(_one_line_each(outputs).values())
+  assert line.startswith(f'run.py: worker 0 refuses: {logdir / "held"} is being run by another')
+  assert f'(pid {launch.pid} on ' in line and line.endswith('or choose another --experiment')
+  assert launch.returncode == 128 + signal.SIGTERM
+  result = read_result(logdir / 'held' / 'multi_worker_mirrored')
+  assert result['status'] == 'interrupted' and result['resumes'] == []
+
+
+def start_long_run(strategy, logdir, *args, epochs=200):
   """A launcher training `strategy` far longer than a test waits, once its first epoch ended."""
   proc = subprocess.Popen(
     [
       sys.executable,
       RUN_PY,
       f'--strategies={strategy}',
-      '--epochs=200',
+      f'--epochs={epochs}',
       f'--logdir={logdir}',
       *args,
     ],
@@ -205,7 +344,7 @@ def start_long_run(strategy, logdir, *args):
     text=True,
   )
   try:
-    wait_for_line(proc, f'[{strategy}] epoch 1/200', timeout=180)
+    wait_for_line(proc, f'[{strategy}] epoch 1/{epochs}:', timeout=180)
   except BaseException:
     proc.kill()
     proc.communicate(timeout=30)

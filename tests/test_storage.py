@@ -144,6 +144,7 @@ LOCAL_FILE_CALLS = {
   'orchestration/logdir.py': 7,  # --data_dir; a local --logdir after local_path.
   'orchestration/processes.py': 1,  # A task's log file, in the directory the launcher gave.
   'training/checkpoints.py': 2,  # A non-chief worker's temporary checkpoints.
+  'training/agreement.py': 1,  # A parameter-server server's settings, in its temporary directory.
   'prediction/hardware.py': 6,  # configs/hardware/ profiles, or a --hardware file.
   'configs/hardware_profiles.py': 2,  # The configs/hardware/ directory, in the repository.
   'configs/noise_scale_of.py': 1,  # `~` of a local run directory (not a URL).

@@ -85,3 +85,34 @@ def per_device_datasets_without_autotune(without_autotune):
   patched = lambda *args, **kwargs: without_autotune(make(*args, **kwargs))
   patched.without_autotune = True
   _multi_device_iterator_ops._create_device_dataset = patched  # pylint: disable=protected-access
+
+
+COORDINATION = 'tensorflow.python.eager.context.context() config key-values and barriers'
+
+
+def coordination_service():
+  """The cluster's coordination service as this task's runtime reaches it (MultiWorkerMirrored
+  starts it; its leader is the chief): `put(key, text)`, `get(key, timeout_ms)` (which raises
+  tf.errors.DeadlineExceededError at the time-out) and `barrier(name, timeout_ms)`. How tasks
+  compare their settings before the first collective (training/agreement.py); TensorFlow
+  exports its key-value store only through the private eager context."""
+  from tensorflow.python.eager import context as _context
+
+  ctx = _context.context()
+  for name in ('set_config_key_value', 'get_config_key_value', 'wait_at_barrier'):
+    _require(ctx, name, COORDINATION)
+  return _Coordination(ctx)
+
+
+class _Coordination:
+  def __init__(self, ctx):
+    self._ctx = ctx
+
+  def put(self, key, text):
+    self._ctx.set_config_key_value(key, text)
+
+  def get(self, key, timeout_ms):
+    return self._ctx.get_config_key_value(key, timeout_in_ms=timeout_ms)
+
+  def barrier(self, name, timeout_ms):
+    self._ctx.wait_at_barrier(name, timeout_ms)

@@ -23,6 +23,7 @@ from records import results
 from records import resume
 from records import storage
 from training import actions
+from training import agreement
 from training import checkpoints
 from training import controller as controller_lib
 from training import coordinator_log
@@ -44,16 +45,17 @@ GRPC_KEEPALIVE = (
 )
 
 
-def run(config, tf_config=None, say=print):
+def run(config, tf_config=None, refusal=None, say=print):
   """Plays this process's part in run `config` (a validated RunConfig); `tf_config` is this
   task's parsed TF_CONFIG in a cluster. The chief (or the only process) records into
   `config.run_dir`, resuming from its newest checkpoint when there is one (and
-  `config.checkpoints.resume`). Returns the path of result.json, or None for a task that
-  does not record."""
-  task = _Task(config, tf_config)
+  `config.checkpoints.resume`); a chief's `refusal` (ValueError: the experiment's lock) ends
+  every task of its cluster before the first step. Returns the path of result.json, or None
+  for a task that does not record."""
+  task = _Task(config, tf_config, refusal)
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
-  trainer, compute_devices = _build(config, task.spec, task.me, say)
+  trainer, compute_devices = _build(config, task.spec, task.me, say, task.refusal)
   # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
   # end in the system's reason: named as the disk's, wherever they are written.
   with storage.writing(config.run_dir, (tf.errors.OpError,)):
@@ -68,18 +70,7 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
     config.model.ghost_batch_size, trainer.batching.per_replica_batch_size
   )
   checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), task.writes)
-  state = checkpoints.start_or_resume(
-    config.run_dir,
-    config.checkpoints.resume,
-    trainer,
-    checkpointer,
-    outcome.resume_settings(config, trainer),
-    lambda line: say(f'[{config.name}] {line}'),
-    started_before=task.dir_state == 'stale',
-  )
-  if task.writes:
-    say(f'[{config.name}] tracing the step: the model card')
-  card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
+  state, card = _start(config, task, trainer, checkpointer, say)
   say = task.start_record(state, say)
   writers = event_files.Writers(config.run_dir if task.writes else None)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
@@ -107,6 +98,34 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
   finally:
     checkpointer.close()
     writers.close()
+
+
+def _start(config, task, trainer, checkpointer, say):
+  """The run's state, resumed or fresh, and (for the chief) its model card; in a cluster whose
+  tasks all step, once every task can start, and at the same step (training/agreement.py)."""
+  in_step = task.spec and not trainer.executor.coordinated
+  try:
+    state = checkpoints.start_or_resume(
+      config.run_dir,
+      config.checkpoints.resume,
+      trainer,
+      checkpointer,
+      outcome.resume_settings(config, trainer),
+      lambda line: say(f'[{config.name}] {line}'),
+      started_before=task.dir_state == 'stale',
+    )
+    if task.writes:
+      say(f'[{config.name}] tracing the step: the model card')
+    card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
+  except ValueError as e:  # A checkpoint or a model refused: the others end with it.
+    if in_step:
+      agreement.check_start(config, task.spec, task.me, None, e)  # Raises.
+    elif task.spec:
+      agreement.refuse_servers(task.spec, e)
+    raise
+  if in_step:
+    agreement.check_start(config, task.spec, task.me, state.step)
+  return state, card
 
 
 def _breakdown_parts(config, trainer, say):
@@ -143,18 +162,23 @@ def _breakdown(config, breakdown, training_seconds, history, say):
 class _Task:
   """This process's place in the run: which task it is, and whether it serves or records."""
 
-  def __init__(self, config, tf_config):
+  def __init__(self, config, tf_config, refusal=None):
     self.config = config
     self.spec = tf_config['cluster'] if tf_config else None
     self.me = (tf_config['task']['type'], tf_config['task'].get('index', 0)) if self.spec else None
-    self.writes = self.spec is None or self.me == cluster_spec.chief(self.spec)
-    self.dir_state = (
-      results.check_run_dir(config.run_dir, config.checkpoints.resume) if self.writes else None
-    )
-    if self.dir_state == 'finished':
-      raise results.RunDirError(
-        f'{config.run_dir} holds a finished run; choose another --experiment or remove it'
-      )
+    self.writes = cluster_spec.writes(tf_config)
+    self.refusal, self.dir_state = refusal, None
+    try:
+      if self.writes and not refusal:
+        self.dir_state = results.check_run_dir(config.run_dir, config.checkpoints.resume)
+      if self.dir_state == 'finished':
+        raise results.RunDirError(
+          f'{config.run_dir} holds a finished run; choose another --experiment or remove it'
+        )
+    except ValueError as e:  # Refused: a chief's peers learn of it before they end too.
+      if not self.spec:
+        raise
+      self.refusal, self.dir_state = e, None
     descriptor = config.distribution.descriptor
     if descriptor.coordinated:
       os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
@@ -280,8 +304,9 @@ def _card(config, trainer):
     ) from None
 
 
-def _build(config, spec, me, say):
-  """The devices, the strategy and the Trainer with its model, optimizer and data."""
+def _build(config, spec, me, say, refusal=None):
+  """The devices, the strategy and the Trainer with its model, optimizer and data; in a
+  cluster, once every task agrees to train (training/agreement.py)."""
   descriptor, perf = config.distribution.descriptor, config.performance
   devices.set_threads(perf.intra_op_threads or 0, perf.inter_op_threads or 0)
   compute_devices = devices.configure(
@@ -308,6 +333,8 @@ def _build(config, spec, me, say):
     strategy = strategies.get(config.distribution.strategy).create(
       compute_devices, config.distribution.options
     )
+    if spec:
+      agreement.check(config, spec, me, descriptor.coordinated, refusal, arrays)
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(strategy, config, arrays)
   return trainer, compute_devices
@@ -396,9 +423,14 @@ def _kept(config):
 
 
 def _lost_peer(config, trainer, state, error, spec, me):
-  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer);
-  `error` itself when every peer answers and it is not a peer's error (not a lost peer, then,
-  but whatever it says)."""
+  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer); one
+  for a chief that finished, not lost (training/agreement.py); or `error` itself when every
+  peer answers and it is not a peer's error (not a lost peer, then, but whatever it says)."""
+  finished = not trainer.executor.coordinated and agreement.finished_chief(
+    config, spec, me, state.step
+  )
+  if finished:
+    return agreement.Disagreement(finished)
   silent = peers.silent_peers(spec, me)
   if not silent and not isinstance(error, execution.PEER_ERRORS):
     return error
