@@ -234,18 +234,18 @@ def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
   import tensorflow as tf
 
   from records import results
-  from training import task
+  from training import run_errors
 
   run_dir = str(tmp_path / 'multi_worker_mirrored')
   run = config(run_dir=run_dir)
   trainer = types.SimpleNamespace(executor=types.SimpleNamespace(coordinated=False))
   state = types.SimpleNamespace(step=22)
   error = tf.errors.UnavailableError(None, None, 'socket closed')
-  lost = task._lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
+  lost = run_errors.lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
   assert isinstance(lost, peers.PeerLost) and 'lost at step 22' in str(lost)
   os.makedirs(run_dir)
   results.write(run_dir, {'status': 'complete'})
-  finished = task._lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
+  finished = run_errors.lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
   assert isinstance(finished, ValueError) and not isinstance(finished, peers.PeerLost)
   assert str(finished) == (
     '[multi_worker_mirrored] worker 0 finished the run while worker 1 was at step 22: the tasks '

@@ -134,7 +134,7 @@ def test_an_error_in_a_cluster_is_a_lost_peer_only_when_a_peer_is_lost(tmp_path)
   import tensorflow as tf
 
   from orchestration import peers
-  from training import task
+  from training import run_errors
 
   listening = socket.socket()
   listening.bind(('localhost', 0))
@@ -143,7 +143,7 @@ def test_an_error_in_a_cluster_is_a_lost_peer_only_when_a_peer_is_lost(tmp_path)
   config = types.SimpleNamespace(name='multi_worker_mirrored', run_dir=str(tmp_path))
   trainer = types.SimpleNamespace(executor=types.SimpleNamespace(coordinated=False))
   state = types.SimpleNamespace(step=22)
-  lost = lambda error: task._lost_peer(config, trainer, state, error, spec, ('worker', 0))
+  lost = lambda error: run_errors.lost_peer(config, trainer, state, error, spec, ('worker', 0))
   try:
     bug = tf.errors.InvalidArgumentError(None, None, 'indices[3] = 12 is not in [0, 10)')
     assert lost(bug) is bug

@@ -637,7 +637,7 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
   import tensorflow as tf
 
   from training import refused_values
-  from training import task
+  from training import run_errors
 
   table = tf.zeros([64, 4])
   try:
@@ -650,7 +650,7 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
     data=definitions.Data('tok:load'),
     run_dir=str(tmp_path / 'one_device'),
   )
-  message = str(task._rejected(config, error))
+  message = str(run_errors.rejected(config, error))
   assert message.startswith(
     f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
     'indices[1] = 100 is not in [0, 64) (at GatherV2)'
@@ -663,7 +663,7 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
     ':UNKNOWN:Error received from peer  {grpc_status:3, grpc_message:" indices[10,3] = 100 is '
     'not in [0, 64)\\n\\t [[{{node while/embedding/GatherV2}}]]"} [Op:__inference_steps_1038]',
   )
-  assert str(task._rejected(config, remote)).startswith(
+  assert str(run_errors.rejected(config, remote)).startswith(
     f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
     'indices[10,3] = 100 is not in [0, 64) (at while/embedding/GatherV2); '
   )

@@ -29,12 +29,12 @@ from training import controller as controller_lib
 from training import coordinator_log
 from training import devices
 from training import event_files
-from training import execution
 from training import loop
 from training import model_card
 from training import outcome
 from training import profiling
 from training import refused_values
+from training import run_errors
 from training import schedules
 from training import serving
 from training import step_timing
@@ -88,13 +88,13 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
     )
     return recorder.write('complete', controller, saver, parts)
   except loop.NonFiniteLoss as e:
-    raise _diverged(config, trainer, e) from None
+    raise run_errors.diverged(config, trainer, e) from None
   except tf.errors.OpError as e:
     if refused_values.refused(e):  # The same data fails the same way: never restarted.
-      raise _rejected(config, e) from None
+      raise run_errors.rejected(config, e) from None
     if not task.spec or storage.refusal(e):  # The storage's refusal is named by `run`.
       raise
-    raise _lost_peer(config, trainer, state, e, task.spec, task.me) from None
+    raise run_errors.lost_peer(config, trainer, state, e, task.spec, task.me) from None
   finally:
     checkpointer.close()
     writers.close()
@@ -395,50 +395,3 @@ def _interrupt(config, controller, saver, stop, recorder):
     f'[{config.name}] interrupted at step {controller.state.step} of {controller.total_steps}; '
     f'checkpoint {checkpoints.latest(config.run_dir)} written; {resume.hint()}',
   )
-
-
-def _diverged(config, trainer, error):
-  """The error for a loss or weights no longer finite: where, what is kept, what to change."""
-  epoch = (error.step - 1) // trainer.batching.steps_per_epoch + 1
-  return ValueError(
-    f'[{config.name}] {error} (epoch {epoch}); stopped. {_kept(config)}; lower '
-    '--learning_rate or add warm-up'
-  )
-
-
-def _rejected(config, error):
-  """The error for a value of the data an op of the model refused (training/refused_values.py)."""
-  return ValueError(
-    f'[{config.name}] --model={config.model.model} cannot take the data of '
-    f'--dataset={config.data.dataset}: {refused_values.describe(error)}; make every value fit '
-    'the model (token ids below its Embedding input_dim, for one): a rerun would fail the '
-    f'same way. {_kept(config)}'
-  )
-
-
-def _kept(config):
-  """Which checkpoint a failed run leaves to resume from."""
-  path = checkpoints.latest(config.run_dir)
-  return f'The last good checkpoint, {path}, is kept' if path else 'No checkpoint was written'
-
-
-def _lost_peer(config, trainer, state, error, spec, me):
-  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer); one
-  for a chief that finished, not lost (training/agreement.py); or `error` itself when every
-  peer answers and it is not a peer's error (not a lost peer, then, but whatever it says)."""
-  finished = not trainer.executor.coordinated and agreement.finished_chief(
-    config, spec, me, state.step
-  )
-  if finished:
-    return agreement.Disagreement(finished)
-  silent = peers.silent_peers(spec, me)
-  if not silent and not isinstance(error, execution.PEER_ERRORS):
-    return error
-  who = ', '.join(silent) or 'a peer task'
-  reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
-  if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
-    return peers.PeerLost(
-      f'[{config.name}] {who} lost at step {state.step} ({reason}); {_kept(config)}: '
-      f'restart the task; {resume.hint()}'
-    )
-  return peers.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')

@@ -1,0 +1,56 @@
+"""The errors a run ends with when it cannot go on: where it stopped, which checkpoint is kept,
+and what to do (a diverged loss, data the model refuses, a lost or finished peer)."""
+
+from orchestration import peers
+from records import resume
+from training import agreement
+from training import checkpoints
+from training import execution
+from training import refused_values
+
+
+def diverged(config, trainer, error):
+  """The error for a loss or weights no longer finite: where, what is kept, what to change."""
+  epoch = (error.step - 1) // trainer.batching.steps_per_epoch + 1
+  return ValueError(
+    f'[{config.name}] {error} (epoch {epoch}); stopped. {kept(config)}; lower '
+    '--learning_rate or add warm-up'
+  )
+
+
+def rejected(config, error):
+  """The error for a value of the data an op of the model refused (training/refused_values.py)."""
+  return ValueError(
+    f'[{config.name}] --model={config.model.model} cannot take the data of '
+    f'--dataset={config.data.dataset}: {refused_values.describe(error)}; make every value fit '
+    'the model (token ids below its Embedding input_dim, for one): a rerun would fail the '
+    f'same way. {kept(config)}'
+  )
+
+
+def kept(config):
+  """Which checkpoint a failed run leaves to resume from."""
+  path = checkpoints.latest(config.run_dir)
+  return f'The last good checkpoint, {path}, is kept' if path else 'No checkpoint was written'
+
+
+def lost_peer(config, trainer, state, error, spec, me):
+  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer); one
+  for a chief that finished, not lost (training/agreement.py); or `error` itself when every
+  peer answers and it is not a peer's error (not a lost peer, then, but whatever it says)."""
+  finished = not trainer.executor.coordinated and agreement.finished_chief(
+    config, spec, me, state.step
+  )
+  if finished:
+    return agreement.Disagreement(finished)
+  silent = peers.silent_peers(spec, me)
+  if not silent and not isinstance(error, execution.PEER_ERRORS):
+    return error
+  who = ', '.join(silent) or 'a peer task'
+  reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
+  if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
+    return peers.PeerLost(
+      f'[{config.name}] {who} lost at step {state.step} ({reason}); {kept(config)}: '
+      f'restart the task; {resume.hint()}'
+    )
+  return peers.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')
