@@ -149,10 +149,7 @@ def write_text(path, text):
       with open(path, mode) as f:
         f.write(text)
       return
-    tmp = os.path.join(
-      os.path.dirname(local) or '.', f'.{os.path.basename(local)}.{uuid.uuid4().hex}.tmp'
-    )
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # The umask's permissions.
+    fd, tmp = _temporary_beside(local)
     try:
       with os.fdopen(fd, mode) as f:
         f.write(text)
@@ -161,6 +158,15 @@ def write_text(path, text):
       with contextlib.suppress(FileNotFoundError):
         os.remove(tmp)
       raise
+
+
+def _temporary_beside(local):
+  """A new file beside `local` to write before it replaces `local`: its descriptor and path,
+  with the permissions the umask gives (mkstemp's are the owner's only)."""
+  tmp = os.path.join(
+    os.path.dirname(local) or '.', f'.{os.path.basename(local)}.{uuid.uuid4().hex}.tmp'
+  )
+  return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
 
 
 def remove(path):

@@ -36,7 +36,9 @@ def measure(run):
     'examples_per_second_min': min(measured),
     'examples_per_second_max': max(measured),
     'examples_per_second_epochs': len(measured),
-    'examples_per_second_steps': len(measured) * run['steps_per_epoch'],
+    # None for a record without steps_per_epoch (one of an older version): not judged by steps.
+    'examples_per_second_steps': run.get('steps_per_epoch')
+    and len(measured) * run['steps_per_epoch'],
     'examples_per_second_startup_included': all(startup),
   }
   return {**fields, 'examples_per_second_note': throughput_note(fields)}
@@ -44,7 +46,7 @@ def measure(run):
 
 def throughput_note(fields):
   """Why a throughput cannot be compared (TOO_FEW_STEPS, ONE_EPOCH), or None."""
-  if fields['examples_per_second_steps'] < MIN_STEPS:
+  if (fields['examples_per_second_steps'] or MIN_STEPS) < MIN_STEPS:
     return TOO_FEW_STEPS
   return ONE_EPOCH if fields['examples_per_second_epochs'] < 2 else None
 

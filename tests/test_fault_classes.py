@@ -81,8 +81,8 @@ def test_a_checkpoint_that_cannot_be_written_is_a_disk_fault_and_a_lost_peer_is_
       checkpointer.save(5, {})
     assert str(raised.value) == (
       f'cannot write {tmp_path}/checkpoints (No space left on device); the earlier '
-      'checkpoints are kept: free space there (or make it writable) and run the same command '
-      'to resume'
+      'checkpoints are kept: free space there (or make it writable); run the same command to '
+      'resume'
     )
 
 
@@ -112,7 +112,7 @@ def test_a_checkpoint_is_called_damaged_only_when_it_is(tmp_path, monkeypatch):
       assert not isinstance(e.value, checkpoints.Unreadable)
       assert str(e.value) == (
         f'checkpoint {path} cannot be read (Permission denied); make {tmp_path}/checkpoints '
-        'readable to this user and run the same command to resume'
+        'readable to this user; run the same command to resume'
       )
   checkpointer = checkpoints.Checkpointer(str(tmp_path), {'v': tf.Variable(1.0)})
 
@@ -183,7 +183,8 @@ def test_a_full_disk_is_one_line_and_a_fault_not_a_refusal(monkeypatch, capsys, 
   assert status == (processes.NOT_RESTARTED if launched else 1)
   assert err == (
     'run.py: cannot write /logs/e/one_device/result.json (No space left on device); free space '
-    'there (or make it writable), or choose another --logdir; then run the same command again\n'
+    'there (or make it writable), or choose another --logdir; then run the same command to '
+    'resume\n'
   )
 
 
@@ -195,10 +196,10 @@ def full_disk(monkeypatch):
   """Every file records/storage.py writes locally lands on /dev/full: ENOSPC, as a disk that
   fills during the write."""
 
-  def mkstemp(prefix, suffix, dir):
-    return os.open('/dev/full', os.O_WRONLY), os.path.join(dir, f'{prefix}x{suffix}')
+  def temporary_beside(local):
+    return os.open('/dev/full', os.O_WRONLY), f'{local}.tmp'
 
-  monkeypatch.setattr(storage.tempfile, 'mkstemp', mkstemp)
+  monkeypatch.setattr(storage, '_temporary_beside', temporary_beside)
 
 
 @pytest.mark.parametrize(
@@ -220,10 +221,10 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one_whole(tmp_path, full_
 
 
 def test_a_write_refused_for_another_reason_is_not_called_a_full_disk(tmp_path, monkeypatch):
-  def mkstemp(prefix, suffix, dir):
+  def temporary_beside(local):
     raise OSError(errno.EIO, 'Input/output error')
 
-  monkeypatch.setattr(storage.tempfile, 'mkstemp', mkstemp)
+  monkeypatch.setattr(storage, '_temporary_beside', temporary_beside)
   with pytest.raises(OSError) as raised:
     storage.write_text(str(tmp_path / 'x'), 'x')
   assert not isinstance(raised.value, storage.CannotWrite)
@@ -325,6 +326,7 @@ def write_run(run_dir, epochs=3, name='one_device'):
       'num_replicas_in_sync': 1,
       'global_batch_size': 64,
       'epochs': epochs,
+      'steps_per_epoch': 64,
     },
     trial_id=name,
   )

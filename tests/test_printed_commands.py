@@ -67,7 +67,7 @@ def test_every_resume_message_prints_the_exported_command(monkeypatch):
   monkeypatch.setenv(resume.ENV, '')  # Restored as it was, after the test.
   monkeypatch.delenv(resume.ENV)
   assert resume.hint() == 'run the same command to resume'  # A process run.py did not start.
-  commands.export_resume('.venv/bin/python run.py --experiment=e')
+  resume.export('.venv/bin/python run.py --experiment=e')
   assert resume.hint() == 'to resume, run: .venv/bin/python run.py --experiment=e'
 
 
