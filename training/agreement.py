@@ -201,7 +201,7 @@ def publish(config, job, index, address):
   """A server's side, before it serves: its settings, where the chief will read them; any
   verdict of an earlier chief removed."""
   shown = {'settings': run_settings.shared(config.to_json()), 'refusal': ''}
-  storage.write_atomic(settings_file(job, index, address), json.dumps(shown))
+  storage.write_text(settings_file(job, index, address), json.dumps(shown))
   _remove(verdict_file(job, index, address))
 
 
