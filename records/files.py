@@ -45,9 +45,11 @@ class Damaged(ValueError):
 
 
 def read_json(path, fix='remove it and run the command that wrote it again'):
-  """The JSON value in `path`; Damaged, naming it and `fix`, when it cannot be parsed
-  (FileNotFoundError when it is not there)."""
+  """The JSON value in `path`; Damaged, naming it and `fix`, when it cannot be parsed or is a
+  directory (FileNotFoundError when it is not there)."""
   try:
     return json.loads(storage.read_text(path))
   except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8.
     raise Damaged(f'{path} is damaged and cannot be read ({e}); {fix}') from None
+  except IsADirectoryError:  # Made by hand or by another program where the file belongs.
+    raise Damaged(f'{path} is a directory, not the file expected there; {fix}') from None

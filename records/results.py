@@ -128,7 +128,7 @@ def run_dir_state(run_dir):
       status = read(run_dir).get('status')
     except files.Damaged:
       return 'damaged'
-    except (OSError, AttributeError):
+    except OSError:
       status = None
     if status == 'complete':
       return 'finished'
@@ -201,14 +201,19 @@ def write(run_dir, result):
 
 
 def read(run_dir):
-  """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read)."""
+  """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read or
+  holds no JSON object)."""
   fix = (
     'remove it, and run the command that trained the run again: it resumes from the '
     'checkpoints there and writes it anew'
     if storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
     else f'remove {run_dir} and run the same command to train that run again'
   )
-  return files.read_json(storage.join(run_dir, 'result.json'), fix)
+  path = storage.join(run_dir, 'result.json')
+  result = files.read_json(path, fix)
+  if not isinstance(result, dict):  # Its readers take its fields by name.
+    raise files.Damaged(f"{path} holds a JSON {type(result).__name__}, not a run's result; {fix}")
+  return result
 
 
 RESTARTS = 'restarts.json'

@@ -112,7 +112,7 @@ def test_a_checkpoint_is_called_damaged_only_when_it_is(tmp_path, monkeypatch):
       assert not isinstance(e.value, checkpoints.Unreadable)
       assert str(e.value) == (
         f'checkpoint {path} cannot be read (Permission denied); make {tmp_path}/checkpoints '
-        'readable to this user and run the same command to resume'
+        'readable to this user; run the same command to resume'
       )
   checkpointer = checkpoints.Checkpointer(str(tmp_path), {'v': tf.Variable(1.0)})
 
@@ -278,6 +278,31 @@ def test_a_truncated_result_is_named_with_the_fix(tmp_path):
   assert isinstance(raised.value, ValueError)  # Refused input: exit 2, one line.
 
 
+@pytest.mark.parametrize(
+  'make, said',
+  [
+    (lambda path: os.makedirs(path), 'is a directory, not the file expected there; '),
+    (lambda path: open(path, 'w').write('[]'), "holds a JSON list, not a run's result; "),
+  ],
+)
+def test_a_result_that_is_not_a_results_object_is_named_with_the_fix(tmp_path, make, said):
+  """--predict, and a launch into the run, from a result.json that is a directory or holds
+  no JSON object (not `IsADirectoryError`, nor `'list' object is not a mapping`)."""
+  run_dir = str(tmp_path / 'e' / 'one_device')
+  os.makedirs(run_dir)
+  make(os.path.join(run_dir, 'result.json'))
+  for read in (
+    lambda: workload.finished_runs(str(tmp_path / 'e')),
+    lambda: results.check_run_dir(run_dir),
+  ):
+    with pytest.raises(files.Damaged) as raised:
+      read()
+    assert str(raised.value) == (
+      f'{run_dir}/result.json {said}remove {run_dir} and run the same command to train that '
+      'run again'
+    )
+
+
 def test_a_truncated_result_named_by_a_flag_is_named_with_the_fix(tmp_path):
   from configs import noise_scale_of
 
@@ -325,6 +350,7 @@ def write_run(run_dir, epochs=3, name='one_device'):
       'num_replicas_in_sync': 1,
       'global_batch_size': 64,
       'epochs': epochs,
+      'steps_per_epoch': 10,
     },
     trial_id=name,
   )

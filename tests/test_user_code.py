@@ -369,6 +369,11 @@ def huge_floats():
 def huge_ids():
   return ((np.array([[1, 2**31 - 1]] * 4), np.arange(4) % 2),
           (np.array([[1, 2]] * 2), np.arange(2)))
+def ragged():  # Lists of examples of different lengths.
+  return ([[1.0, 2.0], [1.0]], [0, 1]), ([[1.0, 2.0]], [0])
+def no_channels():  # Images with a channel dimension of 0.
+  return ((np.zeros((4, 3, 3, 0), np.float32), np.arange(4) % 2),
+          (np.zeros((2, 3, 3, 0), np.float32), np.arange(2)))
 """
 
 
@@ -394,6 +399,7 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
     ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
     ('single', 'returned tuple, not two (examples, labels) pairs'),
     ('wide_labels', 'returned labels up to 4294967296, beyond int32'),
+    ('ragged', 'returned examples or labels that make no array (setting an array element'),
   ],
 )
 def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, message):
@@ -440,6 +446,11 @@ def test_labels_shaped_as_keras_datasets_return_them_are_one_per_example(module)
       'huge_ids',
       'training examples hold integers up to 2147483647, which float32 (what the model is '
       'fed) cannot hold exactly beyond 16777216',
+    ),
+    (
+      'no_channels',
+      'training examples of shape (3, 3, 0) hold no values (a dimension of 0); give each '
+      'example at least one value, e.g. one channel',
     ),
   ],
 )
