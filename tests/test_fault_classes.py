@@ -81,7 +81,7 @@ def test_a_checkpoint_that_cannot_be_written_is_a_disk_fault_and_a_lost_peer_is_
       checkpointer.save(5, {})
     assert str(raised.value) == (
       f'cannot write {tmp_path}/checkpoints (No space left on device); the earlier '
-      'checkpoints are kept: free space there (or make it writable) and run the same command '
+      'checkpoints are kept: free space there (or make it writable); run the same command '
       'to resume'
     )
 
@@ -183,7 +183,7 @@ def test_a_full_disk_is_one_line_and_a_fault_not_a_refusal(monkeypatch, capsys, 
   assert status == (processes.NOT_RESTARTED if launched else 1)
   assert err == (
     'run.py: cannot write /logs/e/one_device/result.json (No space left on device); free space '
-    'there (or make it writable), or choose another --logdir; then run the same command again\n'
+    'there (or make it writable), or choose another --logdir; then run the same command to resume\n'
   )
 
 
@@ -195,10 +195,19 @@ def full_disk(monkeypatch):
   """Every file records/storage.py writes locally lands on /dev/full: ENOSPC, as a disk that
   fills during the write."""
 
-  def mkstemp(prefix, suffix, dir):
-    return os.open('/dev/full', os.O_WRONLY), os.path.join(dir, f'{prefix}x{suffix}')
+  monkeypatch.setattr(
+    storage.os, 'open', temporary_files_open(lambda: os.open('/dev/full', os.O_WRONLY))
+  )
 
-  monkeypatch.setattr(storage.tempfile, 'mkstemp', mkstemp)
+
+def temporary_files_open(opened):
+  """os.open, but the temporary file records/storage.py writes first is `opened()`."""
+  real_open = os.open
+
+  def open_(path, flags, mode=0o777):
+    return opened() if str(path).endswith('.tmp') else real_open(path, flags, mode)
+
+  return open_
 
 
 @pytest.mark.parametrize(
@@ -220,10 +229,10 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one_whole(tmp_path, full_
 
 
 def test_a_write_refused_for_another_reason_is_not_called_a_full_disk(tmp_path, monkeypatch):
-  def mkstemp(prefix, suffix, dir):
+  def refused():
     raise OSError(errno.EIO, 'Input/output error')
 
-  monkeypatch.setattr(storage.tempfile, 'mkstemp', mkstemp)
+  monkeypatch.setattr(storage.os, 'open', temporary_files_open(refused))
   with pytest.raises(OSError) as raised:
     storage.write_text(str(tmp_path / 'x'), 'x')
   assert not isinstance(raised.value, storage.CannotWrite)
@@ -301,6 +310,20 @@ def test_a_result_that_is_not_a_results_object_is_named_with_the_fix(tmp_path, m
       f'{run_dir}/result.json {said}remove {run_dir} and run the same command to train that '
       'run again'
     )
+
+
+def test_a_result_without_the_fields_of_a_run_is_named_with_the_fix(tmp_path):
+  """--predict from an experiment whose result.json is an object of another program's (was
+  `KeyError: 'global_batch_size'`, exit 1)."""
+  run_dir = tmp_path / 'e' / 'one_device'
+  run_dir.mkdir(parents=True)
+  (run_dir / 'result.json').write_text('{"strategy": "one_device"}')
+  with pytest.raises(files.Damaged) as raised:
+    workload.finished_runs(str(tmp_path / 'e'))
+  assert str(raised.value) == (
+    f'{run_dir}/result.json lacks num_workers, num_replicas_in_sync, global_batch_size, so it '
+    f"is not a run's result; remove {run_dir}, or train that run again into it"
+  )
 
 
 def test_a_truncated_result_named_by_a_flag_is_named_with_the_fix(tmp_path):
