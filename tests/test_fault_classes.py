@@ -228,6 +228,31 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one_whole(tmp_path, full_
   assert path.read_text() == 'before' and os.listdir(tmp_path) == ['kept']
 
 
+def test_a_file_or_directory_in_the_way_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+  """A directory where a report's file goes, a file where a run's directory goes (were
+  IsADirectoryError and FileExistsError, exit 1): named, refused, never restarted."""
+  (tmp_path / 'summary.json').mkdir()
+  (tmp_path / 'one_device').write_text('x')
+  for write, path, reason in (
+    (lambda: files.write_json(str(tmp_path / 'summary.json'), {}), 'summary.json', 'Is a dir'),
+    (lambda: storage.makedirs(str(tmp_path / 'one_device')), 'one_device', 'File exists'),
+    (
+      lambda: storage.makedirs(str(tmp_path / 'one_device' / 'train')),
+      'one_device/train',
+      'Not a dir',
+    ),
+  ):
+    with pytest.raises(storage.InTheWay) as raised:
+      write()
+    status, err = run_main(monkeypatch, capsys, raised.value, launched=True)
+    assert status == 2 and err.startswith(f'run.py: cannot write {tmp_path}/{path} ({reason}')
+    assert err.endswith(
+      '): a file or directory of another kind is in the way; move it away or choose another '
+      '--logdir; then run the same command to resume\n'
+    )
+  assert sorted(os.listdir(tmp_path)) == ['one_device', 'summary.json']  # No temporary file.
+
+
 def test_a_write_refused_for_another_reason_is_not_called_a_full_disk(tmp_path, monkeypatch):
   def refused():
     raise OSError(errno.EIO, 'Input/output error')
