@@ -53,3 +53,12 @@ def read_json(path, fix='remove it and run the command that wrote it again'):
     raise Damaged(f'{path} is damaged and cannot be read ({e}); {fix}') from None
   except IsADirectoryError:  # Made by hand or by another program where the file belongs.
     raise Damaged(f'{path} is a directory, not the file expected there; {fix}') from None
+
+
+def read_object(path, fix='remove it and run the command that wrote it again'):
+  """The JSON object in `path`, as read_json reads it; Damaged also when it holds another
+  JSON value (a list, a string): every reader takes its fields by name."""
+  value = read_json(path, fix)
+  if not isinstance(value, dict):
+    raise Damaged(f'{path} holds a JSON {type(value).__name__} where an object belongs; {fix}')
+  return value

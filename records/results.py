@@ -209,11 +209,7 @@ def read(run_dir):
     if storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
     else f'remove {run_dir} and run the same command to train that run again'
   )
-  path = storage.join(run_dir, 'result.json')
-  result = files.read_json(path, fix)
-  if not isinstance(result, dict):  # Its readers take its fields by name.
-    raise files.Damaged(f"{path} holds a JSON {type(result).__name__}, not a run's result; {fix}")
-  return result
+  return files.read_object(storage.join(run_dir, 'result.json'), fix)
 
 
 RESTARTS = 'restarts.json'

@@ -316,7 +316,7 @@ def test_a_truncated_result_is_named_with_the_fix(tmp_path):
   'make, said',
   [
     (lambda path: os.makedirs(path), 'is a directory, not the file expected there; '),
-    (lambda path: open(path, 'w').write('[]'), "holds a JSON list, not a run's result; "),
+    (lambda path: open(path, 'w').write('[]'), 'holds a JSON list where an object belongs; '),
   ],
 )
 def test_a_result_that_is_not_a_results_object_is_named_with_the_fix(tmp_path, make, said):
@@ -349,6 +349,32 @@ def test_a_result_without_the_fields_of_a_run_is_named_with_the_fix(tmp_path):
     f'{run_dir}/result.json lacks num_workers, num_replicas_in_sync, global_batch_size, so it '
     f"is not a run's result; remove {run_dir}, or train that run again into it"
   )
+
+
+@pytest.mark.parametrize(
+  'text, said',
+  [
+    ('[]', 'holds a JSON list where an object belongs'),
+    ('"hello"', 'holds a JSON str where an object belongs'),
+    (
+      '{"gpus": [1], "build_info": "x"}',
+      'is not an environment record of this program (build_info, gpus of another kind)',
+    ),
+  ],
+)
+def test_an_environment_record_of_another_shape_is_named_with_the_fix(tmp_path, text, said):
+  """The report and --predict read its fields by name (were AttributeError: 'list' object has
+  no attribute 'items', and 'int' object has no attribute 'get', exit 1)."""
+  from records import environment
+
+  (tmp_path / 'environment.json').write_text(text)
+  with pytest.raises(files.Damaged) as raised:
+    environment.read(str(tmp_path))
+  assert str(raised.value) == (
+    f'{tmp_path}/environment.json {said}; remove it: the next run of the experiment writes it again'
+  )
+  (tmp_path / 'environment.json').write_text('{"gpus": [{"name": "A100"}], "cluster_spec": null}')
+  assert environment.compute_device(environment.read(str(tmp_path))) == 'GPU (A100)'
 
 
 def test_a_truncated_result_named_by_a_flag_is_named_with_the_fix(tmp_path):
