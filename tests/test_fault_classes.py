@@ -377,6 +377,25 @@ def test_an_environment_record_of_another_shape_is_named_with_the_fix(tmp_path, 
   assert environment.compute_device(environment.read(str(tmp_path))) == 'GPU (A100)'
 
 
+@pytest.mark.parametrize(
+  'text, said',
+  [
+    ('[1]', 'holds a JSON list where an object belongs'),
+    ('{"source": {}}', 'is not a prediction of this program (no source and predictions)'),
+  ],
+)
+def test_a_prediction_of_another_shape_is_named_with_the_fix(tmp_path, text, said):
+  """The report reads its source and predictions by name (was TypeError, exit 1)."""
+  from prediction import predict
+
+  (tmp_path / 'prediction.json').write_text(text)
+  with pytest.raises(files.Damaged) as raised:
+    predict.read(str(tmp_path))
+  assert str(raised.value) == (
+    f'{tmp_path}/prediction.json {said}; remove it, or predict again (--predict) to write it anew'
+  )
+
+
 def test_a_truncated_result_named_by_a_flag_is_named_with_the_fix(tmp_path):
   from configs import noise_scale_of
 
