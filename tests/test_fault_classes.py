@@ -396,6 +396,26 @@ def test_a_prediction_of_another_shape_is_named_with_the_fix(tmp_path, text, sai
   )
 
 
+def test_a_run_config_without_a_runs_settings_is_refused_not_trained_as_the_defaults(tmp_path):
+  """`--run_config` of `{}` trained the default run into ./runs, exit 0; a whole one reads."""
+  import types
+
+  from configs import definitions
+  from configs import from_flags
+
+  path = tmp_path / 'config.json'
+  path.write_text('{"epochs": 2}')
+  with pytest.raises(files.Damaged) as raised:
+    from_flags.child_run(types.SimpleNamespace(run_config=str(path)))
+  assert str(raised.value).startswith(f'--run_config={path} lacks name, run_dir, condition, ')
+  assert str(raised.value).endswith(
+    "; launch the run with run.py's flags: the launcher writes its config.json anew"
+  )
+  whole = definitions.RunConfig(name='x', epochs=2)
+  files.write_json(str(path), whole.to_json())
+  assert from_flags.child_run(types.SimpleNamespace(run_config=str(path))) == whole
+
+
 def test_a_truncated_result_named_by_a_flag_is_named_with_the_fix(tmp_path):
   from configs import noise_scale_of
 
