@@ -187,6 +187,20 @@ def write_config(run_dir, config):
   return files.write_json(storage.join(run_dir, CONFIG), config)
 
 
+def config_text(run_dir):
+  """The text of the run's config.json as it is, to put back (`restore_config`), or None."""
+  try:
+    return storage.read_text(storage.join(run_dir, CONFIG))
+  except OSError:
+    return None
+
+
+def restore_config(run_dir, text):
+  """Puts back the config.json of a run that a refused command would have changed: it still
+  describes the run's checkpoints and results."""
+  storage.write_text(storage.join(run_dir, CONFIG), text)
+
+
 def remove_config(run_dir):
   """Removes the config.json of a run that never began (and the restarts it was given), and
   its directory if that empties it."""

@@ -3,6 +3,7 @@ another, a full disk at any write, a damaged file from an earlier run, a fault s
 not recorded. Each ends in one line naming what failed and what to do, with the right exit
 status (1 for a fault, 2 for refused input), or is survived and recorded."""
 
+import dataclasses
 import errno
 import json
 import os
@@ -608,3 +609,25 @@ def test_a_task_that_cannot_join_its_cluster_exits_1_not_137():
     'answer; start every task with the same TF_CONFIG cluster, or raise --startup_timeout\n'
   )
   assert startup_watchdog.STOP_SIGNAL == 1  # Its number is the exit status.
+
+
+def test_a_refused_resume_leaves_the_runs_config_as_it_was(tmp_path, monkeypatch, capsys):
+  """Resuming with a checkpoint's other settings is refused (exit 2): its config.json still
+  describes the checkpoints and result.json, not the refused flags (was overwritten by them)."""
+  from configs import definitions
+  from orchestration import launcher
+
+  run_dir = tmp_path / 'e' / 'one_device'
+  (run_dir / 'checkpoints').mkdir(parents=True)
+  (run_dir / 'checkpoints' / 'checkpoint').write_text('model_checkpoint_path: "ckpt-3"\n')
+  results.write(str(run_dir), {'status': 'interrupted'})
+  earlier = definitions.RunConfig(name='one_device', run_dir=str(run_dir), epochs=2)
+  results.write_config(str(run_dir), earlier.to_json())
+  before = (run_dir / 'config.json').read_text()
+  refused = processes.TaskError('one_device failed: other settings', returncode=2)
+  monkeypatch.setattr(launcher, 'run_with_restarts', lambda *args, **kwargs: refused)
+  experiment = definitions.Experiment(
+    directory=str(tmp_path / 'e'), runs=(dataclasses.replace(earlier, epochs=3),)
+  )
+  assert launcher.launch(experiment) == 2
+  assert (run_dir / 'config.json').read_text() == before
