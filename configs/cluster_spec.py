@@ -56,7 +56,12 @@ def parse(text, jobs):
     raise ClusterError(
       f'TF_CONFIG task type "{task_type}" is not a job of the cluster ({", ".join(cluster)})'
     )
-  if type(index) is not int or not 0 <= index < len(cluster[task_type]):
+  if type(index) is not int:  # '1' or 1.0 is within the job, but not an index TensorFlow takes.
+    raise ClusterError(
+      f'TF_CONFIG task index {index!r} is not an integer; give it as a number from 0 to '
+      f'{len(cluster[task_type]) - 1}, e.g. "index": 0'
+    )
+  if not 0 <= index < len(cluster[task_type]):
     raise ClusterError(
       f'TF_CONFIG task index {index!r} is outside job "{task_type}", which has '
       f'{len(cluster[task_type])} task(s)'

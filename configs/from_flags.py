@@ -176,8 +176,16 @@ def _logdir(values):
 
 
 def child_run(values=FLAGS):
-  """The run a child process was started with (--run_config)."""
-  return definitions.RunConfig.from_json(files.read_json(values.run_config))
+  """The run a child process was started with (--run_config): a whole run's config.json, as
+  the launcher writes it; files.Damaged for one that lacks any of its settings (it would
+  otherwise train the defaults, into ./runs)."""
+  path = values.run_config
+  fix = "launch the run with run.py's flags: the launcher writes its config.json anew"
+  saved = files.read_object(path, fix)
+  missing = [f.name for f in dataclasses.fields(definitions.RunConfig) if f.name not in saved]
+  if missing:
+    raise files.Damaged(f'--run_config={path} lacks {", ".join(missing)}; {fix}')
+  return definitions.RunConfig.from_json(saved)
 
 
 def _runs(values, directory):

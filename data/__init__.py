@@ -93,14 +93,20 @@ _CHUNK = 2**22  # Values checked at a time for the examples that are not finite.
 
 
 def check(arrays, who):
-  """`arrays`, or DatasetError naming `who`, the split, how many examples and the first: no
-  example may hold NaN or infinity (the loss would become NaN, a fault of no learning rate),
+  """`arrays`, or DatasetError naming `who`, the split, how many examples and the first: an
+  example holds at least one value (a model's layers have no weights for none), no example
+  may hold NaN or infinity (the loss would become NaN, a fault of no learning rate),
   no label may fall outside the model's classes (0..num_classes-1), and examples fed as
   float32 must fit it (`check_range`), integers exactly."""
   for split, x, y in (
     ('training', arrays.x_train, arrays.y_train),
     ('validation', arrays.x_validation, arrays.y_validation),
   ):
+    if 0 in x.shape[1:]:
+      raise DatasetError(
+        f'{who}: {split} examples of shape {x.shape[1:]} hold no values (a dimension of 0); '
+        'give each example at least one value, e.g. one channel'
+      )
     count, first = _not_finite(x)
     if count:
       raise DatasetError(
@@ -177,7 +183,10 @@ def from_user(spec, returned):
     (x_train, y_train), (x_val, y_val) = returned
   except (TypeError, ValueError):
     raise refuse(f'returned {type(returned).__name__}, not two (examples, labels) pairs') from None
-  x_train, y_train, x_val, y_val = map(np.asarray, (x_train, y_train, x_val, y_val))
+  try:
+    x_train, y_train, x_val, y_val = map(np.asarray, (x_train, y_train, x_val, y_val))
+  except ValueError as e:  # Lists of examples of different lengths: no array of them.
+    raise refuse(f'returned examples or labels that make no array ({e})') from None
   # Labels of shape (N, 1), as keras.datasets.cifar10 returns them: one label per example.
   y_train, y_val = (y[:, 0] if y.ndim == 2 and y.shape[1:] == (1,) else y for y in (y_train, y_val))
   for split, x, y in (('training', x_train, y_train), ('validation', x_val, y_val)):

@@ -309,10 +309,13 @@ def launch(experiment):
       worker_gpus = shares.get(run.name) if visible_gpus else None
       if worker_gpus is not None:
         print(f'GPUs: {gpus.note(visible_gpus, worker_gpus)}', flush=True)
+      earlier = results.config_text(run.run_dir)
       results.write_config(run.run_dir, run.to_json())
       error = run_with_restarts(run, experiment, hide, fault and fault(run.run_dir), worker_gpus)
       if error and results.run_dir_state(run.run_dir) == 'new':
         results.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
+      elif error and earlier is not None and error.returncode == 2:
+        results.restore_config(run.run_dir, earlier)  # Refused: the run stays as it was.
     rows.append(
       {'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
       if error

@@ -150,10 +150,20 @@ def _measured_on(source):
 
 
 def read(experiment_dir):
-  """The experiment's prediction.json, or None."""
+  """The experiment's prediction.json, or None; files.Damaged, naming it and the fix, when it
+  cannot be read or lacks what the report reads of it (its source and predictions)."""
   path = storage.join(experiment_dir, FILE)
+  if not storage.exists(path):
+    return None
   fix = 'remove it, or predict again (--predict) to write it anew'
-  return files.read_json(path, fix) if storage.exists(path) else None
+  document = files.read_object(path, fix)
+  if not (
+    isinstance(document.get('source'), dict) and isinstance(document.get('predictions'), list)
+  ):
+    raise files.Damaged(
+      f'{path} is not a prediction of this program (no source and predictions); {fix}'
+    )
+  return document
 
 
 def table(predictions):

@@ -15,6 +15,7 @@ one_device run's for every strategy and device count but those measured.
 
 import strategies
 from prediction import cost_model
+from records import files
 from records import results
 from records import storage
 
@@ -23,13 +24,26 @@ class WorkloadError(ValueError):
   pass
 
 
+# The fields of a result.json the prediction reads of every run.
+READ_OF_EVERY_RUN = ('strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_size')
+
+
 def finished_runs(experiment_dir):
-  """The experiment's runs that wrote a result.json (its dict, with the run's name)."""
-  return [
+  """The experiment's runs that wrote a result.json (its dict, with the run's name);
+  files.Damaged for one without the fields read of every run (another program's, say)."""
+  runs = [
     {**results.read(storage.join(experiment_dir, name)), 'run': name}
     for name in (storage.listdir(experiment_dir) if storage.isdir(experiment_dir) else [])
     if storage.exists(storage.join(experiment_dir, name, 'result.json'))
   ]
+  for run in runs:
+    if missing := [field for field in READ_OF_EVERY_RUN if field not in run]:
+      path = storage.join(experiment_dir, run['run'], 'result.json')
+      raise files.Damaged(
+        f"{path} lacks {', '.join(missing)}, so it is not a run's result; remove "
+        f'{storage.join(experiment_dir, run["run"])}, or train that run again into it'
+      )
+  return runs
 
 
 def measured_runs(experiment_dir):

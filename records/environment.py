@@ -107,10 +107,31 @@ def write_once(experiment_dir, info) -> bool:
 
 def read(experiment_dir):
   """<experiment_dir>/environment.json, or None if it is not there (files.Damaged if it cannot
-  be read)."""
+  be read, or its fields are not of the kinds this program writes)."""
   path = storage.join(experiment_dir, 'environment.json')
+  if not storage.exists(path):
+    return None
   fix = 'remove it: the next run of the experiment writes it again'
-  return files.read_json(path, fix) if storage.exists(path) else None
+  info = files.read_object(path, fix)
+  wrong = [key for key, kind in _KINDS.items() if not isinstance(info.get(key), (kind, type(None)))]
+  wrong += ['gpus'] if not all(isinstance(gpu, dict) for gpu in info.get('gpus') or []) else []
+  if wrong:
+    raise files.Damaged(
+      f'{path} is not an environment record of this program ({", ".join(sorted(set(wrong)))} '
+      f'of another kind); {fix}'
+    )
+  return info
+
+
+# The kinds of the fields of environment.json its readers take apart (markdown, compute_device).
+_KINDS = {
+  'build_info': dict,
+  'nccl_env': dict,
+  'cluster_spec': dict,
+  'physical_devices': list,
+  'logical_devices': list,
+  'gpus': list,
+}
 
 
 def compute_device(info):

@@ -45,9 +45,20 @@ class Damaged(ValueError):
 
 
 def read_json(path, fix='remove it and run the command that wrote it again'):
-  """The JSON value in `path`; Damaged, naming it and `fix`, when it cannot be parsed
-  (FileNotFoundError when it is not there)."""
+  """The JSON value in `path`; Damaged, naming it and `fix`, when it cannot be parsed or is a
+  directory (FileNotFoundError when it is not there)."""
   try:
     return json.loads(storage.read_text(path))
   except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8.
     raise Damaged(f'{path} is damaged and cannot be read ({e}); {fix}') from None
+  except IsADirectoryError:  # Made by hand or by another program where the file belongs.
+    raise Damaged(f'{path} is a directory, not the file expected there; {fix}') from None
+
+
+def read_object(path, fix='remove it and run the command that wrote it again'):
+  """The JSON object in `path`, as read_json reads it; Damaged also when it holds another
+  JSON value (a list, a string): every reader takes its fields by name."""
+  value = read_json(path, fix)
+  if not isinstance(value, dict):
+    raise Damaged(f'{path} holds a JSON {type(value).__name__} where an object belongs; {fix}')
+  return value

@@ -128,7 +128,7 @@ def run_dir_state(run_dir):
       status = read(run_dir).get('status')
     except files.Damaged:
       return 'damaged'
-    except (OSError, AttributeError):
+    except OSError:
       status = None
     if status == 'complete':
       return 'finished'
@@ -187,6 +187,20 @@ def write_config(run_dir, config):
   return files.write_json(storage.join(run_dir, CONFIG), config)
 
 
+def config_text(run_dir):
+  """The text of the run's config.json as it is, to put back (`restore_config`), or None."""
+  try:
+    return storage.read_text(storage.join(run_dir, CONFIG))
+  except OSError:
+    return None
+
+
+def restore_config(run_dir, text):
+  """Puts back the config.json of a run that a refused command would have changed: it still
+  describes the run's checkpoints and results."""
+  storage.write_text(storage.join(run_dir, CONFIG), text)
+
+
 def remove_config(run_dir):
   """Removes the config.json of a run that never began (and the restarts it was given), and
   its directory if that empties it."""
@@ -201,14 +215,15 @@ def write(run_dir, result):
 
 
 def read(run_dir):
-  """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read)."""
+  """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read or
+  holds no JSON object)."""
   fix = (
     'remove it, and run the command that trained the run again: it resumes from the '
     'checkpoints there and writes it anew'
     if storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
     else f'remove {run_dir} and run the same command to train that run again'
   )
-  return files.read_json(storage.join(run_dir, 'result.json'), fix)
+  return files.read_object(storage.join(run_dir, 'result.json'), fix)
 
 
 RESTARTS = 'restarts.json'

@@ -49,15 +49,30 @@ def refusal(error):
   return next((os.strerror(code) for code in REFUSALS if os.strerror(code) in text), None)
 
 
+class InTheWay(ValueError):
+  """A directory where a file is to be written, or a file where a directory is to be made (by
+  hand, or by another program): refused input, which no restart cures; the message names the
+  path and what to do."""
+
+  def __init__(self, path, reason):
+    super().__init__(
+      f'cannot write {path} ({reason}): a file or directory of another kind is in the way; '
+      f'move it away or choose another --logdir; then {resume.hint()}'
+    )
+
+
 @contextlib.contextmanager
 def writing(path, errors=(), fix=None):
   """Turns the storage refusing a write to `path` (an OSError, or one of `errors`, e.g.
-  TensorFlow's OpError from its own writers) into CannotWrite naming it and `fix`: a bare
-  `OSError: [Errno 28]` names no file. Any other error goes on as it is."""
+  TensorFlow's OpError from its own writers) into CannotWrite naming it and `fix`, and a file
+  or directory in its way into InTheWay: a bare `OSError: [Errno 28]` names no file. Any other
+  error goes on as it is."""
   try:
     yield
-  except CannotWrite:  # Named already, by a write inside.
+  except (CannotWrite, InTheWay):  # Named already, by a write inside.
     raise
+  except (IsADirectoryError, NotADirectoryError, FileExistsError) as e:
+    raise InTheWay(path, e.strerror) from None
   except (OSError, *errors) as e:
     reason = refusal(e)
     if reason is None:

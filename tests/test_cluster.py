@@ -196,13 +196,13 @@ BAD_CONFIGS = [
   pytest.param(
     _with(task={'type': 'worker', 'index': '1'}),
     JOBS,
-    'task index \'1\' is outside job "worker"',
+    'task index \'1\' is not an integer; give it as a number from 0 to 1, e.g. "index": 0',
     id='index-string',
   ),
   pytest.param(
     _with(task={'type': 'worker', 'index': 1.0}),
     JOBS,
-    'task index 1.0 is outside job "worker"',
+    'task index 1.0 is not an integer; give it as a number from 0 to 1',
     id='index-float',
   ),
 ]

@@ -3,6 +3,7 @@ another, a full disk at any write, a damaged file from an earlier run, a fault s
 not recorded. Each ends in one line naming what failed and what to do, with the right exit
 status (1 for a fault, 2 for refused input), or is survived and recorded."""
 
+import dataclasses
 import errno
 import json
 import os
@@ -81,8 +82,8 @@ def test_a_checkpoint_that_cannot_be_written_is_a_disk_fault_and_a_lost_peer_is_
       checkpointer.save(5, {})
     assert str(raised.value) == (
       f'cannot write {tmp_path}/checkpoints (No space left on device); the earlier '
-      'checkpoints are kept: free space there (or make it writable); run the same command to '
-      'resume'
+      'checkpoints are kept: free space there (or make it writable); run the same command '
+      'to resume'
     )
 
 
@@ -183,8 +184,7 @@ def test_a_full_disk_is_one_line_and_a_fault_not_a_refusal(monkeypatch, capsys, 
   assert status == (processes.NOT_RESTARTED if launched else 1)
   assert err == (
     'run.py: cannot write /logs/e/one_device/result.json (No space left on device); free space '
-    'there (or make it writable), or choose another --logdir; then run the same command to '
-    'resume\n'
+    'there (or make it writable), or choose another --logdir; then run the same command to resume\n'
   )
 
 
@@ -218,6 +218,31 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one_whole(tmp_path, full_
     write(str(path))
   assert str(raised.value).startswith(f'cannot write {path} (No space left on device); free ')
   assert path.read_text() == 'before' and os.listdir(tmp_path) == ['kept']
+
+
+def test_a_file_or_directory_in_the_way_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+  """A directory where a report's file goes, a file where a run's directory goes (were
+  IsADirectoryError and FileExistsError, exit 1): named, refused, never restarted."""
+  (tmp_path / 'summary.json').mkdir()
+  (tmp_path / 'one_device').write_text('x')
+  for write, path, reason in (
+    (lambda: files.write_json(str(tmp_path / 'summary.json'), {}), 'summary.json', 'Is a dir'),
+    (lambda: storage.makedirs(str(tmp_path / 'one_device')), 'one_device', 'File exists'),
+    (
+      lambda: storage.makedirs(str(tmp_path / 'one_device' / 'train')),
+      'one_device/train',
+      'Not a dir',
+    ),
+  ):
+    with pytest.raises(storage.InTheWay) as raised:
+      write()
+    status, err = run_main(monkeypatch, capsys, raised.value, launched=True)
+    assert status == 2 and err.startswith(f'run.py: cannot write {tmp_path}/{path} ({reason}')
+    assert err.endswith(
+      '): a file or directory of another kind is in the way; move it away or choose another '
+      '--logdir; then run the same command to resume\n'
+    )
+  assert sorted(os.listdir(tmp_path)) == ['one_device', 'summary.json']  # No temporary file.
 
 
 def test_a_write_refused_for_another_reason_is_not_called_a_full_disk(tmp_path, monkeypatch):
@@ -279,6 +304,110 @@ def test_a_truncated_result_is_named_with_the_fix(tmp_path):
   assert isinstance(raised.value, ValueError)  # Refused input: exit 2, one line.
 
 
+@pytest.mark.parametrize(
+  'make, said',
+  [
+    (lambda path: os.makedirs(path), 'is a directory, not the file expected there; '),
+    (lambda path: open(path, 'w').write('[]'), 'holds a JSON list where an object belongs; '),
+  ],
+)
+def test_a_result_that_is_not_a_results_object_is_named_with_the_fix(tmp_path, make, said):
+  """--predict, and a launch into the run, from a result.json that is a directory or holds
+  no JSON object (not `IsADirectoryError`, nor `'list' object is not a mapping`)."""
+  run_dir = str(tmp_path / 'e' / 'one_device')
+  os.makedirs(run_dir)
+  make(os.path.join(run_dir, 'result.json'))
+  for read in (
+    lambda: workload.finished_runs(str(tmp_path / 'e')),
+    lambda: results.check_run_dir(run_dir),
+  ):
+    with pytest.raises(files.Damaged) as raised:
+      read()
+    assert str(raised.value) == (
+      f'{run_dir}/result.json {said}remove {run_dir} and run the same command to train that '
+      'run again'
+    )
+
+
+def test_a_result_without_the_fields_of_a_run_is_named_with_the_fix(tmp_path):
+  """--predict from an experiment whose result.json is an object of another program's (was
+  `KeyError: 'global_batch_size'`, exit 1)."""
+  run_dir = tmp_path / 'e' / 'one_device'
+  run_dir.mkdir(parents=True)
+  (run_dir / 'result.json').write_text('{"strategy": "one_device"}')
+  with pytest.raises(files.Damaged) as raised:
+    workload.finished_runs(str(tmp_path / 'e'))
+  assert str(raised.value) == (
+    f'{run_dir}/result.json lacks num_workers, num_replicas_in_sync, global_batch_size, so it '
+    f"is not a run's result; remove {run_dir}, or train that run again into it"
+  )
+
+
+@pytest.mark.parametrize(
+  'text, said',
+  [
+    ('[]', 'holds a JSON list where an object belongs'),
+    ('"hello"', 'holds a JSON str where an object belongs'),
+    (
+      '{"gpus": [1], "build_info": "x"}',
+      'is not an environment record of this program (build_info, gpus of another kind)',
+    ),
+  ],
+)
+def test_an_environment_record_of_another_shape_is_named_with_the_fix(tmp_path, text, said):
+  """The report and --predict read its fields by name (were AttributeError: 'list' object has
+  no attribute 'items', and 'int' object has no attribute 'get', exit 1)."""
+  from records import environment
+
+  (tmp_path / 'environment.json').write_text(text)
+  with pytest.raises(files.Damaged) as raised:
+    environment.read(str(tmp_path))
+  assert str(raised.value) == (
+    f'{tmp_path}/environment.json {said}; remove it: the next run of the experiment writes it again'
+  )
+  (tmp_path / 'environment.json').write_text('{"gpus": [{"name": "A100"}], "cluster_spec": null}')
+  assert environment.compute_device(environment.read(str(tmp_path))) == 'GPU (A100)'
+
+
+@pytest.mark.parametrize(
+  'text, said',
+  [
+    ('[1]', 'holds a JSON list where an object belongs'),
+    ('{"source": {}}', 'is not a prediction of this program (no source and predictions)'),
+  ],
+)
+def test_a_prediction_of_another_shape_is_named_with_the_fix(tmp_path, text, said):
+  """The report reads its source and predictions by name (was TypeError, exit 1)."""
+  from prediction import predict
+
+  (tmp_path / 'prediction.json').write_text(text)
+  with pytest.raises(files.Damaged) as raised:
+    predict.read(str(tmp_path))
+  assert str(raised.value) == (
+    f'{tmp_path}/prediction.json {said}; remove it, or predict again (--predict) to write it anew'
+  )
+
+
+def test_a_run_config_without_a_runs_settings_is_refused_not_trained_as_the_defaults(tmp_path):
+  """`--run_config` of `{}` trained the default run into ./runs, exit 0; a whole one reads."""
+  import types
+
+  from configs import definitions
+  from configs import from_flags
+
+  path = tmp_path / 'config.json'
+  path.write_text('{"epochs": 2}')
+  with pytest.raises(files.Damaged) as raised:
+    from_flags.child_run(types.SimpleNamespace(run_config=str(path)))
+  assert str(raised.value).startswith(f'--run_config={path} lacks name, run_dir, condition, ')
+  assert str(raised.value).endswith(
+    "; launch the run with run.py's flags: the launcher writes its config.json anew"
+  )
+  whole = definitions.RunConfig(name='x', epochs=2)
+  files.write_json(str(path), whole.to_json())
+  assert from_flags.child_run(types.SimpleNamespace(run_config=str(path))) == whole
+
+
 def test_a_truncated_result_named_by_a_flag_is_named_with_the_fix(tmp_path):
   from configs import noise_scale_of
 
@@ -326,7 +455,7 @@ def write_run(run_dir, epochs=3, name='one_device'):
       'num_replicas_in_sync': 1,
       'global_batch_size': 64,
       'epochs': epochs,
-      'steps_per_epoch': 64,
+      'steps_per_epoch': 10,
     },
     trial_id=name,
   )
@@ -471,3 +600,25 @@ def test_a_task_that_cannot_join_its_cluster_exits_1_not_137():
     'answer; start every task with the same TF_CONFIG cluster, or raise --startup_timeout\n'
   )
   assert startup_watchdog.STOP_SIGNAL == 1  # Its number is the exit status.
+
+
+def test_a_refused_resume_leaves_the_runs_config_as_it_was(tmp_path, monkeypatch, capsys):
+  """Resuming with a checkpoint's other settings is refused (exit 2): its config.json still
+  describes the checkpoints and result.json, not the refused flags (was overwritten by them)."""
+  from configs import definitions
+  from orchestration import launcher
+
+  run_dir = tmp_path / 'e' / 'one_device'
+  (run_dir / 'checkpoints').mkdir(parents=True)
+  (run_dir / 'checkpoints' / 'checkpoint').write_text('model_checkpoint_path: "ckpt-3"\n')
+  results.write(str(run_dir), {'status': 'interrupted'})
+  earlier = definitions.RunConfig(name='one_device', run_dir=str(run_dir), epochs=2)
+  results.write_config(str(run_dir), earlier.to_json())
+  before = (run_dir / 'config.json').read_text()
+  refused = processes.TaskError('one_device failed: other settings', returncode=2)
+  monkeypatch.setattr(launcher, 'run_with_restarts', lambda *args, **kwargs: refused)
+  experiment = definitions.Experiment(
+    directory=str(tmp_path / 'e'), runs=(dataclasses.replace(earlier, epochs=3),)
+  )
+  assert launcher.launch(experiment) == 2
+  assert (run_dir / 'config.json').read_text() == before

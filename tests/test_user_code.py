@@ -369,6 +369,14 @@ def huge_floats():
 def huge_ids():
   return ((np.array([[1, 2**31 - 1]] * 4), np.arange(4) % 2),
           (np.array([[1, 2]] * 2), np.arange(2)))
+def ragged():  # Lists of examples of different lengths.
+  return ([[1.0, 2.0], [1.0]], [0, 1]), ([[1.0, 2.0]], [0])
+def exits():  # A script's function that ends its process.
+  import sys
+  sys.exit(3)
+def no_channels():  # Images with a channel dimension of 0.
+  return ((np.zeros((4, 3, 3, 0), np.float32), np.arange(4) % 2),
+          (np.zeros((2, 3, 3, 0), np.float32), np.arange(2)))
 """
 
 
@@ -394,6 +402,7 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
     ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
     ('single', 'returned tuple, not two (examples, labels) pairs'),
     ('wide_labels', 'returned labels up to 4294967296, beyond int32'),
+    ('ragged', 'returned examples or labels that make no array (setting an array element'),
   ],
 )
 def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, message):
@@ -407,6 +416,17 @@ def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, messag
       'return (x_train, y_train), (x_val, y_val) as keras.datasets do, labels integers from 0'
     )
     and '\n' not in text
+  )
+
+
+def test_a_user_function_that_exits_is_one_line_naming_the_flag(module):
+  """sys.exit(3) in a user's dataset ended the run with `one_device failed: exit status 3`
+  (status 3 is the launcher's "not restarted"); now it is refused input, naming the flag."""
+  name = module(DATA)
+  with pytest.raises(user_code.UserCodeError) as e:
+    data.load(definitions.Data(f'{name}:exits'))
+  assert str(e.value) == (
+    f'--dataset={name}:exits called sys.exit(3); return the value instead of exiting'
   )
 
 
@@ -440,6 +460,11 @@ def test_labels_shaped_as_keras_datasets_return_them_are_one_per_example(module)
       'huge_ids',
       'training examples hold integers up to 2147483647, which float32 (what the model is '
       'fed) cannot hold exactly beyond 16777216',
+    ),
+    (
+      'no_channels',
+      'training examples of shape (3, 3, 0) hold no values (a dimension of 0); give each '
+      'example at least one value, e.g. one channel',
     ),
   ],
 )

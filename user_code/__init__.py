@@ -224,6 +224,10 @@ def call(spec, flag, *args):
     raise
   except Exception as e:  # pylint: disable=broad-except  # Whatever the user's code raises.
     raise UserCodeError(f'--{flag}={spec} raised {message(e)}') from None
+  except SystemExit as e:  # sys.exit() in a script's code: else run.py ended with its status.
+    raise UserCodeError(
+      f'--{flag}={spec} called sys.exit({e.code!r}); return the value instead of exiting'
+    ) from None
 
 
 def first_line(error):
