@@ -628,6 +628,7 @@ def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp
     '--checkpoint_every_steps=2',
     '--noise_scale',
     '--breakdown_steps=1',
+    '--steps_per_execution=1',  # Executions after the first time the step the breakdown needs.
     '--max_restarts=0',
     f'--logdir={tmp_path}/runs',
     '--experiment=ёжик',  # Letters of any script name an experiment.
