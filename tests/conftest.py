@@ -157,6 +157,27 @@ def wait_for_line(proc, prefix, timeout):
   raise AssertionError(f'no line starting with {prefix!r} within {timeout} s')
 
 
+def signalled_after(args, cwd, line, signum, timeout=180):
+  """Starts run.py with `args` in `cwd`, sends `signum` once a stdout line starts with `line`
+  (within `timeout`), and returns its exit status and stderr; the process never outlives it."""
+  proc = subprocess.Popen(
+    [sys.executable, RUN_PY, *args],
+    cwd=str(cwd),
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
+  try:
+    wait_for_line(proc, line, timeout=timeout)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+    proc.communicate()
+  return proc.returncode, stderr
+
+
 @pytest.fixture
 def logdir(tmp_path):
   """A run directory root whose processes are all killed after the test, whatever happened."""

@@ -14,17 +14,14 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.conftest import RUN_PY
 from tests.conftest import kill_all
 from tests.conftest import read_result
 from tests.conftest import run_py
-from tests.conftest import wait_for_line
+from tests.conftest import signalled_after
 from tests.conftest import wait_until_gone
 from tests.test_bad_input import assert_one_line_error
 
@@ -70,22 +67,10 @@ def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
   cwd.mkdir()
   url = f'file://{local}'
   args = ['--strategies=mirrored', '--epochs=6', '--steps_per_execution=2', f'--logdir={url}']
-  proc = subprocess.Popen(
-    [sys.executable, RUN_PY, '--nobreakdown', *args, '--experiment=stopped'],
-    cwd=str(cwd),
-    stdin=subprocess.DEVNULL,
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
+  status, stderr = signalled_after(
+    ['--nobreakdown', *args, '--experiment=stopped'], cwd, '[mirrored] epoch 2/6', signal.SIGTERM
   )
-  try:
-    wait_for_line(proc, '[mirrored] epoch 2/6', timeout=180)
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=120)
-  finally:
-    proc.kill()
-    proc.communicate()
-  assert proc.returncode == 128 + signal.SIGTERM, stderr
+  assert status == 128 + signal.SIGTERM, stderr
   assert 'interrupted at step' in stderr and 'to resume, run: ' in stderr
   assert f'checkpoint {url}/stopped/mirrored/checkpoints/ckpt-' in stderr
   assert wait_until_gone(str(logdir)) == []

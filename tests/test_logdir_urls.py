@@ -10,17 +10,14 @@ import glob
 import os
 import shutil
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import DEFAULT_STRATEGIES as STRATEGIES
 from tests.conftest import ROOT
-from tests.conftest import RUN_PY
 from tests.conftest import read_result
 from tests.conftest import run_py
-from tests.conftest import wait_for_line
+from tests.conftest import signalled_after
 from tests.conftest import wait_until_gone
 from tests.test_fault_tolerance import assert_continuous
 from tests.test_fault_tolerance import checkpoint_steps
@@ -111,22 +108,10 @@ def test_sigterm_then_the_same_command_resumes_from_a_url(places, strategy):
     f'--logdir={url}',
     '--experiment=stopped',
   ]
-  proc = subprocess.Popen(
-    [sys.executable, RUN_PY, '--nobreakdown', *args],
-    cwd=str(cwd),
-    stdin=subprocess.DEVNULL,
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
+  status, stderr = signalled_after(
+    ['--nobreakdown', *args], cwd, f'[{strategy}] epoch 2/4', signal.SIGTERM
   )
-  try:
-    wait_for_line(proc, f'[{strategy}] epoch 2/4', timeout=180)
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=120)
-  finally:
-    proc.kill()
-    proc.communicate()
-  assert proc.returncode == 128 + signal.SIGTERM, stderr
+  assert status == 128 + signal.SIGTERM, stderr
   assert f'checkpoint {url}/stopped/{strategy}/checkpoints/ckpt-' in stderr
   assert wait_until_gone(str(local)) == []
   run_dir = str(local / 'stopped' / strategy)

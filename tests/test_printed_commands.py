@@ -23,7 +23,7 @@ from records import resume
 from tests.conftest import ROOT
 from tests.conftest import RUN_PY
 from tests.conftest import read_result
-from tests.conftest import wait_for_line
+from tests.conftest import signalled_after
 
 NOISE = re.compile(r'cudart_stub|cuInit|oneDNN|absl::InitializeLog|cpu_feature_guard')
 
@@ -134,22 +134,14 @@ def test_after_ctrl_c_the_printed_command_resumes_the_experiment_run_py_named(lo
   """A default-named (timestamped) experiment interrupted: the command printed runs the same
   experiment again, its run resumed from the checkpoint the interruption wrote."""
   runs = logdir / 'runs'  # run.py's default --logdir, in the working directory.
-  proc = subprocess.Popen(
-    [sys.executable, RUN_PY, '--strategies=one_device', '--epochs=60', '--nobreakdown'],
-    cwd=logdir,
-    stdin=subprocess.DEVNULL,
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
+  status, stderr = signalled_after(
+    ['--strategies=one_device', '--epochs=60', '--nobreakdown'],
+    logdir,
+    '[one_device] epoch 2/60',
+    signal.SIGINT,
+    timeout=300,
   )
-  try:
-    wait_for_line(proc, '[one_device] epoch 2/60', timeout=300)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-  finally:
-    proc.kill()
-    proc.communicate()
-  assert proc.returncode == 128 + signal.SIGINT, stderr
+  assert status == 128 + signal.SIGINT, stderr
   (experiment,) = os.listdir(runs)
   said = re.findall(r'to resume, run: (.+)$', stderr, re.M)
   assert len(said) == 2 and said[0] == said[1], stderr  # The run's line and the launcher's.

@@ -14,6 +14,7 @@ import pytest
 
 import data
 import models
+import strategies
 import user_code
 from configs import definitions
 from tests.conftest import ROOT
@@ -565,13 +566,7 @@ def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strat
     timeout=600,
   )
   assert proc.returncode == 0, proc.stderr
-  for strategy in (
-    'one_device',
-    'mirrored',
-    'central_storage',
-    'multi_worker_mirrored',
-    'parameter_server',
-  ):
+  for strategy in strategies.names():
     result = read_result(tmp_path / 'runs' / 'mine' / strategy)
     assert result['model'] == 'my_model:build' and result['dataset'] == 'my_data:load'
     assert result['status'] == 'complete'
@@ -638,13 +633,7 @@ def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert 'restarting' not in proc.stderr
-  for strategy in (
-    'one_device',
-    'mirrored',
-    'central_storage',
-    'multi_worker_mirrored',
-    'parameter_server',
-  ):
+  for strategy in strategies.names():
     run_dir = tmp_path / 'runs' / 'ёжик' / strategy
     result = read_result(run_dir)
     assert result['status'] == 'complete' and result['steps_done'] == 4, (strategy, result)
