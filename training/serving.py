@@ -6,9 +6,11 @@ and gone; the coordinator schedules the steps on them (training/loop.py).
 
 import os
 import signal
+import sys
 
 import tensorflow as tf
 
+from orchestration import exit_status
 from orchestration import peers
 from records import storage
 from training import agreement
@@ -33,11 +35,25 @@ def serve(config, spec, me, say):
     say(f'[{storage.basename(config.run_dir)}] {me[0]} {me[1]} serving at {address}')
     _withdraw_on_sigterm(lambda: agreement.withdraw(*me, address))
     refused = lambda: agreement.end_if_refused(*me, address)
-    peers.serve_until_chief_leaves(spec, config.distribution.startup_timeout, check=refused)
-    refused()  # A chief that refused and left between two polls.
+    try:
+      peers.serve_until_chief_leaves(spec, config.distribution.startup_timeout, check=refused)
+      refused()  # A chief that refused and left between two polls.
+    except agreement.Disagreement as e:
+      agreement.withdraw(*me, address)
+      _end_at_once(e)
     del server
   finally:
     agreement.withdraw(*me, address)
+
+
+def _end_at_once(error):
+  """Ends a refused server with its line and status, without the interpreter's finalisation:
+  a server can never be shut down, and finalising beside its running gRPC threads sometimes
+  aborts the process (SIGABRT, status -6, seen in one clean-clone CI run of three)."""
+  line, status = exit_status.line_and_status(error, verbose=False)
+  print(line, file=sys.stderr, flush=True)
+  sys.stdout.flush()
+  os._exit(status)  # pylint: disable=protected-access
 
 
 def _withdraw_on_sigterm(withdraw):
