@@ -53,7 +53,7 @@ def _end_at_once(error):
   line, status = exit_status.line_and_status(error, verbose=False)
   print(line, file=sys.stderr, flush=True)
   sys.stdout.flush()
-  os._exit(status)  # pylint: disable=protected-access
+  os._exit(status)
 
 
 def _withdraw_on_sigterm(withdraw):
