@@ -322,7 +322,9 @@ flags.DEFINE_integer(
   "multi_worker_mirrored worker mirrors over them, parameter_server's chief and ps tasks "
   'get none. Not given: the GPUs divided evenly among the workers, any remainder left idle '
   '(said at the start). 0: the workers compute on CPUs. GPUs are counted from '
-  'CUDA_VISIBLE_DEVICES, else nvidia-smi -L.',
+  'CUDA_VISIBLE_DEVICES, else nvidia-smi -L. With --predict: the devices each '
+  'parameter_server worker sums the gradients of before sending them to the ps tasks, so '
+  '--num_devices=N means N/G workers (not given: 1).',
   lower_bound=0,
 )
 flags.DEFINE_enum(

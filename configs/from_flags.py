@@ -118,7 +118,8 @@ def prediction(values=FLAGS):
   _check_name('experiment', values.experiment)
   _check_finite(values)
   directory = storage.join(_logdir(values), values.experiment or time.strftime('%Y%m%d-%H%M%S'))
-  options = {}
+  # The strategies' own flags, and the devices a worker sums before a parameter server.
+  options = {'gpus_per_worker': values.gpus_per_worker or 1}
   for name in values.strategies:
     options.update(_own_flags(values, strategies.get(name).__name__))
   return definitions.Prediction(

@@ -53,18 +53,13 @@ def forecast(config, card_of=None):
       'compute_measured_on': environment.compute_device(environment.read(config.directory)),
     }
   source['time_to_target_from'] = chosen.run if chosen else None
-  options = cost_model.Options(
-    **{
-      field.name: config.options[field.name]
-      for field in dataclasses.fields(cost_model.Options)
-      if field.name in config.options
-    }
-  )
   document = {
     'source': source,
     'overlap': cost_model.OVERLAP,
-    'options': dataclasses.asdict(options),
-    'workload': {k: v for k, v in dataclasses.asdict(work).items() if k != 'measured'},
+    'options': dict(config.options),
+    'workload': {
+      k: v for k, v in dataclasses.asdict(work).items() if k not in ('measured', 'variables')
+    },
     'hardware': [dataclasses.asdict(p) for p in profiles],
     'time_to_target': (
       {
@@ -80,7 +75,7 @@ def forecast(config, card_of=None):
       {**p, **_measured_on(source), **time_to_target.entry(p, chosen)}
       for profile in profiles
       for p in cost_model.predict_all(
-        config.strategies, devices[profile.name], work, profile, options
+        config.strategies, devices[profile.name], work, profile, config.options
       )
     ],
   }
@@ -167,9 +162,11 @@ def read(experiment_dir):
 
 
 def table(predictions):
-  """One row per prediction; from an experiment, each says which device its compute was
-  measured on; with a time to target, its batch, steps, seconds and device-hours."""
+  """One row per prediction; under parameter servers the busiest ps task and its share of a
+  step's bytes; from an experiment, which device its compute was measured on; with a time to
+  target, its batch, steps, seconds and device-hours."""
   marked = any('compute_measured_on' in p for p in predictions)
+  served = any('busiest_ps' in p for p in predictions)
   timed = any(p.get('time_to_target_seconds') is not None for p in predictions)
   header = [
     'hardware',
@@ -182,6 +179,7 @@ def table(predictions):
     'communication (ms)',
     'overhead (ms)',
     'limited by',
+    *(['busiest ps (share)'] if served else []),
     *(['batch', 'steps to target', 'time to target (s)', 'device-hours'] if timed else []),
     *(['compute measured on'] if marked else []),
   ]
@@ -199,6 +197,11 @@ def table(predictions):
         f'{p["exposed_communication_ms"]:.2f}',
         f'{p["overhead_ms"]:.2f}',
         p['limiting'],
+        *(
+          [f'{p["busiest_ps"]} ({p["busiest_ps_share"]:.0%})' if 'busiest_ps' in p else '']
+          if served
+          else []
+        ),
         *(
           [
             str(p['global_batch_size']),

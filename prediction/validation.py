@@ -4,11 +4,21 @@ Each row is a published figure (images/second, synthetic data) with its source; 
 one-device row gives the device's figure, from which every row of the group is predicted with
 the model's parameter count (gradients and variables of float32, 4 bytes each: the
 trainable parameters of keras.applications' model at 224x224x3 with 1000 classes, ResNet-50
-25,583,592 and VGG16 138,357,544, as the published runs used) and the hardware profile. The
-one-device row itself is predicted too: with variables on the CPU it moves bytes as well.
+25,583,592 and VGG16 138,357,544, Inception V3 23,817,352 at 299x299x3, as the published
+runs used) and the hardware profile. The one-device row itself is predicted too: with
+variables on the CPU it moves bytes as well.
+
+A parameter-server row says how its ps tasks ran (`num_ps`, `ps_colocated`) and how many
+GPUs each worker summed before sending (`gpus_per_worker`: tf_cnn_benchmarks'
+`variable_update`, its mode, says which: `parameter_server` sent every GPU's gradients,
+`distributed_replicated` summed a node's first); its variables are placed as
+ParameterServerStrategy places them, from each model's variables in creation order
+(prediction/published_variables.json, written by benchmarks/published_variables.py).
 """
 
 import csv
+import functools
+import json
 import math
 import os
 
@@ -16,7 +26,10 @@ from prediction import cost_model
 from prediction import hardware
 
 PUBLISHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'published.csv')
+VARIABLES = os.path.join(os.path.dirname(PUBLISHED), 'published_variables.json')
 FLOAT32_BYTES = 4
+# The columns of a parameter-server row, as the strategy's flags: empty in the other rows.
+PS_COLUMNS = {'num_ps': int, 'ps_colocated': lambda text: text == '1', 'gpus_per_worker': int}
 
 
 def rows(path=PUBLISHED):
@@ -28,9 +41,22 @@ def rows(path=PUBLISHED):
         num_devices=int(row['num_devices']),
         per_device_batch=int(row['per_device_batch']),
         images_per_second=float(row['images_per_second']),
+        options={
+          'parameter_device': row['parameter_device'],
+          **{name: kind(row[name]) for name, kind in PS_COLUMNS.items() if row.get(name)},
+          # tf_cnn_benchmarks (TensorFlow 1) placed variables by bytes, not in turn.
+          **({'ps_placement': 'greedy'} if row.get('variable_update') else {}),
+        },
       )
       for row in csv.DictReader(f)
     ]
+
+
+@functools.cache
+def variables(path=VARIABLES):
+  """{model: ((bytes, rows, kind) of each variable in creation order)}."""
+  with open(path) as f:
+    return {model: tuple(map(tuple, sizes)) for model, sizes in json.load(f).items()}
 
 
 def _group(row):
@@ -43,6 +69,7 @@ def compare(table=None, overlap=cost_model.OVERLAP):
   """Every published row with the model's prediction and its error (predicted / published - 1)."""
   table = rows() if table is None else table
   single = {_group(r): r['images_per_second'] for r in table if r['num_devices'] == 1}
+  sizes = variables()
   out = []
   for row in table:
     batch, size = row['per_device_batch'], row['parameters'] * FLOAT32_BYTES
@@ -51,21 +78,23 @@ def compare(table=None, overlap=cost_model.OVERLAP):
       compute_ms=batch / single[_group(row)] * 1e3,
       gradient_bytes=size,
       parameter_bytes=size,
+      variables=sizes.get(row['model'], ()),
     )
-    options = cost_model.Options(parameter_device=row['parameter_device'])
     predicted = cost_model.predict(
       row['strategy'],
       row['num_devices'],
       workload,
       hardware.load(row['hardware']),
-      options,
+      row['options'],
       overlap,
+      alternatives=False,
     )
     out.append(
       {
         **row,
         'predicted': predicted['examples_per_second'],
         'limiting': predicted['limiting'],
+        'busiest_ps_share': predicted.get('busiest_ps_share'),
         'error': predicted['examples_per_second'] / row['images_per_second'] - 1,
       }
     )

@@ -96,6 +96,9 @@ def _bytes(card):
     'gradient_bytes': card['gradient_bytes_per_step'],
     'sparse_gradient_bytes': sparse,
     'parameter_bytes': card['trainable_bytes'] - (card.get('sparse_variable_bytes') or 0) + sparse,
+    # Each variable's (bytes, rows, kind) in creation order, where a parameter server places
+    # them; absent from cards of before they were recorded.
+    'variables': tuple(tuple(v) for v in card.get('variable_sizes') or ()),
   }
 
 

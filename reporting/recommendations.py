@@ -141,6 +141,7 @@ def recommendations(document):
         (p for p in mine if p['num_devices'] == most), key=lambda p: p['examples_per_second']
       )
       beyond = f' The most devices predicted, {most}: {top["strategy"]} {figures(top)}.'
+    beyond += _bound_by_one_server(mine)
     device = document['source'].get('compute_measured_on')
     caveat = (
       f" Compute and input rate measured on this machine's {device}, not on "
@@ -153,6 +154,23 @@ def recommendations(document):
       f'{choices.TIE:.0%} goes to fewer devices): {said}.{beyond}{caveat}'
     )
   return sentences + _by_time_to_target(document)
+
+
+def _bound_by_one_server(predictions):
+  """' At N devices, S is bound by one ps task (...): what its other flags would predict.'
+  for the most devices where a prediction names alternatives (its `instead`), else ''."""
+  bound = [p for p in predictions if p.get('instead')]
+  if not bound:
+    return ''
+  p = max(bound, key=lambda p: (p['num_devices'], p['examples_per_second']))
+  others = ', '.join(
+    f'{label} {examples:,.0f} examples/s' for label, examples in p['instead'].items()
+  )
+  return (
+    f' At {p["num_devices"]} devices {p["strategy"]} is bound by one ps task '
+    f"({p['busiest_ps']} carries {p['busiest_ps_share']:.0%} of each step's bytes) at "
+    f'{p["examples_per_second"]:,.0f} examples/s; predicted instead: {others}.'
+  )
 
 
 def _by_time_to_target(document):

@@ -5,13 +5,16 @@ A strategy module defines:
   create(devices, options) -> tf.distribute.Strategy
                             devices: the local compute devices to use; options: the values
                             of the module's own absl flags, by flag name
-and may define absl flags for its own options (read only through `options`). Modules import
+and may define absl flags for its own options (read only through `options`), and in its
+DESCRIPTOR the bytes a step moves (`communication`, for --predict). Modules import
 TensorFlow only inside `create`, so the launcher lists strategies and parses flags without
 loading TensorFlow.
 """
 
 import importlib
 import pkgutil
+
+from absl import flags
 
 from strategies._descriptor import ALL_REDUCE_CLUSTER  # noqa: F401
 from strategies._descriptor import MULTI_DEVICE  # noqa: F401
@@ -39,6 +42,13 @@ def get(name):
 
 def describe(name):
   return get(name).DESCRIPTOR
+
+
+def options(name, given=None):
+  """`given` (the flags' values, by name), with the defaults of the strategy's own flags it
+  lacks (a prediction from a table, say, gives only those it varies)."""
+  flagged = flags.FLAGS.get_key_flags_for_module(get(name).__name__)
+  return {**{f.name: f.default for f in flagged}, **(given or {})}
 
 
 def module_names():

@@ -29,6 +29,26 @@ class Descriptor:
   # cluster_options(cluster_spec): the strategy's options a TF_CONFIG cluster decides,
   # whatever their flags say (as the cluster decides the workers).
   cluster_options: typing.Callable = lambda cluster_spec: {}
+  # communication(n, work, hw, options): what one step moves on n devices of a hardware
+  # profile, as the cost model (prediction/cost_model.py) asks: ({stage: seconds}, the stages
+  # run one after the other; {field: value} the prediction adds, its `instead` {label:
+  # options} what other values of its own flags the report should predict beside it). `work`
+  # is a cost_model.Workload, `options` the module's flags. None: it moves nothing.
+  communication: typing.Callable | None = None
+  # server_nodes(options, hw, n): nodes it holds beyond those of its n devices (a tie of
+  # predictions goes to fewer).
+  server_nodes: typing.Callable = lambda options, hw, n: 0
+
+  def runs_on(self, devices, devices_per_node):
+    """Whether it can run on `devices` devices of nodes of `devices_per_node`: one device
+    alone; one process on one node; a cluster on any."""
+    if self.kind == ONE_DEVICE:
+      return devices == 1
+    return self.kind != MULTI_DEVICE or devices <= devices_per_node
+
+  def cost(self, n, work, hw, options):
+    """({stage: seconds}, {field: value}) of one step's communication (see `communication`)."""
+    return self.communication(n, work, hw, options) if self.communication else ({}, {})
 
   @property
   def cluster(self):

@@ -3,9 +3,25 @@
 from absl import flags
 
 import strategies
+from strategies import _alpha_beta
+
+
+def _communication(n, work, hw, options):
+  """Every device sends its gradients to the parameter device and reads the variables back:
+  on a GPU through that GPU's links; on the CPU through the devices' PCIe links (shared behind
+  a switch) or host memory, whichever is slower."""
+  both = work.gradient_bytes + work.parameter_bytes
+  if options['parameter_device'].lower().lstrip('/').startswith('gpu'):
+    return {'device link': (n - 1) * _alpha_beta.seconds(both, hw.device_link_gbps)}, {}
+  if not options['parameter_device'] and n == 1:
+    return {}, {}  # TensorFlow keeps the variables on the one GPU.
+  return _alpha_beta.through_host(n, both, hw), {}
+
 
 # Keras' LossScaleOptimizer keeps variables that central_storage cannot update.
-DESCRIPTOR = strategies.Descriptor(strategies.MULTI_DEVICE, loss_scaling=False)
+DESCRIPTOR = strategies.Descriptor(
+  strategies.MULTI_DEVICE, loss_scaling=False, communication=_communication
+)
 
 flags.DEFINE_string(
   'parameter_device',

@@ -3,8 +3,22 @@
 from absl import flags
 
 import strategies
+from strategies import _alpha_beta
 
-DESCRIPTOR = strategies.Descriptor(strategies.MULTI_DEVICE)
+
+def _communication(n, work, hw, options):
+  """A ring all-reduce at the node's NCCL-tests bus bandwidth; reduction_to_one_device: every
+  gradient into one device and the sums back out, through that device's links."""
+  if options['cross_device_ops'] != 'reduction_to_one_device':
+    ring = _alpha_beta.all_reduce(work, n, hw.allreduce_busbw_gbps, hw.link_latency_us)
+    return {'device links': ring}, {}
+  if n <= 1:
+    return {}, {}
+  into_one = 2 * (n - 1) * _alpha_beta.seconds(work.gradient_bytes, hw.device_link_gbps)
+  return {'device link': into_one + 2 * hw.link_latency_us * 1e-6}, {}
+
+
+DESCRIPTOR = strategies.Descriptor(strategies.MULTI_DEVICE, communication=_communication)
 
 flags.DEFINE_enum(
   'cross_device_ops',

@@ -4,9 +4,12 @@ Each worker holds a copy of every variable; gradients are all-reduced with colle
 On CPUs each worker is one replica; with GPUs, each worker mirrors over its GPUs.
 """
 
+import dataclasses
+
 from absl import flags
 
 import strategies
+from strategies import _alpha_beta
 
 flags.DEFINE_enum(
   'communication',
@@ -16,10 +19,33 @@ flags.DEFINE_enum(
 )
 
 
+def _communication(n, work, hw, options):
+  """Hierarchical: a ring in each node at its bus bandwidth, a ring of the nodes through all
+  their NICs, each node standing for its devices (the dense sum, and their sparse rows);
+  --communication=ring across nodes: one flat ring through one NIC."""
+  nodes, local = hw.nodes(n), min(n, hw.devices_per_node)
+  if options['communication'] == 'ring' and nodes > 1:
+    return {'network': _alpha_beta.all_reduce(work, n, hw.nic_gbps, hw.network_latency_us)}, {}
+  node = dataclasses.replace(
+    work,
+    gradient_bytes=work.gradient_bytes + (local - 1) * work.sparse_gradient_bytes,
+    sparse_gradient_bytes=local * work.sparse_gradient_bytes,
+  )
+  return {
+    'device links': _alpha_beta.all_reduce(
+      work, local, hw.allreduce_busbw_gbps, hw.link_latency_us
+    ),
+    'network': _alpha_beta.all_reduce(
+      node, nodes, _alpha_beta.node_link(hw), hw.network_latency_us
+    ),
+  }, {}
+
+
 DESCRIPTOR = strategies.Descriptor(
   strategies.ALL_REDUCE_CLUSTER,
   jobs={'chief': (0, 1), 'worker': (0, None)},  # All train.
   local_jobs=lambda num_workers, options: {'worker': num_workers},
+  communication=_communication,
 )
 
 

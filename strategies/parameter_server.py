@@ -6,9 +6,13 @@ With --variable_partitioner, large variables (embedding tables) are split into s
 the ps tasks; training/shards.py hands the optimizer the shards, each updated on its ps.
 """
 
+import math
+
 from absl import flags
 
 import strategies
+from strategies import _alpha_beta
+from strategies import _ps_placement
 
 # Elementwise updates: a shard's update is the whole variable's on the shard's rows.
 SHARDABLE_OPTIMIZERS = ('sgd', 'momentum', 'adam')
@@ -23,6 +27,13 @@ flags.DEFINE_enum(
   '256 KiB, at most one per ps; fixed_shards: every variable in --num_ps shards.',
 )
 MIN_SHARD_BYTES = 256 << 10
+flags.DEFINE_bool(
+  'ps_colocated',
+  False,
+  "parameter_server, --predict: the ps tasks run on the workers' nodes, at most one beside "
+  "each node's workers, sharing its network links (as tf_cnn_benchmarks' 2017 runs did); "
+  'without it, on nodes of their own.',
+)
 
 
 def _refuse(config):
@@ -48,6 +59,83 @@ def _refuse(config):
   return None
 
 
+def _communication(n, work, hw, options):
+  """Each worker pulls the variables and pushes its gradients, one phase after the other
+  (synchronous steps); each ps task carries every worker's share of what it holds, placed as
+  TensorFlow places it (strategies/_ps_placement.py). The busiest link bounds each phase: a
+  ps task's node's, or a worker node's (its workers' bytes to the ps tasks elsewhere, and
+  beside a colocated ps task the other workers' bytes to it). A worker of several devices
+  sums their gradients first, through host memory. Without a network (max_nodes = 1) the ps
+  tasks sit in host memory, as central storage on the CPU."""
+  both = work.gradient_bytes + work.parameter_bytes
+  if hw.max_nodes == 1:
+    return _alpha_beta.through_host(n, both, hw), {}
+  per_worker = min(options.get('gpus_per_worker') or 1, n)  # configs/flags.py's flag.
+  workers = math.ceil(n / per_worker)
+  local = math.ceil(min(n, hw.devices_per_node) / per_worker)  # Workers on a node.
+  pulls, pushes, shares = _per_task(work, options)
+  colocated = hw.nodes(n) if options['ps_colocated'] else 0  # The first ps tasks' nodes.
+  link = _alpha_beta.node_link(hw)
+  loads = {}  # {link: seconds of the pull phase and the push phase}
+  for task, (pull, push) in enumerate(zip(pulls, pushes)):
+    beside = local if task < colocated else 0
+    remote = workers - beside
+    phases = (
+      max(beside * (work.parameter_bytes - pull), remote * pull),
+      max(beside * (work.gradient_bytes - push), remote * push),
+    )
+    loads[f'ps:{task}'] = _alpha_beta.seconds(sum(phases), link)
+  if colocated < hw.nodes(n):  # A node of workers alone.
+    loads['worker node'] = _alpha_beta.seconds(local * both, link)
+  busiest = max(loads, key=loads.__getitem__)
+  # A ps task's links bound the step where they carry more than every other node's.
+  others = [seconds for name, seconds in loads.items() if name != busiest] or [0.0]
+  bound = busiest != 'worker node' and loads[busiest] > 1.05 * min(others)
+  stage = 'ps bandwidth' if bound else 'network'
+  stages = {stage: loads[busiest] + 2 * hw.network_latency_us * 1e-6}
+  if per_worker > 1:
+    stages |= _alpha_beta.through_host(per_worker, both, hw)
+  task = max(range(len(shares)), key=shares.__getitem__)
+  notes = {'busiest_ps': f'ps:{task}', 'busiest_ps_share': shares[task]}
+  if stage == 'ps bandwidth':
+    notes['instead'] = _instead(options)
+  return stages, notes
+
+
+def _per_task(work, options):
+  """([bytes pulled], [bytes pushed], [share of the step's bytes]) of each ps task, per
+  worker and step: the dense part spread as the variables are placed, an embedding table's
+  rows as its shards hold it; without the variables' sizes (a card from before they were
+  recorded), evenly."""
+  num_ps = options['num_ps']
+  _, moved = _ps_placement.loads(
+    work.variables,
+    num_ps,
+    options['variable_partitioner'],
+    MIN_SHARD_BYTES,
+    options.get('ps_placement', _ps_placement.ROUND_ROBIN),
+  )
+  even = [1 / num_ps] * num_ps
+  fraction = {
+    kind: [m / sum(parts) for m in parts] if sum(parts) else even for kind, parts in moved.items()
+  }
+  sparse = work.sparse_gradient_bytes
+  dense, rows = fraction[_ps_placement.DENSE], fraction[_ps_placement.SPARSE]
+  pulls = [(work.parameter_bytes - sparse) * d + sparse * r for d, r in zip(dense, rows)]
+  pushes = [(work.gradient_bytes - sparse) * d + sparse * r for d, r in zip(dense, rows)]
+  total = work.parameter_bytes + work.gradient_bytes
+  return pulls, pushes, [(p + q) / total if total else 1 / num_ps for p, q in zip(pulls, pushes)]
+
+
+def _instead(options):
+  """What else the report predicts when a ps task's links bound the step: shards over the
+  same ps tasks, and twice the ps tasks."""
+  instead = {f'--num_ps={2 * options["num_ps"]}': {'num_ps': 2 * options['num_ps']}}
+  if options['variable_partitioner'] == 'none' and options['num_ps'] > 1:
+    instead['--variable_partitioner=fixed_shards'] = {'variable_partitioner': 'fixed_shards'}
+  return instead
+
+
 DESCRIPTOR = strategies.Descriptor(
   strategies.PARAMETER_SERVER_CLUSTER,
   jobs={'chief': (1, 1), 'worker': (1, None), 'ps': (1, None)},
@@ -59,6 +147,13 @@ DESCRIPTOR = strategies.Descriptor(
   },
   refuse=_refuse,
   cluster_options=lambda cluster_spec: {'num_ps': len(cluster_spec.get('ps', []))},
+  communication=_communication,
+  # The ps tasks on a network, those no node of workers holds.
+  server_nodes=lambda options, hw, n: (
+    0
+    if hw.max_nodes == 1
+    else max(0, options['num_ps'] - (hw.nodes(n) if options['ps_colocated'] else 0))
+  ),
 )
 
 

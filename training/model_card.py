@@ -42,7 +42,24 @@ def measure(trainer):
     'sparse_gradient_bytes_per_step': gradient_bytes([g for g, _ in sparse]),
     'sparse_variable_bytes': sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for _, v in sparse),
     'flops_per_example': None if flops is None else float(sum(flops.values())) / batch,
+    'variable_sizes': variable_sizes(model, {id(v) for _, v in sparse}),
   }
+
+
+def variable_sizes(model, sparse_ids=frozenset()):
+  """[bytes, rows, kind] of each of the model's variables in the order they were created,
+  which decides where a parameter server places them (strategies/_ps_placement.py): kind
+  'dense' (a trainable variable), 'sparse' (one whose gradient is IndexedSlices: a step moves
+  only the rows it looks up) or 'frozen' (non-trainable: a step moves none of it)."""
+  trainable = {id(v) for v in model.trainable_variables}
+  return [
+    [
+      math.prod(v.shape) * tf.as_dtype(v.dtype).size,
+      int(v.shape[0]) if len(v.shape) else 0,
+      'sparse' if id(v) in sparse_ids else 'dense' if id(v) in trainable else 'frozen',
+    ]
+    for v in model.weights
+  ]
 
 
 def trace_step(trainer):
