@@ -80,6 +80,10 @@ def jobs(logdir):
       ],
       {'docs-wide-deep/prediction.png': 'prediction_wide_deep.png'},
     ),
+    'ps_placement': Figures(
+      [['benchmarks/ps_placement.py', f'--plot={logdir}/ps_loads.png']],
+      {'ps_loads.png': 'ps_loads.png'},
+    ),
     'collectives': Figures(
       [
         [

@@ -283,3 +283,12 @@ def test_runs_without_a_card_leave_the_section_out():
   table = summary.rows([fake_run('one_device', 'one_device')], 0.9)
   assert table[0]['compute_per_byte_communicated'] is None
   assert 'Compute and communication' not in summary.markdown('x', table, [], 0.9)
+
+
+def test_the_card_lists_the_variables_in_the_order_a_parameter_server_places_them():
+  """cnn_bn's variables as its card records them: the order, sizes and kinds that place them
+  on 3 ps tasks as a parameter_server run of it recorded (tests/test_prediction.py)."""
+  from tests.test_prediction import CNN_BN
+
+  model = models.build('cnn_bn', (8, 8, 1), 10)
+  assert [tuple(v) for v in model_card.variable_sizes(model)] == list(CNN_BN)
