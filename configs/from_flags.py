@@ -297,6 +297,13 @@ def _synthetic_input(v):
   return shape, classes
 
 
+def strategy_options(name, given=None):
+  """`given` (flag values by name), with the defaults of strategy `name`'s own flags it lacks:
+  what its cost reads when a prediction from a table gives only the flags it varies."""
+  flagged = FLAGS.get_key_flags_for_module(strategies.get(name).__name__)
+  return {**{f.name: f.default for f in flagged}, **(given or {})}
+
+
 def _own_flags(values, module):
   """{name: value} of the flags `module` defines; lists as the comma text they were given as."""
   return {

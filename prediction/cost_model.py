@@ -37,6 +37,7 @@ the backward pass, so it has none either. tests/test_prediction.py checks the fi
 import dataclasses
 
 import strategies
+from configs import from_flags
 
 OVERLAP = 0.0
 # The efficiency at which a strategy scales well: below it, more than a quarter of its step is
@@ -78,7 +79,8 @@ def applies(strategy, devices, hardware):
 def communication(strategy, n, w, hw, options):
   """({stage: seconds}, {field: value}) of one step's communication, the stages one after the
   other; `options` the strategy's own flags, its defaults where not given."""
-  return strategies.describe(strategy).cost(n, w, hw, strategies.options(strategy, options))
+  own = from_flags.strategy_options(strategy, options)
+  return strategies.describe(strategy).cost(n, w, hw, own)
 
 
 def predict(strategy, n, w, hw, options, overlap=OVERLAP, alternatives=True):
@@ -118,7 +120,7 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP, alternatives=True):
     'num_nodes': hw.nodes(n),
     # Nodes a strategy holds beyond its devices' own: ps tasks of their own on a network.
     'server_nodes': strategies.describe(strategy).server_nodes(
-      strategies.options(strategy, options), hw, n
+      from_flags.strategy_options(strategy, options), hw, n
     ),
     'per_device_batch': w.per_device_batch,
     'examples_per_second': examples,

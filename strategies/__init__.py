@@ -14,8 +14,6 @@ loading TensorFlow.
 import importlib
 import pkgutil
 
-from absl import flags
-
 from strategies._descriptor import ALL_REDUCE_CLUSTER  # noqa: F401
 from strategies._descriptor import MULTI_DEVICE  # noqa: F401
 from strategies._descriptor import ONE_DEVICE  # noqa: F401
@@ -42,13 +40,6 @@ def get(name):
 
 def describe(name):
   return get(name).DESCRIPTOR
-
-
-def options(name, given=None):
-  """`given` (the flags' values, by name), with the defaults of the strategy's own flags it
-  lacks (a prediction from a table, say, gives only those it varies)."""
-  flagged = flags.FLAGS.get_key_flags_for_module(get(name).__name__)
-  return {**{f.name: f.default for f in flagged}, **(given or {})}
 
 
 def module_names():
