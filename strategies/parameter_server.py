@@ -74,7 +74,9 @@ def _communication(n, work, hw, options):
   workers = math.ceil(n / per_worker)
   local = math.ceil(min(n, hw.devices_per_node) / per_worker)  # Workers on a node.
   pulls, pushes, shares = _per_task(work, options)
-  colocated = hw.nodes(n) if options['ps_colocated'] else 0  # The first ps tasks' nodes.
+  nodes = hw.nodes(n)
+  # The first ps tasks run beside workers, one a node; the others on nodes of their own.
+  colocated = min(nodes, options['num_ps']) if options['ps_colocated'] else 0
   link = _alpha_beta.node_link(hw)
   loads = {}  # {link: seconds of the pull phase and the push phase}
   for task, (pull, push) in enumerate(zip(pulls, pushes)):
@@ -85,7 +87,7 @@ def _communication(n, work, hw, options):
       max(beside * (work.gradient_bytes - push), remote * push),
     )
     loads[f'ps:{task}'] = _alpha_beta.seconds(sum(phases), link)
-  if colocated < hw.nodes(n):  # A node of workers alone.
+  if colocated < nodes:  # A node of workers alone.
     loads['worker node'] = _alpha_beta.seconds(local * both, link)
   busiest = max(loads, key=loads.__getitem__)
   # A ps task's links bound the step where they carry more than every other node's.
@@ -106,7 +108,8 @@ def _per_task(work, options):
   """([bytes pulled], [bytes pushed], [share of the step's bytes]) of each ps task, per
   worker and step: the dense part spread as the variables are placed, an embedding table's
   rows as its shards hold it; without the variables' sizes (a card from before they were
-  recorded), evenly."""
+  recorded), evenly. `ps_placement` (not a flag) 'greedy' places them as TensorFlow 1 did,
+  for the published rows prediction/validation.py checks."""
   num_ps = options['num_ps']
   _, moved = _ps_placement.loads(
     work.variables,
