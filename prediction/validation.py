@@ -22,6 +22,7 @@ import json
 import math
 import os
 import statistics
+import typing
 
 from prediction import cost_model
 from prediction import hardware
@@ -30,7 +31,11 @@ PUBLISHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'published.
 VARIABLES = os.path.join(os.path.dirname(PUBLISHED), 'published_variables.json')
 FLOAT32_BYTES = 4
 # The columns of a parameter-server row, as the strategy's flags: empty in the other rows.
-PS_COLUMNS = {'num_ps': int, 'ps_colocated': lambda text: text == '1', 'gpus_per_worker': int}
+PS_COLUMNS: dict[str, typing.Callable] = {
+  'num_ps': int,
+  'ps_colocated': lambda text: text == '1',
+  'gpus_per_worker': int,
+}
 
 
 def rows(path=PUBLISHED):
