@@ -70,7 +70,13 @@ def _communication(n, work, hw, options):
   both = work.gradient_bytes + work.parameter_bytes
   if hw.max_nodes == 1:
     return _alpha_beta.through_host(n, both, hw), {}
-  per_worker = min(options.get('gpus_per_worker') or 1, n)  # configs/flags.py's flag.
+  per_worker = options.get('gpus_per_worker') or 1  # configs/flags.py's flag.
+  if per_worker > hw.devices_per_node:
+    raise ValueError(
+      f"--gpus_per_worker={per_worker}: a worker's devices are on one node, and {hw.name} has "
+      f'{hw.devices_per_node} a node; give at most {hw.devices_per_node}'
+    )
+  per_worker = min(per_worker, n)
   workers = math.ceil(n / per_worker)
   local = math.ceil(min(n, hw.devices_per_node) / per_worker)  # Workers on a node.
   pulls, pushes, shares = _per_task(work, options)

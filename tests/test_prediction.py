@@ -295,6 +295,17 @@ def test_one_ps_task_holding_vgg16s_fc6_bounds_the_step_and_shards_spread_it():
   )
 
 
+def test_a_worker_of_more_devices_than_a_node_holds_is_refused():
+  with pytest.raises(ValueError) as e:
+    cost_model.predict(
+      'parameter_server', 16, vgg16(), hardware.load('pascal_25gbe'), {'gpus_per_worker': 8}
+    )
+  assert str(e.value) == (
+    "--gpus_per_worker=8: a worker's devices are on one node, and pascal_25gbe has 4 a node; "
+    'give at most 4'
+  )
+
+
 def test_a_ps_task_holding_an_embedding_table_moves_only_the_rows_a_step_looks_up():
   """A 400 MB table on ps:0 and 1 MB of dense variables on ps:1: the table's ps task carries
   the 4 MB of rows a step looks up, not the table."""
