@@ -160,9 +160,16 @@ def _largest(parts):
 
 
 def _one_device_step(w):
-  """The baseline of speed-up and efficiency, one device alone as measured or computed:
-  {'compute', 'overhead', 'communication'} in ms."""
-  measured = w.measured.get(('one_device', 1), {})
+  """The baseline of speed-up and efficiency, one device alone as measured (by the strategy
+  of one device) or computed: {'compute', 'overhead', 'communication'} in ms."""
+  measured = next(
+    (
+      parts
+      for (name, n), parts in w.measured.items()
+      if n == 1 and strategies.describe(name).kind == strategies.ONE_DEVICE
+    ),
+    {},
+  )
   return {
     'compute': measured.get('compute_ms', w.compute_ms),
     'overhead': max(0.0, measured.get('overhead_ms', w.overhead_ms)),
