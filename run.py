@@ -5,9 +5,10 @@
   .venv/bin/python run.py --flagfile=configs/multi_worker.cfg
 Each strategy runs in child processes of its own: one for a single-process strategy, a localhost
 cluster of tasks for a multi-worker one, each started with its run's <run>/config.json. With
-TF_CONFIG set (by Kubernetes, ssh...), or in a Slurm step of several tasks, run.py is instead that
-one task of a real cluster. Results land in <logdir>/<experiment>/<run>/result.json with
-TensorBoard logs beside them; --dry_run only prints the runs. Flags: configs/flags.py.
+TF_CONFIG set (by Kubernetes, ssh...), in a Slurm step of several tasks, or as one of the ranks
+mpirun started, run.py is instead that one task of a real cluster. Results land in
+<logdir>/<experiment>/<run>/result.json with TensorBoard logs beside them; --dry_run only prints
+the runs. Flags: configs/flags.py.
 """
 
 from orchestration import processes
@@ -37,6 +38,7 @@ from orchestration import gpus
 from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
+from orchestration import mpi_ranks
 from orchestration import peers
 from records import resume
 
@@ -98,7 +100,10 @@ def main(argv):
     predict(from_flags.prediction())
     return 0
   environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
-  if action in ('launch', 'in_process') and from_flags.slurm_task():
+  if action in ('launch', 'in_process') and from_flags.mpi_task():
+    cluster = from_flags.mpi_cluster()  # TF_CONFIG, for TFConfigClusterResolver too:
+    os.environ.update(mpi_ranks.environment(*cluster))  # and this rank's GPU.
+  elif action in ('launch', 'in_process') and from_flags.slurm_task():
     log_filter.quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
     os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
   tf_config_text = os.environ.get('TF_CONFIG')
