@@ -190,54 +190,66 @@ def rank_environment():
   return {n: v for n, v in os.environ.items() if n != 'TF_CONFIG' and not n.startswith(outer)}
 
 
-def mpiexec(num_ranks, *args, logdir, wrapper=()):
-  """`mpiexec -np N run.py ARGS` as a user types it, each output line headed by its rank;
-  `wrapper`: what each rank runs run.py through."""
+def mpiexec(num_ranks, *args, logdir, outputs, hydra=(), wrapper=(), run=subprocess.run):
+  """`mpiexec -np N run.py ARGS` as a user types it (`hydra`: mpiexec's own options;
+  `wrapper`: what each rank runs run.py through), each rank's output in files of its own in
+  `outputs` (rank_output reads them)."""
+  argv = [
+    MPIEXEC,
+    *hydra,
+    '-outfile-pattern',
+    f'{outputs}/rank-%r.out',
+    '-errfile-pattern',
+    f'{outputs}/rank-%r.err',
+    '-np',
+    str(num_ranks),
+    *wrapper,
+    sys.executable,
+    RUN_PY,
+    *args,
+    f'--logdir={logdir}',
+  ]
+  return run(argv, env=rank_environment())
+
+
+def finished(argv, env):
+  """The exit status of `argv`, run from the repository, bounded."""
   return subprocess.run(
-    [
-      MPIEXEC,
-      '-prepend-rank',
-      '-np',
-      str(num_ranks),
-      *wrapper,
-      sys.executable,
-      RUN_PY,
-      *args,
-      f'--logdir={logdir}',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=300,
-    cwd=ROOT,
-    env=rank_environment(),
-    stdin=subprocess.DEVNULL,
-  )
+    argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, timeout=300, check=False
+  ).returncode
 
 
-def lines(text):
-  return sorted(line for line in text.splitlines() if line.strip())
+def rank_output(outputs, rank, stream='err'):
+  """What rank `rank` wrote to `stream` ('' when nothing: Hydra makes no file then)."""
+  path = outputs / f'rank-{rank}.{stream}'
+  return path.read_text() if path.exists() else ''
 
 
 @pytest.mark.slow
 def test_mpirun_ranks_train_multi_worker_mirrored_and_refuse_a_count_that_does_not_fit(
   hydra, logdir
 ):
-  refused = mpiexec(2, '--strategies=parameter_server', '--num_ps=1', logdir=logdir)
-  assert refused.returncode == 2, refused.stderr
-  assert lines(refused.stderr) == [f'[{rank}] {COUNT_REFUSED}' for rank in (0, 1)]
-  assert os.listdir(logdir) == []
-  proc = mpiexec(2, '--strategies=multi_worker_mirrored', *QUICK, logdir=logdir)
-  assert proc.returncode == 0, proc.stderr
-  result = read_result(logdir / 'mpi' / 'multi_worker_mirrored')
+  outputs, run_dir = logdir / 'ranks', logdir / 'runs'
+  outputs.mkdir()
+  status = mpiexec(
+    2, '--strategies=parameter_server', '--num_ps=1', logdir=run_dir, outputs=outputs, run=finished
+  )
+  assert status == 2
+  assert [rank_output(outputs, rank) for rank in (0, 1)] == [f'{COUNT_REFUSED}\n'] * 2
+  assert not run_dir.exists()
+  status = mpiexec(
+    2, '--strategies=multi_worker_mirrored', *QUICK, logdir=run_dir, outputs=outputs, run=finished
+  )
+  assert status == 0, rank_output(outputs, 0) + rank_output(outputs, 1)
+  result = read_result(run_dir / 'mpi' / 'multi_worker_mirrored')
   assert result['status'] == 'complete' and result['steps_done'] == 10
   workers = result['cluster']['worker']
   assert list(result['cluster']) == ['worker'] and len(set(workers)) == 2
   assert result['num_workers'] == 2 and result['num_replicas_in_sync'] == 2
   # Rank 0 is worker 0: it alone reports, and writes the experiment's report.
-  assert [line for line in proc.stdout.splitlines() if 'Report:' in line] == [
-    f'[0] Report: {logdir / "mpi" / "summary.md"}'
-  ]
-  assert (logdir / 'mpi' / 'summary.md').exists()
+  assert f'Report: {run_dir / "mpi" / "summary.md"}' in rank_output(outputs, 0, 'out')
+  assert 'Report' not in rank_output(outputs, 1, 'out')
+  assert (run_dir / 'mpi' / 'summary.md').exists()
 
 
 @pytest.fixture
@@ -252,85 +264,76 @@ def script(path, text):
   return str(path)
 
 
-def wait(net, proc, timeout):
-  deadline = time.monotonic() + timeout
-  while not net.ended(proc):
-    assert time.monotonic() < deadline, f'mpiexec still running after {timeout} s'
-    time.sleep(0.5)
-  return proc.returncode
-
-
 @pytest.mark.slow
 def test_mpirun_ranks_on_two_hosts_train_parameter_server_and_refuse_unreachable_ranks(
-  hydra, network, logdir, tmp_path
+  hydra, network, logdir
 ):
-  """Two hosts. First each rank is put in its host's namespace as it starts, host 1's link
-  down: MPI still joins the ranks (one machine's shared memory), TCP does not, and every rank
-  refuses in the same line. Then, the link up, Hydra starts its proxy on each host through a
-  launcher that enters the host (ssh's place): parameter_server with the chief and the ps on
-  host 0 and the workers on host 1, named by the hosts' own addresses."""
+  """Two hosts. Hydra starts its proxy on each host through a launcher that enters the host
+  (ssh's place): parameter_server with the chief and the ps on host 0 and the workers on host
+  1, named by the hosts' own addresses. Then each rank is put in its host's namespace as it
+  starts, host 1's link down: MPI still joins the ranks (one machine's shared memory), TCP does
+  not, and every rank refuses in the same line."""
   net = network(2)
   a, b = net.hosts
-  enter_by_rank = script(
-    tmp_path / 'enter-by-rank',
-    f'#!/bin/sh\n[ "$PMI_RANK" = 0 ] && ns={a.namespace} || ns={b.namespace}\n'
-    'exec ip netns exec "$ns" "$@"\n',
-  )
-  net.down(b)
-  proc = mpiexec(
-    2, '--strategies=multi_worker_mirrored', *QUICK, logdir=logdir, wrapper=[enter_by_rank]
-  )
-  assert proc.returncode == 2, proc.stderr
-  refusals = lines(proc.stderr)
-  assert [line[:4] for line in refusals] == ['[0] ', '[1] ']
-  assert refusals[0][4:] == refusals[1][4:]
-  assert refusals[0][4:].startswith(
-    'run.py: --cluster_resolver=mpi: rank 0 was not reached from rank(s) 1 at '
-  )
-  assert f'{a.address}:' in refusals[0]
-  assert os.listdir(logdir) == []
-  net.up(b)
-
   # Hydra's ssh launcher runs `LAUNCHER -x HOST COMMAND`, as `ssh -x HOST COMMAND`.
   enter_host = script(
-    tmp_path / 'enter-host',
+    logdir / 'enter-host',
     '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\n'
     f'case "$1" in {a.address}) ns={a.namespace};; {b.address}) ns={b.namespace};; esac\n'
     'shift\nexec ip netns exec "$ns" sh -c "$*"\n',
   )
-  out, err = tmp_path / 'mpiexec.out', tmp_path / 'mpiexec.err'
-  with open(out, 'w') as stdout, open(err, 'w') as stderr:
-    launch = net.start(
-      a,
-      [
-        MPIEXEC,
-        '-launcher',
-        'ssh',
-        '-launcher-exec',
-        enter_host,
-        '-iface',
-        a.peer,
-        '-hosts',
-        f'{a.address}:2,{b.address}:2',
-        '-np',
-        '4',
-        sys.executable,
-        RUN_PY,
-        '--strategies=parameter_server',
-        '--num_ps=1',
-        *QUICK,
-        f'--logdir={logdir}',
-      ],
-      rank_environment(),
-      stdout,
-      stderr,
+  hydra_options = ['-launcher', 'ssh', '-launcher-exec', enter_host, '-iface', a.peer]
+  outputs, run_dir = logdir / 'ranks-on-hosts', logdir / 'runs'
+  outputs.mkdir()
+  with open(outputs / 'mpiexec.err', 'w') as errors:
+    launch = mpiexec(
+      4,
+      '--strategies=parameter_server',
+      '--num_ps=1',
+      *QUICK,
+      logdir=run_dir,
+      outputs=outputs,
+      hydra=[*hydra_options, '-hosts', f'{a.address}:2,{b.address}:2'],
+      run=lambda argv, env: net.start(a, argv, env, subprocess.DEVNULL, errors),
     )
-  assert wait(net, launch, timeout=240) == 0, err.read_text()
-  result = read_result(logdir / 'mpi' / 'parameter_server')
+  deadline = time.monotonic() + 240
+  while not net.ended(launch):
+    assert time.monotonic() < deadline, 'mpiexec still running after 240 s'
+    time.sleep(0.5)
+  assert launch.returncode == 0, (outputs / 'mpiexec.err').read_text() + ''.join(
+    rank_output(outputs, rank) for rank in range(4)
+  )
+  result = read_result(run_dir / 'mpi' / 'parameter_server')
   assert result['status'] == 'complete' and result['num_workers'] == 2
   hosts = {
     job: [address.rpartition(':')[0] for address in addresses]
     for job, addresses in result['cluster'].items()
   }
   assert hosts == {'chief': [a.address], 'ps': [a.address], 'worker': [b.address, b.address]}
-  assert 'Report:' in out.read_text()
+  assert 'Report:' in rank_output(outputs, 0, 'out')
+
+  enter_by_rank = script(
+    logdir / 'enter-by-rank',
+    f'#!/bin/sh\n[ "$PMI_RANK" = 0 ] && ns={a.namespace} || ns={b.namespace}\n'
+    'exec ip netns exec "$ns" "$@"\n',
+  )
+  net.down(b)
+  outputs, refused_dir = logdir / 'ranks-cut-off', logdir / 'refused'
+  outputs.mkdir()
+  status = mpiexec(
+    2,
+    '--strategies=multi_worker_mirrored',
+    *QUICK,
+    logdir=refused_dir,
+    outputs=outputs,
+    wrapper=[enter_by_rank],
+    run=finished,
+  )
+  assert status == 2
+  refusals = [rank_output(outputs, rank) for rank in (0, 1)]
+  assert refusals[0] == refusals[1] and refusals[0].count('\n') == 1
+  assert refusals[0].startswith(
+    'run.py: --cluster_resolver=mpi: rank 0 was not reached from rank(s) 1 at '
+  )
+  assert f'{a.address}:' in refusals[0]
+  assert not refused_dir.exists()
