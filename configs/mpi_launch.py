@@ -96,7 +96,7 @@ def local_rank(environ):
 def local_ranks(records):
   """Each rank's local rank: its mpirun's, else its place among the ranks of its node (the
   node MPI names it on) in rank order."""
-  seen = {}
+  seen: dict[str, int] = {}
   ranks = []
   for record in records:
     node = record['node']
@@ -132,7 +132,7 @@ def addresses(records, reached):
 def cluster(jobs_of_launch, rank_addresses):
   """The cluster spec: the tasks in rank order (cluster_spec.in_rank_order) at their ranks'
   addresses."""
-  spec = {}
+  spec: dict[str, list[str]] = {}
   for (job, _), address in zip(cluster_spec.in_rank_order(jobs_of_launch), rank_addresses):
     spec.setdefault(job, []).append(address)
   return spec

@@ -149,7 +149,7 @@ def _reach(records, rank):
   targets = [(j, host) for j, r in enumerate(records) if j != rank for host in r['hosts']]
   with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(targets) or 1)) as pool:
     answered = pool.map(lambda target: _answers(records[target[0]], target[1]), targets)
-    reached = [[] for _ in records]
+    reached: list[list[str]] = [[] for _ in records]
     for (j, host), ok in zip(targets, answered):
       if ok:
         reached[j].append(host)
