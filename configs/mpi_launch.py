@@ -10,8 +10,8 @@ the same cluster, or refuses in the same line.
 Ranks become tasks in the jobs' name order, as under Slurm (cluster_spec.in_rank_order): under
 parameter_server rank 0 is the chief, ranks 1 to --num_ps the ps tasks, the others workers;
 under multi_worker_mirrored every rank is a worker, rank 0 the one that records. One process
-per GPU: a rank that computes sees the GPU of its local rank (its place among its node's
-ranks; orchestration/gpus.py), the others none. Free of TensorFlow and of MPI.
+per GPU: the ranks of a node that compute take its GPUs in local rank order (their places among
+the node's ranks; orchestration/gpus.py), the others none. Free of TensorFlow and of MPI.
 """
 
 from configs import cluster_spec
@@ -103,6 +103,21 @@ def local_ranks(records):
     ranks.append(seen.get(node, 0) if record['local_rank'] is None else record['local_rank'])
     seen[node] = seen.get(node, 0) + 1
   return ranks
+
+
+def gpu_places(records, computing):
+  """Each rank's place among its node's ranks that compute (`computing[rank]`), in local rank
+  order: the GPU it takes, one process per GPU; None for a rank that computes nothing."""
+  local = local_ranks(records)
+  return [
+    sum(
+      computing[other] and other_record['node'] == record['node'] and local[other] < local[rank]
+      for other, other_record in enumerate(records)
+    )
+    if computing[rank]
+    else None
+    for rank, record in enumerate(records)
+  ]
 
 
 def addresses(records, reached):

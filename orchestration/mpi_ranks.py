@@ -174,12 +174,11 @@ def _answers(record, host):
 def _gpus(records, tasks, computing_jobs):
   """Each rank's CUDA_VISIBLE_DEVICES or None (gpus.one_per_rank), worked out for every rank
   on every rank, so a node short of GPUs is refused everywhere in the same line."""
+  places = mpi_launch.gpu_places(records, [job in computing_jobs for job, _ in tasks])
   shown = []
-  for rank, (record, local, (job, index)) in enumerate(
-    zip(records, mpi_launch.local_ranks(records), tasks)
-  ):
+  for rank, (record, place, (job, index)) in enumerate(zip(records, places, tasks)):
     try:
-      shown.append(gpus.one_per_rank(record['gpus'], local, job in computing_jobs))
+      shown.append(gpus.one_per_rank(record['gpus'], place))
     except ValueError as e:
       raise mpi_launch.MpiError(
         f'--cluster_resolver=mpi: {job} {index} (rank {rank}) on {record["node"]} {e}'

@@ -107,40 +107,29 @@ def test_each_rank_is_named_where_every_other_rank_reached_it():
   )
 
 
-def test_a_rank_takes_the_gpu_of_its_local_rank():
-  """Two nodes of 2 GPUs; parameter_server over 4 ranks, 2 per node: the chief and the ps on
-  node a see no GPU, the workers on node b one each, by local rank (the launcher's, else the
-  rank's place on its node)."""
-  node_a, node_b = ['0', '1'], ['2', '3']  # CUDA_VISIBLE_DEVICES on node b: 2,3.
-  records = [
-    record('a', [], 1, 0, node_a),
-    record('a', [], 2, 1, node_a),
-    record('b', [], 1, None, node_b),
-    record('b', [], 2, None, node_b),
-  ]
-  assert mpi_launch.local_ranks(records) == [0, 1, 0, 1]
-  ps = jobs('parameter_server', 4)
-  assert mpi_ranks._gpus(records, cluster_spec.in_rank_order(ps), ('worker',)) == ['', '', '2', '3']
-  mwm = {'worker': 4}
-  assert mpi_ranks._gpus(records, cluster_spec.in_rank_order(mwm), ('chief', 'worker')) == [
-    '0',
-    '1',
-    '2',
-    '3',
-  ]
+def test_the_ranks_that_compute_take_their_nodes_gpus_in_local_rank_order():
+  """Two nodes of 4 GPUs (node b's CUDA_VISIBLE_DEVICES: 4,5,6,7). parameter_server over 8
+  ranks, 4 per node: node a's chief and ps see none and its two workers take GPUs 0 and 1;
+  node b's workers all four. multi_worker_mirrored: each rank the GPU of its local rank, the
+  launcher's, else the rank's place among its node's ranks."""
+  node_a, node_b = ['0', '1', '2', '3'], ['4', '5', '6', '7']
+  records = [record('a', [], rank, rank, node_a) for rank in range(4)]
+  records += [record('b', [], rank, None, node_b) for rank in range(4)]
+  assert mpi_launch.local_ranks(records) == [0, 1, 2, 3, 0, 1, 2, 3]
+  ps = cluster_spec.in_rank_order(jobs('parameter_server', 8))
+  assert mpi_ranks._gpus(records, ps, ('worker',)) == ['', '', '0', '1', '4', '5', '6', '7']
+  mwm = cluster_spec.in_rank_order({'worker': 8})
+  assert mpi_ranks._gpus(records, mwm, ('chief', 'worker')) == node_a + node_b
   cpus = [record('c', [], 1, 0), record('c', [], 2, 1)]  # No GPU: CUDA_VISIBLE_DEVICES kept.
-  assert mpi_ranks._gpus(cpus, cluster_spec.in_rank_order({'worker': 2}), ('worker',)) == [
-    None,
-    None,
-  ]
-  crowded = [record('a', [], 1, 0, node_a), *records[:2], record('a', [], 4, 2, node_a)]
+  assert mpi_ranks._gpus(cpus, mwm[:2], ('worker',)) == [None, None]
+  crowded = [record('a', [], rank, rank, ['0', '1']) for rank in range(3)]
   with pytest.raises(mpi_launch.MpiError) as refused:
-    mpi_ranks._gpus(crowded, cluster_spec.in_rank_order(mwm), ('worker',))
+    mpi_ranks._gpus(crowded, mwm[:3], ('worker',))
   assert str(refused.value) == (
-    '--cluster_resolver=mpi: worker 3 (rank 3) on a is local rank 2, but its node shows 2 '
-    'GPU(s) (0,1); start at most one rank per GPU on each node (mpirun --map-by ppr:2:node, '
-    'or slots=2 in the hostfile), or hide the GPUs (CUDA_VISIBLE_DEVICES= on every rank) to '
-    'train on CPUs'
+    '--cluster_resolver=mpi: worker 2 (rank 2) on a is computing rank 3 of its node, which '
+    'shows 2 GPU(s) (0,1); start at most one computing rank per GPU on each node '
+    '(parameter_server: plus its chief and ps ranks, which take none), or hide the GPUs '
+    '(CUDA_VISIBLE_DEVICES= on every rank) to train on CPUs'
   )
 
 
