@@ -7,9 +7,10 @@ names and keeps those where the other's token answered, and the ranks all-gather
 every rank holds the same records and builds the same cluster (configs/mpi_launch.py), or
 refuses with the same line. MPI is used only for this, then finalised: the tasks talk over
 TensorFlow's gRPC, and a rank that later ends on its own does not bring MPI's teardown down on
-the others. Every wait is bounded by --startup_timeout; a collective that does not complete
-in time ends this rank without finalising MPI (finalising would wait for the missing rank).
-Needs mpi4py, imported only here; free of TensorFlow.
+the others. Every wait is bounded by --startup_timeout: a collective that does not complete in
+time ends this rank without finalising MPI (finalising would wait for the missing rank), and
+MPI_Init, which cannot be, is bounded by the start-up watchdog's process. Needs mpi4py,
+imported only here; free of TensorFlow.
 """
 
 import array
@@ -27,34 +28,24 @@ import time
 from configs import cluster_spec
 from configs import mpi_launch
 from orchestration import gpus
+from orchestration import peers
+from orchestration import startup_watchdog
 
 PROBE_TIMEOUT_SECONDS = 2.0
 POLL_SECONDS = 0.01
-LATE_GRACE_SECONDS = 5.0  # For a rank whose own waits end at the time-out to say so itself.
+LATE_GRACE_SECONDS = 5.0  # Before the watchdog: a rank whose own waits end says so itself.
 _SIOCGIFADDR = 0x8915  # Linux's ioctl for an interface's IPv4 address.
 
 
 def environment(jobs_of, computing_jobs, timeout, environ=os.environ):
   """{'TF_CONFIG': ..., and CUDA_VISIBLE_DEVICES where this rank's GPU is chosen} for this
   rank, `jobs_of(num_ranks)` the cluster's {job: tasks} (refusing a count that does not fit)."""
-  deadline = time.monotonic() + timeout
-  outcome = {}
-
-  def meet():  # MPI from its start to its end in one thread (MPI_Finalize must be there).
-    try:
-      outcome['met'] = _meet(jobs_of, deadline, timeout, environ)
-    except BaseException as e:  # pylint: disable=broad-except  # Raised in the caller's thread.
-      outcome['error'] = e
-
-  # MPI_Init, in mpi4py's import, waits for every rank under some MPIs, without a bound.
-  thread = threading.Thread(target=meet, daemon=True)
-  thread.start()
-  thread.join(timeout + LATE_GRACE_SECONDS)
-  if 'error' in outcome:
-    raise outcome['error']
-  if 'met' not in outcome:
-    raise _late(timeout)
-  rank, jobs, records, reached = outcome['met']
+  # MPI_Init (in mpi4py's import) waits for every rank under some MPIs, without a bound and
+  # holding the GIL: a watchdog process stops this rank if the meeting outlasts its own bounds.
+  with startup_watchdog.StartupWatchdog(
+    {}, ('rank', -1), timeout + LATE_GRACE_SECONDS, _late(timeout)
+  ):
+    rank, jobs, records, reached = _meet(jobs_of, time.monotonic() + timeout, timeout, environ)
   spec = mpi_launch.cluster(jobs, mpi_launch.addresses(records, reached))
   tasks = cluster_spec.in_rank_order(jobs)
   shown = _gpus(records, tasks, computing_jobs)[rank]
@@ -89,8 +80,13 @@ def _meet(jobs_of, deadline, timeout, environ):
   return rank, jobs, records, reached
 
 
+class RanksMissing(peers.PeerLost):
+  """Not every rank met in time: a fault a rerun may cure (exit status 1), as a peer
+  TensorFlow's start-up does not find."""
+
+
 def _late(timeout):
-  return mpi_launch.MpiError(
+  return (
     f'--cluster_resolver=mpi: not all the ranks mpirun started met within '
     f'--startup_timeout={timeout:g} s; a rank did not get this far (see its output) or is '
     'slow to start: raise --startup_timeout'
@@ -125,7 +121,7 @@ def _allgather(mpi, comm, value, deadline, timeout):
 def _wait(request, deadline, timeout):
   while not request.Test():
     if time.monotonic() > deadline:
-      raise _late(timeout)
+      raise RanksMissing(_late(timeout))
     time.sleep(POLL_SECONDS)
 
 

@@ -214,18 +214,37 @@ def rank_output(outputs, rank, stream='err'):
   return path.read_text() if path.exists() else ''
 
 
+MISSING = (
+  'run.py: --cluster_resolver=mpi: not all the ranks mpirun started met within '
+  '--startup_timeout=1 s; a rank did not get this far (see its output) or is slow to start: '
+  'raise --startup_timeout'
+)
+
+
 @pytest.mark.slow
-def test_mpirun_ranks_train_multi_worker_mirrored_and_refuse_a_count_that_does_not_fit(
-  hydra, logdir
-):
-  outputs, run_dir = logdir / 'ranks', logdir / 'runs'
-  outputs.mkdir()
+def test_mpirun_ranks_train_multi_worker_mirrored_and_end_a_launch_they_cannot_run(hydra, logdir):
+  """On this machine: a rank count parameter_server cannot use, refused by both ranks before
+  they wait; a rank that leaves before meeting the other (MPICH's MPI_Init then waits for it
+  without a bound), the other ended by the start-up watchdog after saying so; then
+  multi_worker_mirrored over 2 ranks to its result and report."""
+  run_dir = logdir / 'runs'
+  outputs = fresh(logdir / 'count')
   status = mpiexec(
     2, '--strategies=parameter_server', '--num_ps=1', logdir=run_dir, outputs=outputs, run=finished
   )
   assert status == 2
   assert [rank_output(outputs, rank) for rank in (0, 1)] == [f'{COUNT_REFUSED}\n'] * 2
   assert not run_dir.exists()
+
+  leaves = script(logdir / 'rank-1-leaves', '#!/bin/sh\n[ "$PMI_RANK" = 1 ] && exit 0\nexec "$@"\n')
+  outputs = fresh(logdir / 'missing')
+  args = ['--strategies=multi_worker_mirrored', '--startup_timeout=1']
+  status = mpiexec(2, *args, logdir=run_dir, outputs=outputs, wrapper=[leaves], run=finished)
+  assert status != 0
+  assert rank_output(outputs, 0) == f'{MISSING}\n'
+  assert not run_dir.exists()
+
+  outputs = fresh(logdir / 'trains')
   status = mpiexec(
     2, '--strategies=multi_worker_mirrored', *QUICK, logdir=run_dir, outputs=outputs, run=finished
   )
@@ -239,6 +258,11 @@ def test_mpirun_ranks_train_multi_worker_mirrored_and_refuse_a_count_that_does_n
   assert f'Report: {run_dir / "mpi" / "summary.md"}' in rank_output(outputs, 0, 'out')
   assert 'Report' not in rank_output(outputs, 1, 'out')
   assert (run_dir / 'mpi' / 'summary.md').exists()
+
+
+def fresh(path):
+  path.mkdir()
+  return path
 
 
 @pytest.fixture
@@ -272,8 +296,8 @@ def test_mpirun_ranks_on_two_hosts_train_parameter_server_and_refuse_unreachable
     'shift\nexec ip netns exec "$ns" sh -c "$*"\n',
   )
   hydra_options = ['-launcher', 'ssh', '-launcher-exec', enter_host, '-iface', a.peer]
-  outputs, run_dir = logdir / 'ranks-on-hosts', logdir / 'runs'
-  outputs.mkdir()
+  outputs, run_dir = fresh(logdir / 'ranks-on-hosts'), logdir / 'runs'
+
   with open(outputs / 'mpiexec.err', 'w') as errors:
     launch = mpiexec(
       4,
@@ -307,8 +331,8 @@ def test_mpirun_ranks_on_two_hosts_train_parameter_server_and_refuse_unreachable
     'exec ip netns exec "$ns" "$@"\n',
   )
   net.down(b)
-  outputs, refused_dir = logdir / 'ranks-cut-off', logdir / 'refused'
-  outputs.mkdir()
+  outputs, refused_dir = fresh(logdir / 'ranks-cut-off'), logdir / 'refused'
+
   status = mpiexec(
     2,
     '--strategies=multi_worker_mirrored',
