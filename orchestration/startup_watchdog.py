@@ -83,12 +83,15 @@ def _watch(args):
   ready, _, _ = select.select([sys.stdin], [], [], config['timeout'])
   if ready:  # The task closed our stdin: it joined in time (or died).
     return
-  print(f'run.py: {config["line"] or _silent_peers(config)}', file=sys.stderr, flush=True)
+  print(f'run.py: {config.get("line") or _silent_peers(config)}', file=sys.stderr, flush=True)
   # Not SIGTERM: blocked in start-up, TensorFlow's C++ signal handler swallows it.
   os.kill(config['pid'], STOP_SIGNAL)
   # The task's end kills this process (die_with_parent) before it gets here.
   time.sleep(KILL_AFTER_SECONDS)
-  os.kill(config['pid'], signal.SIGKILL)
+  try:
+    os.kill(config['pid'], signal.SIGKILL)
+  except ProcessLookupError:
+    pass
 
 
 def _silent_peers(config):
