@@ -66,10 +66,10 @@ def chosen(resolver, environ):
 def no_mpi4py(environ, reason):
   """The refusal of a launch whose ranks cannot load MPI: what started them, what to install."""
   started = launcher(environ)
-  where = f'{started[0]} started {started[2]} ranks ({started[1]})' if started else 'run.py'
+  where = f'{started[0]} started {started[2]} ranks ({started[1]}), but ' if started else ''
   return MpiError(
-    f'--cluster_resolver=mpi: {where}, but mpi4py cannot load ({reason}); '
-    f'{INSTALL}, or drop --cluster_resolver'
+    f'--cluster_resolver=mpi: {where}mpi4py cannot load ({reason}); {INSTALL}, or drop '
+    '--cluster_resolver'
   )
 
 

@@ -42,9 +42,7 @@ def environment(jobs_of, computing_jobs, timeout, environ=os.environ):
   rank, `jobs_of(num_ranks)` the cluster's {job: tasks} (refusing a count that does not fit)."""
   # MPI_Init (in mpi4py's import) waits for every rank under some MPIs, without a bound and
   # holding the GIL: a watchdog process stops this rank if the meeting outlasts its own bounds.
-  with startup_watchdog.StartupWatchdog(
-    {}, ('rank', -1), timeout + LATE_GRACE_SECONDS, _late(timeout)
-  ):
+  with startup_watchdog.StartupWatchdog.saying(_late(timeout), timeout + LATE_GRACE_SECONDS):
     rank, jobs, records, reached = _meet(jobs_of, time.monotonic() + timeout, timeout, environ)
   spec = mpi_launch.cluster(jobs, mpi_launch.addresses(records, reached))
   tasks = cluster_spec.in_rank_order(jobs)
@@ -106,7 +104,7 @@ def _load(environ):
 
 
 def _allgather(mpi, comm, value, deadline, timeout):
-  """Every rank's JSON `value`, in rank order; MpiError when not every rank has joined by
+  """Every rank's JSON `value`, in rank order; RanksMissing when not every rank has joined by
   `deadline`. Two bounded non-blocking collectives: the lengths, then the bytes."""
   data = json.dumps(value).encode()
   lengths = array.array('q', [0] * comm.size)

@@ -43,6 +43,11 @@ class StartupWatchdog:
     )
     self._proc = None
 
+  @classmethod
+  def saying(cls, line, timeout):
+    """A watchdog that says `line` on time-out: for a wait with no peers of a cluster to name."""
+    return cls({}, (), timeout, line)
+
   def __enter__(self):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(
