@@ -33,7 +33,7 @@ from orchestration import startup_watchdog
 
 PROBE_TIMEOUT_SECONDS = 2.0
 POLL_SECONDS = 0.01
-LATE_GRACE_SECONDS = 5.0  # Before the watchdog: a rank whose own waits end says so itself.
+LATE_GRACE_SECONDS = 2.0  # Before the watchdog: a rank whose own waits end says so itself.
 _SIOCGIFADDR = 0x8915  # Linux's ioctl for an interface's IPv4 address.
 
 
