@@ -179,13 +179,13 @@ def rank_environment():
   return {n: v for n, v in os.environ.items() if n != 'TF_CONFIG' and not n.startswith(outer)}
 
 
-def mpiexec(num_ranks, *args, logdir, outputs, hydra=(), wrapper=(), run=subprocess.run):
-  """`mpiexec -np N run.py ARGS` as a user types it (`hydra`: mpiexec's own options;
-  `wrapper`: what each rank runs run.py through), each rank's output in files of its own in
-  `outputs` (rank_output reads them)."""
+def mpiexec(num_ranks, *args, logdir, outputs, run, options=(), wrapper=()):
+  """`run(argv, env)` of `mpiexec -np N run.py ARGS` as a user types it (`options`: mpiexec's
+  own; `wrapper`: what each rank runs run.py through), each rank's output in files of its own
+  in `outputs` (rank_output reads them)."""
   argv = [
     MPIEXEC,
-    *hydra,
+    *options,
     '-outfile-pattern',
     f'{outputs}/rank-%r.out',
     '-errfile-pattern',
@@ -306,7 +306,7 @@ def test_mpirun_ranks_on_two_hosts_train_parameter_server_and_refuse_unreachable
       *QUICK,
       logdir=run_dir,
       outputs=outputs,
-      hydra=[*hydra_options, '-hosts', f'{a.address}:2,{b.address}:2'],
+      options=[*hydra_options, '-hosts', f'{a.address}:2,{b.address}:2'],
       run=lambda argv, env: net.start(a, argv, env, subprocess.DEVNULL, errors),
     )
   deadline = time.monotonic() + 240
