@@ -3,11 +3,10 @@
   .venv/bin/python run.py                        # all five strategies on the bundled digits
   .venv/bin/python run.py --strategies=mirrored --num_replicas=4 --epochs=10
   .venv/bin/python run.py --flagfile=configs/multi_worker.cfg
-Each strategy runs in child processes of its own: one for a single-process strategy, a localhost
-cluster of tasks for a multi-worker one, each started with its run's <run>/config.json. With
-TF_CONFIG set (by Kubernetes, ssh...), or in a Slurm step of several tasks, run.py is instead that
-one task of a real cluster. Results land in <logdir>/<experiment>/<run>/result.json with
-TensorBoard logs beside them; --dry_run only prints the runs. Flags: configs/flags.py.
+Each strategy runs in child processes of its own (one, or a localhost cluster of tasks), each
+started with its run's <run>/config.json; with TF_CONFIG set (Kubernetes, ssh...), in a Slurm
+step of several tasks or under mpirun, run.py is one task of a real cluster. --dry_run prints
+the runs; results land in <logdir>/<experiment>/<run>/. Flags: configs/flags.py.
 """
 
 from orchestration import processes
@@ -37,6 +36,7 @@ from orchestration import gpus
 from orchestration import launcher
 from orchestration import log_filter
 from orchestration import logdir
+from orchestration import mpi_ranks
 from orchestration import peers
 from records import resume
 
@@ -98,7 +98,9 @@ def main(argv):
     predict(from_flags.prediction())
     return 0
   environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
-  if action in ('launch', 'in_process') and from_flags.slurm_task():
+  if action in ('launch', 'in_process') and from_flags.mpi_task():  # TF_CONFIG, and its GPU:
+    os.environ.update(mpi_ranks.environment(*from_flags.mpi_cluster()))
+  elif action in ('launch', 'in_process') and from_flags.slurm_task():
     log_filter.quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
     os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
   tf_config_text = os.environ.get('TF_CONFIG')

@@ -89,6 +89,32 @@ def _check_address(job, address):
     raise ClusterError(f'TF_CONFIG address {address!r} of job "{job}" is not host:port')
 
 
+class TooFewTasks(ValueError):
+  """A launcher started fewer tasks than the strategy's cluster needs; `least` tasks would do,
+  `parts` says what they are ('1 chief, 2 ps and 1 worker')."""
+
+  def __init__(self, least, parts):
+    super().__init__(f'needs at least {least} tasks ({parts})')
+    self.least, self.parts = least, parts
+
+
+def fill(local_jobs, options, num_tasks):
+  """{job: tasks} of a cluster of `num_tasks` tasks a launcher started (srun, mpirun) for a
+  strategy whose local cluster is `local_jobs(num_workers, options)`: its other jobs as there,
+  every remaining task a worker; TooFewTasks when not even one is left."""
+  others = {job: n for job, n in local_jobs(0, options).items() if job != 'worker' and n}
+  if num_tasks - sum(others.values()) < 1:
+    parts = ', '.join(f'{n} {job}' for job, n in others.items())
+    raise TooFewTasks(sum(others.values()) + 1, f'{parts} and 1 worker')
+  return {**others, 'worker': num_tasks - sum(others.values())}
+
+
+def in_rank_order(jobs):
+  """Every task of `jobs` ({job: count}) as (job, index), in the order a launcher's ranks take
+  them: the jobs by name (chief, ps, worker), as SlurmClusterResolver orders them."""
+  return [(job, i) for job in sorted(jobs) for i in range(jobs[job])]
+
+
 def text(cluster, task_type, index):
   """The TF_CONFIG of task `index` of job `task_type` of `cluster`."""
   return json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})

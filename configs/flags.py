@@ -330,13 +330,15 @@ flags.DEFINE_integer(
 flags.DEFINE_enum(
   'cluster_resolver',
   'auto',
-  ['auto', 'tf_config', 'slurm'],
+  ['auto', 'tf_config', 'slurm', 'mpi'],
   'Where a cluster task learns its cluster. tf_config: TF_CONFIG (without it, run.py launches '
   "a local cluster). slurm: Slurm's variables in a task srun started, through "
-  'SlurmClusterResolver; parameter_server makes task 0 the chief, tasks 1 to --num_ps the ps '
-  "tasks and the rest workers (srun's --nodes and --ntasks-per-node place them), "
-  'multi_worker_mirrored makes every task a worker. auto: TF_CONFIG if set, else slurm when '
-  'srun started this step with several tasks.',
+  'SlurmClusterResolver. mpi: the ranks mpirun started (Open MPI, MPICH, Intel MPI; needs '
+  'mpi4py) exchange their addresses through MPI, each rank that computes on the GPU of its '
+  'local rank. Under slurm and mpi, parameter_server makes task (rank) 0 the chief, 1 to '
+  '--num_ps the ps tasks and the rest workers; multi_worker_mirrored makes every task a '
+  'worker. auto: TF_CONFIG if set, else mpi when mpirun started several ranks, else slurm '
+  'when srun started this step with several tasks.',
 )
 flags.DEFINE_integer(
   'slurm_port_base',

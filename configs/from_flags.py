@@ -3,10 +3,12 @@
 `experiment()` maps the parsed flags onto the experiment's validated `RunConfig`s (each
 strategy crossed with the swept values, once per `--variant`); `task()` onto the one run of a
 process started by hand or by a scheduler (whose TF_CONFIG `slurm_tf_config()` makes under
-srun); `child_run()` reads the run a launcher's child was started with. No other module of
-run.py reads `FLAGS` (the benchmarks read their own).
+srun, and the ranks together from `mpi_cluster()` under mpirun); `child_run()` reads the run a
+launcher's child was started with. No other module of run.py reads `FLAGS` (the benchmarks read
+their own).
 """
 
+import collections
 import copy
 import dataclasses
 import math
@@ -22,6 +24,7 @@ import user_code
 from configs import cluster_spec
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
+from configs import mpi_launch
 from configs import names
 from configs import noise_scale_of
 from configs import plan
@@ -361,7 +364,36 @@ def slurm_task(environ=os.environ, values=FLAGS):
 def slurm_tf_config(environ=os.environ, values=FLAGS):
   """This Slurm task's TF_CONFIG text, the step's tasks shared out over the strategy's jobs
   as its descriptor says. Loads TensorFlow (SlurmClusterResolver)."""
-  where = f'in a Slurm step (--cluster_resolver={values.cluster_resolver})'
+  name, descriptor, options = _launched_strategy(values, 'in a Slurm step')
+  jobs = slurm_step.jobs(descriptor.local_jobs, options, int(environ['SLURM_STEP_NUM_TASKS']), name)
+  return slurm_step.tf_config(jobs, values.slurm_port_base)
+
+
+def mpi_task(environ=os.environ, values=FLAGS):
+  """Whether this process is a rank of an mpirun launch, its TF_CONFIG to be made by the ranks
+  together (--cluster_resolver)."""
+  return mpi_launch.chosen(values.cluster_resolver, environ)
+
+
+MpiCluster = collections.namedtuple('MpiCluster', 'jobs_of computing_jobs startup_timeout')
+
+
+def mpi_cluster(values=FLAGS):
+  """What the ranks of an mpirun launch build their cluster for: `jobs_of(num_ranks)`, the
+  ranks shared out over the strategy's jobs as its descriptor says; the jobs that compute;
+  how long they wait for one another."""
+  name, descriptor, options = _launched_strategy(values, 'under mpirun')
+  return MpiCluster(
+    lambda num_ranks: mpi_launch.jobs(descriptor.local_jobs, options, num_ranks, name),
+    descriptor.computing_jobs,
+    values.startup_timeout,
+  )
+
+
+def _launched_strategy(values, where):
+  """The strategy of one task of a cluster a launcher started (srun, mpirun): its name,
+  descriptor and own flags' values; refused when it is not a cluster strategy."""
+  where = f'{where} (--cluster_resolver={values.cluster_resolver})'
   name = _one_run(values, where)
   descriptor = strategies.describe(name)
   if not descriptor.cluster:
@@ -370,10 +402,4 @@ def slurm_tf_config(environ=os.environ, values=FLAGS):
       'process; use multi_worker_mirrored or parameter_server, start one task, '
       'or give --cluster_resolver=tf_config'
     )
-  jobs = slurm_step.jobs(
-    descriptor.local_jobs,
-    _own_flags(values, strategies.get(name).__name__),
-    int(environ['SLURM_STEP_NUM_TASKS']),
-    name,
-  )
-  return slurm_step.tf_config(jobs, values.slurm_port_base)
+  return name, descriptor, _own_flags(values, strategies.get(name).__name__)

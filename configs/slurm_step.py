@@ -58,19 +58,16 @@ def chosen(resolver, environ):
 
 
 def jobs(local_jobs, options, num_tasks, strategy):
-  """{job: tasks} of a step of `num_tasks` tasks for a strategy whose local cluster is
-  `local_jobs(num_workers, options)`: its other jobs as there, every remaining task a worker."""
-  others = {job: n for job, n in local_jobs(0, options).items() if job != 'worker' and n}
-  if num_tasks - sum(others.values()) < 1:
-    least = sum(others.values()) + 1
-    parts = ', '.join(f'{n} {job}' for job, n in others.items())
+  """{job: tasks} of a step of `num_tasks` tasks (cluster_spec.fill)."""
+  try:
+    return cluster_spec.fill(local_jobs, options, num_tasks)
+  except cluster_spec.TooFewTasks as e:
     raise SlurmError(
-      f'--cluster_resolver=slurm: {strategy} needs at least {least} Slurm tasks '
-      f'({parts} and 1 worker), but srun started {num_tasks}; start at least '
-      f'{least} tasks (srun --ntasks, #SBATCH --ntasks)'
-      + (' or lower --num_ps' if 'ps' in others else '')
-    )
-  return {**others, 'worker': num_tasks - sum(others.values())}
+      f'--cluster_resolver=slurm: {strategy} needs at least {e.least} Slurm tasks '
+      f'({e.parts}), but srun started {num_tasks}; start at least '
+      f'{e.least} tasks (srun --ntasks, #SBATCH --ntasks)'
+      + (' or lower --num_ps' if 'ps' in e.parts else '')
+    ) from None
 
 
 def tf_config(jobs_of_step, port_base):

@@ -4,7 +4,8 @@ On a machine with GPUs the launcher gives each computing task of a local cluster
 own through CUDA_VISIBLE_DEVICES, instead of every task taking GPU 0: --gpus_per_worker each,
 by default an even share (GPUs // workers), any remainder left idle and said so. Tasks that
 compute nothing (a parameter-server chief and its ps tasks) see no GPU. GPUs are counted as
-CUDA_VISIBLE_DEVICES lists them, else as `nvidia-smi -L` does. Tested without GPUs only.
+CUDA_VISIBLE_DEVICES lists them, else as `nvidia-smi -L` does. Under mpirun, one process per GPU:
+each rank that computes takes one GPU of its node, in local rank order. Tested without GPUs only.
 """
 
 import subprocess
@@ -57,3 +58,24 @@ def note(visible_gpus, shares):
   ]
   idle = visible_gpus[sum(len(gpus) for gpus in shares) :]
   return '; '.join(given + ([f'idle: GPU {",".join(idle)}'] if idle else []))
+
+
+def one_per_rank(visible_gpus, place):
+  """A rank's CUDA_VISIBLE_DEVICES under mpirun, one process per GPU: for a rank that computes,
+  the GPU at its `place` among its node's computing ranks (its local rank where all compute) of
+  those the node shows it; '' (none) for a rank that computes nothing (`place` None: a
+  parameter-server chief or ps task); None where the node shows no GPU (nothing to choose).
+  ValueError when the node has no GPU for that place."""
+  if not visible_gpus:
+    return None
+  if place is None:
+    return ''
+  if place >= len(visible_gpus):
+    count = len(visible_gpus)
+    raise ValueError(
+      f'is computing rank {place + 1} of its node, which shows {count} GPU(s) '
+      f'({",".join(visible_gpus)}); start at most one computing rank per GPU on each node '
+      '(parameter_server: plus its chief and ps ranks, which take none), or hide the GPUs '
+      '(CUDA_VISIBLE_DEVICES= on every rank) to train on CPUs'
+    )
+  return visible_gpus[place]

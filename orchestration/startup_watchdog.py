@@ -1,10 +1,13 @@
 """A watchdog that stops a cluster task which cannot join its cluster in time.
 
 MultiWorkerMirroredStrategy's constructor waits, without a bound and holding the GIL, for
-every worker, so no thread of the waiting process could act: a process of its own does. It
+every worker (and so does MPI_Init for every rank under some MPIs), so no thread of the waiting
+process could act: a process of its own does. It
 stops the task with SIGHUP, which the task, while watched, turns into `_exit(1)` at the C
 level (no Python code can run then): exit status 1, a fault a rerun may cure, as
-docs/failures.md promises, not the 137 of a SIGKILL.
+docs/failures.md promises, not the 137 of a SIGKILL. Only where a library has put its own
+handler in place of that one (MPICH's MPI_Init does) is the task still there seconds later,
+and killed.
 """
 
 import ctypes
@@ -14,6 +17,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 
 from orchestration import peers
 from orchestration import processes
@@ -21,6 +25,7 @@ from orchestration import processes
 # The signal the watchdog stops the task with: its number, 1, is the exit status, since the
 # task's C-level handler is `_exit` itself, called with the signal's number.
 STOP_SIGNAL = signal.SIGHUP
+KILL_AFTER_SECONDS = 3.0  # A task STOP_SIGNAL has not ended by then is killed.
 
 
 class StartupWatchdog:
@@ -31,11 +36,17 @@ class StartupWatchdog:
   quietly when the `with` block ends (or this process dies and its stdin closes).
   """
 
-  def __init__(self, cluster, me, timeout):
+  def __init__(self, cluster, me, timeout, line=None):
+    """`line`: what to say on time-out, instead of naming the peers that do not answer."""
     self._args = json.dumps(
-      {'cluster': cluster, 'me': list(me), 'timeout': timeout, 'pid': os.getpid()}
+      {'cluster': cluster, 'me': list(me), 'timeout': timeout, 'pid': os.getpid(), 'line': line}
     )
     self._proc = None
+
+  @classmethod
+  def saying(cls, line, timeout):
+    """A watchdog that says `line` on time-out: for a wait with no peers of a cluster to name."""
+    return cls({}, (), timeout, line)
 
   def __enter__(self):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,6 +88,18 @@ def _watch(args):
   ready, _, _ = select.select([sys.stdin], [], [], config['timeout'])
   if ready:  # The task closed our stdin: it joined in time (or died).
     return
+  print(f'run.py: {config.get("line") or _silent_peers(config)}', file=sys.stderr, flush=True)
+  # Not SIGTERM: blocked in start-up, TensorFlow's C++ signal handler swallows it.
+  os.kill(config['pid'], STOP_SIGNAL)
+  # The task's end kills this process (die_with_parent) before it gets here.
+  time.sleep(KILL_AFTER_SECONDS)
+  try:
+    os.kill(config['pid'], signal.SIGKILL)
+  except ProcessLookupError:
+    pass
+
+
+def _silent_peers(config):
   me = tuple(config['me'])
   silent = peers.silent_peers(config['cluster'], me)
   who = (
@@ -84,14 +107,10 @@ def _watch(args):
     if silent
     else 'every peer answers, but the cluster did not form'
   )
-  print(
-    f'run.py: {me[0]} {me[1]} could not join the cluster within {config["timeout"]:g} s: '
-    f'{who}; start every task with the same TF_CONFIG cluster, or raise --startup_timeout',
-    file=sys.stderr,
-    flush=True,
+  return (
+    f'{me[0]} {me[1]} could not join the cluster within {config["timeout"]:g} s: '
+    f'{who}; start every task with the same TF_CONFIG cluster, or raise --startup_timeout'
   )
-  # Not SIGTERM: blocked in start-up, TensorFlow's C++ signal handler swallows it.
-  os.kill(config['pid'], STOP_SIGNAL)
 
 
 if __name__ == '__main__':

@@ -27,7 +27,12 @@ BLOCK = re.compile(r'^```sh\n(.*?)^```', re.S | re.M)
 SEPARATORS = {'&&', '||', ';', '&', '|'}
 ASSIGNMENT = re.compile(r'[A-Za-z_]\w*=')
 # Tools of other machines the pages' commands use: what each needs, not here.
-FOREIGN = {'sbatch': 'a Slurm cluster', 'ssh': 'the hosts of a cluster', 'wait': 'its ssh jobs'}
+FOREIGN = {
+  'sbatch': 'a Slurm cluster',
+  'ssh': 'the hosts of a cluster',
+  'wait': 'its ssh jobs',
+  'mpirun': "an MPI's launcher on PATH (tests/test_mpi.py runs the mpiexec of requirements-test)",
+}
 
 
 def commands():
