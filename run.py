@@ -5,8 +5,7 @@
   .venv/bin/python run.py --flagfile=configs/multi_worker.cfg
 Each strategy runs in child processes of its own (one, or a localhost cluster of tasks), each
 started with its run's <run>/config.json; with TF_CONFIG set (Kubernetes, ssh...), in a Slurm
-step of several tasks or under mpirun, run.py is one task of a real cluster. --dry_run prints
-the runs; results land in <logdir>/<experiment>/<run>/. Flags: configs/flags.py.
+step of several tasks or under mpirun, run.py is one task of a cluster; flags: configs/flags.py.
 """
 
 from orchestration import processes
@@ -29,6 +28,7 @@ from configs import cluster_spec
 from configs import dry_run
 from configs import flags as defined_flags
 from configs import from_flags
+from configs import task_flags
 from orchestration import commands
 from orchestration import exit_status
 from orchestration import experiment_lock
@@ -98,11 +98,11 @@ def main(argv):
     predict(from_flags.prediction())
     return 0
   environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
-  if action in ('launch', 'in_process') and from_flags.mpi_task():  # TF_CONFIG, and its GPU:
-    os.environ.update(mpi_ranks.environment(*from_flags.mpi_cluster()))
-  elif action in ('launch', 'in_process') and from_flags.slurm_task():
+  if action in ('launch', 'in_process') and task_flags.mpi_task():  # TF_CONFIG, and its GPU:
+    os.environ.update(mpi_ranks.environment(*task_flags.mpi_cluster()))
+  elif action in ('launch', 'in_process') and task_flags.slurm_task():
     log_filter.quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
-    os.environ['TF_CONFIG'] = from_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
+    os.environ['TF_CONFIG'] = task_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
   tf_config_text = os.environ.get('TF_CONFIG')
   if action == 'run_config':  # A child the launcher started, as a run or one of its tasks.
     config = from_flags.child_run()
@@ -111,7 +111,7 @@ def main(argv):
     return 0
   one_task = action == 'in_process' or (action == 'launch' and tf_config_text)
   experiment, tf_config = (
-    from_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
+    task_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
   )
   resume.export(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ))
   data_dirs = {run.data.data_dir for run in experiment.runs}

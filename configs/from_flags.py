@@ -1,14 +1,12 @@
-"""Flags to configuration: the one module that reads flag values.
+"""Flags to configuration: with configs/task_flags.py, the only modules that read flag values.
 
 `experiment()` maps the parsed flags onto the experiment's validated `RunConfig`s (each
-strategy crossed with the swept values, once per `--variant`); `task()` onto the one run of a
-process started by hand or by a scheduler (whose TF_CONFIG `slurm_tf_config()` makes under
-srun, and the ranks together from `mpi_cluster()` under mpirun); `child_run()` reads the run a
-launcher's child was started with. No other module of run.py reads `FLAGS` (the benchmarks read
-their own).
+strategy crossed with the swept values, once per `--variant`); task_flags.py maps them onto the
+one run of a process started by hand or by a scheduler (srun, mpirun); `child_run()` reads the
+run a launcher's child was started with. No other module of run.py reads `FLAGS` (the
+benchmarks read their own).
 """
 
-import collections
 import copy
 import dataclasses
 import math
@@ -21,14 +19,11 @@ from absl import flags
 import models
 import strategies
 import user_code
-from configs import cluster_spec
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
-from configs import mpi_launch
 from configs import names
 from configs import noise_scale_of
 from configs import plan
-from configs import slurm_step
 from records import files
 from records import storage
 
@@ -124,7 +119,7 @@ def prediction(values=FLAGS):
   # The strategies' own flags, and the devices a worker sums before a parameter server.
   options = {'gpus_per_worker': values.gpus_per_worker or 1}
   for name in values.strategies:
-    options.update(_own_flags(values, strategies.get(name).__name__))
+    options.update(own_flags(values, strategies.get(name).__name__))
   return definitions.Prediction(
     directory=directory,
     hardware=tuple(values.hardware),
@@ -213,7 +208,7 @@ def _runs(values, directory):
 def _plan(values, directory):
   values = _with_model_defaults(values)
   ints = lambda strings: [int(s) for s in strings]
-  options = {name: _own_flags(values, strategies.get(name).__name__) for name in values.strategies}
+  options = {name: own_flags(values, strategies.get(name).__name__) for name in values.strategies}
   return plan.plan(
     _base(values, directory),
     values.strategies,
@@ -261,7 +256,7 @@ def _base(v, directory):
     distribution=definitions.Distribution(
       startup_timeout=v.startup_timeout, gpus_per_worker=v.gpus_per_worker
     ),
-    flags=_own_flags(v, 'configs.flags'),
+    flags=own_flags(v, 'configs.flags'),
   )
 
 
@@ -301,105 +296,15 @@ def _synthetic_input(v):
 
 
 def strategy_options(name, given=None):
-  """`given` (flag values by name), with the defaults of strategy `name`'s own flags it lacks:
-  what its cost reads when a prediction from a table gives only the flags it varies."""
+  """`given` (flag values by name) with the defaults of strategy `name`'s own flags it lacks,
+  for its cost when a prediction from a table gives only the flags it varies."""
   flagged = FLAGS.get_key_flags_for_module(strategies.get(name).__name__)
   return {**{f.name: f.default for f in flagged}, **(given or {})}
 
 
-def _own_flags(values, module):
+def own_flags(values, module):
   """{name: value} of the flags `module` defines; lists as the comma text they were given as."""
   return {
     f.name: ','.join(map(str, f.value)) if isinstance(f.value, list) else f.value
     for f in values.get_key_flags_for_module(module)
   }
-
-
-def task(tf_config_text=None, values=FLAGS):
-  """The experiment of the one run this process is, and its parsed TF_CONFIG (or None):
-  --in_process, or one task of a TF_CONFIG cluster, whose computing tasks are the run's
-  workers whatever --num_workers says."""
-  where = 'with TF_CONFIG set' if tf_config_text else 'with --in_process'
-  name = _one_run(values, where)
-  descriptor = strategies.describe(name)
-  if tf_config_text and not descriptor.cluster:
-    raise ValueError(
-      f'TF_CONFIG is set, but {name} runs in one process; unset TF_CONFIG or '
-      f'use multi_worker_mirrored or parameter_server'
-    )
-  if descriptor.cluster and not tf_config_text:
-    raise ValueError(
-      f'{name} --in_process needs TF_CONFIG; without --in_process run.py '
-      'launches a local cluster itself'
-    )
-  tf_config = cluster_spec.parse(tf_config_text, descriptor.jobs) if tf_config_text else None
-  if tf_config:
-    values = copy.deepcopy(values)
-    values.num_workers = [str(descriptor.num_workers(tf_config['cluster']))]
-    for option, value in descriptor.cluster_options(tf_config['cluster']).items():
-      setattr(values, option, value)
-  return experiment(values), tf_config
-
-
-def _one_run(values, where):
-  """The strategy of a process that is one run, or one task of one: one of each flag."""
-  if len(values.strategies) != 1:
-    raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
-  swept = [
-    f'--{name}'
-    for name in ('batch_size', 'num_replicas', 'num_workers')
-    if len(values[name].value) > 1
-  ]
-  if swept:
-    raise ValueError(f'{where}, run.py is one run; give one value to {", ".join(swept)}')
-  return values.strategies[0]
-
-
-def slurm_task(environ=os.environ, values=FLAGS):
-  """Whether this process is a task of a Slurm job step, its TF_CONFIG to be made from
-  Slurm's variables (--cluster_resolver)."""
-  return slurm_step.chosen(values.cluster_resolver, environ)
-
-
-def slurm_tf_config(environ=os.environ, values=FLAGS):
-  """This Slurm task's TF_CONFIG text, the step's tasks shared out over the strategy's jobs
-  as its descriptor says. Loads TensorFlow (SlurmClusterResolver)."""
-  name, descriptor, options = _launched_strategy(values, 'in a Slurm step')
-  jobs = slurm_step.jobs(descriptor.local_jobs, options, int(environ['SLURM_STEP_NUM_TASKS']), name)
-  return slurm_step.tf_config(jobs, values.slurm_port_base)
-
-
-def mpi_task(environ=os.environ, values=FLAGS):
-  """Whether this process is a rank of an mpirun launch, its TF_CONFIG to be made by the ranks
-  together (--cluster_resolver)."""
-  return mpi_launch.chosen(values.cluster_resolver, environ)
-
-
-MpiCluster = collections.namedtuple('MpiCluster', 'jobs_of computing_jobs startup_timeout')
-
-
-def mpi_cluster(values=FLAGS):
-  """What the ranks of an mpirun launch build their cluster for: `jobs_of(num_ranks)`, the
-  ranks shared out over the strategy's jobs as its descriptor says; the jobs that compute;
-  how long they wait for one another."""
-  name, descriptor, options = _launched_strategy(values, 'under mpirun')
-  return MpiCluster(
-    lambda num_ranks: mpi_launch.jobs(descriptor.local_jobs, options, num_ranks, name),
-    descriptor.computing_jobs,
-    values.startup_timeout,
-  )
-
-
-def _launched_strategy(values, where):
-  """The strategy of one task of a cluster a launcher started (srun, mpirun): its name,
-  descriptor and own flags' values; refused when it is not a cluster strategy."""
-  where = f'{where} (--cluster_resolver={values.cluster_resolver})'
-  name = _one_run(values, where)
-  descriptor = strategies.describe(name)
-  if not descriptor.cluster:
-    raise ValueError(
-      f'{where}, run.py is one task of a cluster, but {name} runs in one '
-      'process; use multi_worker_mirrored or parameter_server, start one task, '
-      'or give --cluster_resolver=tf_config'
-    )
-  return name, descriptor, _own_flags(values, strategies.get(name).__name__)

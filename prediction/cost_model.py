@@ -162,7 +162,7 @@ def _largest(parts):
 def _one_device_step(w):
   """The baseline of speed-up and efficiency, one device alone as measured (by the strategy
   of one device) or computed: {'compute', 'overhead', 'communication'} in ms."""
-  measured = next(
+  measured: dict = next(
     (
       parts
       for (name, n), parts in w.measured.items()

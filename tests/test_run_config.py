@@ -253,7 +253,7 @@ def test_a_strategy_gets_only_its_own_options(experiment):
   assert options == {
     'one_device': {},
     'mirrored': {'cross_device_ops': 'auto', 'num_packs': 2},
-    'parameter_server': {'num_ps': 2, 'variable_partitioner': 'min_size'},
+    'parameter_server': {'num_ps': 2, 'variable_partitioner': 'min_size', 'ps_colocated': False},
   }
   assert runs[1].flags['num_packs'] == 2 and 'num_packs' not in runs[0].flags
 
@@ -370,11 +370,11 @@ def cluster(**jobs):
   ],
 )
 def test_a_tf_config_task_takes_its_workers_from_the_cluster(parse, strategy, jobs):
-  from configs import from_flags
+  from configs import task_flags
 
   tf_config = {'cluster': cluster(**jobs), 'task': {'type': 'worker', 'index': 0}}
   values = parse(f'--strategies={strategy}', '--num_workers=2', '--batch_size=96', '--experiment=e')
-  experiment, parsed = from_flags.task(json.dumps(tf_config), values)
+  experiment, parsed = task_flags.task(json.dumps(tf_config), values)
   assert parsed == tf_config
   (run,) = experiment.runs
   assert run.distribution.num_workers == 3
@@ -383,9 +383,9 @@ def test_a_tf_config_task_takes_its_workers_from_the_cluster(parse, strategy, jo
 
 
 def test_an_in_process_task_is_the_one_run_without_tf_config(parse):
-  from configs import from_flags
+  from configs import task_flags
 
-  experiment, tf_config = from_flags.task(
+  experiment, tf_config = task_flags.task(
     None, parse('--strategies=mirrored', '--in_process', '--num_replicas=2', '--experiment=e')
   )
   assert tf_config is None
@@ -418,10 +418,10 @@ def test_an_in_process_task_is_the_one_run_without_tf_config(parse):
   ],
 )
 def test_a_task_that_is_not_one_run_is_refused(parse, tf_config, args, message):
-  from configs import from_flags
+  from configs import task_flags
 
   with pytest.raises(ValueError, match=re.escape(message)):
-    from_flags.task(tf_config, parse('--experiment=e', *args))
+    task_flags.task(tf_config, parse('--experiment=e', *args))
 
 
 def test_a_model_brings_its_own_defaults_for_the_flags_not_given(experiment):
