@@ -21,6 +21,7 @@ import pytest
 from tests.conftest import kill_all
 from tests.conftest import run_py
 from tests.conftest import signalled_after
+from tests.conftest import wait_until_gone
 from tests.test_fault_tolerance import assert_continuous
 from tests.test_fault_tolerance import checkpoint_steps
 
@@ -143,6 +144,7 @@ def test_a_run_interrupted_resumed_reported_and_predicted_from_the_store(bucket,
   status, stderr = signalled_after(args, cwd, f'[{last}] epoch 1/2', signal.SIGTERM)
   assert status == 128 + signal.SIGTERM, stderr
   assert f'checkpoint {experiment}/{last}/checkpoints/ckpt-' in stderr
+  assert wait_until_gone(bucket.split('://')[1]) == []  # No task outlives the launcher.
   stopped = _json(f'{experiment}/{last}/result.json')
   assert stopped['status'] == 'interrupted'
 
