@@ -32,10 +32,14 @@ class Staged:
     self._root = None if on_disk else tempfile.mkdtemp(prefix='staged-')
     self._sent = {}  # Relative path: the signature of its file as uploaded or downloaded.
     if self._root and download:
-      for name in storage.files_in(path):
-        local = os.path.join(self._root, name)
-        storage.download(storage.join(path, name), local)
-        self._sent[name] = _signature(local)
+      try:
+        for name in storage.files_in(path):
+          local = os.path.join(self._root, name)
+          storage.download(storage.join(path, name), local)
+          self._sent[name] = _signature(local)
+      except BaseException:  # No copy left behind by a download that failed.
+        self.close()
+        raise
 
   def __enter__(self):
     return self
