@@ -166,11 +166,14 @@ def _check_finite(values):
 
 
 def _logdir(values):
-  """--logdir, `~` expanded (a shell leaves it alone after `=`); an empty one refused."""
+  """--logdir, `~` expanded (a shell leaves it alone after `=`); an empty one, or a URL no run
+  can keep its files at, refused."""
   if not values.logdir.strip():
     raise ValueError(
       '--logdir is empty: give the directory (or URL) experiments go into (default: runs)'
     )
+  if why := storage.unusable(values.logdir):
+    raise ValueError(f'--logdir={values.logdir} cannot be used: {why}')
   return values.logdir if storage.is_url(values.logdir) else os.path.expanduser(values.logdir)
 
 

@@ -31,6 +31,8 @@ def resolve(text):
 
 def _measured(run_dir):
   """The critical batch size the finished run in `run_dir` measured."""
+  if why := storage.unusable(run_dir):
+    raise ValueError(f'--noise_scale_of={run_dir} cannot be used: {why}')
   path = run_dir if storage.is_url(run_dir) else os.path.expanduser(run_dir)
   try:
     result = results.read(path)

@@ -20,13 +20,7 @@ def check(logdir, min_free_disk_mb, data_dirs=()):
   for data_dir in data_dirs:
     if data_dir and not os.path.isdir(data_dir):
       raise ValueError(f'--data_dir={data_dir} is not a directory')
-  try:
-    local = storage.local_path(logdir)
-  except (ImportError, ValueError) as e:  # A scheme fsspec has no package for.
-    raise ValueError(
-      f'--logdir={logdir} cannot be used ({e}); install the file system package '
-      'its scheme needs (gcsfs for gs://, s3fs for s3://)'
-    ) from None
+  local = storage.local_path(logdir)  # A scheme it can be is configs/from_flags.py's check.
   if local is None:
     _probe_object_store(logdir)
   else:

@@ -1,9 +1,10 @@
 """Every file of a log directory goes through here, so `--logdir` may be a local path, a
-`file://` URL or an object store (`gs://`, `s3://`) that TensorFlow writes to as well.
+`file://` URL or an object store (`gs://`, `s3://`).
 
 fsspec accepts the URLs tf.io.gfile does without loading TensorFlow (the launcher must not);
-`gs://` needs `gcsfs` and `s3://` needs `s3fs` installed beside it. The training side hands
-the same URLs, unchanged, to TensorFlow's own writers (summaries, checkpoints, the profiler).
+`gs://` needs `gcsfs` and `s3://` needs `s3fs` installed beside it (requirements-stores.txt).
+TensorFlow's own writers (summaries, checkpoints, the profiler) write into a local directory
+that records/staging.py copies to and from an object store.
 """
 
 import contextlib
@@ -13,6 +14,7 @@ import os
 import posixpath
 import uuid
 
+import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
@@ -84,6 +86,34 @@ def is_url(path):
   return '://' in os.fspath(path)
 
 
+# The object stores a log directory may be on, and the fsspec package each needs.
+OBJECT_STORES = {'gs': 'gcsfs', 's3': 's3fs'}
+
+
+def unusable(path):
+  """Why `path` cannot hold a log directory, or None: a URL of a scheme whose files the
+  launcher's children and a cluster's tasks do not all see (memory://, http://...), or of an
+  object store whose fsspec package is not installed. Said before anything is written."""
+  if not is_url(path):
+    return None
+  scheme = os.fspath(path).split('://', 1)[0]
+  if scheme == 'file':
+    return None
+  if scheme not in OBJECT_STORES:
+    return (
+      f'{scheme}:// is not a place every process of a run sees; use a local path, a file:// '
+      f'URL, {" or ".join(f"{name}://" for name in OBJECT_STORES)}'
+    )
+  try:
+    fsspec.get_filesystem_class(scheme)
+  except ImportError:
+    return (
+      f'{scheme}:// needs {OBJECT_STORES[scheme]}, which is not installed: '
+      'pip install -r requirements-stores.txt'
+    )
+  return None
+
+
 def _paths(path):
   """os.path for plain paths; posixpath for URLs, whose separator is always '/'."""
   return posixpath if is_url(path) else os.path
@@ -102,8 +132,12 @@ def basename(path):
 
 
 def _fs(path):
-  """fsspec's file system of `path` (a str, URL or os.PathLike) and the path within it."""
-  return url_to_fs(os.fspath(path))
+  """fsspec's file system of `path` (a str, URL or os.PathLike) and the path within it. An
+  object store's listings are never cached: other processes (a run's tasks, the launcher)
+  write beside this one, and a cached listing would hide their files."""
+  path = os.fspath(path)
+  uncached = {'use_listings_cache': False} if path.split('://', 1)[0] in OBJECT_STORES else {}
+  return url_to_fs(path, **uncached)
 
 
 def local_path(path):
@@ -148,6 +182,11 @@ def open(path, mode='r'):  # pylint: disable=redefined-builtin
 
 def read_text(path):
   with open(path) as f:
+    return f.read()
+
+
+def read_bytes(path):
+  with open(path, 'rb') as f:
     return f.read()
 
 
@@ -212,6 +251,21 @@ def upload(local, path):
   fs, inner = _fs(path)
   with writing(path):
     fs.put_file(local, inner)
+
+
+def download(path, local):
+  """Copies file `path` to local file `local`."""
+  fs, inner = _fs(path)
+  fs.get_file(inner, local)
+
+
+def files_in(path):
+  """The names of the files directly in directory `path`, sorted; none if it is not there."""
+  fs, inner = _fs(path)
+  if not fs.isdir(inner):
+    return []
+  entries = fs.ls(inner, detail=True)
+  return sorted(posixpath.basename(e['name']) for e in entries if e['type'] == 'file')
 
 
 def write_bytes_from(path, write):

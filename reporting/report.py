@@ -1,6 +1,7 @@
 """The experiment report: summary files and plots on disk, and the same in TensorBoard."""
 
 from prediction import predict
+from records import staging
 from records import storage
 from reporting import hparams_view
 from reporting import plots
@@ -70,14 +71,16 @@ def _write_report_events(directory, experiment_dir, summary_path, images, runs):
     for name in storage.listdir(directory):
       if name.startswith('events.out.tfevents.'):
         storage.remove(storage.join(directory, name))
-  writer = tf.summary.create_file_writer(directory)
-  with writer.as_default(step=0):
-    tf.summary.experimental.write_raw_pb(hparams_view.config(runs).SerializeToString(), step=0)
-    tf.summary.text('summary', storage.read_text(summary_path))
-    info = environment.read(experiment_dir)
-    if info is not None:
-      tf.summary.text('environment', environment.markdown(info))
-    for image in images:
-      png = tf.io.decode_png(tf.io.read_file(image))
-      tf.summary.image(storage.basename(image).removesuffix('.png'), png[tf.newaxis])
-  writer.close()
+  with staging.Staged(directory) as staged:  # TensorFlow writes locally; uploaded at the end.
+    writer = tf.summary.create_file_writer(staged.local())
+    with writer.as_default(step=0):
+      tf.summary.experimental.write_raw_pb(hparams_view.config(runs).SerializeToString(), step=0)
+      tf.summary.text('summary', storage.read_text(summary_path))
+      info = environment.read(experiment_dir)
+      if info is not None:
+        tf.summary.text('environment', environment.markdown(info))
+      for image in images:
+        png = tf.io.decode_png(storage.read_bytes(image))
+        tf.summary.image(storage.basename(image).removesuffix('.png'), png[tf.newaxis])
+    writer.close()
+    staged.push()

@@ -12,6 +12,7 @@ from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
 from records import results
+from records import staging
 from records import storage
 
 INTEGER_HPARAMS = {
@@ -109,8 +110,13 @@ def _known(values):
 
 
 def _accumulator(path):
-  acc = event_accumulator.EventAccumulator(path, size_guidance={event_accumulator.TENSORS: 0})
-  acc.Reload()
+  """The event files directly in `path`, read (on an object store, from a downloaded copy:
+  records/staging.py)."""
+  with staging.Staged(path, download=True) as staged:
+    acc = event_accumulator.EventAccumulator(
+      staged.local(), size_guidance={event_accumulator.TENSORS: 0}
+    )
+    acc.Reload()
   return acc
 
 

@@ -197,6 +197,17 @@ def test_an_empty_logdir_is_refused(tmp_path):
   assert proc.returncode == 2 and os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize('args', [['--strategies=one_device'], ['--predict', *CARD]])
+def test_a_logdir_the_processes_of_a_run_cannot_share_is_refused(tmp_path, args):
+  """memory:// is each process's own; an object store without its package is
+  test_staging.py's."""
+  proc = run_py(*args, '--logdir=memory://runs', cwd=tmp_path, timeout=60)
+  assert_one_line_error(
+    proc, '--logdir=memory://runs cannot be used: memory:// is not a place every process'
+  )
+  assert proc.returncode == 2 and os.listdir(tmp_path) == []
+
+
 def test_a_tilde_in_a_path_is_the_home_directory(tmp_path):
   """A shell leaves `~` alone after `--logdir=`: run.py expands it, never making a `~` dir."""
   home, cwd = tmp_path / 'home', tmp_path / 'cwd'

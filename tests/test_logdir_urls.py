@@ -1,4 +1,5 @@
-"""`--logdir` as a URL end to end: `file://` stands in for gs:// and s3:// (no network here).
+"""`--logdir` as a URL end to end: `file://` (gs:// and s3:// against emulators:
+tests/test_object_stores.py).
 
 Every file of a run goes through records/storage.py or TensorFlow's own writers; an `os.path`
 call left on a log-dir path would turn `file:///x` into `<cwd>/file:/x`, so each test runs in
@@ -9,7 +10,6 @@ files are where the URL says and that the working directory (and the repository)
 import glob
 import os
 import shutil
-import signal
 
 import pytest
 
@@ -17,9 +17,6 @@ from tests.conftest import DEFAULT_STRATEGIES as STRATEGIES
 from tests.conftest import ROOT
 from tests.conftest import read_result
 from tests.conftest import run_py
-from tests.conftest import signalled_after
-from tests.conftest import wait_until_gone
-from tests.test_fault_tolerance import assert_continuous
 from tests.test_fault_tolerance import checkpoint_steps
 
 pytestmark = pytest.mark.slow
@@ -28,14 +25,6 @@ TASK_LOGS = {
   'multi_worker_mirrored': ['worker-0.log', 'worker-1.log'],
   'parameter_server': ['chief-0.log', 'ps-0.log', 'worker-0.log', 'worker-1.log'],
 }
-
-
-@pytest.fixture
-def places(logdir):
-  """(the --logdir URL, the local directory it names, an empty working directory)."""
-  local, cwd = logdir / 'deeper' / 'layout', logdir / 'cwd'
-  cwd.mkdir()
-  return f'file://{local}', local, cwd
 
 
 def assert_clean(cwd):
@@ -95,35 +84,6 @@ def test_every_strategy_writes_every_file_where_the_url_says(default_experiment,
   assert_clean(cwd)
 
 
-# mirrored's case: tests/test_fault_tolerance.py's test_sigterm_checkpoints_then_the_same_
-# command_resumes_exactly runs with a file:// --logdir in an empty working directory.
-@pytest.mark.parametrize('strategy', ['multi_worker_mirrored'])
-def test_sigterm_then_the_same_command_resumes_from_a_url(places, strategy):
-  """Every task of a cluster run resumes from the chief's checkpoints, found by the URL."""
-  url, local, cwd = places
-  args = [
-    f'--strategies={strategy}',
-    '--epochs=4',
-    '--steps_per_execution=2',
-    f'--logdir={url}',
-    '--experiment=stopped',
-  ]
-  status, stderr = signalled_after(
-    ['--nobreakdown', *args], cwd, f'[{strategy}] epoch 2/4', signal.SIGTERM
-  )
-  assert status == 128 + signal.SIGTERM, stderr
-  assert f'checkpoint {url}/stopped/{strategy}/checkpoints/ckpt-' in stderr
-  assert wait_until_gone(str(local)) == []
-  run_dir = str(local / 'stopped' / strategy)
-  stopped = read_result(run_dir)
-  assert stopped['status'] == 'interrupted'
-  assert checkpoint_steps(run_dir)[-1] == stopped['steps_done']
-
-  resumed = run_py(*args, cwd=str(cwd), timeout=300)
-  assert resumed.returncode == 0, resumed.stderr
-  assert f'=== {strategy} (1/1): resuming ===' in resumed.stdout
-  result = read_result(run_dir)
-  assert (result['status'], result['epochs_done']) == ('complete', 4)
-  assert [r['step'] for r in result['resumes']] == [stopped['steps_done']]
-  assert_continuous(run_dir, 4)
-  assert_clean(cwd)
+# A resume from a URL: mirrored's with a file:// --logdir in tests/test_fault_tolerance.py's
+# test_sigterm_checkpoints_then_the_same_command_resumes_exactly; multi_worker_mirrored's (every
+# task reading the chief's checkpoints) from s3:// in tests/test_object_stores.py.

@@ -8,7 +8,9 @@ was started with, so that a resume with other flags is refused instead of mixing
 Under MultiWorkerMirroredStrategy every worker must save (saving may need collectives); only
 the chief writes into the run directory, the others into a temporary directory they delete,
 as TensorFlow's multi-worker guide does. All tasks restore from the chief's checkpoints, so
-on several machines the run directory must be on storage they share.
+on several machines the run directory must be on storage they share. On an object store
+TensorFlow reads and writes them in a local copy (records/staging.py): downloaded before a
+resume, each checkpoint uploaded once written.
 """
 
 import dataclasses
@@ -24,6 +26,7 @@ from orchestration import processes
 from records import results
 from records import resume
 from records import settings as run_settings
+from records import staging
 from records import storage
 from training import execution
 from training import loop
@@ -48,21 +51,31 @@ def directory(run_dir):
 
 
 def latest(run_dir):
-  """The prefix of the newest checkpoint of the run, or None."""
-  return tf.train.latest_checkpoint(directory(run_dir))
+  """The prefix of the newest checkpoint of the run in its index, wherever the run directory
+  is, or None."""
+  name = results.latest_checkpoint(run_dir)
+  return name and storage.join(directory(run_dir), name)
 
 
-def kept(run_dir, say=print):
+def _as_given(path):
+  return path
+
+
+def kept(run_dir, say=print, local=_as_given):
   """The prefixes of the run's checkpoints, newest first: those of the index
   (`checkpoints/checkpoint`), or, when it is missing or cannot be read, the checkpoint files
-  themselves (saying so), so that a damaged index never passes for a run without any."""
+  themselves (saying so), so that a damaged index never passes for a run without any.
+  TensorFlow reads the index at `local(path)` (a Checkpointer's local copy)."""
   where = directory(run_dir)
   try:
-    state = tf.train.get_checkpoint_state(where)  # None if missing or unparsable.
+    state = tf.train.get_checkpoint_state(local(where))  # None if missing or unparsable.
   except Exception:  # pylint: disable=broad-except  # Garbage fails to parse in several ways.
     state = None
   if state and state.model_checkpoint_path:
-    return list(reversed(state.all_model_checkpoint_paths))
+    return [
+      storage.join(where, storage.basename(path))
+      for path in reversed(state.all_model_checkpoint_paths)
+    ]
   names = storage.listdir(where) if storage.isdir(where) else []
   steps = sorted(
     (
@@ -80,10 +93,11 @@ def kept(run_dir, say=print):
   return [storage.join(where, f'ckpt-{step}') for step in steps]
 
 
-def read_state(path):
-  """The run state stored in checkpoint `path`, read without building any model."""
+def read_state(path, local=_as_given):
+  """The run state stored in checkpoint `path` (read at `local(path)`), read without building
+  any model."""
   try:
-    return json.loads(tf.train.load_checkpoint(path).get_tensor(_STATE_KEY))
+    return json.loads(tf.train.load_checkpoint(local(path)).get_tensor(_STATE_KEY))
   except Exception as e:  # pylint: disable=broad-except  # A damaged file fails in many ways.
     raise _unreadable(path, e) from None
 
@@ -145,11 +159,12 @@ def start_or_resume(
   the resume's `skipped`. A fresh start of a run that was restarted or `started_before`
   (before its first checkpoint), or whose checkpoints all fail to read, is recorded as a
   resume from no checkpoint. A checkpoint of other settings is refused (CheckpointError)."""
-  paths = kept(run_dir, say) if resume else []
+  local = checkpointer.local if checkpointer else _as_given
+  paths = kept(run_dir, say, local) if resume else []
   skipped = []
   for path in paths:
     try:
-      saved = read_state(path)
+      saved = read_state(path, local)
       check_compatible(path, saved, settings)
       checkpointer.restore(path)
     except Unreadable as e:
@@ -188,21 +203,30 @@ def check_compatible(path, state, settings):
 
 
 class Checkpointer:
-  """Saves and restores `trackables` (name -> model, optimizer, variable) plus the run state."""
+  """Saves and restores `trackables` (name -> model, optimizer, variable) plus the run state;
+  on an object store, in a local copy of the run's checkpoints, each uploaded once written."""
 
   def __init__(self, run_dir, trackables, writes=True):
     self._state = tf.Variable('', dtype=tf.string, trainable=False)
     self._checkpoint = tf.train.Checkpoint(run_state=self._state, **trackables)
     self.directory = directory(run_dir)
+    self._staged = staging.Staged(self.directory, download=True)
     self._scratch = None if writes else tempfile.mkdtemp(prefix='checkpoint-')
     self._manager = tf.train.CheckpointManager(
-      self._checkpoint, self._scratch or self.directory, max_to_keep=KEEP, checkpoint_name='ckpt'
+      self._checkpoint,
+      self._scratch or self._staged.local(),
+      max_to_keep=KEEP,
+      checkpoint_name='ckpt',
     )
+
+  def local(self, path):
+    """Where TensorFlow reads checkpoint file or prefix `path` of the run."""
+    return self._staged.local(path)
 
   def restore(self, path):
     """Loads checkpoint `path` into the trackables (its run state is `read_state`'s)."""
     try:
-      self._checkpoint.restore(path).assert_existing_objects_matched()
+      self._checkpoint.restore(self.local(path)).assert_existing_objects_matched()
     except (AssertionError, ValueError) as e:  # Variables it lacks, or of other shapes.
       raise CheckpointError(
         f'checkpoint {path} does not fit this run ({_reason(e)}); it is left as it is: resume '
@@ -219,9 +243,13 @@ class Checkpointer:
     # Only the storage's refusal is the disk's: a ps task lost while its variables are read
     # fails the save too (`recvmsg:Connection reset by peer`), and is the run's lost peer.
     with storage.writing(self.directory, (tf.errors.OpError,), _save_fix()):
-      return self._manager.save(checkpoint_number=step)
+      saved = self._manager.save(checkpoint_number=step)
+      if not self._scratch:
+        self._staged.push(last=('checkpoint',))  # The index names files already there.
+    return storage.join(self.directory, storage.basename(saved))
 
   def close(self):
+    self._staged.close()
     if self._scratch:
       shutil.rmtree(self._scratch, ignore_errors=True)
 

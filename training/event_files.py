@@ -1,12 +1,14 @@
 """TensorBoard output in the Keras callback's layout: `<run>/train` and `<run>/validation`.
 
 The run directory itself holds the run's hyperparameters and headline metrics for the
-HParams dashboard, so `--report_only` can rebuild a report from the event files alone.
+HParams dashboard, so `--report_only` can rebuild a report from the event files alone. On an
+object store they are written locally and uploaded at each flush (records/staging.py).
 """
 
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
+from records import staging
 from records import storage
 
 
@@ -30,8 +32,9 @@ class Writers:
 
   def __init__(self, run_dir):
     self.run_dir = run_dir
+    self._staged = staging.Staged(run_dir) if run_dir else None
     make = (
-      (lambda sub: tf.summary.create_file_writer(storage.join(run_dir, sub)))
+      (lambda sub: tf.summary.create_file_writer(self._staged.local(storage.join(run_dir, sub))))
       if run_dir
       else (lambda sub: tf.summary.create_noop_writer())
     )
@@ -39,10 +42,16 @@ class Writers:
     self._validation = make('validation')
     self._run = make('')
 
+  def _flush(self, writer):
+    """Writes out what `writer` holds, and (on an object store) uploads it."""
+    writer.flush()
+    if self._staged:
+      self._staged.push()
+
   def hparams(self, values, trial_id):
     with self._run.as_default(step=0):
       hp.hparams(values, trial_id=trial_id)
-    self._run.flush()
+    self._flush(self._run)
 
   def final(self, step, metrics):
     """The run's headline figures, as the HParams dashboard's metrics, at the last epoch's
@@ -51,7 +60,7 @@ class Writers:
       for name, value in metrics.items():
         if value is not None:
           tf.summary.scalar(name, value)
-    self._run.flush()
+    self._flush(self._run)
 
   def epoch(self, index, train_scalars, validation_scalars):
     """The scalars of the epoch of 0-based `index`."""
@@ -59,7 +68,7 @@ class Writers:
       with writer.as_default(step=index):
         for name, value in scalars.items():
           tf.summary.scalar(f'epoch_{name}', value)
-      writer.flush()
+      self._flush(writer)
 
   def evaluation(self, evaluation):
     """A validation pass (every --eval_every_steps steps and at epoch ends) at its training
@@ -67,15 +76,18 @@ class Writers:
     with self._validation.as_default(step=evaluation['step']):
       for name in ('accuracy', 'loss'):
         tf.summary.scalar(f'evaluation_{name}_vs_iterations', evaluation[name])
-    self._validation.flush()
+    self._flush(self._validation)
 
   def text(self, flag_values, devices):
     rows = '\n'.join(f'| --{name} | {value} |' for name, value in sorted(flag_values.items()))
     with self._train.as_default(step=0):
       tf.summary.text('flags', f'| flag | value |\n|---|---|\n{rows}')
       tf.summary.text('devices', '\n'.join(f'* {d}' for d in devices))
-    self._train.flush()
+    self._flush(self._train)
 
   def close(self):
     for writer in (self._train, self._validation, self._run):
       writer.close()
+    if self._staged:
+      self._staged.push()
+      self._staged.close()

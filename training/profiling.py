@@ -4,10 +4,13 @@ Steps run in executions of --steps_per_execution, so the trace covers the whole 
 hold the chosen steps. `tf.profiler.experimental` writes it to
 `<logdir>/plugins/profile/<time>/<host>.xplane.pb`; with `<logdir>` a run's `train/` directory,
 as Keras' TensorBoard callback does, TensorBoard shows it under that run (the Profile tab needs
-`tensorboard-plugin-profile`, in requirements.txt).
+`tensorboard-plugin-profile`, in requirements.txt). On an object store the profiler writes into
+a local directory, uploaded when the trace stops (records/staging.py).
 """
 
 import tensorflow as tf
+
+from records import staging
 
 
 class StepProfiler:
@@ -18,12 +21,14 @@ class StepProfiler:
     self.first = first
     self.last = last
     self._tracing = False
+    self._staged = None
     self.done = False
 
   def before(self, first, last):
     """Called before an execution of steps `first`..`last`."""
     if not (self._tracing or self.done) and last >= self.first and first <= self.last:
-      tf.profiler.experimental.start(self.logdir)
+      self._staged = staging.Staged(self.logdir)
+      tf.profiler.experimental.start(self._staged.local())
       self._tracing = True
 
   def after(self, last):
@@ -36,3 +41,5 @@ class StepProfiler:
       tf.profiler.experimental.stop()
       self._tracing = False
       self.done = True
+      with self._staged:
+        self._staged.push()
