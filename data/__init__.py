@@ -50,9 +50,60 @@ class Arrays:
     """The dtype the input pipeline feeds the model: token ids int32, anything else float32."""
     return 'int32' if self.tokens else 'float32'
 
+  # What the training side feeds replicas from, as data/streams.py's Streams (a user's tf.data
+  # pipelines) offers it too; data/pipeline.py builds it (TensorFlow is loaded there only: the
+  # launcher imports this package).
+  source = 'arrays'
 
-# Modules that serve the datasets: the input pipeline, and the reader of keras.datasets' files.
-HELPERS = ('pipeline', 'keras_format')
+  def count_training(self):
+    return self.train_size
+
+  def train_fn(self, per_replica_batch, seed, start_step=0):
+    from data import pipeline
+
+    return pipeline.train_fn(self, per_replica_batch, seed, start_step)
+
+  def validation_steps(self, step_batch, pipelines=1):
+    """Evaluation steps of one pass: the set is padded to whole step batches, then shared
+    evenly by element over the `pipelines`."""
+    del pipelines
+    from data import pipeline
+
+    return pipeline.validation_steps(self, step_batch)
+
+  def validation_fn(self, per_replica_batch, step_batch, pipelines=1):
+    del pipelines
+    from data import pipeline
+
+    return pipeline.validation_fn(self, per_replica_batch, step_batch)
+
+  def batch_spec(self, batch):
+    from data import pipeline
+
+    return pipeline.batch_spec(self, batch)
+
+  def probe(self, n):
+    """The first `n` training examples, as the pipeline feeds them."""
+    from data import pipeline
+
+    return pipeline.examples(self, self.x_train[:n])
+
+  def record(self, steps_per_epoch_flag, pipelines, coordinated):
+    """result.json's `input_pipeline` (docs/outputs.md): in memory, sharded by element, and
+    resumed exactly (each pass's order is a function of the seed and the pass), but under
+    parameter servers, whose workers each start a fresh order."""
+    sharding = 'data' if pipelines > 1 else 'off'
+    return {
+      'source': self.source,
+      'sharding': {'training': sharding, 'validation': sharding},
+      'steps_per_epoch_from': 'flag' if steps_per_epoch_flag else 'examples',
+      'resume': 'restart' if coordinated else 'continue',
+    }
+
+
+# Modules that serve the datasets: the input pipeline, the reader of keras.datasets' files, and
+# a user's own tf.data pipelines.
+HELPERS = ('pipeline', 'keras_format', 'streams')
 
 
 def names():
@@ -68,7 +119,11 @@ def load(options, seed=0):
   only what a model can take (`check`)."""
   name = options.dataset
   if user_code.is_spec(name):
-    return check(from_user(name, user_code.call(name, 'dataset')), named(name))
+    returned = user_code.call(name, 'dataset')
+    from data import streams  # TensorFlow: a user's tf.data pipelines, or dict features.
+
+    fed = streams.from_user(name, returned, seed)
+    return fed if fed is not None else check(from_user(name, returned), named(name))
   if name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
   try:
@@ -79,6 +134,13 @@ def load(options, seed=0):
       '--image_shape, --num_classes, --seq_len or --vocab_size'
     ) from None
   return check(arrays, named(name))
+
+
+def shape_text(input_shape):
+  """An example's shape as text: '28x28x1'; for a dict of features, 'dense:4,ids:2'."""
+  if isinstance(input_shape, dict):
+    return ','.join(f'{name}:{shape_text(shape)}' for name, shape in input_shape.items())
+  return 'x'.join(map(str, input_shape))
 
 
 def named(name):

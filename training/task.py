@@ -320,7 +320,8 @@ def _build(config, spec, me, say, refusal=None):
     )
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
   arrays = data.load(config.data, config.seed)
-  if perf.mixed_precision == 'mixed_float16':  # The model computes in float16: 65504 at most.
+  # The model computes in float16: 65504 at most (a user's tf.data pipeline is not read ahead).
+  if perf.mixed_precision == 'mixed_float16' and isinstance(arrays, data.Arrays):
     data.check_range(arrays, data.named(config.data.dataset), 'float16')
   if descriptor.coordinated:  # The coordinator connects to every server at once.
     peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout, say)
