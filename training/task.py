@@ -319,26 +319,44 @@ def _build(config, spec, me, say, refusal=None):
       'replica on CPU 0; use --num_replicas=1, GPUs, or a cluster strategy'
     )
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
-  arrays = data.load(config.data, config.seed)
-  # The model computes in float16: 65504 at most (a user's tf.data pipeline is not read ahead).
-  if perf.mixed_precision == 'mixed_float16' and isinstance(arrays, data.Arrays):
-    data.check_range(arrays, data.named(config.data.dataset), 'float16')
   if descriptor.coordinated:  # The coordinator connects to every server at once.
     peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout, say)
-  watchdog = (
+  watched = lambda: (
     startup_watchdog.StartupWatchdog(spec, me, config.distribution.startup_timeout)
     if spec
     else contextlib.nullcontext()
   )
-  with watchdog:
+  with watched():
     strategy = strategies.get(config.distribution.strategy).create(
       compute_devices, config.distribution.options
     )
+  # After the strategy (a user's tf.data pipeline starts the runtime, which MultiWorkerMirrored
+  # must configure first), and outside the watchdog, which bounds joining the cluster, not
+  # reading the data. A refusal there ends every task of a cluster alike.
+  try:
+    source = _data(config)
+  except (ValueError, data.DatasetError) as e:
+    if not spec:
+      raise
+    refusal, source = refusal or e, None
+  with watched():
     if spec:
-      agreement.check(config, spec, me, descriptor.coordinated, refusal, arrays)
+      agreement.check(config, spec, me, descriptor.coordinated, refusal, source)
     keras.utils.set_random_seed(config.seed)
-    trainer = loop.Trainer(strategy, config, arrays)
+    trainer = loop.Trainer(strategy, config, source)
   return trainer, compute_devices
+
+
+def _data(config):
+  """The run's data (data.load), checked for what its model computes in, and the length of a
+  user's tf.data pass counted (one streaming pass) unless --steps_per_epoch gives it."""
+  source = data.load(config.data, config.seed)
+  # The model computes in float16: 65504 at most (a user's tf.data pipeline is not read ahead).
+  if config.performance.mixed_precision == 'mixed_float16' and isinstance(source, data.Arrays):
+    data.check_range(source, data.named(config.data.dataset), 'float16')
+  if not config.steps_per_epoch:
+    source.count_training()
+  return source
 
 
 def _announce(config, trainer, compute_devices, state, say):
