@@ -42,9 +42,10 @@ class Streams:
 
   source = 'tf.data'
 
-  def __init__(self, who, make):
+  def __init__(self, who, make, first=None):
+    """`first`: what `make()` already returned, if it was called."""
     self.who, self._make = who, make
-    train, validation = make()
+    train, validation = first or make()
     self.element_spec, self.weighted = check(who, train, validation)
     self._sharding = {}  # {pipelines: sharding}
     cardinality = int(train.cardinality())
@@ -58,7 +59,7 @@ class Streams:
         f'{who} returned an endless validation dataset (repeated); drop its repeat(): '
         'each evaluation is one pass over it'
       )
-    self.validation_size, top = _count(validation, self._integer_labels)
+    self.validation_size, top = _count(validation, self._integer_labels, who)
     if not self.validation_size:
       raise data.DatasetError(f'{who} returned an empty validation dataset; give it examples')
     self._largest_label = top
@@ -100,7 +101,7 @@ class Streams:
           '--steps_per_epoch; give --steps_per_epoch, or drop its repeat() '
           '(the run repeats it)'
         )
-      self.train_size, top = _count(self._make()[0], self._integer_labels)
+      self.train_size, top = _count(self._make()[0], self._integer_labels, self.who)
       self._largest_label = max(self._largest_label, top)
       self.counted = True
     return self.train_size
@@ -156,7 +157,8 @@ class Streams:
       return [n]
     if policy == DATA:
       return [len(range(i, n, pipelines)) for i in range(pipelines)]
-    return [_count(self._shard('validation', pipelines, i))[0] for i in range(pipelines)]
+    shards = [self._shard('validation', pipelines, i) for i in range(pipelines)]
+    return [_count(shard, who=self.who)[0] for shard in shards]
 
   def validation_fn(self, per_replica_batch, step_batch, pipelines=1):
     """A dataset_fn yielding exactly `validation_steps` batches per pass, repeated: the shard,
@@ -271,8 +273,10 @@ def _policy(ds, pipelines):
   return FILE
 
 
-def _count(ds, integer_labels=False):
-  """(elements of `ds`, the largest integer label or -1), in one streaming pass."""
+def _count(ds, integer_labels=False, who=''):
+  """(elements of `ds`, the largest integer label or -1), in one streaming pass; DatasetError
+  naming `who` when reading it fails (a damaged file, a parse that cannot succeed): the same
+  data fails the same way in every run."""
 
   def add(state, element):
     n, top = state
@@ -281,7 +285,13 @@ def _count(ds, integer_labels=False):
     return n + 1, top
 
   start = (tf.constant(0, tf.int64), tf.constant(-1, tf.int64))
-  n, top = pipeline.without_autotune(ds).reduce(start, add)
+  try:
+    n, top = pipeline.without_autotune(ds).reduce(start, add)
+  except tf.errors.OpError as e:
+    raise data.DatasetError(
+      f'{who} could not be read: {type(e).__name__}: {user_code.first_line(e.message)}; fix '
+      'the pipeline or its files'
+    ) from None
   return int(n), int(top)
 
 
@@ -367,7 +377,7 @@ def from_user(spec, returned, seed=0):
   except (TypeError, ValueError):
     return None
   if isinstance(train, tf.data.Dataset) or isinstance(validation, tf.data.Dataset):
-    return Streams(who, lambda: user_code.call(spec, 'dataset'))
+    return Streams(who, lambda: user_code.call(spec, 'dataset'), (train, validation))
   if all(isinstance(split, tuple) and split and isinstance(split[0], dict) for split in returned):
     arrays = [
       ({k: np.asarray(v) for k, v in x.items()}, *map(np.asarray, rest)) for x, *rest in returned

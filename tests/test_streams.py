@@ -196,6 +196,11 @@ def one_dataset():
 def empty():
   ds = tf.data.Dataset.range(40).map(element)
   return ds, ds.take(0)
+def damaged():
+  with open('damaged.tfrecord', 'wb') as f:
+    f.write(b'not a record')
+  ds = tf.data.TFRecordDataset('damaged.tfrecord').map(lambda r: (tf.zeros([2]), 0))
+  return ds, ds
 def dict_arrays():
   x = {'a': np.zeros((6, 2), np.float32), 'b': np.arange(6)}
   return (x, np.arange(6) % 2), (x, np.arange(6) % 2)
@@ -222,6 +227,7 @@ def dict_arrays():
     ),
     ('one_dataset', 'returned a validation ndarray, not a tf.data.Dataset; give unbatched'),
     ('empty', 'returned an empty validation dataset; give it examples'),
+    ('damaged', 'could not be read: DataLossError: '),
   ],
 )
 def test_a_bad_user_dataset_pipeline_is_one_line_naming_the_flag(module, function, message):  # noqa: F811
@@ -261,3 +267,70 @@ def test_a_model_that_does_not_take_the_datasets_features_is_refused_naming_both
   assert str(e.value).endswith("; make the model's inputs match the dataset's features")
   with pytest.raises(ValueError, match='--model=mlp takes one tensor of features, not a dict'):
     models.build('mlp', {'a': (2,)}, 2)
+
+
+@pytest.mark.slow
+def test_tfrecord_pipelines_train_under_the_cluster_strategies(tmp_path):
+  """examples/tfrecord_data.py's click data, two named inputs read from TFRecord shards, under
+  both cluster strategies (the others share multi_worker_mirrored's code, one pipeline); and a
+  model that does not take its features refused in one line."""
+  import shutil
+
+  from tests.conftest import ROOT
+  from tests.conftest import read_result
+  from tests.conftest import run_py
+  from tests.test_bad_input import assert_one_line_error
+
+  project = tmp_path / 'project'
+  project.mkdir()
+  for name in ('tfrecord_data.py', 'click_model.py'):
+    shutil.copy(f'{ROOT}/examples/{name}', project / name)
+  env = {**os.environ, 'TFRECORD_DIR': str(tmp_path / 'records')}
+  common = ('--dataset=tfrecord_data:clicks', '--epochs=1', '--batch_size=64')
+  proc = run_py(
+    '--model=click_model:build',
+    *common,
+    '--strategies=multi_worker_mirrored,parameter_server',
+    '--steps_per_epoch=6',
+    f'--logdir={tmp_path}/runs',
+    '--experiment=clicks',
+    cwd=project,
+    env=env,
+    timeout=600,
+  )
+  assert proc.returncode == 0, proc.stderr
+  assert len(os.listdir(tmp_path / 'records' / 'clicks')) == 10  # 8 + 2 shards.
+  pipelines = {
+    'multi_worker_mirrored': {'training': 'file', 'validation': 'file'},
+    'parameter_server': {'training': 'off', 'validation': 'off'},
+  }
+  for strategy, sharding in pipelines.items():
+    result = read_result(tmp_path / 'runs' / 'clicks' / strategy)
+    assert result['status'] == 'complete' and result['input_shape'] == 'dense:4,ids:2'
+    assert result['input_pipeline'] == {
+      'source': 'tf.data',
+      'sharding': sharding,
+      'steps_per_epoch_from': 'flag',
+      'resume': 'restart' if strategy == 'parameter_server' else 'skip',
+    }
+    # Each of the 512 validation examples counted once: a whole number of them right.
+    right = result['final_validation_accuracy'] * 512
+    assert abs(right - round(right)) < 1e-6 and result['final_validation_accuracy'] > 0.5
+  (project / 'wrong.py').write_text(
+    'import keras\n'
+    'def build(input_shape, num_classes):\n'
+    "  dense = keras.Input((5,), name='dense')\n"
+    "  return keras.Model({'dense': dense}, keras.layers.Dense(num_classes)(dense))\n"
+  )
+  proc = run_py(
+    '--model=wrong:build',
+    *common,
+    '--strategies=one_device',
+    f'--logdir={tmp_path}/bad',
+    cwd=project,
+    env=env,
+    timeout=300,
+  )
+  assert_one_line_error(proc, "cannot be called on a batch of the dataset's features")
+  assert proc.returncode == 2
+  assert not any(files for _, _, files in os.walk(tmp_path / 'bad'))

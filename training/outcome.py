@@ -75,12 +75,13 @@ def hparams(config, trainer, card=None):
   TensorBoard's HParams takes them (which has no None)."""
   values = {
     **settings(config, trainer),
-    **{name: value for name, value in (card or {}).items() if value is not None},
+    **(card or {}),
     **config.distribution.options,
   }
-  return {
+  return {  # What is not known (a tf.data pipeline's length, uncounted) is left out.
     name: value if isinstance(value, (bool, int, float, str)) else str(value)
     for name, value in values.items()
+    if value is not None
   }
 
 
