@@ -114,26 +114,37 @@ def names():
   )
 
 
-def load(options, seed=0):
+def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0):
   """The Arrays of the dataset `options` (a configs.definitions.Data) names, checked to hold
-  only what a model can take (`check`)."""
+  only what a model can take (`check`; under `mixed_precision` mixed_float16, what a model
+  computing in float16 can: `check_range`); or a user's tf.data pipelines (data/streams.py),
+  not read ahead but, without `steps_per_epoch`, for the length of a training pass that is
+  unknown (counted: one streaming pass)."""
   name = options.dataset
   if user_code.is_spec(name):
     returned = user_code.call(name, 'dataset')
     from data import streams  # TensorFlow: a user's tf.data pipelines, or dict features.
 
     fed = streams.from_user(name, returned, seed)
-    return fed if fed is not None else check(from_user(name, returned), named(name))
-  if name not in names():
+    arrays = from_user(name, returned) if fed is None else None
+  elif name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
-  try:
-    arrays = importlib.import_module(f'{__name__}.{name}').load(options, seed)
-  except MemoryError as e:  # Refused input, not a failure a restart could fix.
-    raise DatasetError(
-      f'dataset {name} does not fit in memory ({e}); give a smaller '
-      '--image_shape, --num_classes, --seq_len or --vocab_size'
-    ) from None
-  return check(arrays, named(name))
+  else:
+    fed = None
+    try:
+      arrays = importlib.import_module(f'{__name__}.{name}').load(options, seed)
+    except MemoryError as e:  # Refused input, not a failure a restart could fix.
+      raise DatasetError(
+        f'dataset {name} does not fit in memory ({e}); give a smaller '
+        '--image_shape, --num_classes, --seq_len or --vocab_size'
+      ) from None
+  if fed is not None:
+    if not steps_per_epoch:
+      fed.count_training()
+    return fed
+  check(arrays, named(name))
+  float16 = mixed_precision == 'mixed_float16'
+  return check_range(arrays, named(name), 'float16') if float16 else arrays
 
 
 def shape_text(input_shape):

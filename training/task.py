@@ -305,8 +305,7 @@ def _card(config, trainer):
 
 
 def _build(config, spec, me, say, refusal=None):
-  """The devices, the strategy and the Trainer with its model, optimizer and data; in a
-  cluster, once every task agrees to train (training/agreement.py)."""
+  """The devices, the strategy, the data and the Trainer (once a cluster's tasks agree)."""
   descriptor, perf = config.distribution.descriptor, config.performance
   devices.set_threads(perf.intra_op_threads or 0, perf.inter_op_threads or 0)
   compute_devices = devices.configure(
@@ -321,42 +320,27 @@ def _build(config, spec, me, say, refusal=None):
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
   if descriptor.coordinated:  # The coordinator connects to every server at once.
     peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout, say)
-  watched = lambda: (
+  watchdog = (  # Entered twice: about the strategy, and about agreeing and building.
     startup_watchdog.StartupWatchdog(spec, me, config.distribution.startup_timeout)
     if spec
     else contextlib.nullcontext()
   )
-  with watched():
+  with watchdog:
     strategy = strategies.get(config.distribution.strategy).create(
       compute_devices, config.distribution.options
     )
-  # After the strategy (a user's tf.data pipeline starts the runtime, which MultiWorkerMirrored
-  # must configure first), and outside the watchdog, which bounds joining the cluster, not
-  # reading the data. A refusal there ends every task of a cluster alike.
-  try:
-    source = _data(config)
-  except (ValueError, data.DatasetError) as e:
+  try:  # After the strategy (a tf.data pipeline starts the runtime), outside the watchdog.
+    source = data.load(config.data, config.seed, perf.mixed_precision, config.steps_per_epoch)
+  except (ValueError, data.DatasetError) as e:  # Every task of a cluster ends with it.
     if not spec:
       raise
     refusal, source = refusal or e, None
-  with watched():
+  with watchdog:
     if spec:
       agreement.check(config, spec, me, descriptor.coordinated, refusal, source)
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(strategy, config, source)
   return trainer, compute_devices
-
-
-def _data(config):
-  """The run's data (data.load), checked for what its model computes in, and the length of a
-  user's tf.data pass counted (one streaming pass) unless --steps_per_epoch gives it."""
-  source = data.load(config.data, config.seed)
-  # The model computes in float16: 65504 at most (a user's tf.data pipeline is not read ahead).
-  if config.performance.mixed_precision == 'mixed_float16' and isinstance(source, data.Arrays):
-    data.check_range(source, data.named(config.data.dataset), 'float16')
-  if not config.steps_per_epoch:
-    source.count_training()
-  return source
 
 
 def _announce(config, trainer, compute_devices, state, say):
