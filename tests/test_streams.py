@@ -320,7 +320,7 @@ def test_tfrecord_pipelines_train_under_the_cluster_strategies(tmp_path):
     'import keras\n'
     'def build(input_shape, num_classes):\n'
     "  dense = keras.Input((5,), name='dense')\n"
-    "  return keras.Model({'dense': dense}, keras.layers.Dense(num_classes)(dense))\n"
+    "  return keras.Model({'dense': dense}, keras.layers.Dense(num_classes, name='out')(dense))\n"
   )
   proc = run_py(
     '--model=wrong:build',
