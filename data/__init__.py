@@ -10,7 +10,8 @@ A user's own dataset is named `package.module:function` instead: `function()` re
 `(x_train, y_train), (x_val, y_val)` as `keras.datasets`' `load_data()` does: examples of any
 shape (images, feature vectors, token ids) and integer labels 0..num_classes-1, the classes
 counted from the labels (see examples/my_data.py). uint8 examples are scaled by 1/255, others
-are used as they are.
+are used as they are. It may instead return two tf.data pipelines, `(train, validation)`, or
+arrays whose features are a dict: data/streams.py feeds those.
 """
 
 import dataclasses

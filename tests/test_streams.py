@@ -334,3 +334,24 @@ def test_tfrecord_pipelines_train_under_the_cluster_strategies(tmp_path):
   assert_one_line_error(proc, "cannot be called on a batch of the dataset's features")
   assert proc.returncode == 2
   assert not any(files for _, _, files in os.walk(tmp_path / 'bad'))
+
+
+def test_the_tfrecord_example_writes_its_shards_once_and_reads_them_back(tmp_path, monkeypatch):
+  import shutil
+  import sys
+
+  from tests.conftest import ROOT
+
+  shutil.copy(f'{ROOT}/examples/tfrecord_data.py', tmp_path / 'tfrecord_data.py')
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setattr(sys, 'path', [p for p in sys.path if p not in ('', str(tmp_path))])
+  monkeypatch.setenv('TFRECORD_DIR', str(tmp_path / 'records'))
+  fed = data.load(definitions.Data('tfrecord_data:regression'))
+  shards = sorted(os.listdir(tmp_path / 'records' / 'regression'))
+  assert len(shards) == 10 and shards[0] == 'train-00000-of-00008.tfrecord'
+  written = os.path.getmtime(tmp_path / 'records' / 'regression' / shards[0])
+  assert fed.count_training() == 2048 and fed.validation_size == 512
+  assert fed.input_shape == (4,) and fed.num_classes == 1  # One float label.
+  assert fed.sharding(2) == {'training': 'file', 'validation': 'file'}
+  data.load(definitions.Data('tfrecord_data:regression'))  # Read again, not rewritten.
+  assert os.path.getmtime(tmp_path / 'records' / 'regression' / shards[0]) == written
