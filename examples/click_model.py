@@ -1,9 +1,10 @@
 """A model of two named inputs, for `--dataset=tfrecord_data:clicks`: `--model=click_model:build`.
 
 `build(input_shape, num_classes)` gets the dataset's features as `{name: shape}`
-({'dense': (4,), 'ids': (2,)}); the model takes its inputs as a dict of the same names, which is
-how Keras matches a dict of features to a model's inputs (no layer may share those names). The ids go through an embedding; the output
-is `num_classes` logits (2: clicked or not), trained with the default cross-entropy.
+({'dense': (4,), 'ids': (2,)}); the model takes its inputs as a dict of the same names, which
+is how Keras matches a dict of features to a model's inputs (no layer may share those names).
+The ids go through an embedding; the output is `num_classes` logits (2: clicked or not),
+trained with the default cross-entropy.
 """
 
 import keras
