@@ -109,11 +109,11 @@ class Streams:
   def sharding(self, pipelines):
     """{split: FILE, DATA or OFF}: how each split is sharded over `pipelines` input pipelines
     (decided once per count: probing the file shards reads from each)."""
+    if pipelines == 1:
+      return {'training': OFF, 'validation': OFF}
     if pipelines not in self._sharding:
       splits = dict(zip(('training', 'validation'), self._make()))
-      self._sharding[pipelines] = {
-        split: OFF if pipelines == 1 else _policy(ds, pipelines) for split, ds in splits.items()
-      }
+      self._sharding[pipelines] = {split: _policy(ds, pipelines) for split, ds in splits.items()}
     return self._sharding[pipelines]
 
   def _shard(self, split, pipelines, index):
