@@ -10,7 +10,8 @@ A user's own dataset is named `package.module:function` instead: `function()` re
 `(x_train, y_train), (x_val, y_val)` as `keras.datasets`' `load_data()` does: examples of any
 shape (images, feature vectors, token ids) and integer labels 0..num_classes-1, the classes
 counted from the labels (see examples/my_data.py). uint8 examples are scaled by 1/255, others
-are used as they are.
+are used as they are. It may instead return two tf.data pipelines, `(train, validation)`, or
+arrays whose features are a dict: data/streams.py feeds those.
 """
 
 import dataclasses
@@ -50,9 +51,60 @@ class Arrays:
     """The dtype the input pipeline feeds the model: token ids int32, anything else float32."""
     return 'int32' if self.tokens else 'float32'
 
+  # What the training side feeds replicas from, as data/streams.py's Streams (a user's tf.data
+  # pipelines) offers it too; data/pipeline.py builds it (TensorFlow is loaded there only: the
+  # launcher imports this package).
+  source = 'arrays'
 
-# Modules that serve the datasets: the input pipeline, and the reader of keras.datasets' files.
-HELPERS = ('pipeline', 'keras_format')
+  def count_training(self):
+    return self.train_size
+
+  def train_fn(self, per_replica_batch, seed, start_step=0):
+    from data import pipeline
+
+    return pipeline.train_fn(self, per_replica_batch, seed, start_step)
+
+  def validation_steps(self, step_batch, pipelines=1):
+    """Evaluation steps of one pass: the set is padded to whole step batches, then shared
+    evenly by element over the `pipelines`."""
+    del pipelines
+    from data import pipeline
+
+    return pipeline.validation_steps(self, step_batch)
+
+  def validation_fn(self, per_replica_batch, step_batch, pipelines=1):
+    del pipelines
+    from data import pipeline
+
+    return pipeline.validation_fn(self, per_replica_batch, step_batch)
+
+  def batch_spec(self, batch):
+    from data import pipeline
+
+    return pipeline.batch_spec(self, batch)
+
+  def probe(self, n):
+    """The first `n` training examples, as the pipeline feeds them."""
+    from data import pipeline
+
+    return pipeline.examples(self, self.x_train[:n])
+
+  def record(self, steps_per_epoch_flag, pipelines, coordinated):
+    """result.json's `input_pipeline` (docs/outputs.md): in memory, sharded by element, and
+    resumed exactly (each pass's order is a function of the seed and the pass), but under
+    parameter servers, whose workers each start a fresh order."""
+    sharding = 'data' if pipelines > 1 else 'off'
+    return {
+      'source': self.source,
+      'sharding': {'training': sharding, 'validation': sharding},
+      'steps_per_epoch_from': 'flag' if steps_per_epoch_flag else 'examples',
+      'resume': 'restart' if coordinated else 'continue',
+    }
+
+
+# Modules that serve the datasets: the input pipeline, the reader of keras.datasets' files, and
+# a user's own tf.data pipelines.
+HELPERS = ('pipeline', 'keras_format', 'streams')
 
 
 def names():
@@ -63,22 +115,44 @@ def names():
   )
 
 
-def load(options, seed=0):
+def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0):
   """The Arrays of the dataset `options` (a configs.definitions.Data) names, checked to hold
-  only what a model can take (`check`)."""
+  only what a model can take (`check`; under `mixed_precision` mixed_float16, what a model
+  computing in float16 can: `check_range`); or a user's tf.data pipelines (data/streams.py),
+  not read ahead but, without `steps_per_epoch`, for the length of a training pass that is
+  unknown (counted: one streaming pass)."""
   name = options.dataset
   if user_code.is_spec(name):
-    return check(from_user(name, user_code.call(name, 'dataset')), named(name))
-  if name not in names():
+    returned = user_code.call(name, 'dataset')
+    from data import streams  # TensorFlow: a user's tf.data pipelines, or dict features.
+
+    fed = streams.from_user(name, returned, seed)
+    arrays = from_user(name, returned) if fed is None else None
+  elif name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
-  try:
-    arrays = importlib.import_module(f'{__name__}.{name}').load(options, seed)
-  except MemoryError as e:  # Refused input, not a failure a restart could fix.
-    raise DatasetError(
-      f'dataset {name} does not fit in memory ({e}); give a smaller '
-      '--image_shape, --num_classes, --seq_len or --vocab_size'
-    ) from None
-  return check(arrays, named(name))
+  else:
+    fed = None
+    try:
+      arrays = importlib.import_module(f'{__name__}.{name}').load(options, seed)
+    except MemoryError as e:  # Refused input, not a failure a restart could fix.
+      raise DatasetError(
+        f'dataset {name} does not fit in memory ({e}); give a smaller '
+        '--image_shape, --num_classes, --seq_len or --vocab_size'
+      ) from None
+  if fed is not None:
+    if not steps_per_epoch:
+      fed.count_training()
+    return fed
+  check(arrays, named(name))
+  float16 = mixed_precision == 'mixed_float16'
+  return check_range(arrays, named(name), 'float16') if float16 else arrays
+
+
+def shape_text(input_shape):
+  """An example's shape as text: '28x28x1'; for a dict of features, 'dense:4,ids:2'."""
+  if isinstance(input_shape, dict):
+    return ','.join(f'{name}:{shape_text(shape)}' for name, shape in input_shape.items())
+  return 'x'.join(map(str, input_shape))
 
 
 def named(name):

@@ -80,6 +80,15 @@ def validation_fn(arrays, per_replica_batch, global_batch):
   return dataset_fn
 
 
+def batch_spec(arrays, batch):
+  """The TensorSpecs of one replica's batch of `batch` examples of `arrays`, as fed."""
+  return (
+    tf.TensorSpec((batch, *arrays.input_shape), arrays.example_dtype),
+    tf.TensorSpec((batch,), tf.int32),
+    tf.TensorSpec((batch,), tf.float32),
+  )
+
+
 def without_autotune(ds):
   """`ds` with tf.data's autotuning off: its iterators start no autotuning thread, so deleting
   one never waits for that thread's sleep to end (see the module's docstring)."""

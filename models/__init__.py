@@ -60,9 +60,15 @@ def build(
   (vocab_size, num_layers...) reach the models whose `build` takes them.
   """
   if user_code.is_spec(name):
-    return _user_model(name, tuple(input_shape), num_classes, input_dtype)
+    shape = input_shape if isinstance(input_shape, dict) else tuple(input_shape)
+    return _user_model(name, shape, num_classes, input_dtype)
   if name not in names():
     raise ValueError(f'unknown model {name!r}; choose from {", ".join(names())}')
+  if isinstance(input_shape, dict):
+    raise ValueError(
+      f'--model={name} takes one tensor of features, not a dict of them '
+      f'({", ".join(input_shape)}); give --model=module:function, a model of those inputs'
+    )
   check(name, input_shape, batch_norm, ghost_batch_size)
   from models import _normalization  # Loads Keras: only where a model is built.
 
@@ -176,26 +182,43 @@ def _user_model(spec, input_shape, num_classes, input_dtype):
 
 
 def _outputs(spec, model, input_shape, input_dtype):
-  """What `model` outputs for a batch of examples of `input_shape` and `input_dtype`, as the
-  input pipeline feeds it, once it is built by that call: a model subclassed with its own
-  `call()`, or a Sequential without an Input, has no weights before it sees a batch. Called
-  on a symbolic batch (no computation); on a batch of zeros of two examples when that fails
-  (a call that needs the batch's size) or leaves the number of logits unknown."""
+  """What `model` outputs for a batch of examples of `input_shape` and `input_dtype` (for a
+  dataset's dict of features, {name: shape} and {name: dtype}), as the input pipeline feeds
+  it, once it is built by that call: a model subclassed with its own `call()`, or a
+  Sequential without an Input, has no weights before it sees a batch. Called on a symbolic
+  batch (no computation); on a batch of zeros of two examples when that fails (a call that
+  needs the batch's size) or leaves the number of logits unknown. A model that cannot take
+  the dataset's examples is refused, naming both."""
   import keras
   import numpy as np
 
+  symbolic = lambda shape, dtype, name: keras.Input(shape, dtype=dtype, name=name)
   try:
     with warnings.catch_warnings():  # Keras' advice when the call fails: a real batch is next.
       warnings.simplefilter('ignore')
-      outputs = model(keras.Input(input_shape, dtype=input_dtype), training=False)
+      outputs = model(_batch(input_shape, input_dtype, symbolic), training=False)
     if getattr(outputs, 'shape', (None,))[-1:] != (None,):
       return outputs
   except Exception:  # pylint: disable=broad-except  # Some calls need a real batch: tried next.
     pass
+  zeros = lambda shape, dtype, name: np.zeros((2, *shape), dtype)
   try:
-    return model(np.zeros((2, *input_shape), input_dtype), training=False)
+    return model(_batch(input_shape, input_dtype, zeros), training=False)
   except Exception as e:  # pylint: disable=broad-except  # Whatever the user's model raises.
+    if isinstance(input_shape, dict):
+      given = ', '.join(f'{k!r}: {input_dtype[k]} {v}' for k, v in input_shape.items())
+      raise user_code.UserCodeError(
+        f"--model={spec} cannot be called on a batch of the dataset's features {{{given}}}: "
+        f"{user_code.message(e)}; make the model's inputs match the dataset's features"
+      ) from None
     raise user_code.UserCodeError(
       f'--model={spec} cannot be called on a batch of {input_dtype} examples of shape '
       f'{input_shape}: {user_code.message(e)}'
     ) from None
+
+
+def _batch(input_shape, input_dtype, make):
+  """`make(shape, dtype, name)` of the examples' features, or a dict of them by name."""
+  if isinstance(input_shape, dict):
+    return {k: make(shape, input_dtype[k], k) for k, shape in input_shape.items()}
+  return make(input_shape, input_dtype, None)

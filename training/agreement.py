@@ -24,6 +24,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+import data
 from configs import cluster_spec
 from orchestration import peers
 from records import results
@@ -63,7 +64,10 @@ def check(config, spec, me, coordinated, refusal=None, arrays=None):
 
 def data_fingerprint(arrays):
   """What tasks reading their own copy of the data must agree on: its sizes, classes, and a
-  digest of its contents (a file of another version on one host trains another run)."""
+  digest of its contents (a file of another version on one host trains another run); of a
+  user's tf.data pipelines (data/streams.py), their sizes, classes and elements."""
+  if not isinstance(arrays, data.Arrays):
+    return arrays.fingerprint()
   digest = hashlib.blake2b(digest_size=8)
   for array in (arrays.x_train, arrays.y_train, arrays.x_validation, arrays.y_validation):
     digest.update(str((array.dtype.str, array.shape)).encode())

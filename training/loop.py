@@ -16,7 +16,6 @@ import numpy as np
 import tensorflow as tf
 
 import user_code
-from data import pipeline
 from records import critical_batch
 from training import batching as batching_lib
 from training import builders as builders_lib
@@ -92,11 +91,11 @@ class NonFiniteLoss(ValueError):
 
 
 class Trainer:
-  """Builds model, optimizer and distributed inputs of run `config` (a RunConfig) on `arrays`
-  under `strategy`, and runs its steps. `builders` (training/builders.py) default to the
-  configuration's own."""
+  """Builds model, optimizer and distributed inputs of run `config` (a RunConfig) on `source`
+  (data.Arrays in memory, or a user's tf.data pipelines, data/streams.py) under `strategy`,
+  and runs its steps. `builders` (training/builders.py) default to the configuration's own."""
 
-  def __init__(self, strategy, config, arrays, builders=None):
+  def __init__(self, strategy, config, source, builders=None):
     self.strategy = strategy
     # The tasks that compute: all of an all-reduce cluster's, a parameter-server cluster's
     # workers; one elsewhere.
@@ -109,14 +108,18 @@ class Trainer:
       if coordinated
       else execution.InPlace(strategy)
     )
+    # The input pipelines the data is sharded over: one per all-reduce worker; a
+    # parameter-server worker reads the whole set, in an order of its own.
+    self.input_pipelines = 1 if coordinated else self.num_workers
     self.batching = batching_lib.Batching.of(
       config.batch_size,
       strategy.num_replicas_in_sync,
       self.num_workers if coordinated else 1,
-      arrays.train_size,
+      # A pass of unknown length is counted once, unless --steps_per_epoch says how long.
+      source.train_size if config.steps_per_epoch else source.count_training(),
       config.steps_per_epoch,
     )
-    self.builders = builders or builders_lib.of(config, arrays)
+    self.builders = builders or builders_lib.of(config, source)
     self.noise_reason = (  # Why the gradient noise scale is not measured; None if it is.
       critical_batch.OFF
       if not config.performance.noise_scale
@@ -147,17 +150,21 @@ class Trainer:
       self.batching.step_batch_size,
       config.performance.jit_compile,
       measures_noise=self.noise_reason is None,
-      probabilities=self._outputs_probabilities(config, arrays),
+      probabilities=self._outputs_probabilities(config, source),
     )
-    self.arrays, self._seed = arrays, config.seed  # The data it trains on.
+    self.source, self._seed = source, config.seed  # The data it trains on.
+    # result.json's `input_pipeline`: how the data was sharded, counted and resumed.
+    self.input_record = source.record(
+      config.steps_per_epoch, self.input_pipelines, self.executor.coordinated
+    )
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
     self.execution_times = []  # ExecutionTime of every execution this process trained.
     self._calls = 0  # train_epoch calls so far.
     self._data_start = 0
     per_replica, step_batch = self.batching.per_replica_batch_size, self.batching.step_batch_size
-    self.validation_steps = pipeline.validation_steps(arrays, step_batch)
+    self.validation_steps = source.validation_steps(step_batch, self.input_pipelines)
     self._validation_iterator = self.executor.distribute(
-      pipeline.validation_fn(arrays, per_replica, step_batch)
+      source.validation_fn(per_replica, step_batch, self.input_pipelines)
     )
     self._train_steps = tf.function(self._repeat(self.step, 6 if self.step.measures_noise else 3))
     self._eval_steps = tf.function(self._repeat(self.step.evaluate, 3))
@@ -167,12 +174,12 @@ class Trainer:
       )
     )
 
-  def _outputs_probabilities(self, config, arrays):
+  def _outputs_probabilities(self, config, source):
     """Whether the model outputs probabilities (training/model_outputs.py), from its first
     call on real examples: a model that fails there is refused, a fault of its code that no
     restart cures, with the error's own message."""
     try:
-      return model_outputs.are_probabilities(self.model, arrays)
+      return model_outputs.are_probabilities(self.model, source)
     except Exception as e:  # pylint: disable=broad-except  # Whatever the model's code raises.
       raise user_code.UserCodeError(
         f'[{config.name}] --model={config.model.model} fails on a batch of '
@@ -191,8 +198,10 @@ class Trainer:
   def seek(self, step):
     """Training data continues from the batch of step `step` + 1, as after `step` steps.
 
-    Parameter-server workers each read the whole set in an order of their own, so there the
-    data starts afresh (a fresh order), not at the step.
+    Each input pipeline skips what it had consumed (data/pipeline.py, data/streams.py).
+    Parameter-server workers each read the whole set in an order of their own, and no
+    per-worker iterator can be checkpointed, so there the data starts afresh (a fresh order
+    of the arrays; the user's pipeline from its start), not at the step.
     """
     self._data_start = 0 if self.executor.coordinated else step
     self._train_iterator = None
@@ -285,8 +294,7 @@ class Trainer:
     if self._train_iterator is None:
       # Parameter-server workers each read the whole set, so each shuffles in its own order.
       self._train_iterator = self.executor.distribute(
-        pipeline.train_fn(
-          self.arrays,
+        self.source.train_fn(
           self.batching.per_replica_batch_size,
           None if self.executor.coordinated else self._seed,
           self._data_start,

@@ -71,18 +71,14 @@ def trace_step(trainer):
   Of the model whole: where a partitioner split variables into shards, whose gradients have
   as many rows as the ids each shard gets (unknown until run), a copy built outside the
   strategy stands in."""
-  batch, arrays = trainer.batching.per_replica_batch_size, trainer.arrays
+  batch = trainer.batching.per_replica_batch_size
   model = trainer.model
   if len(trainer.step.variables) != len(model.trainable_variables):
     model = trainer.builders.model()
   step = tf.function(
     lambda *batch: trainer.step.gradients(model, model.trainable_variables, *batch)
   )
-  return step.get_concrete_function(
-    tf.TensorSpec((batch, *arrays.input_shape), arrays.example_dtype),
-    tf.TensorSpec((batch,), tf.int32),
-    tf.TensorSpec((batch,), tf.float32),
-  )
+  return step.get_concrete_function(*trainer.source.batch_spec(batch))
 
 
 def gradient_bytes(gradients):

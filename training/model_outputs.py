@@ -13,20 +13,21 @@ output is the prediction either way); the same MLP then reaches the twin's 0.88.
 import numpy as np
 import tensorflow as tf
 
-from data import pipeline
-
 EPSILON = 1e-7  # Probabilities are clipped to it before the log, as Keras' crossentropy clips.
 PROBE_EXAMPLES = 4  # Training examples the model is probed on.
 TOLERANCE = 1e-2  # How far from 1 a sum of probabilities may be (float16 holds 3 digits).
 
 
-def are_probabilities(model, arrays):
-  """True if `model`'s outputs for the first training examples of `arrays` (as the input
-  pipeline prepares them) are each a distribution over the classes: non-negative, summing to
-  1. Logits never are: a softmax's outputs always are, wherever in the model it is.
-  ValueError if they are not finite: no loss can be taken of them."""
-  examples = pipeline.examples(arrays, arrays.x_train[:PROBE_EXAMPLES])
-  outputs = np.asarray(model(examples, training=False), np.float64)
+def are_probabilities(model, source):
+  """True if `model`'s outputs for the first training examples of `source` (data.Arrays or
+  data/streams.py's Streams, as the input pipeline feeds them) are each a distribution over
+  the classes: non-negative, summing to 1. Logits never are: a softmax's outputs always are,
+  wherever in the model it is. ValueError if they are not finite: no loss can be taken of
+  them. False for several outputs (a dict or list): the loss of each is the model's own."""
+  outputs = model(source.probe(PROBE_EXAMPLES), training=False)
+  if isinstance(outputs, (dict, list, tuple)):
+    return False
+  outputs = np.asarray(outputs, np.float64)
   if not np.isfinite(outputs).all():
     raise ValueError(
       'its outputs are NaN or infinite before any training (its own code, not the learning '

@@ -10,6 +10,7 @@ import math
 import keras
 import tensorflow as tf
 
+import data
 from records import results
 from training import checkpoints
 from training import devices
@@ -35,8 +36,8 @@ def settings(config, trainer):
     'model': model.model,
     **config.model_sizes,
     'dataset': config.data.dataset,
-    'input_shape': 'x'.join(map(str, trainer.arrays.input_shape)),
-    'num_classes': trainer.arrays.num_classes,
+    'input_shape': data.shape_text(trainer.source.input_shape),
+    'num_classes': trainer.source.num_classes,
     'condition': config.condition,
     'seed': config.seed,
     'num_workers': trainer.num_workers,
@@ -46,7 +47,7 @@ def settings(config, trainer):
     'epochs': config.epochs,
     'steps_per_epoch': trainer.batching.steps_per_epoch,
     # The training set's size (a synthetic set's examples per epoch): what bounds a batch.
-    'train_examples': trainer.arrays.train_size,
+    'train_examples': trainer.source.train_size,
     'steps_per_execution': config.performance.steps_per_execution,
     'eval_every_steps': config.eval_every_steps,
     **dataclasses.asdict(config.optimizer),
@@ -74,12 +75,13 @@ def hparams(config, trainer, card=None):
   TensorBoard's HParams takes them (which has no None)."""
   values = {
     **settings(config, trainer),
-    **{name: value for name, value in (card or {}).items() if value is not None},
+    **(card or {}),
     **config.distribution.options,
   }
-  return {
+  return {  # What is not known (a tf.data pipeline's length, uncounted) is left out.
     name: value if isinstance(value, (bool, int, float, str)) else str(value)
     for name, value in values.items()
+    if value is not None
   }
 
 
@@ -137,6 +139,7 @@ def result(
     'step_evaluations': state.step_evaluations,
     **results.to_target(state.step_evaluations, config.target_accuracy),
     'breakdown': breakdown,
+    'input_pipeline': trainer.input_record,
     **_placement(trainer),
   }
 

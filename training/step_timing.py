@@ -33,7 +33,6 @@ import time
 
 import tensorflow as tf
 
-from data import pipeline
 from records import results
 from training import model_card
 
@@ -175,9 +174,9 @@ class _InputWindow:
     self._trainer, self._per_execution, strategy = trainer, per_execution, trainer.strategy
     self._iterator = trainer.train_iterator()  # An argument: a coordinator's is per worker.
 
-    def touch(images, labels, weights):  # One element of each: the batch is on the device.
+    def touch(features, labels, weights):  # One element of each: the batch is on the device.
       del labels, weights
-      return tf.cast(tf.reshape(images, [-1])[0], tf.float32)
+      return tf.cast(tf.reshape(tf.nest.flatten(features)[0], [-1])[0], tf.float32)
 
     @tf.function
     def batches(n, iterator):
@@ -209,16 +208,14 @@ class _ComputeWindow:
   def __init__(self, trainer):
     self._trainer = trainer
     devices = _replica_devices(trainer)
-    element = next(
-      iter(pipeline.train_fn(trainer.arrays, trainer.batching.per_replica_batch_size, 0)())
-    )
+    element = next(iter(trainer.source.train_fn(trainer.batching.per_replica_batch_size, 0)()))
     self._replicas = []
     for device in devices:
       with tf.device(device):
         model = trainer.builders.model()
         optimizer = trainer.builders.optimizer(lambda: 0.0)
         optimizer.build(model.trainable_variables)
-        batch = [tf.identity(t) for t in element]
+        batch = tf.nest.map_structure(tf.identity, element)
       self._replicas.append((device, model, optimizer, batch))
 
     def replica_steps(n, model, optimizer, images, labels, weights):

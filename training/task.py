@@ -305,8 +305,7 @@ def _card(config, trainer):
 
 
 def _build(config, spec, me, say, refusal=None):
-  """The devices, the strategy and the Trainer with its model, optimizer and data; in a
-  cluster, once every task agrees to train (training/agreement.py)."""
+  """The devices, the strategy, the data and the Trainer (once a cluster's tasks agree)."""
   descriptor, perf = config.distribution.descriptor, config.performance
   devices.set_threads(perf.intra_op_threads or 0, perf.inter_op_threads or 0)
   compute_devices = devices.configure(
@@ -319,12 +318,9 @@ def _build(config, spec, me, say, refusal=None):
       'replica on CPU 0; use --num_replicas=1, GPUs, or a cluster strategy'
     )
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
-  arrays = data.load(config.data, config.seed)
-  if perf.mixed_precision == 'mixed_float16':  # The model computes in float16: 65504 at most.
-    data.check_range(arrays, data.named(config.data.dataset), 'float16')
   if descriptor.coordinated:  # The coordinator connects to every server at once.
     peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout, say)
-  watchdog = (
+  watchdog = (  # Entered twice: about the strategy, and about agreeing and building.
     startup_watchdog.StartupWatchdog(spec, me, config.distribution.startup_timeout)
     if spec
     else contextlib.nullcontext()
@@ -333,10 +329,17 @@ def _build(config, spec, me, say, refusal=None):
     strategy = strategies.get(config.distribution.strategy).create(
       compute_devices, config.distribution.options
     )
+  try:  # After the strategy (a tf.data pipeline starts the runtime), outside the watchdog.
+    source = data.load(config.data, config.seed, perf.mixed_precision, config.steps_per_epoch)
+  except (ValueError, data.DatasetError) as e:  # Every task of a cluster ends with it.
+    if not spec:
+      raise
+    refusal, source = refusal or e, None
+  with watchdog:
     if spec:
-      agreement.check(config, spec, me, descriptor.coordinated, refusal, arrays)
+      agreement.check(config, spec, me, descriptor.coordinated, refusal, source)
     keras.utils.set_random_seed(config.seed)
-    trainer = loop.Trainer(strategy, config, arrays)
+    trainer = loop.Trainer(strategy, config, source)
   return trainer, compute_devices
 
 

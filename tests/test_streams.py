@@ -1,0 +1,357 @@
+"""A user's own tf.data pipelines (--dataset=module:function returning two datasets, data/
+streams.py), in this process: how they are sharded, batched, padded, counted and resumed, and
+the one line for each element they cannot give."""
+
+import os
+
+import numpy as np
+import pytest
+
+import data
+from configs import definitions
+from tests import tiny_training
+from tests.test_user_code import module  # noqa: F401  # A fixture: users' modules in a tmp dir.
+
+
+def _context(pipelines, index, replicas):
+  import tensorflow as tf
+
+  return tf.distribute.InputContext(
+    num_input_pipelines=pipelines, input_pipeline_id=index, num_replicas_in_sync=replicas
+  )
+
+
+def _streams(train, validation):
+  from data import streams
+
+  return streams.Streams('--dataset=test:data', lambda: (train(), validation()))
+
+
+def _numbered(n, unknown_length=True, weights=False):
+  """Elements ({'x': [i, i], 'id': i}, i % 3[, weight]) for i < n; of unknown cardinality,
+  as a pipeline that filters or reads files is."""
+  import tensorflow as tf
+
+  ds = tf.data.Dataset.range(n)
+  if unknown_length:
+    ds = ds.filter(lambda i: True)
+  element = lambda i: ({'x': tf.cast(tf.stack([i, i]), tf.float32), 'id': i}, i % 3)
+  if weights:
+    return ds.map(lambda i: (*element(i), tf.cast(i % 2, tf.float64) + 1.0))
+  return ds.map(element)
+
+
+def _records(directory, files, per_file):
+  """`files` TFRecord files of `per_file` int64 values each, and a dataset reading them into
+  elements (value, value % 2)."""
+  import tensorflow as tf
+
+  paths = []
+  for f in range(files):
+    paths.append(os.path.join(directory, f'part-{f}.tfrecord'))
+    with tf.io.TFRecordWriter(paths[-1]) as writer:
+      for i in range(per_file):
+        value = tf.train.Feature(int64_list=tf.train.Int64List(value=[f * per_file + i]))
+        writer.write(
+          tf.train.Example(features=tf.train.Features(feature={'v': value})).SerializeToString()
+        )
+  spec = {'v': tf.io.FixedLenFeature([], tf.int64)}
+
+  def read():
+    ds = tf.data.TFRecordDataset(tf.data.Dataset.from_tensor_slices(paths))
+    ds = ds.map(lambda r: tf.io.parse_single_example(r, spec)['v'])
+    return ds.map(lambda v: (tf.cast(tf.reshape(v, [1]), tf.float32), v % 2))
+
+  return read
+
+
+def _values(ds, n=None):
+  return [element for element in (ds.take(n) if n else ds).as_numpy_iterator()]
+
+
+def test_files_are_sharded_by_file_elements_by_element(tmp_path):
+  from data import streams
+
+  read = _records(tmp_path, files=4, per_file=5)
+  fed = _streams(read, read)
+  assert fed.train_size is None and fed.validation_size == 20  # TFRecords: unknown, counted.
+  assert fed.sharding(1) == {'training': 'off', 'validation': 'off'}
+  assert fed.sharding(2) == {'training': 'file', 'validation': 'file'}
+  # Each pipeline reads whole files of its own: 0 and 2, or 1 and 3.
+  firsts = [
+    sorted({int(x[0, 0]) // 5 for x, _, _ in _values(fed.train_fn(1)(_context(2, i, 2)), 10)})
+    for i in range(2)
+  ]
+  assert firsts == [[0, 2], [1, 3]]
+  # More pipelines than files, or no files at all: by element.
+  assert fed.sharding(5) == {'training': 'data', 'validation': 'data'}
+  numbered = _streams(lambda: _numbered(10), lambda: _numbered(10))
+  assert numbered.sharding(2) == {'training': 'data', 'validation': 'data'}
+  assert not streams.reads_files(_numbered(3)) and streams.reads_files(read())
+
+
+@pytest.mark.parametrize('pipelines, steps', [(1, 5), (2, 3), (3, 2)])
+def test_validation_gives_every_replica_the_same_batches_counting_each_example_once(
+  pipelines, steps
+):
+  """37 examples of unknown cardinality, an uneven tail: every pipeline yields the same
+  number of batches per pass, weight 0 beyond its own examples, each real one once."""
+  fed = _streams(lambda: _numbered(50), lambda: _numbered(37))
+  per_replica, replicas = 4, 2 * pipelines  # Two replicas on each pipeline.
+  step_batch = per_replica * replicas
+  # Enough for the largest shard (37, 19 or 13 examples) in batches of 2 x 4.
+  assert fed.validation_steps(step_batch, pipelines) == steps
+  fn = fed.validation_fn(per_replica, step_batch, pipelines)
+  seen = []
+  for index in range(pipelines):
+    batches = _values(fn(_context(pipelines, index, replicas)), 2 * 2 * steps)  # Two passes.
+    assert len(batches) == 4 * steps
+    first, second = batches[: 2 * steps], batches[2 * steps :]
+    for features, labels, weights in first:
+      assert features['x'].shape == (4, 2) and labels.shape == (4,) and weights.shape == (4,)
+      seen += [int(i) for i, w in zip(features['id'], weights) if w == 1.0]
+      assert set(weights) <= {0.0, 1.0}
+      assert not features['x'][weights == 0].any()  # Padding is zeros.
+    for a, b in zip(first, second):  # Every pass the same.
+      np.testing.assert_array_equal(a[2], b[2])
+  assert sorted(seen) == list(range(37))
+
+
+def test_training_batches_dict_features_and_sample_weights_and_resumes_at_a_step():
+  import tensorflow as tf
+
+  def train():  # A seeded shuffle: the stream repeats, and a resumed run continues it.
+    return _numbered(20, weights=True).shuffle(20, seed=3)
+
+  fed = _streams(train, lambda: _numbered(6, weights=True))
+  assert fed.weighted and fed.input_shape == {'x': (2,), 'id': ()}
+  assert fed.count_training() == 20 and fed.counted and fed.num_classes == 3
+  batches = _values(fed.train_fn(4)(), 12)  # 48 elements: past two passes, reshuffled.
+  features, labels, weights = batches[0]
+  assert weights.dtype == np.float32 and set(weights) <= {1.0, 2.0}
+  ids = np.concatenate([b[0]['id'] for b in batches])
+  assert sorted(ids[:20]) == sorted(ids[20:40]) == list(range(20))
+  assert not np.array_equal(ids[:20], ids[20:40])  # Each pass in a fresh order.
+  np.testing.assert_array_equal(weights, ids[:4] % 2 + 1)
+  np.testing.assert_array_equal(labels, ids[:4] % 3)
+  resumed = _values(fed.train_fn(4, start_step=5)(), 7)
+  for a, b in zip(batches[5:], resumed):
+    np.testing.assert_array_equal(a[0]['id'], b[0]['id'])
+  spec = fed.batch_spec(4)
+  assert spec[0]['x'] == tf.TensorSpec((4, 2), tf.float32) and spec[2].shape == (4,)
+
+
+def test_a_trainer_evaluates_every_example_once_and_records_how(tmp_path):
+  import keras
+  import tensorflow as tf
+
+  read = _records(tmp_path, files=3, per_file=7)
+  fed = _streams(read, read)
+  fed.count_training()
+  run = tiny_training.make_trainer(
+    tf.distribute.OneDeviceStrategy('/cpu:0'),
+    fed,
+    lambda: keras.Sequential([keras.Input((1,)), keras.layers.Dense(2)]),
+    8,
+  )
+  assert run.batching.steps_per_epoch == 2 and run.validation_steps == 3  # 21 examples.
+  totals, _ = run.train_epoch(2, 1)
+  assert totals.examples == 16
+  assert run.evaluate().examples == 21
+  assert run.input_record == {
+    'source': 'tf.data',
+    'sharding': {'training': 'off', 'validation': 'off'},
+    'steps_per_epoch_from': 'counted',
+    'resume': 'skip',
+  }
+
+
+def test_an_endless_training_set_needs_steps_per_epoch():
+  fed = _streams(lambda: _numbered(5).repeat(), lambda: _numbered(5))
+  with pytest.raises(
+    data.DatasetError, match=r'endless training dataset .* give --steps_per_epoch'
+  ):
+    fed.count_training()
+
+
+USER = """
+import numpy as np
+import tensorflow as tf
+
+def element(i):
+  return tf.cast(tf.fill([3], i), tf.float32), i % 2
+
+def good():
+  ds = tf.data.Dataset.range(40).map(element)
+  return ds, ds.take(10)
+def batched():
+  ds = tf.data.Dataset.range(40).map(element).batch(8)
+  return ds, ds
+def other_validation():
+  return tf.data.Dataset.range(4).map(element), tf.data.Dataset.range(4).map(lambda i: (i, i))
+def not_a_pair():
+  return tf.data.Dataset.range(4), tf.data.Dataset.range(4)
+def one_dataset():
+  return tf.data.Dataset.range(4).map(element), np.zeros(3)
+def empty():
+  ds = tf.data.Dataset.range(40).map(element)
+  return ds, ds.take(0)
+def damaged():
+  with open('damaged.tfrecord', 'wb') as f:
+    f.write(b'not a record')
+  ds = tf.data.TFRecordDataset('damaged.tfrecord').map(lambda r: (tf.zeros([2]), 0))
+  return ds, ds
+def dict_arrays():
+  x = {'a': np.zeros((6, 2), np.float32), 'b': np.arange(6)}
+  return (x, np.arange(6) % 2), (x, np.arange(6) % 2)
+"""
+
+
+@pytest.mark.parametrize(
+  'function, message',
+  [
+    (
+      'batched',
+      'gives features of shape float32 (None, 3), not fixed; return unbatched elements (the run '
+      'batches them) of one shape each (tf.ensure_shape in your map)',
+    ),
+    (
+      'other_validation',
+      'gives training elements (float32 (3,), int64 ()) and validation elements (int64 (), '
+      'int64 ()); give both splits the same elements',
+    ),
+    (
+      'not_a_pair',
+      'gives elements int64 (); give unbatched elements (features, labels) or (features, '
+      'labels, sample_weights): features a tensor or a dict of tensors, labels a tensor or a dict',
+    ),
+    ('one_dataset', 'returned a validation ndarray, not a tf.data.Dataset; give unbatched'),
+    ('empty', 'returned an empty validation dataset; give it examples'),
+    ('damaged', 'could not be read: DataLossError: '),
+  ],
+)
+def test_a_bad_user_dataset_pipeline_is_one_line_naming_the_flag(module, function, message):  # noqa: F811
+  name = module(USER)
+  with pytest.raises(data.DatasetError) as e:
+    data.load(definitions.Data(f'{name}:{function}'))
+  assert str(e.value).startswith(f'--dataset={name}:{function} {message}')
+
+
+def test_user_datasets_and_dict_arrays_load_as_pipelines(module):  # noqa: F811
+  name = module(USER)
+  fed = data.load(definitions.Data(f'{name}:good'))
+  assert fed.train_size == 40 and fed.validation_size == 10 and fed.num_classes == 2
+  assert fed.input_shape == (3,) and fed.example_dtype == 'float32'
+  arrays = data.load(definitions.Data(f'{name}:dict_arrays'))
+  assert arrays.input_shape == {'a': (2,), 'b': ()} and arrays.train_size == 6
+
+
+def test_a_model_that_does_not_take_the_datasets_features_is_refused_naming_both(module):  # noqa: F811
+  import models
+  import user_code
+
+  name = module(
+    'import keras\n'
+    'def build(input_shape, num_classes):\n'
+    "  inputs = {'a': keras.Input((5,), name='a')}\n"
+    "  return keras.Model(inputs, keras.layers.Dense(num_classes)(inputs['a']))\n"
+  )
+  with pytest.raises(user_code.UserCodeError) as e:
+    models.build(
+      f'{name}:build', {'a': (2,), 'b': ()}, 2, input_dtype={'a': 'float32', 'b': 'int64'}
+    )
+  assert str(e.value).startswith(
+    f"--model={name}:build cannot be called on a batch of the dataset's features "
+    "{'a': float32 (2,), 'b': int64 ()}: "
+  )
+  assert str(e.value).endswith("; make the model's inputs match the dataset's features")
+  with pytest.raises(ValueError, match='--model=mlp takes one tensor of features, not a dict'):
+    models.build('mlp', {'a': (2,)}, 2)
+
+
+@pytest.mark.slow
+def test_tfrecord_pipelines_train_under_the_cluster_strategies(tmp_path):
+  """examples/tfrecord_data.py's click data, two named inputs read from TFRecord shards, under
+  both cluster strategies (the others share multi_worker_mirrored's code, one pipeline); and a
+  model that does not take its features refused in one line."""
+  import shutil
+
+  from tests.conftest import ROOT
+  from tests.conftest import read_result
+  from tests.conftest import run_py
+  from tests.test_bad_input import assert_one_line_error
+
+  project = tmp_path / 'project'
+  project.mkdir()
+  for name in ('tfrecord_data.py', 'click_model.py'):
+    shutil.copy(f'{ROOT}/examples/{name}', project / name)
+  env = {**os.environ, 'TFRECORD_DIR': str(tmp_path / 'records')}
+  common = ('--dataset=tfrecord_data:clicks', '--epochs=1', '--batch_size=64')
+  proc = run_py(
+    '--model=click_model:build',
+    *common,
+    '--strategies=multi_worker_mirrored,parameter_server',
+    '--steps_per_epoch=6',
+    f'--logdir={tmp_path}/runs',
+    '--experiment=clicks',
+    cwd=project,
+    env=env,
+    timeout=600,
+  )
+  assert proc.returncode == 0, proc.stderr
+  assert len(os.listdir(tmp_path / 'records' / 'clicks')) == 10  # 8 + 2 shards.
+  pipelines = {
+    'multi_worker_mirrored': {'training': 'file', 'validation': 'file'},
+    'parameter_server': {'training': 'off', 'validation': 'off'},
+  }
+  for strategy, sharding in pipelines.items():
+    result = read_result(tmp_path / 'runs' / 'clicks' / strategy)
+    assert result['status'] == 'complete' and result['input_shape'] == 'dense:4,ids:2'
+    assert result['input_pipeline'] == {
+      'source': 'tf.data',
+      'sharding': sharding,
+      'steps_per_epoch_from': 'flag',
+      'resume': 'restart' if strategy == 'parameter_server' else 'skip',
+    }
+    # Each of the 512 validation examples counted once: a whole number of them right.
+    right = result['final_validation_accuracy'] * 512
+    assert abs(right - round(right)) < 1e-6 and result['final_validation_accuracy'] > 0.5
+  (project / 'wrong.py').write_text(
+    'import keras\n'
+    'def build(input_shape, num_classes):\n'
+    "  dense = keras.Input((5,), name='dense')\n"
+    "  return keras.Model({'dense': dense}, keras.layers.Dense(num_classes, name='out')(dense))\n"
+  )
+  proc = run_py(
+    '--model=wrong:build',
+    *common,
+    '--strategies=one_device',
+    f'--logdir={tmp_path}/bad',
+    cwd=project,
+    env=env,
+    timeout=300,
+  )
+  assert_one_line_error(proc, "cannot be called on a batch of the dataset's features")
+  assert proc.returncode == 2
+  assert not any(files for _, _, files in os.walk(tmp_path / 'bad'))
+
+
+def test_the_tfrecord_example_writes_its_shards_once_and_reads_them_back(tmp_path, monkeypatch):
+  import shutil
+  import sys
+
+  from tests.conftest import ROOT
+
+  shutil.copy(f'{ROOT}/examples/tfrecord_data.py', tmp_path / 'tfrecord_data.py')
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setattr(sys, 'path', [p for p in sys.path if p not in ('', str(tmp_path))])
+  monkeypatch.setenv('TFRECORD_DIR', str(tmp_path / 'records'))
+  fed = data.load(definitions.Data('tfrecord_data:regression'))
+  shards = sorted(os.listdir(tmp_path / 'records' / 'regression'))
+  assert len(shards) == 10 and shards[0] == 'train-00000-of-00008.tfrecord'
+  written = os.path.getmtime(tmp_path / 'records' / 'regression' / shards[0])
+  assert fed.count_training() == 2048 and fed.validation_size == 512
+  assert fed.input_shape == (4,) and fed.num_classes == 1  # One float label.
+  assert fed.sharding(2) == {'training': 'file', 'validation': 'file'}
+  data.load(definitions.Data('tfrecord_data:regression'))  # Read again, not rewritten.
+  assert os.path.getmtime(tmp_path / 'records' / 'regression' / shards[0]) == written
