@@ -29,6 +29,9 @@ class Descriptor:
   # cluster_options(cluster_spec): the strategy's options a TF_CONFIG cluster decides,
   # whatever their flags say (as the cluster decides the workers).
   cluster_options: typing.Callable = lambda cluster_spec: {}
+  # holds_variables(options, devices): whether each training device holds the variables and
+  # the optimizer's slots (else a parameter device or ps tasks do): prediction/memory.py.
+  holds_variables: typing.Callable = lambda options, devices: True
 
   @property
   def cluster(self):

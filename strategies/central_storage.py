@@ -5,7 +5,15 @@ from absl import flags
 import strategies
 
 # Keras' LossScaleOptimizer keeps variables that central_storage cannot update.
-DESCRIPTOR = strategies.Descriptor(strategies.MULTI_DEVICE, loss_scaling=False)
+DESCRIPTOR = strategies.Descriptor(
+  strategies.MULTI_DEVICE,
+  loss_scaling=False,
+  # On a GPU parameter device, or TensorFlow's choice with one GPU, a GPU holds them all.
+  holds_variables=lambda options, devices: (
+    options.get('parameter_device', '').lower().lstrip('/').startswith('gpu')
+    or (not options.get('parameter_device') and devices == 1)
+  ),
+)
 
 flags.DEFINE_string(
   'parameter_device',

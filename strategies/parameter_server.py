@@ -59,6 +59,7 @@ DESCRIPTOR = strategies.Descriptor(
   },
   refuse=_refuse,
   cluster_options=lambda cluster_spec: {'num_ps': len(cluster_spec.get('ps', []))},
+  holds_variables=lambda options, devices: False,  # The ps tasks hold them.
 )
 
 
