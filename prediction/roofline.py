@@ -42,6 +42,8 @@ class Fractions:
   memory: float = MEMORY
 
 
+FITTED = Fractions()
+
 # The card's figures the roofline reads (training/model_card.py).
 CARD_FIELDS = (
   'matrix_flops_per_example',
@@ -73,16 +75,20 @@ def missing(profile, card):
       '(the roofline is fitted on GPUs only)'
     )
   if any(card.get(field) is None for field in CARD_FIELDS):
-    return "the model card lacks the bytes its ops move (a run's card from before they were counted, or a shape not known when traced)"
+    return (
+      "the model card lacks the bytes its ops move (a run's card from before they were "
+      'counted, or a shape not known when traced)'
+    )
   return None
 
 
-def step_ms(card, batch, profile, fractions=Fractions(), tf32=True):
+def step_ms(card, batch, profile, fractions=None, tf32=True):
   """{'compute_ms': one device's step at `batch`, 'matrix_ms', 'elementwise_ms', 'bound':
   what bounds the larger part ('compute' or 'memory'), 'peak_tflops', 'tensor_cores'}."""
   why = missing(profile, card)
   if why:
     raise RooflineError(why)
+  fractions = fractions or FITTED
   peak, tensor = matrix_rate(profile, card['compute_dtype'], tf32)
   bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory
   matrix = (
@@ -106,7 +112,7 @@ def step_ms(card, batch, profile, fractions=Fractions(), tf32=True):
   }
 
 
-def examples_per_second(card, batch, profile, fractions=Fractions(), tf32=True):
+def examples_per_second(card, batch, profile, fractions=None, tf32=True):
   return batch / step_ms(card, batch, profile, fractions, tf32)['compute_ms'] * 1e3
 
 

@@ -106,7 +106,7 @@ def _observation(row, model_cards):
   )
 
 
-def single_device(table=None, fractions=roofline.Fractions()):
+def single_device(table=None, fractions=None):
   """Every single-device row with the roofline's prediction from its card and its error."""
   table = rows() if table is None else table
   model_cards = cards.load()

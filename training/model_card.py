@@ -186,8 +186,8 @@ def device_traffic(graph, batch, flops):
   """What one replica's step asks of a device, per example at the traced batch `batch`, from
   `graph` and its FLOPs by op type (count_flops):
 
-  - `matrix_flops_per_example`, `matrix_bytes_per_example`: the FLOPs and the bytes read and written (inputs and outputs, in their own dtypes: the run's
-    precision) of the MATRIX_OPS;
+  - `matrix_flops_per_example`, `matrix_bytes_per_example`: the FLOPs and the bytes read and
+    written (inputs and outputs, in their own dtypes: the run's precision) of the MATRIX_OPS;
   - `elementwise_bytes_per_example`, `elementwise_flops_per_example`: the same of every other
     op that moves bytes (activations, normalisations, pooling, the optimizer-free rest);
   - `activation_bytes_per_example`: the forward pass's tensors the backward pass reads, each
