@@ -75,11 +75,16 @@ FIELDS = (
 
 
 def load(path=PATH):
-  """{card name: {field: value}}, numbers as floats, the dtype as text."""
+  """{card name: {field: value}}, numbers as floats, the dtype as text, None where the trace
+  could not tell."""
   with open(path, newline='') as f:
     return {
       row['card']: {
-        field: row[field] if field == 'compute_dtype' or not row[field] else float(row[field])
+        field: None
+        if not row[field]
+        else row[field]
+        if field == 'compute_dtype'
+        else float(row[field])
         for field in FIELDS
       }
       for row in csv.DictReader(f)
