@@ -57,7 +57,11 @@ def test_every_profile_has_every_field_and_a_source_for_each():
   for name in hardware.names():
     with open(os.path.join(hardware.DIRECTORY, f'{name}.toml'), 'rb') as f:
       values = tomllib.load(f)
-    assert set(values['sources']) == set(hardware.FIELDS), name
+    given = {
+      f for f in (*hardware.DEVICE_FIELDS, hardware.TENSOR_CORES, hardware.DEVICE) if f in values
+    }
+    assert set(values['sources']) == set(hardware.FIELDS) | given, name
+    assert 'device_memory_gb' in given, name
     assert all(len(source) > 10 for source in values['sources'].values()), name
     assert hardware.load(name).name == name
 
