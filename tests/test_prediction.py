@@ -332,7 +332,7 @@ def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
 
 def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_path):
   """Every row, the recommendation and prediction.json: no one reads a CPU's compute as a
-  V100's."""
+  V100's (a run whose card does not count its ops' bytes cannot be put on the roofline)."""
   from configs import definitions
   from reporting import recommendations
 
@@ -353,7 +353,10 @@ def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_
   assert json.loads((tmp_path / predict.FILE).read_text())['source']['compute_measured_on'] == here
   assert [p['compute_measured_on'] for p in document['predictions']] == [here, here]
   header, _, *rows = predict.table(document['predictions']).splitlines()
-  assert header.endswith('compute measured on') and all(row.endswith(here) for row in rows)
+  assert header.endswith('compute from') and all(
+    row.endswith(f'measured on {here}') for row in rows
+  )
+  assert [p['compute_from'] for p in document['predictions']] == [f'measured on {here}'] * 2
   assert recommendations.recommendations(document)[0].endswith(
     f"Compute and input rate measured on this machine's {here}, not on dgx1_v100's "
     'devices: give --device_examples_per_second for theirs.'
