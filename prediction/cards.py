@@ -62,6 +62,7 @@ FIELDS = (
   'flops_per_example',
   'matrix_flops_per_example',
   'matrix_bytes_per_example',
+  'winograd_flops_per_example',
   'elementwise_flops_per_example',
   'elementwise_bytes_per_example',
   'activation_bytes_per_example',

@@ -2,8 +2,10 @@
 work on the hardware profile's device (Paleo, Qi et al., ICLR 2017: layer by layer from a
 device's peak at a fitted fraction of it; Williams et al. 2009 for the roofline).
 
-  matrix time      = max(matrix FLOPs / (matrix peak x its fraction),
+  matrix time      = max((matrix FLOPs - w + w / WINOGRAD) / (matrix peak x its fraction),
                          matrix bytes / (memory bandwidth x MEMORY))
+                     w: the FLOPs of 3x3 convolutions of stride 1, which cuDNN computes with
+                     fewer multiplications (Winograd; on CUDA cores only: w = 0 on tensor cores)
   elementwise time = max(elementwise FLOPs / (float32 peak x CUDA_CORES),
                          elementwise bytes / (memory bandwidth x MEMORY))
   step             = batch x (matrix time + elementwise time) per example
@@ -15,7 +17,8 @@ enable_tensor_float_32_execution`), float16 and bfloat16 at theirs, on tensor co
 TENSOR_CORES fraction, else at the CUDA_CORES fraction; a precision the device has no rate for
 runs at its float32 rate. Every other op is bound by memory, at the MEMORY fraction.
 
-The three fractions are the model's fitted constants, fitted ONCE by `fit` on the rows of
+The three fractions and WINOGRAD are the model's fitted constants, fitted ONCE by `fit` on the
+rows of
 prediction/published.csv marked `fit` (least squares of the log ratios of predicted to
 published throughput, grid of 0.01), never per case; the other single-device rows are held out
 and predicted with them (prediction/validation.py, docs/prediction.md).
@@ -29,6 +32,7 @@ import math
 CUDA_CORES = 0.65
 TENSOR_CORES = 2.31
 MEMORY = 1.75
+WINOGRAD = 1.0
 
 
 class RooflineError(ValueError):
@@ -40,6 +44,7 @@ class Fractions:
   cuda_cores: float = CUDA_CORES
   tensor_cores: float = TENSOR_CORES
   memory: float = MEMORY
+  winograd: float = WINOGRAD
 
 
 FITTED = Fractions()
@@ -48,6 +53,7 @@ FITTED = Fractions()
 CARD_FIELDS = (
   'matrix_flops_per_example',
   'matrix_bytes_per_example',
+  'winograd_flops_per_example',
   'elementwise_flops_per_example',
   'elementwise_bytes_per_example',
   'compute_dtype',
@@ -91,8 +97,9 @@ def step_ms(card, batch, profile, fractions=None, tf32=True):
   fractions = fractions or FITTED
   peak, tensor = matrix_rate(profile, card['compute_dtype'], tf32)
   bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory
+  winograd = 0.0 if tensor else card['winograd_flops_per_example']
   matrix = (
-    card['matrix_flops_per_example']
+    (card['matrix_flops_per_example'] - winograd + winograd / fractions.winograd)
     / (peak * 1e12 * (fractions.tensor_cores if tensor else fractions.cuda_cores)),
     card['matrix_bytes_per_example'] / bandwidth,
   )
@@ -118,24 +125,31 @@ def examples_per_second(card, batch, profile, fractions=None, tf32=True):
 
 def fit(observations, grid=0.01, most=4.0):
   """The Fractions minimising the squared log ratios of predicted to published examples per
-  second over `observations` ((card, batch, profile, tf32, published) tuples), each fraction
-  on a grid of `grid` in (0, `most`], by coordinate descent from the grid's middle until no
-  fraction moves: how the constants were chosen, once. The tensor-core fraction is fitted only
-  if some observation runs on tensor cores (else left at 0)."""
+  second over `observations` ((card, batch, profile, tf32, published) tuples): each fraction
+  on a grid of `grid` in (0, `most`], WINOGRAD in [1, `most`] (Winograd's F(4x4, 3x3) saves at
+  most 4x), by coordinate descent from the grid's middle until none moves: how the constants
+  were chosen, once. The tensor-core fraction is fitted only if some observation runs on
+  tensor cores (else left at 0)."""
   steps = [round(i * grid, 10) for i in range(1, round(most / grid) + 1)]
-  on_tensor = any(
+  ranges = {
+    'cuda_cores': steps,
+    'memory': steps,
+    'winograd': [v for v in steps if v >= 1],
+    'tensor_cores': steps,
+  }
+  if not any(
     matrix_rate(profile, card['compute_dtype'], tf32)[1]
     for card, _, profile, tf32, _ in observations
-  )
+  ):
+    del ranges['tensor_cores']
   loss = lambda f: sum(
     math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
     for card, batch, profile, tf32, published in observations
   )
-  names = ['cuda_cores', 'memory', *(['tensor_cores'] if on_tensor else [])]
-  best = Fractions(0.5, 0.5 if on_tensor else 0.0, 0.5)
+  best = Fractions(0.5, 0.5 if 'tensor_cores' in ranges else 0.0, 0.5, 1.0)
   while True:
     before = best
-    for name in names:
-      best = min((dataclasses.replace(best, **{name: v}) for v in steps), key=loss)
+    for name, values in ranges.items():
+      best = min((dataclasses.replace(best, **{name: v}) for v in values), key=loss)
     if best == before:
       return best

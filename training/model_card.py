@@ -188,8 +188,14 @@ def device_traffic(graph, batch, flops):
 
   - `matrix_flops_per_example`, `matrix_bytes_per_example`: the FLOPs and the bytes read and
     written (inputs and outputs, in their own dtypes: the run's precision) of the MATRIX_OPS;
-  - `elementwise_bytes_per_example`, `elementwise_flops_per_example`: the same of every other
-    op that moves bytes (activations, normalisations, pooling, the optimizer-free rest);
+    `winograd_flops_per_example` those of them that are 3x3 convolutions of stride 1, which
+    cuDNN computes with fewer multiplications (Winograd's minimal filtering, Lavin and Gray
+    2016);
+  - `elementwise_flops_per_example`, `elementwise_bytes_per_example`: the same of every other
+    op that moves bytes (activations, normalisations, pooling, losses), its bytes counted as if
+    each chain of such ops between matrix ops ran as one kernel (read its inputs once, write
+    what leaves it once): the traffic of fused kernels (fused batch norm, XLA's fusions), which
+    unfused ones exceed by the fitted fraction (prediction/roofline.py);
   - `activation_bytes_per_example`: the forward pass's tensors the backward pass reads, each
     once (a view counted as what it views), those with the batch as their first dimension;
     `activation_bytes_fixed` the others (a float16 copy of a weight, say), whatever the batch;
@@ -199,49 +205,113 @@ def device_traffic(graph, batch, flops):
   Every figure None if a shape is not known."""
   if flops is None:
     return dict.fromkeys(TRAFFIC_FIELDS)
-  counts = collections.Counter()
+  ops = _ops_run(graph)
+  busy = [op for op in ops if op.type not in _FREE]
+  matrix = [op for op in busy if op.type in MATRIX_OPS]
+  sizes = {op.name: [_moved(t) for t in _data(op.inputs) + _data(op.outputs)] for op in matrix}
+  kept = _kept_for_backward(ops)
+  elementwise = _fused_bytes([op for op in busy if op.type not in MATRIX_OPS])
+  if any(None in s for s in sizes.values()) or elementwise is None:
+    return dict.fromkeys(TRAFFIC_FIELDS)
+  if any(size is None for _, size in kept.values()):
+    return dict.fromkeys(TRAFFIC_FIELDS)
   dtypes = collections.Counter()
-  kept = {}
-  for op in _ops_run(graph):
-    sizes = [_moved(t) for t in (*op.inputs, *op.outputs) if t.dtype != tf.resource]
-    backward = op.name.startswith(BACKWARD)
-    if backward:
-      for t in op.inputs:
-        source = _storage(t)
-        if not source.op.name.startswith(BACKWARD) and _holds_data(source):
-          kept[source.name] = source
-    if op.type in _FREE:
-      continue
-    if None in sizes:
-      return dict.fromkeys(TRAFFIC_FIELDS)
-    kind = 'matrix' if op.type in MATRIX_OPS else 'elementwise'
-    counts[kind] += sum(sizes)
-    if kind == 'matrix':
-      dtypes[op.outputs[0].dtype.name] += sum(sizes)
-  per_batch, fixed = 0, 0
-  for tensor in kept.values():
-    size = _moved(tensor)
-    if size is None:
-      return dict.fromkeys(TRAFFIC_FIELDS)
-    if tensor.shape.rank and tensor.shape[0] == batch:
-      per_batch += size
-    else:
-      fixed += size
+  for op in matrix:
+    dtypes[op.outputs[0].dtype.name] += sum(sizes[op.name])
+  per_batch = sum(size for t, size in kept.values() if t.shape.rank and t.shape[0] == batch)
   matrix_flops = sum(v for k, v in flops.items() if k in MATRIX_OPS)
   return {
     'matrix_flops_per_example': float(matrix_flops) / batch,
-    'matrix_bytes_per_example': counts['matrix'] / batch,
+    'matrix_bytes_per_example': sum(map(sum, sizes.values())) / batch,
+    'winograd_flops_per_example': float(sum(_flops(graph, op) for op in matrix if _winograd(op)))
+    / batch,
     'elementwise_flops_per_example': float(sum(flops.values()) - matrix_flops) / batch,
-    'elementwise_bytes_per_example': counts['elementwise'] / batch,
+    'elementwise_bytes_per_example': elementwise / batch,
     'activation_bytes_per_example': per_batch / batch,
-    'activation_bytes_fixed': fixed,
+    'activation_bytes_fixed': sum(size for _, size in kept.values()) - per_batch,
     'compute_dtype': dtypes.most_common(1)[0][0] if dtypes else 'float32',
   }
+
+
+def _data(tensors):
+  return [t for t in tensors if t.dtype != tf.resource]
+
+
+def _kept_for_backward(ops):
+  """{name: (tensor, bytes)} of the forward pass's tensors the backward pass reads."""
+  kept = {}
+  for op in ops:
+    if op.name.startswith(BACKWARD):
+      for t in op.inputs:
+        source = _storage(t)
+        if not source.op.name.startswith(BACKWARD) and _holds_data(source):
+          kept[source.name] = (source, _moved(source))
+  return kept
+
+
+def _fused_bytes(ops):
+  """The bytes `ops` (elementwise) move if each connected chain of them ran as one kernel:
+  the distinct tensors entering a chain and those leaving it. None if a size is unknown."""
+  chain = {op.name: op.name for op in ops}
+
+  def root(name):
+    while chain[name] != name:
+      chain[name] = chain[chain[name]]
+      name = chain[name]
+    return name
+
+  for op in ops:
+    for t in op.inputs:
+      source = _storage(t).op.name
+      if source in chain:
+        chain[root(op.name)] = root(source)
+  entering, leaving = set(), set()
+  for op in ops:
+    mine = root(op.name)
+    for t in _data(op.inputs):
+      source = _storage(t)
+      if source.op.name not in chain or root(source.op.name) != mine:
+        entering.add((mine, source.name, _moved(source)))
+    for t in _data(op.outputs):
+      readers = _consumers(t)
+      if not readers or any(c.name not in chain or root(c.name) != mine for c in readers):
+        leaving.add((t.name, _moved(t)))  # Read outside its chain, or an output of the step.
+  sizes = [size for *_, size in entering] + [size for _, size in leaving]
+  return None if None in sizes else sum(sizes)
+
+
+def _consumers(tensor):
+  """The ops that read `tensor`, through views (a reshape's readers read it)."""
+  found = []
+  for op in tensor.consumers():
+    if op.type in _VIEWS:
+      for t in op.outputs:
+        found += _consumers(t)
+    else:
+      found.append(op)
+  return found
+
+
+def _winograd(op):
+  """A 3x3 convolution (or its gradient) of stride 1 and no dilation."""
+  if op.type not in ('Conv2D', 'Conv2DBackpropInput', 'Conv2DBackpropFilter'):
+    return False
+  kernel = (op.outputs[0] if op.type.endswith('Filter') else op.inputs[1]).shape
+  return (
+    kernel[:2] == [3, 3]
+    and list(op.get_attr('strides')) == [1, 1, 1, 1]
+    and list(op.get_attr('dilations')) == [1, 1, 1, 1]
+  )
+
+
+def _flops(graph, op):
+  return OWN_RULES[op.type](op) if op.type in OWN_RULES else private_apis.op_flops(graph, op)
 
 
 TRAFFIC_FIELDS = (
   'matrix_flops_per_example',
   'matrix_bytes_per_example',
+  'winograd_flops_per_example',
   'elementwise_flops_per_example',
   'elementwise_bytes_per_example',
   'activation_bytes_per_example',
