@@ -2,18 +2,22 @@
 prediction/memory.py), on fixed numbers: no TensorFlow, no training."""
 
 import dataclasses
+import types
 
 import pytest
 
 from prediction import hardware
 from prediction import memory
+from prediction import predict
 from prediction import roofline
 from prediction import validation
+from prediction import workload
 
 # A card of round numbers: 1 GFLOP of matrix work and 10 MB of elementwise traffic an example.
 CARD = {
   'matrix_flops_per_example': 1e9,
   'matrix_bytes_per_example': 1e6,
+  'winograd_flops_per_example': 0.0,
   'elementwise_flops_per_example': 1e6,
   'elementwise_bytes_per_example': 1e7,
   'compute_dtype': 'float32',
@@ -94,3 +98,26 @@ def test_device_fields_are_checked_like_the_link_fields(tmp_path):
   path.write_text(f'{text}\ntensor_cores = 1\n')
   with pytest.raises(hardware.ProfileError, match='tensor_cores = 1 is not true or false'):
     hardware.load(str(path))
+
+
+def test_predict_says_where_each_profiles_compute_comes_from():
+  """The roofline where the profile has its device's rates; the figure given where given; a
+  model card on a profile without rates is refused, naming the flag that would do."""
+  work = workload.from_card(CARD, 64)
+  no_figure = types.SimpleNamespace(device_examples_per_second=0.0)
+  on_v100, said = predict._compute(no_figure, CARD, work, hardware.load('dgx1_v100'), {})
+  assert on_v100.compute_ms == pytest.approx(
+    roofline.step_ms(CARD, 64, hardware.load('dgx1_v100'))['compute_ms']
+  )
+  assert said == {'compute_from': 'roofline on Tesla V100 SXM2 16 GB (compute bound)'}
+  given = types.SimpleNamespace(device_examples_per_second=100.0)
+  assert predict._compute(given, CARD, work, hardware.load('cpu_10gbe'), {})[1] == {
+    'compute_from': 'given (--device_examples_per_second)'
+  }
+  with pytest.raises(roofline.RooflineError, match='--hardware=cpu_10gbe: its compute cannot'):
+    predict._compute(no_figure, CARD, work, hardware.load('cpu_10gbe'), {})
+  here = {'compute_measured_on': 'CPU (AMD EPYC, 2 cores)'}
+  assert predict._compute(no_figure, CARD, work, hardware.load('cpu_10gbe'), here)[1] == {
+    'compute_from': 'measured on CPU (AMD EPYC, 2 cores)',
+    **here,
+  }
