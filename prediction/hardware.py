@@ -52,6 +52,10 @@ DEVICE_FIELDS = {
 TENSOR_CORES = 'tensor_cores'
 # The device's name, as its data sheet gives it: a string.
 DEVICE = 'device'
+# Its architecture generation, oldest first: the roofline's CUDA-core fraction is fitted per
+# generation (prediction/roofline.py).
+GENERATION = 'generation'
+GENERATIONS = ('kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'hopper')
 
 
 class ProfileError(ValueError):
@@ -73,6 +77,7 @@ class Profile:
   nics_per_node: int
   network_latency_us: float
   device: str = ''
+  generation: str = ''
   tensor_cores: bool = False
   peak_tflops_float32: float | None = None
   peak_tflops_tf32: float | None = None
@@ -159,5 +164,10 @@ def parse(values, name, given):
     )
   if not isinstance(values.get(DEVICE, ''), str):
     raise ProfileError(f'--hardware={given}: {DEVICE} = {values[DEVICE]!r} is not a name; fix it')
-  device = {f: values[f] for f in (*DEVICE_FIELDS, TENSOR_CORES, DEVICE) if f in values}
+  if values.get(GENERATION, GENERATIONS[0]) not in GENERATIONS:
+    raise ProfileError(
+      f'--hardware={given}: {GENERATION} = {values[GENERATION]!r} is not one of '
+      f'{", ".join(GENERATIONS)}; fix it'
+    )
+  device = {f: values[f] for f in (*DEVICE_FIELDS, TENSOR_CORES, DEVICE, GENERATION) if f in values}
   return Profile(name=name, **{field: values[field] for field in FIELDS}, **device)

@@ -14,25 +14,32 @@ The matrix ops (matrix products, dense convolutions and their gradients) run at 
 the card's precision: float32 at the TF32 tensor-core rate where the device has one (TensorFlow
 turns TF32 on by default on Ampere and later: `tf.config.experimental.
 enable_tensor_float_32_execution`), float16 and bfloat16 at theirs, on tensor cores at the
-TENSOR_CORES fraction, else at the CUDA_CORES fraction; a precision the device has no rate for
-runs at its float32 rate. Every other op is bound by memory, at the MEMORY fraction.
+TENSOR_CORES fraction of the device's generation, else at its CUDA_CORES fraction; a precision
+the device has no rate for runs at its float32 rate. Every other op is bound by memory, at the
+MEMORY fraction.
 
-The three fractions and WINOGRAD are the model's fitted constants, fitted ONCE by `fit` on the
-rows of
-prediction/published.csv marked `fit` (least squares of the log ratios of predicted to
-published throughput, grid of 0.01), never per case; the other single-device rows are held out
-and predicted with them (prediction/validation.py, docs/prediction.md).
+The constants (CUDA_CORES per generation, TENSOR_CORES per generation, MEMORY, WINOGRAD) were
+fitted ONCE by `fit` on the rows of prediction/published.csv marked `fit` (least squares of
+the log ratios of predicted to published throughput, grid of 0.01), never per case; a
+generation without fitted rows takes the latest fitted one before it (Hopper takes Ampere's
+tensor cores and Volta's CUDA cores). The other single-device rows are held out and predicted
+with them (prediction/validation.py, docs/prediction.md).
 """
 
 import dataclasses
 import math
 
+from prediction import hardware
+
 # Fitted by `fit` on the `fit` rows of prediction/published.csv (tests/test_roofline.py checks
 # that the fit gives them).
-CUDA_CORES = 0.65
-TENSOR_CORES = 2.31
-MEMORY = 1.75
-WINOGRAD = 1.0
+# CUDA cores' fraction of the float32 peak, per generation fitted (a generation without fitted
+# rows takes the latest fitted one before it: Ampere and Hopper take Volta's).
+CUDA_CORES = {'kepler': 0.2, 'pascal': 0.37, 'volta': 0.53}
+# Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
+TENSOR_CORES = {'volta': 0.32, 'ampere': 0.22}
+MEMORY = 0.32
+WINOGRAD = 4.0
 
 
 class RooflineError(ValueError):
@@ -41,10 +48,27 @@ class RooflineError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Fractions:
-  cuda_cores: float = CUDA_CORES
-  tensor_cores: float = TENSOR_CORES
+  kepler: float = CUDA_CORES['kepler']
+  pascal: float = CUDA_CORES['pascal']
+  volta: float = CUDA_CORES['volta']
+  tensor_volta: float = TENSOR_CORES['volta']
+  tensor_ampere: float = TENSOR_CORES['ampere']
   memory: float = MEMORY
   winograd: float = WINOGRAD
+
+  def cuda_cores(self, generation):
+    return self._of(generation, '')
+
+  def tensor_cores(self, generation):
+    return self._of(generation, 'tensor_')
+
+  def _of(self, generation, prefix):
+    """The fraction `prefix`<generation>: its own if fitted, else the latest fitted
+    generation's before it (else the earliest fitted after it)."""
+    order = hardware.GENERATIONS
+    fitted = [g for g in order if getattr(self, prefix + g, 0.0)]
+    before = [g for g in fitted if order.index(g) <= order.index(generation)]
+    return getattr(self, prefix + (before[-1] if before else fitted[0]))
 
 
 FITTED = Fractions()
@@ -75,10 +99,10 @@ def matrix_rate(profile, dtype, tf32=True):
 
 def missing(profile, card):
   """Why the roofline cannot predict `card` on `profile` (a sentence), or None."""
-  if profile.peak_tflops_float32 is None or profile.memory_bandwidth_gbps is None:
+  if None in (profile.peak_tflops_float32, profile.memory_bandwidth_gbps) or not profile.generation:
     return (
-      f'{profile.name} gives no peak_tflops_float32 and memory_bandwidth_gbps of its device '
-      '(the roofline is fitted on GPUs only)'
+      f'{profile.name} gives no peak_tflops_float32, memory_bandwidth_gbps and generation of '
+      'its device (the roofline is fitted on GPUs only)'
     )
   if any(card.get(field) is None for field in CARD_FIELDS):
     return (
@@ -97,15 +121,15 @@ def step_ms(card, batch, profile, fractions=None, tf32=True):
   fractions = fractions or FITTED
   peak, tensor = matrix_rate(profile, card['compute_dtype'], tf32)
   bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory
+  cuda = fractions.cuda_cores(profile.generation)
   winograd = 0.0 if tensor else card['winograd_flops_per_example']
   matrix = (
     (card['matrix_flops_per_example'] - winograd + winograd / fractions.winograd)
-    / (peak * 1e12 * (fractions.tensor_cores if tensor else fractions.cuda_cores)),
+    / (peak * 1e12 * (fractions.tensor_cores(profile.generation) if tensor else cuda)),
     card['matrix_bytes_per_example'] / bandwidth,
   )
   elementwise = (
-    card['elementwise_flops_per_example']
-    / (profile.peak_tflops_float32 * 1e12 * fractions.cuda_cores),
+    card['elementwise_flops_per_example'] / (profile.peak_tflops_float32 * 1e12 * cuda),
     card['elementwise_bytes_per_example'] / bandwidth,
   )
   larger = max(matrix, elementwise, key=max)
@@ -128,25 +152,28 @@ def fit(observations, grid=0.01, most=4.0):
   second over `observations` ((card, batch, profile, tf32, published) tuples): each fraction
   on a grid of `grid` in (0, `most`], WINOGRAD in [1, `most`] (Winograd's F(4x4, 3x3) saves at
   most 4x), by coordinate descent from the grid's middle until none moves: how the constants
-  were chosen, once. The tensor-core fraction is fitted only if some observation runs on
-  tensor cores (else left at 0)."""
+  were chosen, once. A generation's CUDA-core fraction is fitted only if some observation is
+  of that generation, its tensor-core fraction only if some of them runs on tensor cores
+  (else 0: not fitted, Fractions takes the nearest fitted generation's)."""
   steps = [round(i * grid, 10) for i in range(1, round(most / grid) + 1)]
+  generations = {profile.generation for _, _, profile, _, _ in observations}
+  on_tensor = {
+    profile.generation
+    for card, _, profile, tf32, _ in observations
+    if matrix_rate(profile, card['compute_dtype'], tf32)[1]
+  }
   ranges = {
-    'cuda_cores': steps,
+    **{g: steps for g in CUDA_CORES if g in generations},
+    **{f'tensor_{g}': steps for g in TENSOR_CORES if g in on_tensor},
     'memory': steps,
     'winograd': [v for v in steps if v >= 1],
-    'tensor_cores': steps,
   }
-  if not any(
-    matrix_rate(profile, card['compute_dtype'], tf32)[1]
-    for card, _, profile, tf32, _ in observations
-  ):
-    del ranges['tensor_cores']
   loss = lambda f: sum(
     math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
     for card, batch, profile, tf32, published in observations
   )
-  best = Fractions(0.5, 0.5 if 'tensor_cores' in ranges else 0.0, 0.5, 1.0)
+  fields = [f.name for f in dataclasses.fields(Fractions)]
+  best = Fractions(**{n: (1.0 if n == 'winograd' else 0.5) if n in ranges else 0.0 for n in fields})
   while True:
     before = best
     for name, values in ranges.items():

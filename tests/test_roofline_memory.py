@@ -28,7 +28,7 @@ CARD = {
   'activation_bytes_per_example': 1e8,
   'activation_bytes_fixed': 0,
 }
-HALF = roofline.Fractions(cuda_cores=0.5, tensor_cores=0.25, memory=0.5)
+HALF = roofline.Fractions(volta=0.5, tensor_volta=0.25, tensor_ampere=0.25, memory=0.5)
 
 
 def test_the_roofline_adds_the_matrix_and_the_elementwise_time_on_the_profiles_device():
