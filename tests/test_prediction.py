@@ -58,7 +58,14 @@ def test_every_profile_has_every_field_and_a_source_for_each():
     with open(os.path.join(hardware.DIRECTORY, f'{name}.toml'), 'rb') as f:
       values = tomllib.load(f)
     given = {
-      f for f in (*hardware.DEVICE_FIELDS, hardware.TENSOR_CORES, hardware.DEVICE) if f in values
+      f
+      for f in (
+        *hardware.DEVICE_FIELDS,
+        hardware.TENSOR_CORES,
+        hardware.DEVICE,
+        hardware.GENERATION,
+      )
+      if f in values
     }
     assert set(values['sources']) == set(hardware.FIELDS) | given, name
     assert 'device_memory_gb' in given, name

@@ -98,6 +98,9 @@ def test_device_fields_are_checked_like_the_link_fields(tmp_path):
   path.write_text(f'{text}\ntensor_cores = 1\n')
   with pytest.raises(hardware.ProfileError, match='tensor_cores = 1 is not true or false'):
     hardware.load(str(path))
+  path.write_text(f'{text}\ngeneration = "blackwell"\n')
+  with pytest.raises(hardware.ProfileError, match="generation = 'blackwell' is not one of kepler"):
+    hardware.load(str(path))
 
 
 def test_predict_says_where_each_profiles_compute_comes_from():
