@@ -124,3 +124,34 @@ def test_predict_says_where_each_profiles_compute_comes_from():
     'compute_from': 'measured on CPU (AMD EPYC, 2 cores)',
     **here,
   }
+
+
+def test_a_batch_that_fits_nowhere_is_never_recommended_and_the_largest_that_fit_are_named():
+  from reporting import recommendations
+
+  entry = {
+    'hardware': 'dgx1_v100',
+    'strategy': 'mirrored',
+    'num_devices': 8,
+    'per_device_batch': 512,
+    'examples_per_second': 1e4,
+    'scaling_efficiency': 1.0,
+    'time_to_target_seconds': None,
+    'fits': False,
+  }
+  fitting = {**entry, 'hardware': 'dgx_a100', 'fits': True, 'speedup': 8.0, 'limiting': 'compute'}
+  chosen = predict.recommended([entry, fitting])['hardware']
+  assert chosen['dgx1_v100'] == {'throughput': None, 'fits': False}
+  assert chosen['dgx_a100']['throughput']['strategy'] == 'mirrored'
+  said = recommendations.recommendations(
+    {
+      'predictions': [entry],
+      'max_per_device_batch': {'dgx1_v100': {'mirrored': 132, 'parameter_server': 140}},
+      'source': {},
+      'time_to_target': {'reason': 'none'},
+    }
+  )
+  assert said[0] == (
+    'On dgx1_v100, nothing is recommended: a per-device batch of 512 fits on no configuration '
+    'predicted (prediction/memory.py); the largest that fit: mirrored 132, parameter_server 140.'
+  )
