@@ -166,7 +166,7 @@ def recommended(predictions):
     'num_devices': chosen['num_devices'],
     'tied_with': [p['strategy'] for p in tied],
   }
-  profiles = {}
+  profiles: dict[str, dict] = {}
   for profile in dict.fromkeys(p['hardware'] for p in predictions):
     mine = choices.fitting([p for p in predictions if p['hardware'] == profile])
     if not mine:
