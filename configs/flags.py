@@ -453,10 +453,11 @@ flags.DEFINE_float(
 flags.DEFINE_bool(
   'predict',
   False,
-  "Predict each strategy's throughput on --hardware for --num_devices "
-  "devices, from the measured --experiment (its one_device run's compute, model card and "
-  "input rate) or, with --device_examples_per_second, from --model's card; writes "
-  'prediction.json and prediction.png into the experiment and trains nothing.',
+  "Predict each strategy's throughput and memory per device on --hardware for --num_devices "
+  "devices, from the measured --experiment (its one_device run's model card, compute and "
+  "input rate) or from --model's card at --per_device_batch; one device's compute from the "
+  "roofline of the card on the profile's device, or --device_examples_per_second where "
+  'given; writes prediction.json and prediction.png into the experiment and trains nothing.',
 )
 flags.DEFINE_list(
   'hardware',
@@ -474,15 +475,15 @@ flags.DEFINE_list(
 flags.DEFINE_float(
   'device_examples_per_second',
   0,
-  '--predict from a model card: examples per second one '
-  'device of the target trains --model at alone (e.g. a published single-GPU figure).',
+  '--predict: examples per second one device of the target trains --model at alone (e.g. '
+  "a published single-GPU figure), in place of the roofline's prediction of it; 0: not given.",
   lower_bound=0,
 )
 flags.DEFINE_integer(
   'per_device_batch',
   0,
   '--predict: examples per device and step (weak scaling); 0: the '
-  "experiment's one_device batch (needed with --device_examples_per_second).",
+  "experiment's one_device batch (needed with --model).",
   lower_bound=0,
 )
 flags.DEFINE_string(

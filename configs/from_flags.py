@@ -98,18 +98,20 @@ def dry_run(values=FLAGS):
 
 def prediction(values=FLAGS):
   """What --predict is asked for (configs/definitions.py's Prediction)."""
-  from_card = values['device_examples_per_second'].present
+  from_card = values['device_examples_per_second'].present or (
+    values['model'].present and not values.experiment
+  )
   if not from_card and not values.experiment:
     raise ValueError(
       '--predict needs --experiment (a measured experiment to predict from), or '
-      '--model with --device_examples_per_second and --per_device_batch'
+      '--model with --per_device_batch (and --device_examples_per_second, if you know it)'
     )
   if from_card and not values.per_device_batch:
     raise ValueError(
-      '--predict with --device_examples_per_second needs --per_device_batch: '
-      'the batch that figure was measured at'
+      '--predict from --model needs --per_device_batch: the examples per device and step '
+      '(the batch a --device_examples_per_second was measured at)'
     )
-  if from_card and not values.device_examples_per_second:
+  if values['device_examples_per_second'].present and not values.device_examples_per_second:
     raise ValueError(
       '--device_examples_per_second=0: give the examples per second one device trains --model at'
     )

@@ -9,11 +9,18 @@
   (of none: at the fewest devices predicted), never merely the most devices.
 - Time to target: the soonest (prediction/time_to_target.py's knee is chosen the same way at
   each device count).
+- Memory: only configurations predicted to fit on their devices (prediction/memory.py) are
+  chosen; where none fits, nothing is, and the recommendation says so.
 """
 
 from prediction import cost_model
 
 TIE = 0.05
+
+
+def fitting(predictions):
+  """The predictions whose memory per device fits (or is not known: a profile without memory)."""
+  return [p for p in predictions if p.get('fits') is not False]
 
 
 def preferred(predictions, key, best=min):

@@ -1,9 +1,14 @@
-"""Hardware profiles: what the target machines' links can carry, read from configs/hardware/.
+"""Hardware profiles: what the target machines' links can carry and what each device computes
+and holds, read from configs/hardware/.
 
 A profile is a TOML file: the fields below, each a number, and a [sources] table saying where
 each value comes from (a vendor specification or a published measurement, never a fit to the
 validation table). `--hardware` takes a profile's name (configs/hardware/<name>.toml) or the
 path of a profile file of your own. Bandwidths are GB/s of 1e9 bytes per direction.
+
+The DEVICE_FIELDS are optional: without a device's peak rates and memory bandwidth the compute
+on it cannot be predicted (prediction/roofline.py), and without its memory whether a batch
+fits cannot (prediction/memory.py); the prediction says so rather than guessing.
 """
 
 import dataclasses
@@ -33,6 +38,24 @@ FIELDS = {
   'network_latency_us': 'latency of one message between two nodes',
 }
 INTEGERS = ('devices_per_node', 'max_nodes', 'host_link_sharing', 'nics_per_node')
+# What one device computes and holds: optional, each a positive, finite number where given.
+DEVICE_FIELDS = {
+  'peak_tflops_float32': "the device's peak float32 rate, dense, TFLOP/s (1e12 FLOP/s)",
+  'peak_tflops_tf32': 'its peak TensorFloat-32 tensor-core rate (Ampere and later: TensorFlow '
+  'runs float32 matrix products and convolutions in TF32 there by default)',
+  'peak_tflops_float16': 'its peak float16 rate (tensor cores where it has them)',
+  'peak_tflops_bfloat16': 'its peak bfloat16 rate (tensor cores where it has them)',
+  'memory_bandwidth_gbps': "the device memory's bandwidth, GB/s",
+  'device_memory_gb': 'memory of one device, GB of 1e9 bytes',
+}
+# Whether the 16-bit and TF32 rates are tensor cores' (Volta and later): a flag, not a number.
+TENSOR_CORES = 'tensor_cores'
+# The device's name, as its data sheet gives it: a string.
+DEVICE = 'device'
+# Its architecture generation, oldest first: the roofline's CUDA-core fraction is fitted per
+# generation (prediction/roofline.py).
+GENERATION = 'generation'
+GENERATIONS = ('kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'hopper')
 
 
 class ProfileError(ValueError):
@@ -53,6 +76,15 @@ class Profile:
   nic_gbps: float
   nics_per_node: int
   network_latency_us: float
+  device: str = ''
+  generation: str = ''
+  tensor_cores: bool = False
+  peak_tflops_float32: float | None = None
+  peak_tflops_tf32: float | None = None
+  peak_tflops_float16: float | None = None
+  peak_tflops_bfloat16: float | None = None
+  memory_bandwidth_gbps: float | None = None
+  device_memory_gb: float | None = None
 
   @property
   def max_devices(self):
@@ -115,7 +147,7 @@ def parse(values, name, given):
       f'--hardware={given} lacks {", ".join(missing)}; add them (see '
       'configs/hardware/README.md for each field)'
     )
-  for field in FIELDS:
+  for field in [*FIELDS, *(f for f in DEVICE_FIELDS if f in values)]:
     value = values[field]
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if (
@@ -126,4 +158,16 @@ def parse(values, name, given):
     ):
       kind = 'a positive integer' if field in INTEGERS else 'a positive, finite number'
       raise ProfileError(f'--hardware={given}: {field} = {value!r} is not {kind}; fix it')
-  return Profile(name=name, **{field: values[field] for field in FIELDS})
+  if not isinstance(values.get(TENSOR_CORES, False), bool):
+    raise ProfileError(
+      f'--hardware={given}: {TENSOR_CORES} = {values[TENSOR_CORES]!r} is not true or false; fix it'
+    )
+  if not isinstance(values.get(DEVICE, ''), str):
+    raise ProfileError(f'--hardware={given}: {DEVICE} = {values[DEVICE]!r} is not a name; fix it')
+  if values.get(GENERATION, GENERATIONS[0]) not in GENERATIONS:
+    raise ProfileError(
+      f'--hardware={given}: {GENERATION} = {values[GENERATION]!r} is not one of '
+      f'{", ".join(GENERATIONS)}; fix it'
+    )
+  device = {f: values[f] for f in (*DEVICE_FIELDS, TENSOR_CORES, DEVICE, GENERATION) if f in values}
+  return Profile(name=name, **{field: values[field] for field in FIELDS}, **device)

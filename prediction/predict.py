@@ -8,9 +8,12 @@ before anything is written.
 
 import dataclasses
 
+import strategies
 from prediction import choices
 from prediction import cost_model
 from prediction import hardware
+from prediction import memory
+from prediction import roofline
 from prediction import time_to_target
 from prediction import workload as workloads
 from records import environment
@@ -36,22 +39,26 @@ def forecast(config, card_of=None):
       count for count in DEVICES if profile.holds(count)
     ]
   chosen, reason = _target_source(config, workloads.finished_runs(config.directory))
-  if config.device_examples_per_second:
+  if config.run is not None:  # From a model card.
     card = card_of(config.run)
     work = workloads.from_card(card, config.per_device_batch, config.device_examples_per_second)
+    optimizer = config.run.optimizer.optimizer
     source = {
       'model': config.run.model.model,
       'dataset': config.run.data.dataset,
       **config.run.model_sizes,
       'per_device_batch': config.per_device_batch,
-      'device_examples_per_second': config.device_examples_per_second,
+      'device_examples_per_second': config.device_examples_per_second or None,
     }
   else:
     work = workloads.from_experiment(config.directory, config.per_device_batch or None)
+    card = workloads.base_run(config.directory)
+    optimizer = card.get('optimizer', 'adam')
     source = {
       'experiment': config.directory,
       'compute_measured_on': environment.compute_device(environment.read(config.directory)),
     }
+  computes = {p.name: _compute(config, card, work, p, source) for p in profiles}
   source['time_to_target_from'] = chosen.run if chosen else None
   document = {
     'source': source,
@@ -71,18 +78,78 @@ def forecast(config, card_of=None):
       if chosen
       else {'reason': reason}
     ),
+    'memory_margin': memory.MARGIN,
     'predictions': [
-      {**p, **_measured_on(source), **time_to_target.entry(p, chosen)}
+      {
+        **p,
+        **computes[profile.name][1],
+        **_memory(card, p, profile, config, optimizer),
+        **time_to_target.entry(p, chosen),
+      }
       for profile in profiles
       for p in cost_model.predict_all(
-        config.strategies, devices[profile.name], work, profile, config.options
+        config.strategies, devices[profile.name], computes[profile.name][0], profile, config.options
       )
     ],
+  }
+  document['max_per_device_batch'] = {
+    profile.name: {
+      strategy: memory.max_batch(card, profile, _holds_variables(strategy, config, n), optimizer)
+      for strategy in config.strategies
+      for n in [max(devices[profile.name])]
+    }
+    for profile in profiles
   }
   document['recommended'] = recommended(document['predictions'])
   storage.makedirs(config.directory)
   files.write_json(storage.join(config.directory, FILE), document)
   return document
+
+
+def _compute(config, card, work, profile, source):
+  """(the workload on `profile`'s device, what each entry says of its compute): the figure
+  --device_examples_per_second gave; else the roofline of the card on the profile's device
+  (prediction/roofline.py), unless the experiment measured that very device; else this
+  machine's measurement, labelled (compute_measured_on), where the roofline cannot predict.
+  A model card with neither is refused (RooflineError) before anything is written."""
+  if config.device_examples_per_second:
+    return work, {'compute_from': 'given (--device_examples_per_second)'}
+  measured_on = source.get('compute_measured_on')
+  why = roofline.missing(profile, card)
+  if why is None and not (measured_on and profile.device and profile.device in measured_on):
+    step = roofline.step_ms(card, work.per_device_batch, profile)
+    measured = {
+      key: {part: ms for part, ms in parts.items() if part != 'compute_ms'}
+      for key, parts in work.measured.items()
+    }
+    return dataclasses.replace(work, compute_ms=step['compute_ms'], measured=measured), {
+      'compute_from': f'roofline on {profile.device} ({step["bound"]} bound)'
+    }
+  if measured_on is None:
+    raise roofline.RooflineError(
+      f'--hardware={profile.name}: its compute cannot be predicted from the model card: '
+      f'{why}; give --device_examples_per_second, the examples per second one of its devices '
+      'trains the model at'
+    )
+  return work, {'compute_from': f'measured on {measured_on}', 'compute_measured_on': measured_on}
+
+
+def _holds_variables(strategy, config, devices):
+  return strategies.describe(strategy).holds_variables(config.options, devices)
+
+
+def _memory(card, prediction, profile, config, optimizer):
+  """The entry's memory per device at its peak (prediction/memory.py), split into its parts;
+  all None where the card has no activations (a card from before they were counted)."""
+  if card.get('activation_bytes_per_example') is None:
+    return {'memory_per_device_bytes': None, 'fits': None}
+  return memory.estimate(
+    card,
+    prediction['per_device_batch'],
+    profile,
+    _holds_variables(prediction['strategy'], config, prediction['num_devices']),
+    optimizer,
+  )
 
 
 def recommended(predictions):
@@ -94,9 +161,12 @@ def recommended(predictions):
     'num_devices': chosen['num_devices'],
     'tied_with': [p['strategy'] for p in tied],
   }
-  profiles = {}
+  profiles: dict[str, dict] = {}
   for profile in dict.fromkeys(p['hardware'] for p in predictions):
-    mine = [p for p in predictions if p['hardware'] == profile]
+    mine = choices.fitting([p for p in predictions if p['hardware'] == profile])
+    if not mine:
+      profiles[profile] = {'throughput': None, 'fits': False}
+      continue
     chosen, tied, scales_well = choices.by_throughput(mine)
     profiles[profile] = {'throughput': {**named(chosen, tied), 'scales_well': scales_well}}
     if all(p['time_to_target_seconds'] is not None for p in mine):
@@ -134,16 +204,6 @@ def _named_run(name, runs):
   return found
 
 
-def _measured_on(source):
-  """What each prediction from an experiment marks: its compute was measured on this
-  machine's device, not the profile's (unless --device_examples_per_second gave theirs)."""
-  return (
-    {'compute_measured_on': source['compute_measured_on']}
-    if ('compute_measured_on' in source)
-    else {}
-  )
-
-
 def read(experiment_dir):
   """The experiment's prediction.json, or None; files.Damaged, naming it and the fix, when it
   cannot be read or lacks what the report reads of it (its source and predictions)."""
@@ -162,10 +222,10 @@ def read(experiment_dir):
 
 
 def table(predictions):
-  """One row per prediction; under parameter servers the busiest ps task and its share of a
-  step's bytes; from an experiment, which device its compute was measured on; with a time to
-  target, its batch, steps, seconds and device-hours."""
-  marked = any('compute_measured_on' in p for p in predictions)
+  """One row per prediction: its memory per device and whether it fits, where its compute comes
+  from (given, the roofline on the profile's device, or measured here); under parameter
+  servers the busiest ps task and its share of a step's bytes; with a time to target, its
+  batch, steps, seconds and device-hours."""
   served = any('busiest_ps' in p for p in predictions)
   timed = any(p.get('time_to_target_seconds') is not None for p in predictions)
   header = [
@@ -179,9 +239,11 @@ def table(predictions):
     'communication (ms)',
     'overhead (ms)',
     'limited by',
+    'memory/device (GB)',
+    'fits',
     *(['busiest ps (share)'] if served else []),
     *(['batch', 'steps to target', 'time to target (s)', 'device-hours'] if timed else []),
-    *(['compute measured on'] if marked else []),
+    'compute from',
   ]
   return tables.render(
     header,
@@ -197,6 +259,10 @@ def table(predictions):
         f'{p["exposed_communication_ms"]:.2f}',
         f'{p["overhead_ms"]:.2f}',
         p['limiting'],
+        ''
+        if p.get('memory_per_device_bytes') is None
+        else f'{p["memory_per_device_bytes"] / 1e9:.2f}',
+        {True: 'yes', False: 'NO', None: '?'}[p.get('fits')],
         *(
           [f'{p["busiest_ps"]} ({p["busiest_ps_share"]:.0%})' if 'busiest_ps' in p else '']
           if served
@@ -212,7 +278,7 @@ def table(predictions):
           if timed
           else []
         ),
-        *([p.get('compute_measured_on', '')] if marked else []),
+        p.get('compute_from', ''),
       ]
       for p in predictions
     ],

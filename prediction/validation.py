@@ -14,6 +14,11 @@ GPUs each worker summed before sending (`gpus_per_worker`: tf_cnn_benchmarks'
 `distributed_replicated` summed a node's first); its variables are placed as
 ParameterServerStrategy places them, from each model's variables in creation order
 (prediction/published_variables.json, written by benchmarks/published_variables.py).
+
+The `one_device` rows are single-device throughput, for the roofline of one device's compute
+(prediction/roofline.py): `single_device` predicts each from the model's card at its
+precision (prediction/model_cards.csv) and the profile's device; those marked `fit` in the
+`set` column fitted the roofline's fractions (`fit_roofline`), the `held_out` ones did not.
 """
 
 import csv
@@ -24,8 +29,10 @@ import os
 import statistics
 import typing
 
+from prediction import cards
 from prediction import cost_model
 from prediction import hardware
+from prediction import roofline
 
 PUBLISHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'published.csv')
 VARIABLES = os.path.join(os.path.dirname(PUBLISHED), 'published_variables.json')
@@ -73,7 +80,7 @@ def _group(row):
 
 def compare(table=None, overlap=cost_model.OVERLAP):
   """Every published row with the model's prediction and its error (predicted / published - 1)."""
-  table = rows() if table is None else table
+  table = [r for r in (rows() if table is None else table) if r['strategy'] != 'one_device']
   single = {_group(r): r['images_per_second'] for r in table if r['num_devices'] == 1}
   sizes = variables()
   out = []
@@ -126,6 +133,93 @@ def fit_overlap(table=None):
   table = rows() if table is None else table
   loss = lambda f: sum(math.log1p(r['error']) ** 2 for r in compare(table, f))
   return min((i / 100 for i in range(100)), key=loss)
+
+
+def _card_name(row):
+  """The card of a single-device row: its model at the published input size and precision."""
+  size = 299 if row['model'] == 'inception_v3' else 224
+  dtype = 'float16' if row['precision'] == 'float16' else 'float32'
+  return f'{row["model"]}_{size}_{dtype}'
+
+
+def _observation(row, model_cards):
+  """(card, batch, profile, tf32, published) of a single-device row, as roofline.fit takes:
+  TF32 only where the row says its float32 ran as TF32 (TensorFlow 2.4 and later on Ampere)."""
+  return (
+    model_cards[_card_name(row)],
+    row['per_device_batch'],
+    hardware.load(row['hardware']),
+    row['precision'] == 'tf32',
+    row['images_per_second'],
+  )
+
+
+def single_device(table=None, fractions=None):
+  """Every single-device row with the roofline's prediction from its card and its error."""
+  table = rows() if table is None else table
+  model_cards = cards.load()
+  out = []
+  for row in (r for r in table if r['strategy'] == 'one_device'):
+    card, batch, profile, tf32, published = _observation(row, model_cards)
+    step = roofline.step_ms(card, batch, profile, fractions, tf32)
+    predicted = batch / step['compute_ms'] * 1e3
+    out.append(
+      {
+        **row,
+        'predicted': predicted,
+        'bound': step['bound'],
+        'tensor_cores': step['tensor_cores'],
+        'error': predicted / published - 1,
+      }
+    )
+  return out
+
+
+def fit_roofline(table=None):
+  """roofline.fit on the single-device rows marked `fit`: how its fractions were chosen, once."""
+  table = rows() if table is None else table
+  model_cards = cards.load()
+  return roofline.fit(
+    [
+      _observation(r, model_cards)
+      for r in table
+      if r['strategy'] == 'one_device' and r['set'] == 'fit'
+    ]
+  )
+
+
+def single_device_markdown(compared):
+  """The single-device table of docs/prediction.md and of benchmarks/roofline_check.py."""
+  from records import tables
+
+  return tables.render(
+    [
+      'set',
+      'hardware',
+      'model',
+      'precision',
+      'batch',
+      'published (images/s)',
+      'predicted',
+      'error',
+      'bound by',
+    ],
+    [
+      [
+        r['set'],
+        r['hardware'],
+        r['model'],
+        r['precision'],
+        str(r['per_device_batch']),
+        f'{r["images_per_second"]:,.1f}',
+        f'{r["predicted"]:,.1f}',
+        f'{r["error"]:+.1%}',
+        r['bound'],
+      ]
+      for r in compared
+    ],
+    markdown=True,
+  )
 
 
 def markdown(compared):

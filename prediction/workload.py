@@ -61,16 +61,23 @@ def _devices(run):
   )
 
 
-def from_experiment(experiment_dir, per_device_batch=None):
-  """The workload an experiment measured, at its one_device run's batch unless given."""
+def base_run(experiment_dir):
+  """The experiment's one_device run with a breakdown and model card (its result.json)."""
   runs = measured_runs(experiment_dir)
   base = next((r for r in runs if r['devices'] == 1 and r['strategy'] == 'one_device'), None)
   if base is None:
     raise WorkloadError(
       f'{experiment_dir} has no finished one_device run with a breakdown and model card; '
       'train one there (--strategies=one_device, without --nobreakdown), or predict from '
-      '--model with --device_examples_per_second'
+      '--model with --per_device_batch'
     )
+  return base
+
+
+def from_experiment(experiment_dir, per_device_batch=None):
+  """The workload an experiment measured, at its one_device run's batch unless given."""
+  runs = measured_runs(experiment_dir)
+  base = base_run(experiment_dir)
   parts, batch = base['breakdown'], per_device_batch or base['global_batch_size']
   per_example = parts['compute_ms'] / base['global_batch_size']
   measured = {}
@@ -119,11 +126,14 @@ def _parts(run):
   }
 
 
-def from_card(card, per_device_batch, device_examples_per_second):
+def from_card(card, per_device_batch, device_examples_per_second=0.0):
   """The workload of a model with model card `card` (training/model_card.py) on a device that
-  trains `device_examples_per_second` alone at `per_device_batch`."""
+  trains `device_examples_per_second` alone at `per_device_batch` (0: not given, its compute
+  left at 0 for the roofline of each profile's device to fill, prediction/predict.py)."""
   return cost_model.Workload(
     per_device_batch=per_device_batch,
-    compute_ms=per_device_batch / device_examples_per_second * 1e3,
+    compute_ms=(
+      per_device_batch / device_examples_per_second * 1e3 if device_examples_per_second else 0.0
+    ),
     **_bytes(card),
   )

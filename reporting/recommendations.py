@@ -115,7 +115,23 @@ def recommendations(document):
   with its speed-up, efficiency and limiting part; and what the most devices predicted give."""
   sentences = []
   for profile in dict.fromkeys(p['hardware'] for p in document['predictions']):
-    mine = [p for p in document['predictions'] if p['hardware'] == profile]
+    every = [p for p in document['predictions'] if p['hardware'] == profile]
+    mine = choices.fitting(every)
+    if not mine:
+      batch = every[0]['per_device_batch']
+      best = {
+        s: b for s, b in document.get('max_per_device_batch', {}).get(profile, {}).items() if b
+      }
+      sentences.append(
+        f'On {profile}, nothing is recommended: a per-device batch of {batch} fits on no '
+        'configuration predicted (prediction/memory.py)'
+        + (
+          '; the largest that fit: ' + ', '.join(f'{s} {b}' for s, b in best.items()) + '.'
+          if best
+          else '; not even one example fits.'
+        )
+      )
+      continue
     chosen, tied, scales_well = choices.by_throughput(mine)
     n = chosen['num_devices']
     rest = sorted(
@@ -204,7 +220,9 @@ def _by_time_to_target(document):
     ) + _tied(f'{q["strategy"]} ({_duration(q["time_to_target_seconds"])})' for q in tied)
 
   for profile in dict.fromkeys(p['hardware'] for p in document['predictions']):
-    mine = [p for p in document['predictions'] if p['hardware'] == profile]
+    mine = choices.fitting([p for p in document['predictions'] if p['hardware'] == profile])
+    if not mine:
+      continue
     knee, counts = time_to_target.knee(mine), sorted({p['num_devices'] for p in mine})
     if knee:
       beyond = (

@@ -50,6 +50,10 @@ class Descriptor:
     """({stage: seconds}, {field: value}) of one step's communication (see `communication`)."""
     return self.communication(n, work, hw, options) if self.communication else ({}, {})
 
+  # holds_variables(options, devices): whether each training device holds the variables and
+  # the optimizer's slots (else a parameter device or ps tasks do): prediction/memory.py.
+  holds_variables: typing.Callable = lambda options, devices: True
+
   @property
   def cluster(self):
     """Its tasks are processes of a TF_CONFIG cluster."""

@@ -20,7 +20,14 @@ def _communication(n, work, hw, options):
 
 # Keras' LossScaleOptimizer keeps variables that central_storage cannot update.
 DESCRIPTOR = strategies.Descriptor(
-  strategies.MULTI_DEVICE, loss_scaling=False, communication=_communication
+  strategies.MULTI_DEVICE,
+  loss_scaling=False,
+  communication=_communication,
+  # On a GPU parameter device, or TensorFlow's choice with one GPU, a GPU holds them all.
+  holds_variables=lambda options, devices: (
+    options.get('parameter_device', '').lower().lstrip('/').startswith('gpu')
+    or (not options.get('parameter_device') and devices == 1)
+  ),
 )
 
 flags.DEFINE_string(

@@ -163,6 +163,7 @@ DESCRIPTOR = strategies.Descriptor(
     if hw.max_nodes == 1
     else max(0, options['num_ps'] - (hw.nodes(n) if options['ps_colocated'] else 0))
   ),
+  holds_variables=lambda options, devices: False,  # The ps tasks hold them.
 )
 
 

@@ -69,6 +69,21 @@ def test_cnn_flops_per_example_match_a_hand_count(digits):
   everything = tf.compat.v1.profiler.profile(step.graph, options=options).total_float_ops / 64
   assert everything - card['flops_per_example'] == pytest.approx(2 * conv1, rel=0.01)
 
+  # What a device needs for it. The matrix work: the convolutions and dense layers, all of the
+  # convolutions' 3x3 of stride 1 (Winograd's).
+  assert (
+    card['matrix_flops_per_example']
+    == by_op['Conv2D'] * 2 + by_op['Conv2DBackpropInput'] + by_op['MatMul']
+  )
+  assert card['winograd_flops_per_example'] == 2 * 2 * (conv1 + conv2) + 2 * conv2
+  assert card['compute_dtype'] == 'float32'
+  # Kept for the backward pass, per example, in float32 bytes: the input, both convolutions'
+  # ReLU outputs and pooled outputs, the dense ReLU output, the loss's backprop and weight.
+  kept = 4 * (8 * 8 * 1 + 8 * 8 * 32 + 4 * 4 * 32 + 4 * 4 * 64 + 2 * 2 * 64 + 128 + 10 + 1)
+  assert card['activation_bytes_per_example'] == kept == 16_172
+  assert card['weight_bytes'] == card['trainable_bytes'] == 4 * 53_002
+  assert card['optimizer_bytes'] >= card['trainable_bytes']  # SGD with momentum: one slot.
+
 
 def flops_by_op(run):
   """{op type: FLOPs per example} of `run`'s traced step."""

@@ -80,7 +80,18 @@ def test_every_profile_has_every_field_and_a_source_for_each():
   for name in hardware.names():
     with open(os.path.join(hardware.DIRECTORY, f'{name}.toml'), 'rb') as f:
       values = tomllib.load(f)
-    assert set(values['sources']) == set(hardware.FIELDS), name
+    given = {
+      f
+      for f in (
+        *hardware.DEVICE_FIELDS,
+        hardware.TENSOR_CORES,
+        hardware.DEVICE,
+        hardware.GENERATION,
+      )
+      if f in values
+    }
+    assert set(values['sources']) == set(hardware.FIELDS) | given, name
+    assert 'device_memory_gb' in given, name
     assert all(len(source) > 10 for source in values['sources'].values()), name
     assert hardware.load(name).name == name
 
@@ -459,7 +470,7 @@ def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
 
 def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_path):
   """Every row, the recommendation and prediction.json: no one reads a CPU's compute as a
-  V100's."""
+  V100's (a run whose card does not count its ops' bytes cannot be put on the roofline)."""
   from configs import definitions
   from reporting import recommendations
 
@@ -480,7 +491,10 @@ def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_
   assert json.loads((tmp_path / predict.FILE).read_text())['source']['compute_measured_on'] == here
   assert [p['compute_measured_on'] for p in document['predictions']] == [here, here]
   header, _, *rows = predict.table(document['predictions']).splitlines()
-  assert header.endswith('compute measured on') and all(row.endswith(here) for row in rows)
+  assert header.endswith('compute from') and all(
+    row.endswith(f'measured on {here}') for row in rows
+  )
+  assert [p['compute_from'] for p in document['predictions']] == [f'measured on {here}'] * 2
   assert recommendations.recommendations(document)[0].endswith(
     f"Compute and input rate measured on this machine's {here}, not on dgx1_v100's "
     'devices: give --device_examples_per_second for theirs.'

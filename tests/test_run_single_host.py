@@ -70,6 +70,9 @@ def test_result_json_holds_the_measurements(default_experiment):
     assert result['tf_version'].startswith('2.') and result['keras_version'].startswith('3.')
     assert len(result['compute_devices']) == replicas
     assert sum('CPU' in d for d in result['devices']) >= replicas
+    # Its peak memory, measured and labelled: here, no GPU, the process's resident peak.
+    assert result['peak_memory_bytes'] > 0
+    assert result['peak_memory_measures'].startswith("this process's peak resident memory")
 
 
 def test_mirrored_follows_the_one_device_loss_trajectory(default_experiment):

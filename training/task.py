@@ -32,6 +32,7 @@ from training import event_files
 from training import loop
 from training import model_card
 from training import outcome
+from training import peak_memory
 from training import profiling
 from training import refused_values
 from training import run_errors
@@ -55,6 +56,7 @@ def run(config, tf_config=None, refusal=None, say=print):
   task = _Task(config, tf_config, refusal)
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
+  task.memory_before = peak_memory.start()
   trainer, compute_devices = _build(config, task.spec, task.me, say, task.refusal)
   # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
   # end in the system's reason: named as the disk's, wherever they are written.
@@ -74,6 +76,7 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
   say = task.start_record(state, say)
   writers = event_files.Writers(config.run_dir if task.writes else None)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
+  recorder.memory_before = task.memory_before  # What its peak memory is measured from.
   _announce(config, trainer, compute_devices, state, say)
   try:
     breakdown = _breakdown_parts(config, trainer, say)  # Before the run's clock starts.
@@ -228,7 +231,7 @@ class _Recorder:
       self.card,
       parts,
     )
-    path = results.write(config.run_dir, result)
+    path = results.write(config.run_dir, {**result, **peak_memory.measure(self.memory_before)})
     if status == 'complete':
       self.writers.final(config.epochs - 1, outcome.final_metrics(result))
       with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.

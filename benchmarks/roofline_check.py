@@ -1,0 +1,125 @@
+"""The compute and memory claims of --predict on a device you do not have, against published
+figures: prints the tables and exits 1 when a claim fails.
+
+  .venv/bin/python benchmarks/roofline_check.py
+
+- Compute: the roofline (prediction/roofline.py) predicts every single-device row of
+  prediction/published.csv from the model's card (prediction/model_cards.csv); the rows
+  marked `fit` fitted its fractions, the `held_out` ones did not. Claim: on the held-out rows
+  a median absolute error of at most 20%, none beyond 40%.
+- Memory: prediction/memory.py's largest per-device batch against published batches (BATCHES):
+  "largest batch that fits" figures (google-research/bert's), each within 35%; and batches
+  tf_cnn_benchmarks trained at on GPUs of a given memory (Lambda's), which must fit: the
+  predicted largest at least 65% of them.
+"""
+
+import dataclasses
+import os
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from prediction import cards  # pylint: disable=wrong-import-position
+from prediction import hardware  # pylint: disable=wrong-import-position
+from prediction import memory  # pylint: disable=wrong-import-position
+from prediction import validation  # pylint: disable=wrong-import-position
+from records import tables  # pylint: disable=wrong-import-position
+
+MEDIAN, WORST, MEMORY = 0.20, 0.40, 0.35
+BERT = (
+  "google-research/bert README.md, 'Out-of-memory issues': the maximum batch size on a single "
+  'Titan X GPU (12 GB RAM) with TensorFlow 1.11.0, Adam'
+)
+LAMBDA = (
+  'LambdaColdStorage/lambda-tensorflow-benchmark summary/tf-train-bs-{precision}.csv, row {row}: '
+  'the batch tf_cnn_benchmarks trained at on that GPU, chosen by its memory (a batch that fit, '
+  'not said to be the largest), momentum SGD'
+)
+# (card, GB of device memory, optimizer, published batch, 'largest' or 'trained', source).
+BATCHES = [
+  *(
+    (f'bert_base_{s}', 12, 'adam', b, 'largest', BERT)
+    for s, b in ((64, 64), (128, 32), (256, 16), (320, 14), (384, 12), (512, 6))
+  ),
+  *((f'bert_large_{s}', 12, 'adam', b, 'largest', BERT) for s, b in ((64, 12), (128, 6), (256, 2))),
+  *(
+    (f'{model}_{dtype}', gb, 'momentum', batch, 'trained', LAMBDA.format(precision=p, row=row))
+    for row, gb, p, dtype, batches in (
+      (
+        'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x',
+        11,
+        'fp32',
+        'float32',
+        (64, 64, 56),
+      ),
+      (
+        'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x',
+        11,
+        'fp16',
+        'float16',
+        (128, 128, 120),
+      ),
+      ('3990X-GeForce_RTX_3080_TF1_15_1x', 10, 'fp32', 'float32', (56, 56, 48)),
+      ('Processor-LambdaCloud_1xQuadro_RTX_6000_1x', 24, 'fp32', 'float32', (128, 128, 128)),
+      ('Platinum-Tesla_1xV100-SXM3-32GB_HP16_TF2_2_1x', 32, 'fp32', 'float32', (192, 192, 192)),
+      ('7742-1xA100-SXM4-40GB_TF2_3_1x', 40, 'fp32', 'float32', (224, 224, 224)),
+    )
+    for model, batch in zip(('inception_v3_299', 'resnet50_224', 'vgg16_224'), batches)
+  ),
+]
+
+
+def compute_claim():
+  compared = validation.single_device()
+  print(validation.single_device_markdown(compared) + '\n')
+  ok = True
+  for name in ('fit', 'held_out'):
+    errors = [abs(r['error']) for r in compared if r['set'] == name]
+    median, worst = statistics.median(errors), max(errors)
+    print(f'{name}: {len(errors)} rows, median |error| {median:.1%}, largest {worst:.1%}')
+    if name == 'held_out':
+      ok = median <= MEDIAN and worst <= WORST
+  return ok
+
+
+def memory_claim():
+  """The largest per-device batch predicted against each published one: within MEMORY of a
+  'largest' figure; for a batch a run 'trained' at, at least (1 - MEMORY) of it."""
+  known = cards.load()
+  rows, ok = [], True
+  for name, gb, optimizer, published, kind, _ in BATCHES:
+    card = known.get(name)
+    device = dataclasses.replace(hardware.load('pcie_workstation'), device_memory_gb=gb)
+    predicted = card and memory.max_batch(card, device, True, optimizer)
+    if predicted is None:
+      rows.append([name, f'{gb} GB', kind, str(published), 'no card', '', 'False'])
+      ok = False
+      continue
+    error = predicted / published - 1
+    fine = abs(error) <= MEMORY if kind == 'largest' else error >= -MEMORY
+    ok = ok and fine
+    rows.append(
+      [name, f'{gb} GB', kind, str(published), str(predicted), f'{error:+.0%}', str(fine)]
+    )
+  print(
+    tables.render(
+      ['card', 'device memory', 'published', 'batch', 'max_per_device_batch', 'error', 'ok'],
+      rows,
+      markdown=True,
+    )
+  )
+  return ok
+
+
+def main():
+  compute = compute_claim()
+  print()
+  fits = memory_claim()
+  print(f'\ncompute claim holds: {compute}; memory claim holds: {fits}')
+  return 0 if compute and fits else 1
+
+
+if __name__ == '__main__':
+  sys.exit(main())

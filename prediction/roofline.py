@@ -1,0 +1,182 @@
+"""One device's step on a device you do not have: a roofline of the model card's two kinds of
+work on the hardware profile's device (Paleo, Qi et al., ICLR 2017: layer by layer from a
+device's peak at a fitted fraction of it; Williams et al. 2009 for the roofline).
+
+  matrix time      = max((matrix FLOPs - w + w / WINOGRAD) / (matrix peak x its fraction),
+                         matrix bytes / (memory bandwidth x MEMORY))
+                     w: the FLOPs of 3x3 convolutions of stride 1, which cuDNN computes with
+                     fewer multiplications (Winograd; on CUDA cores only: w = 0 on tensor cores)
+  elementwise time = max(elementwise FLOPs / (float32 peak x CUDA_CORES),
+                         elementwise bytes / (memory bandwidth x MEMORY))
+  step             = batch x (matrix time + elementwise time) per example
+
+The matrix ops (matrix products, dense convolutions and their gradients) run at the rate of
+the card's precision: float32 at the TF32 tensor-core rate where the device has one (TensorFlow
+turns TF32 on by default on Ampere and later: `tf.config.experimental.
+enable_tensor_float_32_execution`), float16 and bfloat16 at theirs, on tensor cores at the
+TENSOR_CORES fraction of the device's generation, else at its CUDA_CORES fraction; a precision
+the device has no rate for runs at its float32 rate. Every other op is bound by memory, at the
+MEMORY fraction.
+
+The constants (CUDA_CORES per generation, TENSOR_CORES per generation, MEMORY, WINOGRAD) were
+fitted ONCE by `fit` on the rows of prediction/published.csv marked `fit` (least squares of
+the log ratios of predicted to published throughput, grid of 0.01), never per case; a
+generation without fitted rows takes the latest fitted one before it (Hopper takes Ampere's
+tensor cores and Volta's CUDA cores). The other single-device rows are held out and predicted
+with them (prediction/validation.py, docs/prediction.md).
+"""
+
+import dataclasses
+import math
+
+from prediction import hardware
+
+# Fitted by `fit` on the `fit` rows of prediction/published.csv (tests/test_roofline.py checks
+# that the fit gives them).
+# CUDA cores' fraction of the float32 peak, per generation fitted (a generation without fitted
+# rows takes the latest fitted one before it: Ampere and Hopper take Volta's).
+CUDA_CORES = {'kepler': 0.2, 'pascal': 0.37, 'volta': 0.53}
+# Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
+TENSOR_CORES = {'volta': 0.32, 'ampere': 0.22}
+MEMORY = 0.32
+WINOGRAD = 4.0
+
+
+class RooflineError(ValueError):
+  """The profile's device has no rates to predict from, or the card no figures."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fractions:
+  kepler: float = CUDA_CORES['kepler']
+  pascal: float = CUDA_CORES['pascal']
+  volta: float = CUDA_CORES['volta']
+  tensor_volta: float = TENSOR_CORES['volta']
+  tensor_ampere: float = TENSOR_CORES['ampere']
+  memory: float = MEMORY
+  winograd: float = WINOGRAD
+
+  def cuda_cores(self, generation):
+    return self._of(generation, '')
+
+  def tensor_cores(self, generation):
+    return self._of(generation, 'tensor_')
+
+  def _of(self, generation, prefix):
+    """The fraction `prefix`<generation>: its own if fitted, else the latest fitted
+    generation's before it (else the earliest fitted after it)."""
+    order = hardware.GENERATIONS
+    fitted = [g for g in order if getattr(self, prefix + g, 0.0)]
+    before = [g for g in fitted if order.index(g) <= order.index(generation)]
+    return getattr(self, prefix + (before[-1] if before else fitted[0]))
+
+
+FITTED = Fractions()
+
+# The card's figures the roofline reads (training/model_card.py).
+CARD_FIELDS = (
+  'matrix_flops_per_example',
+  'matrix_bytes_per_example',
+  'winograd_flops_per_example',
+  'elementwise_flops_per_example',
+  'elementwise_bytes_per_example',
+  'compute_dtype',
+)
+
+
+def matrix_rate(profile, dtype, tf32=True):
+  """(TFLOP/s, on tensor cores) of the matrix ops at `dtype` on `profile`'s device; `tf32`:
+  whether float32 runs as TF32 where the device has it (TensorFlow's default since 2.4)."""
+  rate = {
+    'float32': profile.peak_tflops_tf32 if tf32 else None,
+    'float16': profile.peak_tflops_float16,
+    'bfloat16': profile.peak_tflops_bfloat16,
+  }.get(dtype)
+  if rate is None:
+    return profile.peak_tflops_float32, False
+  return rate, profile.tensor_cores
+
+
+def missing(profile, card):
+  """Why the roofline cannot predict `card` on `profile` (a sentence), or None."""
+  if None in (profile.peak_tflops_float32, profile.memory_bandwidth_gbps) or not profile.generation:
+    return (
+      f'{profile.name} gives no peak_tflops_float32, memory_bandwidth_gbps and generation of '
+      'its device (the roofline is fitted on GPUs only)'
+    )
+  if any(card.get(field) is None for field in CARD_FIELDS):
+    return (
+      "the model card lacks the bytes its ops move (a run's card from before they were "
+      'counted, or a shape not known when traced)'
+    )
+  return None
+
+
+def step_ms(card, batch, profile, fractions=None, tf32=True):
+  """{'compute_ms': one device's step at `batch`, 'matrix_ms', 'elementwise_ms', 'bound':
+  what bounds the larger part ('compute' or 'memory'), 'peak_tflops', 'tensor_cores'}."""
+  why = missing(profile, card)
+  if why:
+    raise RooflineError(why)
+  fractions = fractions or FITTED
+  peak, tensor = matrix_rate(profile, card['compute_dtype'], tf32)
+  bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory
+  cuda = fractions.cuda_cores(profile.generation)
+  winograd = 0.0 if tensor else card['winograd_flops_per_example']
+  matrix = (
+    (card['matrix_flops_per_example'] - winograd + winograd / fractions.winograd)
+    / (peak * 1e12 * (fractions.tensor_cores(profile.generation) if tensor else cuda)),
+    card['matrix_bytes_per_example'] / bandwidth,
+  )
+  elementwise = (
+    card['elementwise_flops_per_example'] / (profile.peak_tflops_float32 * 1e12 * cuda),
+    card['elementwise_bytes_per_example'] / bandwidth,
+  )
+  larger = max(matrix, elementwise, key=max)
+  return {
+    'compute_ms': batch * (max(matrix) + max(elementwise)) * 1e3,
+    'matrix_ms': batch * max(matrix) * 1e3,
+    'elementwise_ms': batch * max(elementwise) * 1e3,
+    'bound': 'compute' if larger[0] >= larger[1] else 'memory',
+    'peak_tflops': peak,
+    'tensor_cores': tensor,
+  }
+
+
+def examples_per_second(card, batch, profile, fractions=None, tf32=True):
+  return batch / step_ms(card, batch, profile, fractions, tf32)['compute_ms'] * 1e3
+
+
+def fit(observations, grid=0.01, most=4.0):
+  """The Fractions minimising the squared log ratios of predicted to published examples per
+  second over `observations` ((card, batch, profile, tf32, published) tuples): each fraction
+  on a grid of `grid` in (0, `most`], WINOGRAD in [1, `most`] (Winograd's F(4x4, 3x3) saves at
+  most 4x), by coordinate descent from the grid's middle until none moves: how the constants
+  were chosen, once. A generation's CUDA-core fraction is fitted only if some observation is
+  of that generation, its tensor-core fraction only if some of them runs on tensor cores
+  (else 0: not fitted, Fractions takes the nearest fitted generation's)."""
+  steps = [round(i * grid, 10) for i in range(1, round(most / grid) + 1)]
+  generations = {profile.generation for _, _, profile, _, _ in observations}
+  on_tensor = {
+    profile.generation
+    for card, _, profile, tf32, _ in observations
+    if matrix_rate(profile, card['compute_dtype'], tf32)[1]
+  }
+  ranges = {
+    **{g: steps for g in CUDA_CORES if g in generations},
+    **{f'tensor_{g}': steps for g in TENSOR_CORES if g in on_tensor},
+    'memory': steps,
+    'winograd': [v for v in steps if v >= 1],
+  }
+  loss = lambda f: sum(
+    math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
+    for card, batch, profile, tf32, published in observations
+  )
+  fields = [f.name for f in dataclasses.fields(Fractions)]
+  best = Fractions(**{n: (1.0 if n == 'winograd' else 0.5) if n in ranges else 0.0 for n in fields})
+  while True:
+    before = best
+    for name, values in ranges.items():
+      best = min((dataclasses.replace(best, **{name: v}) for v in values), key=loss)
+    if best == before:
+      return best

@@ -1,0 +1,157 @@
+"""One device's compute and memory on a device you do not have (prediction/roofline.py,
+prediction/memory.py), on fixed numbers: no TensorFlow, no training."""
+
+import dataclasses
+import types
+
+import pytest
+
+from prediction import hardware
+from prediction import memory
+from prediction import predict
+from prediction import roofline
+from prediction import validation
+from prediction import workload
+
+# A card of round numbers: 1 GFLOP of matrix work and 10 MB of elementwise traffic an example.
+CARD = {
+  'matrix_flops_per_example': 1e9,
+  'matrix_bytes_per_example': 1e6,
+  'winograd_flops_per_example': 0.0,
+  'elementwise_flops_per_example': 1e6,
+  'elementwise_bytes_per_example': 1e7,
+  'compute_dtype': 'float32',
+  'trainable_bytes': 4e8,
+  'weight_bytes': 4e8,
+  'optimizer_bytes': None,
+  'gradient_bytes_per_step': 4e8,
+  'activation_bytes_per_example': 1e8,
+  'activation_bytes_fixed': 0,
+}
+HALF = roofline.Fractions(volta=0.5, tensor_volta=0.25, tensor_ampere=0.25, memory=0.5)
+
+
+def test_the_roofline_adds_the_matrix_and_the_elementwise_time_on_the_profiles_device():
+  v100 = hardware.load('dgx1_v100')
+  step = roofline.step_ms(CARD, 100, v100, HALF)
+  matrix = 1e9 / (15.7e12 * 0.5)  # float32 on V100: CUDA cores, no TF32.
+  elementwise = 1e7 / (900e9 * 0.5)  # memory bound: 22 us against 0.13 us of arithmetic.
+  assert step['compute_ms'] == pytest.approx(100 * (matrix + elementwise) * 1e3)
+  assert step['tensor_cores'] is False and step['bound'] == 'compute'
+  # float32 on an A100 runs its matrix work as TF32 on tensor cores, as TensorFlow does.
+  a100 = roofline.step_ms(CARD, 100, hardware.load('dgx_a100'), HALF)
+  assert a100['tensor_cores'] and a100['peak_tflops'] == 156.0
+  assert roofline.step_ms(CARD, 100, hardware.load('dgx_a100'), HALF, tf32=False)[
+    'peak_tflops'
+  ] == pytest.approx(19.5)
+  # float16 on a K80, which has no rate for it, runs at its float32 rate.
+  k80 = roofline.matrix_rate(hardware.load('gce_k80'), 'float16')
+  assert k80 == (4.37, False)
+
+
+def test_a_profile_without_rates_or_a_card_without_bytes_is_refused_by_name():
+  cpu = hardware.load('cpu_10gbe')
+  assert 'cpu_10gbe gives no peak_tflops_float32' in roofline.missing(cpu, CARD)
+  with pytest.raises(roofline.RooflineError, match='lacks the bytes its ops move'):
+    roofline.step_ms({**CARD, 'matrix_bytes_per_example': None}, 8, hardware.load('dgx1_v100'))
+
+
+def test_the_fractions_are_the_fit_on_the_published_rows_marked_fit():
+  assert validation.fit_roofline() == roofline.FITTED
+  rows = validation.single_device()
+  assert {r['set'] for r in rows} == {'fit', 'held_out'}
+  assert all(r['hardware'] in hardware.names() for r in rows)
+
+
+def test_memory_splits_into_weights_gradients_slots_and_activations():
+  v100 = hardware.load('dgx1_v100')
+  mirrored = memory.estimate(CARD, 64, v100, True, 'adam')
+  assert mirrored['weights_bytes'] == mirrored['gradients_bytes'] == 4e8
+  assert mirrored['optimizer_slots_bytes'] == 8e8  # Adam: 2 slots a variable.
+  assert mirrored['activations_bytes'] == 64 * 1e8
+  assert mirrored['memory_per_device_bytes'] == 1.6e9 + 6.4e9
+  assert mirrored['fits'] and mirrored['elsewhere_bytes'] == 0
+  # On a parameter device or ps tasks the variables and slots sit there instead.
+  ps = memory.estimate(CARD, 64, v100, False, 'momentum')
+  assert ps['optimizer_slots_bytes'] == 0 and ps['elsewhere_bytes'] == 4e8 + 4e8
+  # A measured card's optimizer bytes win over the rule.
+  assert memory.slots_bytes({**CARD, 'optimizer_bytes': 123}, 'adam') == 123
+
+
+def test_the_largest_batch_that_fits_leaves_the_margin():
+  v100 = hardware.load('dgx1_v100')  # 16 GB, 14.4 GB usable with the 10% margin.
+  assert memory.MARGIN == 0.10
+  biggest = memory.max_batch(CARD, v100, True, 'sgd')  # 0.8 GB fixed, 100 MB an example.
+  assert biggest == int((16e9 * 0.9 - 0.8e9) / 1e8) == 136
+  assert memory.estimate(CARD, biggest, v100, True, 'sgd')['fits']
+  assert not memory.estimate(CARD, biggest + 1, v100, True, 'sgd')['fits']
+  assert memory.max_batch(CARD, dataclasses.replace(v100, device_memory_gb=1.0), True) == 0
+
+
+def test_device_fields_are_checked_like_the_link_fields(tmp_path):
+  text = '\n'.join(f'{f} = 1' for f in hardware.FIELDS)
+  for bad in ('-3.0', 'nan', '"fast"'):
+    path = tmp_path / 'p.toml'
+    path.write_text(f'{text}\npeak_tflops_float32 = {bad}\n')
+    with pytest.raises(hardware.ProfileError, match='peak_tflops_float32 = .* is not a positive'):
+      hardware.load(str(path))
+  path.write_text(f'{text}\ntensor_cores = 1\n')
+  with pytest.raises(hardware.ProfileError, match='tensor_cores = 1 is not true or false'):
+    hardware.load(str(path))
+  path.write_text(f'{text}\ngeneration = "blackwell"\n')
+  with pytest.raises(hardware.ProfileError, match="generation = 'blackwell' is not one of kepler"):
+    hardware.load(str(path))
+
+
+def test_predict_says_where_each_profiles_compute_comes_from():
+  """The roofline where the profile has its device's rates; the figure given where given; a
+  model card on a profile without rates is refused, naming the flag that would do."""
+  work = workload.from_card(CARD, 64)
+  no_figure = types.SimpleNamespace(device_examples_per_second=0.0)
+  on_v100, said = predict._compute(no_figure, CARD, work, hardware.load('dgx1_v100'), {})
+  assert on_v100.compute_ms == pytest.approx(
+    roofline.step_ms(CARD, 64, hardware.load('dgx1_v100'))['compute_ms']
+  )
+  assert said == {'compute_from': 'roofline on Tesla V100 SXM2 16 GB (compute bound)'}
+  given = types.SimpleNamespace(device_examples_per_second=100.0)
+  assert predict._compute(given, CARD, work, hardware.load('cpu_10gbe'), {})[1] == {
+    'compute_from': 'given (--device_examples_per_second)'
+  }
+  with pytest.raises(roofline.RooflineError, match='--hardware=cpu_10gbe: its compute cannot'):
+    predict._compute(no_figure, CARD, work, hardware.load('cpu_10gbe'), {})
+  here = {'compute_measured_on': 'CPU (AMD EPYC, 2 cores)'}
+  assert predict._compute(no_figure, CARD, work, hardware.load('cpu_10gbe'), here)[1] == {
+    'compute_from': 'measured on CPU (AMD EPYC, 2 cores)',
+    **here,
+  }
+
+
+def test_a_batch_that_fits_nowhere_is_never_recommended_and_the_largest_that_fit_are_named():
+  from reporting import recommendations
+
+  entry = {
+    'hardware': 'dgx1_v100',
+    'strategy': 'mirrored',
+    'num_devices': 8,
+    'per_device_batch': 512,
+    'examples_per_second': 1e4,
+    'scaling_efficiency': 1.0,
+    'time_to_target_seconds': None,
+    'fits': False,
+  }
+  fitting = {**entry, 'hardware': 'dgx_a100', 'fits': True, 'speedup': 8.0, 'limiting': 'compute'}
+  chosen = predict.recommended([entry, fitting])['hardware']
+  assert chosen['dgx1_v100'] == {'throughput': None, 'fits': False}
+  assert chosen['dgx_a100']['throughput']['strategy'] == 'mirrored'
+  said = recommendations.recommendations(
+    {
+      'predictions': [entry],
+      'max_per_device_batch': {'dgx1_v100': {'mirrored': 132, 'parameter_server': 140}},
+      'source': {},
+      'time_to_target': {'reason': 'none'},
+    }
+  )
+  assert said[0] == (
+    'On dgx1_v100, nothing is recommended: a per-device batch of 512 fits on no configuration '
+    'predicted (prediction/memory.py); the largest that fit: mirrored 132, parameter_server 140.'
+  )
