@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
-from records import results
+from records import run_files
 from records import storage
 
 INTEGER_HPARAMS = {
@@ -47,7 +47,7 @@ def load(experiment_dir, say=print):
     root = _accumulator(run_dir)
     hparams = _hparams(root)
     if hparams is None:  # Not a run of this program; or one whose event file lost them.
-      if results.run_dir_state(run_dir) == 'finished':
+      if run_files.run_dir_state(run_dir) == 'finished':
         _left_out(run_dir, 'no hyperparameters, though its result.json is complete', say)
       continue
     train = _scalars(_accumulator(storage.join(run_dir, 'train')))
@@ -88,7 +88,7 @@ def _damage(run_dir, run):
   """What a run's event files lack of what it wrote (a file truncated or overwritten since),
   or None: a finished run has every epoch's scalars and its final metrics."""
   if not run['complete']:
-    finished = results.run_dir_state(run_dir) == 'finished'  # Its result.json says so.
+    finished = run_files.run_dir_state(run_dir) == 'finished'  # Its result.json says so.
     return 'no final metrics, though its result.json is complete' if finished else None
   epochs = run.get('epochs') or 1
   series = {

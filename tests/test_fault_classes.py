@@ -19,6 +19,7 @@ from orchestration import startup_watchdog
 from prediction import workload
 from records import files
 from records import results
+from records import run_files
 from records import storage
 from tests.conftest import ROOT
 
@@ -319,7 +320,7 @@ def test_a_result_that_is_not_a_results_object_is_named_with_the_fix(tmp_path, m
   make(os.path.join(run_dir, 'result.json'))
   for read in (
     lambda: workload.finished_runs(str(tmp_path / 'e')),
-    lambda: results.check_run_dir(run_dir),
+    lambda: run_files.check_run_dir(run_dir),
   ):
     with pytest.raises(files.Damaged) as raised:
       read()
@@ -426,15 +427,15 @@ def test_a_run_directory_with_a_truncated_result_is_named_with_the_fix(tmp_path)
   run_dir = str(tmp_path / 'one_device')
   truncated_result(run_dir)
   with pytest.raises(files.Damaged) as raised:
-    results.check_run_dir(run_dir)
+    run_files.check_run_dir(run_dir)
   assert str(raised.value).endswith(
     f'; remove {run_dir} and run the same command to train that run again'
   )
   os.makedirs(os.path.join(run_dir, 'checkpoints'))
-  with open(os.path.join(run_dir, results.CHECKPOINT_STATE), 'w') as f:
+  with open(run_files.checkpoint_index(run_dir), 'w') as f:
     f.write('model_checkpoint_path: "ckpt-22"\n')
   with pytest.raises(files.Damaged) as raised:
-    results.check_run_dir(run_dir)
+    run_files.check_run_dir(run_dir)
   assert str(raised.value).endswith(
     '; remove it, and run the command that trained the run again: it resumes from the '
     'checkpoints there and writes it anew'
@@ -467,7 +468,7 @@ def write_run(run_dir, epochs=3, name='one_device'):
     )
   writers.final(epochs - 1, {'wall_time_seconds': 9.0, 'examples_per_second': 1001.0})
   writers.close()
-  results.write(run_dir, {'status': 'complete'})
+  run_files.write_result(run_dir, {'status': 'complete'})
 
 
 def test_a_run_with_damaged_event_files_is_left_out_of_the_report_saying_so(tmp_path):
@@ -512,18 +513,18 @@ def test_a_finished_run_whose_final_metrics_are_lost_is_not_called_unfinished(tm
 
 def test_every_restart_is_recorded_with_why_and_from_where(tmp_path):
   run_dir = str(tmp_path)
-  assert results.read_restarts(run_dir) == [] and results.latest_checkpoint(run_dir) is None
-  results.write_progress(run_dir, 7)
-  results.record_restart(run_dir, 'run', 'one_device failed: killed by SIGKILL')
+  assert run_files.read_restarts(run_dir) == [] and run_files.latest_checkpoint(run_dir) is None
+  run_files.write_progress(run_dir, 7)
+  run_files.record_restart(run_dir, 'run', 'one_device failed: killed by SIGKILL')
   os.makedirs(tmp_path / 'checkpoints')
   (tmp_path / 'checkpoints' / 'checkpoint').write_text(
     f'model_checkpoint_path: "{tmp_path}/checkpoints/ckpt-22"\n'
     f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-22"\n'
   )
-  results.write_progress(run_dir, 30)
-  results.record_restart(run_dir, 'worker-1', 'worker-1 failed: killed by SIGKILL')
-  results.record_restart(run_dir, 'run', 'chief-0 failed: ps 0 lost at step 30')
-  assert results.read_restarts(run_dir) == [
+  run_files.write_progress(run_dir, 30)
+  run_files.record_restart(run_dir, 'worker-1', 'worker-1 failed: killed by SIGKILL')
+  run_files.record_restart(run_dir, 'run', 'chief-0 failed: ps 0 lost at step 30')
+  assert run_files.read_restarts(run_dir) == [
     {
       'restarted': 'run',
       'why': 'one_device failed: killed by SIGKILL',
@@ -555,7 +556,7 @@ def test_a_start_over_without_a_checkpoint_is_recorded(tmp_path, monkeypatch, ho
   monkeypatch.delenv(processes.RESTART_ENV, raising=False)
   if how == 'restarted':
     monkeypatch.setenv(processes.RESTART_ENV, '1')
-  results.write_progress(str(tmp_path), 12)
+  run_files.write_progress(str(tmp_path), 12)
   state = checkpoints.start_or_resume(
     str(tmp_path), True, Trainer(), None, {}, started_before=how == 'rerun'
   )
@@ -611,9 +612,9 @@ def test_a_refused_resume_leaves_the_runs_config_as_it_was(tmp_path, monkeypatch
   run_dir = tmp_path / 'e' / 'one_device'
   (run_dir / 'checkpoints').mkdir(parents=True)
   (run_dir / 'checkpoints' / 'checkpoint').write_text('model_checkpoint_path: "ckpt-3"\n')
-  results.write(str(run_dir), {'status': 'interrupted'})
+  run_files.write_result(str(run_dir), {'status': 'interrupted'})
   earlier = definitions.RunConfig(name='one_device', run_dir=str(run_dir), epochs=2)
-  results.write_config(str(run_dir), earlier.to_json())
+  run_files.write_config(str(run_dir), earlier.to_json())
   before = (run_dir / 'config.json').read_text()
   refused = processes.TaskError('one_device failed: other settings', returncode=2)
   monkeypatch.setattr(launcher, 'run_with_restarts', lambda *args, **kwargs: refused)

@@ -7,14 +7,15 @@ HParams dashboard, so `--report_only` can rebuild a report from the event files 
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
+from records import run_files
 from records import storage
 
 
 def clear(run_dir):
   """Removes a run's event files (not its profiles): a resumed run writes them anew from its
   checkpoint, so TensorBoard shows each epoch once, never a step the checkpoint lacks."""
-  for sub in ('', 'train', 'validation'):
-    directory = storage.join(run_dir, sub)
+  for sub in run_files.EVENT_DIRECTORIES:
+    directory = run_files.events(run_dir, sub)
     if storage.isdir(directory):
       for name in storage.listdir(directory):
         if name.startswith('events.out.tfevents.'):
@@ -31,12 +32,12 @@ class Writers:
   def __init__(self, run_dir):
     self.run_dir = run_dir
     make = (
-      (lambda sub: tf.summary.create_file_writer(storage.join(run_dir, sub)))
+      (lambda sub: tf.summary.create_file_writer(run_files.events(run_dir, sub)))
       if run_dir
       else (lambda sub: tf.summary.create_noop_writer())
     )
-    self._train = make('train')
-    self._validation = make('validation')
+    self._train = make(run_files.TRAIN)
+    self._validation = make(run_files.VALIDATION)
     self._run = make('')
 
   def hparams(self, values, trial_id):
