@@ -382,7 +382,7 @@ flags.DEFINE_string(
 flags.DEFINE_bool(
   'report_only',
   False,
-  'Rebuild the report and plots of --experiment from its event files '
+  "Rebuild the report and plots of --experiment from its runs' result.json files "
   '(e.g. runs done on a cluster) and train nothing.',
 )
 flags.DEFINE_bool(

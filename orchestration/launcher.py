@@ -25,6 +25,7 @@ from records import resume
 from records import run_files
 from records import storage
 from records import tables
+from reporting import runs as run_records
 from reporting import summary
 from reporting import uncertainty
 
@@ -144,7 +145,8 @@ def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None
 
 
 def start_report(group, experiment, hide):
-  """The report is built by `run.py --report_only`, from the event files, like a user would."""
+  """The report is built by `run.py --report_only`, from the runs' result.json, like a user
+  would."""
   group.start(
     'report',
     [
@@ -320,7 +322,7 @@ def launch(experiment):
     rows.append(
       {'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
       if error
-      else run_files.read_result(run.run_dir)
+      else run_records.read(run.run_dir, run.name)
     )
     errors += [error] if error else []
   failed = [row['run'] for row in rows if 'error' in row]
@@ -328,7 +330,7 @@ def launch(experiment):
     print(f'\n{table(rows)}\n', flush=True)
     for line in results.recoveries(rows):
       print(line, flush=True)
-    print('writing the report (tables, plots, the summary from event files)', flush=True)
+    print('writing the report (tables, plots, the summary from each result.json)', flush=True)
     report_error = supervise(
       experiment.idle_timeout, lambda group: start_report(group, experiment, hide)
     )
@@ -344,7 +346,8 @@ def launch(experiment):
 
 
 def table(rows):
-  """A plain-text table, one row per run, of the figures a comparison needs, ending with the
+  """A plain-text table, one row per run (reporting/runs.py's records, or a failed run's
+  name, strategy and error), of the figures a comparison needs, ending with the
   speed-up and scaling efficiency against the one_device baseline, throughput and speed-up
   with what their epochs can resolve (as summary.md has them)."""
   header = (

@@ -98,8 +98,8 @@ BREAKDOWN_PARTS = ('input_ms', 'compute_ms', 'communication_ms', 'overhead_ms')
 
 
 def recoveries(runs):
-  """'run: what recovering from faults cost', for each run (result.json, or the report's run
-  record) that lost a task, was restarted, or was resumed."""
+  """'run: what recovering from faults cost', for each run (its result.json's fields) that
+  lost a task, was restarted, or was resumed."""
   lines = []
   for run in runs:
     done = [

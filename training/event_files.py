@@ -1,7 +1,7 @@
 """TensorBoard output in the Keras callback's layout: `<run>/train` and `<run>/validation`.
 
 The run directory itself holds the run's hyperparameters and headline metrics for the
-HParams dashboard, so `--report_only` can rebuild a report from the event files alone.
+HParams dashboard. Written for TensorBoard only: the report reads result.json, never these.
 """
 
 import tensorflow as tf
@@ -39,6 +39,7 @@ class Writers:
     self._train = make(run_files.TRAIN)
     self._validation = make(run_files.VALIDATION)
     self._run = make('')
+    self._scalars = {directory: set() for directory in run_files.EVENT_DIRECTORIES}
 
   def hparams(self, values, trial_id):
     with self._run.as_default(step=0):
@@ -51,15 +52,18 @@ class Writers:
     with self._run.as_default(step=step):
       for name, value in metrics.items():
         if value is not None:
-          tf.summary.scalar(name, value)
+          self._scalar('', name, value)
     self._run.flush()
 
   def epoch(self, index, train_scalars, validation_scalars):
     """The scalars of the epoch of 0-based `index`."""
-    for writer, scalars in ((self._train, train_scalars), (self._validation, validation_scalars)):
+    for writer, directory, scalars in (
+      (self._train, run_files.TRAIN, train_scalars),
+      (self._validation, run_files.VALIDATION, validation_scalars),
+    ):
       with writer.as_default(step=index):
         for name, value in scalars.items():
-          tf.summary.scalar(f'epoch_{name}', value)
+          self._scalar(directory, f'epoch_{name}', value)
       writer.flush()
 
   def evaluation(self, evaluation):
@@ -67,8 +71,18 @@ class Writers:
     step, 1-based, under the tags Keras' TensorBoard callback gives `evaluate`'s."""
     with self._validation.as_default(step=evaluation['step']):
       for name in ('accuracy', 'loss'):
-        tf.summary.scalar(f'evaluation_{name}_vs_iterations', evaluation[name])
+        self._scalar(run_files.VALIDATION, f'evaluation_{name}_vs_iterations', evaluation[name])
     self._validation.flush()
+
+  def _scalar(self, directory, tag, value):
+    tf.summary.scalar(tag, value)
+    self._scalars[directory].add(tag)
+
+  def scalars(self):
+    """{event directory ('' for the run's own, 'train', 'validation'): the scalar tags written
+    there, sorted}: what the HParams dashboard can show as metrics (result.json's
+    `hparams_metrics`)."""
+    return {directory: sorted(tags) for directory, tags in self._scalars.items()}
 
   def text(self, flag_values, devices):
     rows = '\n'.join(f'| --{name} | {value} |' for name, value in sorted(flag_values.items()))

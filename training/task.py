@@ -207,11 +207,14 @@ class _Recorder:
     self.config, self.trainer, self.writers = config, trainer, writers
     self.tf_config, self.compute_devices, self.card = tf_config, compute_devices, card
     self.writes = writers.run_dir is not None
+    self.started = time.time()  # Orders the report's runs.
+    self.hparams = outcome.hparams(config, trainer, card)
     writers.text(config.flags, devices.describe())
-    writers.hparams(outcome.hparams(config, trainer, card), trial_id=config.name)
+    writers.hparams(self.hparams, trial_id=config.name)
 
   def write(self, status, controller, saver, parts=None):
-    """result.json (and, for a complete run, the headline metrics for HParams); its path."""
+    """result.json (and, for a complete run, the headline metrics for HParams, first: the
+    record says what TensorBoard holds); its path."""
     if not self.writes:
       return None
     config = self.config
@@ -228,9 +231,19 @@ class _Recorder:
       self.card,
       parts,
     )
-    path = run_files.write_result(config.run_dir, result)
     if status == 'complete':
       self.writers.final(config.epochs - 1, outcome.final_metrics(result))
+    path = run_files.write_result(
+      config.run_dir,
+      {
+        **result,
+        'started': self.started,
+        # What the HParams dashboard shows of the run, which the report's own view lists.
+        'hparams': self.hparams,
+        'hparams_metrics': self.writers.scalars(),
+      },
+    )
+    if status == 'complete':
       run_files.remove_progress(config.run_dir)
     return path
 
