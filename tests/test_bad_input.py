@@ -222,7 +222,9 @@ def test_a_dataset_too_large_for_memory_is_refused_input():
     data.DatasetError,
     match='dataset synthetic does not fit in memory .* give a smaller --image_shape',
   ):
-    data.load(definitions.Data(dataset='synthetic', image_shape=(20000, 20000, 3)))
+    data.load(
+      definitions.Data(dataset='synthetic', hyperparameters={'image_shape': (20000, 20000, 3)})
+    )
 
 
 def test_malformed_fault_injection(tmp_path):

@@ -32,7 +32,7 @@ def finished_run(run_dir, config):
 RUN = definitions.RunConfig(
   name='one_device',
   epochs=2,
-  data=definitions.Data(image_shape=(8, 8, 1)),
+  data=definitions.Data(hyperparameters={'image_shape': (8, 8, 1)}),
   distribution=definitions.Distribution(options={'num_packs': 1}),
 )
 
@@ -44,7 +44,7 @@ RUN = definitions.RunConfig(
     (dict(batch_size=32, seed=1), 'batch_size=64 (now 32), seed=0 (now 1)'),
     (dict(model=definitions.Model('mymod:build')), "model='cnn' (now 'mymod:build')"),
     (
-      dict(data=definitions.Data(image_shape=(16, 16, 1))),
+      dict(data=definitions.Data(hyperparameters={'image_shape': (16, 16, 1)})),
       'image_shape=[8, 8, 1] (now [16, 16, 1])',
     ),
     (dict(distribution=definitions.Distribution(options={'num_packs': 2})), 'num_packs=1 (now 2)'),

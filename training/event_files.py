@@ -39,9 +39,11 @@ class Writers:
     self._train = make(run_files.TRAIN)
     self._validation = make(run_files.VALIDATION)
     self._run = make('')
+    self._hparams: dict = {}
     self._scalars = {directory: set() for directory in run_files.EVENT_DIRECTORIES}
 
   def hparams(self, values, trial_id):
+    self._hparams = values
     with self._run.as_default(step=0):
       hp.hparams(values, trial_id=trial_id)
     self._run.flush()
@@ -78,11 +80,14 @@ class Writers:
     tf.summary.scalar(tag, value)
     self._scalars[directory].add(tag)
 
-  def scalars(self):
-    """{event directory ('' for the run's own, 'train', 'validation'): the scalar tags written
-    there, sorted}: what the HParams dashboard can show as metrics (result.json's
-    `hparams_metrics`)."""
-    return {directory: sorted(tags) for directory, tags in self._scalars.items()}
+  def shown(self):
+    """What the HParams dashboard shows of the run, as result.json records it for the report's
+    own view: `hparams`, and `hparams_metrics`, the scalar tags written so far by event
+    directory ('' for the run's own, 'train', 'validation')."""
+    return {
+      'hparams': self._hparams,
+      'hparams_metrics': {directory: sorted(tags) for directory, tags in self._scalars.items()},
+    }
 
   def text(self, flag_values, devices):
     rows = '\n'.join(f'| --{name} | {value} |' for name, value in sorted(flag_values.items()))

@@ -208,13 +208,11 @@ class _Recorder:
     self.tf_config, self.compute_devices, self.card = tf_config, compute_devices, card
     self.writes = writers.run_dir is not None
     self.started = time.time()  # Orders the report's runs.
-    self.hparams = outcome.hparams(config, trainer, card)
     writers.text(config.flags, devices.describe())
-    writers.hparams(self.hparams, trial_id=config.name)
+    writers.hparams(outcome.hparams(config, trainer, card), trial_id=config.name)
 
   def write(self, status, controller, saver, parts=None):
-    """result.json (and, for a complete run, the headline metrics for HParams, first: the
-    record says what TensorBoard holds); its path."""
+    """Its path: result.json (what TensorBoard shows too: the final metrics written first)."""
     if not self.writes:
       return None
     config = self.config
@@ -233,16 +231,8 @@ class _Recorder:
     )
     if status == 'complete':
       self.writers.final(config.epochs - 1, outcome.final_metrics(result))
-    path = run_files.write_result(
-      config.run_dir,
-      {
-        **result,
-        'started': self.started,
-        # What the HParams dashboard shows of the run, which the report's own view lists.
-        'hparams': self.hparams,
-        'hparams_metrics': self.writers.scalars(),
-      },
-    )
+    record = {**result, 'started': self.started, **self.writers.shown()}
+    path = run_files.write_result(config.run_dir, record)
     if status == 'complete':
       run_files.remove_progress(config.run_dir)
     return path
@@ -272,9 +262,7 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
   profile = (
     [
       actions.Profile(
-        profiling.StepProfiler(
-          run_files.events(config.run_dir, run_files.TRAIN), *performance.profile_steps
-        ),
+        profiling.StepProfiler(config.run_dir, *performance.profile_steps),
         say,
         name,
       )
