@@ -3,8 +3,8 @@
 Steps run in executions of --steps_per_execution, so the trace covers the whole executions that
 hold the chosen steps. `tf.profiler.experimental` writes it to
 `<logdir>/plugins/profile/<time>/<host>.xplane.pb`; with `<logdir>` the run's `train/` directory
-(records/run_files.py), as Keras' TensorBoard callback does, TensorBoard shows it under that run (the Profile tab needs
-`tensorboard-plugin-profile`, in requirements.txt).
+(records/run_files.py), as Keras' TensorBoard callback does, TensorBoard shows it under that run
+(the Profile tab needs `tensorboard-plugin-profile`, in requirements.txt).
 """
 
 import tensorflow as tf
