@@ -44,7 +44,7 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
       ['--strategies=mirrored', '--batch_size=65', '--num_replicas=2'],
       ['run mirrored', '--batch_size=65', 'multiple of 2'],
     ),
-    (['--image_shape=28,28'], ['--image_shape', 'height,width,channels']),
+    (['--dataset=synthetic', '--image_shape=28,28'], ['--image_shape', 'height,width,channels']),
     (['--cross_device_ops=magic'], ['--cross_device_ops', 'nccl']),
     (['--no_such_flag'], ['no_such_flag']),
     (['--experiment=a/b'], ['--experiment=a/b is not a name', '--logdir']),
