@@ -64,11 +64,12 @@ def build(
 
   module = importlib.import_module(f'{__name__}.{name}')
   wanted = batch_norm or ghost_batch_size or getattr(module, 'BATCH_NORM', False)
+  declared = hyperparameters(name)
   return module.build(
     tuple(input_shape),
     num_classes,
     _normalization.factory(ghost_batch_size, bn_momentum) if wanted else None,
-    **{k: v for k, v in sizes.items() if k in hyperparameters(name)},
+    **{size: sizes.get(size, declaration['default']) for size, declaration in declared.items()},
   )
 
 

@@ -46,9 +46,7 @@ class PositionEmbedding(layers.Layer):
     return inputs + ops.cast(self.positions, inputs.dtype)
 
 
-def build(
-  input_shape, num_classes, normalization, vocab_size=10000, num_layers=2, d_model=64, num_heads=4
-):
+def build(input_shape, num_classes, normalization, vocab_size, num_layers, d_model, num_heads):
   if len(input_shape) != 1:
     raise ValueError(
       f'--model=transformer reads sequences of token ids, not examples of shape '

@@ -49,7 +49,7 @@ class TableLookup(layers.Embedding):
     return tf.nn.embedding_lookup(self.embeddings.value, ids)
 
 
-def build(input_shape, num_classes, normalization, vocab_sizes=(1000,), embedding_dim=16):
+def build(input_shape, num_classes, normalization, vocab_sizes, embedding_dim):
   del normalization  # Refused by BATCH_NORM = False.
   tables = len(vocab_sizes)
   if len(input_shape) != 1 or input_shape[0] <= tables:
