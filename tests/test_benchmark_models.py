@@ -190,8 +190,8 @@ def test_transformer_refuses_images():
 def test_a_runs_sizes_are_the_hyperparameters_its_model_declares():
   """They distinguish one transformer from another in result.json, HParams and on resume;
   each is a keyword argument of the model's `build`, and a flag."""
-  import importlib
-  import inspect
+  import ast
+  import os
 
   from absl import flags
 
@@ -200,15 +200,14 @@ def test_a_runs_sizes_are_the_hyperparameters_its_model_declares():
 
   for name in models.names():
     declared = models.hyperparameters(name)
-    takes = inspect.signature(importlib.import_module(f'models.{name}').build).parameters
-    assert set(declared) <= set(takes), name
+    with open(os.path.join(models.__path__[0], f'{name}.py')) as f:
+      (build,) = [n for n in ast.parse(f.read()).body if getattr(n, 'name', '') == 'build']
+    arguments = build.args.args[: len(build.args.args) - len(build.args.defaults)]
+    assert list(declared) == [arg.arg for arg in arguments[3:]], name  # Required: no defaults.
     for size, declaration in declared.items():
       default = flags.FLAGS[size].default
-      assert (
-        tuple(map(int, default))
-        if isinstance(default, list)
-        else default == (declaration['default'])
-      )
+      value = tuple(map(int, default)) if isinstance(default, list) else default
+      assert value == declaration['default'], size
   assert list(models.hyperparameters('transformer')) == [
     'vocab_size',
     'num_layers',
@@ -227,3 +226,13 @@ def test_a_runs_sizes_are_the_hyperparameters_its_model_declares():
     'num_heads': 4,
   }
   assert definitions.RunConfig(model=definitions.Model('resnet20')).model_sizes == {}
+
+
+def test_a_hyperparameter_two_modules_declare_is_one_flag_declared_alike():
+  import declarations
+
+  size = lambda default, help_text: {'default': default, 'least': 1, 'help': help_text}
+  merged = declarations.merged({'b': {'n': size(4, 'rows.')}, 'a': {'n': size(4, 'ids.')}})
+  assert merged == {'n': {'default': 4, 'least': 1, 'help': 'a: ids. b: rows.'}}
+  with pytest.raises(ValueError, match='b declares hyperparameter n with another default'):
+    declarations.merged({'a': {'n': size(4, 'ids.')}, 'b': {'n': size(5, 'rows.')}})
