@@ -62,6 +62,7 @@ REGISTERED = ('one_device', 'mirrored', 'central_storage')
 for _name, _value in {
   'strategies': ','.join(REGISTERED),
   'model': 'cnn',
+  'dataset': 'synthetic',
   'image_shape': '28,28,1',
   'batch_size': '256',
   'steps_per_execution': 10,
@@ -246,9 +247,9 @@ def main(argv):
       '--num_replicas: mirrored and central_storage need 2 devices or more '
       '(mirrored_1 is mirrored on one)'
     )
-  shape = config.data.image_shape
   batch_size, steps_per_execution = config.batch_size, config.performance.steps_per_execution
-  arrays = data.load(definitions.Data('synthetic', image_shape=shape))
+  shape = config.data.hyperparameters['image_shape']
+  arrays = data.load(config.data)
   build = lambda: models.build(config.model.model, arrays.input_shape, arrays.num_classes)
   runs = {}
   for name in STRATEGIES:

@@ -41,9 +41,11 @@ from absl import flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from prediction import predict  # pylint: disable=wrong-import-position
 from prediction import validation  # pylint: disable=wrong-import-position
 from records import boundary  # pylint: disable=wrong-import-position
 from records import results  # pylint: disable=wrong-import-position
+from records import run_files  # pylint: disable=wrong-import-position
 from records import tables  # pylint: disable=wrong-import-position
 from tests import hosts  # pylint: disable=wrong-import-position
 from tests import netns  # pylint: disable=wrong-import-position
@@ -128,7 +130,7 @@ def link_bandwidth(rate_mbit, size, workdir):
 def threads(run_dir):
   """The thread flags the loopback run trained with: a local cluster's tasks share the cores
   (orchestration/launcher.py local_threads), as the emulated hosts do."""
-  result = results.read(run_dir)
+  result = run_files.read_result(run_dir)
   return [
     f'--intra_op_threads={result["intra_op_threads"]}',
     f'--inter_op_threads={result["inter_op_threads"]}',
@@ -157,14 +159,14 @@ def train(strategy, rate_mbit, flags_, logdir, name):
     cluster.wait(timeout=60)  # The servers leave once the chief has gone.
   finally:
     net.close()
-  result = results.read(os.path.join(logdir, name, strategy))
+  result = run_files.read_result(os.path.join(logdir, name, strategy))
   return results.after_startup(result['epoch_examples_per_second'], result['epoch_startup'])
 
 
 def breakdown_rows(experiment):
   rows = []
   for run in ('one_device', *STRATEGIES):
-    sums = boundary.agreement(results.read(os.path.join(experiment, run)))
+    sums = boundary.agreement(run_files.read_result(os.path.join(experiment, run)))
     errors = (
       sums['throughput_sum_ms'] / sums['implied_step_ms'] - 1,
       sums['paid_sum_ms'] / sums['paid_step_ms'] - 1,
@@ -219,7 +221,9 @@ def main(argv):
     '--experiment=defaults',
     timeout=900,
   )
-  gradient_bytes = results.read(os.path.join(experiment, 'one_device'))['gradient_bytes_per_step']
+  gradient_bytes = run_files.read_result(os.path.join(experiment, 'one_device'))[
+    'gradient_bytes_per_step'
+  ]
   links = []
   for rate in rates:
     busbw = link_bandwidth(rate, gradient_bytes, os.path.join(work, f'link{rate}'))
@@ -244,7 +248,7 @@ def main(argv):
     '--hardware=' + ','.join(os.path.join(work, f'link{rate}.toml') for rate in rates),
     timeout=300,
   )
-  with open(os.path.join(experiment, 'prediction.json')) as f:
+  with open(os.path.join(experiment, predict.FILE)) as f:
     predicted = {(p['hardware'], p['strategy']): p for p in json.load(f)['predictions']}
   launches = {(rate, strategy): [] for rate in rates for strategy in STRATEGIES}
   for repetition in range(FLAGS.repetitions):

@@ -27,11 +27,9 @@ class Data:
   dataset: str = 'digits'
   data_dir: str = ''  # keras.datasets files; '' for keras' own cache
   download: bool = True
-  image_shape: tuple = (28, 28, 1)  # synthetic
-  num_classes: int = 10  # synthetic, synthetic_tokens
-  seq_len: int = 128  # synthetic_tokens, imdb
-  vocab_size: int = 10000  # synthetic_tokens, imdb; the transformer's embedding
-  vocab_sizes: tuple = (500000, 300000, 200000, 50000, 10000, 1000)  # synthetic_clicks, wide_deep
+  # The dataset's own (its module's HYPERPARAMETERS, declarations/), by name; those not
+  # given take their declared defaults.
+  hyperparameters: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +38,8 @@ class Model:
   batch_norm: bool = False
   ghost_batch_size: int = 0
   bn_momentum: float = 0.99
-  num_layers: int = 2  # transformer
-  d_model: int = 64  # transformer
-  num_heads: int = 4  # transformer
-  embedding_dim: int = 16  # wide_deep
+  # The model's own, as Data's: the keyword arguments of its `build`.
+  hyperparameters: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,14 +123,12 @@ class RunConfig:
 
   @property
   def model_sizes(self):
-    """{size: value} of the sizes (models.SIZES) the run's model takes: its `build`'s keyword
-    arguments, and what distinguishes one transformer from another."""
-    values = {
-      **dataclasses.asdict(self.model),
-      'vocab_size': self.data.vocab_size,
-      'vocab_sizes': list(self.data.vocab_sizes),
-    }  # As JSON holds it: resumes compare.
-    return {size: values[size] for size in models.sizes_taken(self.model.model)}
+    """{size: value} of the model's hyperparameters (its `build`'s keyword arguments, their
+    defaults where not given): what distinguishes one transformer from another. Tuples as JSON
+    holds them (lists): resumes compare."""
+    declared = models.hyperparameters(self.model.model)
+    values = {name: declared[name]['default'] for name in declared} | self.model.hyperparameters
+    return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}
 
   def validate(self):
     """Raises ConfigError for a run that cannot work as configured; returns the config."""
@@ -198,6 +192,8 @@ def _from_dict(cls, saved):
       value = _from_dict(kind, value)
     elif kind is tuple:
       value = tuple(value)
+    elif field.name == 'hyperparameters':  # Comma-list hyperparameters are tuples.
+      value = {name: tuple(v) if isinstance(v, list) else v for name, v in value.items()}
     values[field.name] = value
   return cls(**values)
 
@@ -232,7 +228,7 @@ def _ranges(config):
 
 
 def _shapes(config):
-  shape = config.data.image_shape
+  shape = config.data.hyperparameters.get('image_shape', (1, 1, 1))
   if len(shape) != 3 or not all(isinstance(s, int) and s > 0 for s in shape):
     return (
       '--image_shape: give three positive integers: height,width,channels, not '
@@ -301,18 +297,18 @@ def _batch(config):
 def _model(config):
   """What the model cannot take: batch norm, too small a synthetic image, heads."""
   model = config.model
-  synthetic = config.data.dataset == 'synthetic'
   try:
     models.check(
       model.model,
-      config.data.image_shape if synthetic else None,
+      config.data.hyperparameters.get('image_shape'),
       model.batch_norm,
       model.ghost_batch_size,
     )
   except ValueError as e:
     return str(e)
-  if model.d_model % model.num_heads:
-    return f'--d_model={model.d_model} must be a multiple of --num_heads={model.num_heads}'
+  sizes = config.model_sizes
+  if sizes.get('d_model', 0) % sizes.get('num_heads', 1):
+    return f'--d_model={sizes["d_model"]} must be a multiple of --num_heads={sizes["num_heads"]}'
   return None
 
 

@@ -9,6 +9,7 @@ run's values must satisfy together is `RunConfig.validate`'s (configs/definition
 from absl import flags
 
 import data
+import declarations
 import models
 import strategies
 import user_code
@@ -64,49 +65,33 @@ flags.DEFINE_string(
 flags.DEFINE_bool(
   'download', _RUN.data.download, 'Download a missing dataset through keras.datasets.'
 )
-flags.DEFINE_list(
-  'image_shape',
-  _text(_RUN.data.image_shape),
-  'synthetic: height,width,channels. Not given, the '
-  'keras.applications models (resnet50, mobilenet_v2, efficientnet_b0, vgg16, inception_v3) '
-  "get ImageNet's 224,224,3, as in tf_cnn_benchmarks; they take down to 32,32 (inception_v3: "
-  '75,75).',
-)
-flags.DEFINE_integer(
-  'num_classes',
-  _RUN.data.num_classes,
-  'synthetic and synthetic_tokens: number of classes. Not given, the '
-  "keras.applications models get ImageNet's 1000 on synthetic.",
-  lower_bound=2,
-  upper_bound=2**31 - 1,
-)  # int32 labels.
-flags.DEFINE_integer(
-  'seq_len',
-  _RUN.data.seq_len,
-  'synthetic_tokens and imdb: token ids per example (imdb reviews are cut or '
-  'padded with 0 at the front).',
-  lower_bound=1,
-)
-flags.DEFINE_integer(
-  'vocab_size',
-  _RUN.data.vocab_size,
-  'synthetic_tokens and imdb: token ids 0..vocab_size-1, the '
-  "transformer's embedding rows; imdb maps rarer words to the out-of-vocabulary id 2.",
-  lower_bound=4,
-  upper_bound=2**31 - 1,
-)  # int32 token ids.
-flags.DEFINE_list(
-  'vocab_sizes',
-  _text(_RUN.data.vocab_sizes),
-  'synthetic_clicks and wide_deep: '
-  'rows of each embedding table, one id column per table (the default tables hold 68 MB of '
-  'float32 at --embedding_dim=16).',
-)
-flags.register_validator(
-  'vocab_sizes',
-  lambda sizes: all(s.isdigit() and int(s) > 0 for s in sizes) and bool(sizes),
-  message='--vocab_sizes: give a comma list of positive integers, the rows of each table',
-)
+
+
+def _define_hyperparameters():
+  """A flag for each hyperparameter a model or dataset module declares (declarations/): an
+  integer, or a comma list of integers, within its bounds; its help says whose it is."""
+  declared_by = {name: models.hyperparameters(name) for name in models.names()}
+  declared_by |= {name: data.hyperparameters(name) for name in data.names()}
+  for name, declared in declarations.merged(declared_by).items():
+    least, most = declared['least'], declared.get('most')
+    if not isinstance(declared['default'], tuple):
+      flags.DEFINE_integer(
+        name, declared['default'], declared['help'], lower_bound=least, upper_bound=most
+      )
+      continue
+    flags.DEFINE_list(name, _text(declared['default']), declared['help'])
+    wanted = 'positive integers' if least == 1 else f'integers of at least {least}'
+    flags.register_validator(
+      name,
+      lambda texts, least=least, most=most: (
+        bool(texts)
+        and all(s.strip().isdigit() and least <= int(s) <= (most or int(s)) for s in texts)
+      ),
+      message=f'--{name}: give a comma list of {wanted}' + (f' up to {most}' if most else ''),
+    )
+
+
+_define_hyperparameters()
 flags.DEFINE_integer('epochs', _RUN.epochs, 'Training epochs.', lower_bound=1)
 flags.DEFINE_list(
   'batch_size',
@@ -196,30 +181,6 @@ flags.DEFINE_enum(
   ['constant', 'cosine', 'step'],
   'The learning rate after the warm-up: constant; cosine, a half cosine to 0 at the end; '
   'step, divided by 10 at 1/2 and 3/4 of the steps after the warm-up.',
-)
-flags.DEFINE_integer(
-  'num_layers',
-  _RUN.model.num_layers,
-  'transformer: encoder blocks (self-attention and MLP).',
-  lower_bound=1,
-)
-flags.DEFINE_integer(
-  'd_model',
-  _RUN.model.d_model,
-  'transformer: width of the embeddings and blocks, a multiple of --num_heads.',
-  lower_bound=1,
-)
-flags.DEFINE_integer(
-  'num_heads',
-  _RUN.model.num_heads,
-  'transformer: attention heads, each d_model / num_heads wide.',
-  lower_bound=1,
-)
-flags.DEFINE_integer(
-  'embedding_dim',
-  _RUN.model.embedding_dim,
-  "wide_deep: width of the deep part's embedding of every id.",
-  lower_bound=1,
 )
 flags.DEFINE_bool(
   'batch_norm',
@@ -386,7 +347,7 @@ flags.DEFINE_string(
 flags.DEFINE_bool(
   'report_only',
   False,
-  'Rebuild the report and plots of --experiment from its event files '
+  "Rebuild the report and plots of --experiment from its runs' result.json files "
   '(e.g. runs done on a cluster) and train nothing.',
 )
 flags.DEFINE_bool(
@@ -524,7 +485,6 @@ for _name, _least in (
   ('batch_size', 1),
   ('num_replicas', 0),
   ('num_workers', 1),
-  ('image_shape', 1),
   ('profile_steps', 0),
   ('num_devices', 1),
 ):

@@ -16,6 +16,7 @@ import time
 
 from absl import flags
 
+import data
 import models
 import strategies
 import user_code
@@ -228,7 +229,6 @@ def _plan(values, directory):
 def _base(v, directory):
   """Every setting but the strategy, its devices and workers and the batch (the plan's)."""
   given = lambda name: v[name].value if v[name].present else None
-  image_shape, num_classes = _synthetic_input(v)
   return definitions.RunConfig(
     run_dir=storage.join(directory, '_'),
     condition=v.condition,
@@ -241,11 +241,11 @@ def _base(v, directory):
       definitions.Data,
       v,
       data_dir=os.path.expanduser(v.data_dir),
-      image_shape=image_shape,
-      num_classes=num_classes,
-      vocab_sizes=tuple(int(s) for s in v.vocab_sizes),
+      hyperparameters=_synthetic_input(v, _hyperparameters(v, data.hyperparameters(v.dataset))),
     ),
-    model=_section(definitions.Model, v),
+    model=_section(
+      definitions.Model, v, hyperparameters=_hyperparameters(v, models.hyperparameters(v.model))
+    ),
     optimizer=_section(definitions.Optimizer, v),
     schedule=_section(
       definitions.Schedule, v, noise_scale_of=noise_scale_of.resolve(v.noise_scale_of)
@@ -287,17 +287,23 @@ def _with_model_defaults(values):
   return values
 
 
-def _synthetic_input(v):
-  """--image_shape and --num_classes; not given, ImageNet's for a keras.applications model on
-  synthetic data, as tf_cnn_benchmarks runs them."""
-  imagenet = v.dataset == 'synthetic' and models.declared(v.model).get('IMAGENET')
-  shape = (
-    tuple(int(s) for s in v.image_shape)
-    if v['image_shape'].present or not imagenet
-    else models.IMAGENET_SHAPE
-  )
-  classes = v.num_classes if v['num_classes'].present or not imagenet else models.IMAGENET_CLASSES
-  return shape, classes
+def _hyperparameters(v, declared):
+  """{name: value} of the `declared` hyperparameters (a model's or a dataset's) from their
+  flags; comma lists as tuples of integers."""
+  return {
+    name: tuple(int(s) for s in v[name].value) if isinstance(d['default'], tuple) else v[name].value
+    for name, d in declared.items()
+  }
+
+
+def _synthetic_input(v, hyperparameters):
+  """The dataset's `hyperparameters`, with --image_shape and --num_classes not given
+  ImageNet's for a keras.applications model on synthetic data, as tf_cnn_benchmarks runs
+  them."""
+  if not (v.dataset == 'synthetic' and models.declared(v.model).get('IMAGENET')):
+    return hyperparameters
+  imagenet = {'image_shape': models.IMAGENET_SHAPE, 'num_classes': models.IMAGENET_CLASSES}
+  return hyperparameters | {name: value for name, value in imagenet.items() if not v[name].present}
 
 
 def strategy_options(name, given=None):

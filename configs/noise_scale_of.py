@@ -7,7 +7,7 @@ import math
 import os
 
 from records import files
-from records import results
+from records import run_files
 from records import storage
 
 
@@ -35,7 +35,7 @@ def _measured(run_dir):
     raise ValueError(f'--noise_scale_of={run_dir} cannot be used: {why}')
   path = run_dir if storage.is_url(run_dir) else os.path.expanduser(run_dir)
   try:
-    result = results.read(path)
+    result = run_files.read_result(path)
   except files.Damaged as e:  # Named, with what to do; not "neither a number nor a run".
     raise ValueError(f'--noise_scale_of={run_dir}: {e}') from None
   except (OSError, ValueError):

@@ -2,7 +2,9 @@
 named after its file.
 
 A dataset module defines `load(options, seed) -> Arrays`, `options` being the run's
-configs.definitions.Data and `seed` the run's seed. Arrays stay in memory in their
+configs.definitions.Data (its `hyperparameters`: those the module declares in its
+HYPERPARAMETERS, flags of the same names, read without importing it: declarations/) and
+`seed` the run's seed. Arrays stay in memory in their
 storage dtype (uint8 images stay uint8) and are scaled to [0, 1] inside the input pipeline;
 token ids (`Arrays.tokens`) reach the model as int32, for its embedding.
 
@@ -16,10 +18,12 @@ arrays whose features are a dict: data/streams.py feeds those.
 
 import dataclasses
 import importlib
+import os
 import pkgutil
 
 import numpy as np
 
+import declarations
 import user_code
 
 
@@ -115,12 +119,21 @@ def names():
   )
 
 
+def hyperparameters(name):
+  """{hyperparameter: its declaration} of dataset `name` (declarations/); {} for a user's."""
+  if user_code.is_spec(name) or name not in names():
+    return {}
+  path = os.path.join(__path__[0], f'{name}.py')
+  return declarations.constants(path).get('HYPERPARAMETERS', {})
+
+
 def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0):
   """The Arrays of the dataset `options` (a configs.definitions.Data) names, checked to hold
   only what a model can take (`check`; under `mixed_precision` mixed_float16, what a model
-  computing in float16 can: `check_range`); or a user's tf.data pipelines (data/streams.py),
-  not read ahead but, without `steps_per_epoch`, for the length of a training pass that is
-  unknown (counted: one streaming pass)."""
+  computing in float16 can: `check_range`), its hyperparameters not given taking their
+  defaults; or a user's tf.data pipelines (data/streams.py), not read ahead but, without
+  `steps_per_epoch`, for the length of a training pass that is unknown (counted: one
+  streaming pass)."""
   name = options.dataset
   if user_code.is_spec(name):
     returned = user_code.call(name, 'dataset')
@@ -132,12 +145,15 @@ def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0):
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
   else:
     fed = None
+    defaults = {key: value['default'] for key, value in hyperparameters(name).items()}
+    options = dataclasses.replace(options, hyperparameters=defaults | options.hyperparameters)
     try:
       arrays = importlib.import_module(f'{__name__}.{name}').load(options, seed)
     except MemoryError as e:  # Refused input, not a failure a restart could fix.
+      sizes = ' or '.join(f'--{size}' for size in defaults)
       raise DatasetError(
-        f'dataset {name} does not fit in memory ({e}); give a smaller '
-        '--image_shape, --num_classes, --seq_len or --vocab_size'
+        f'dataset {name} does not fit in memory ({e}); '
+        + (f'give a smaller {sizes}' if sizes else 'use a machine with more memory')
       ) from None
   if fed is not None:
     if not steps_per_epoch:

@@ -16,6 +16,20 @@ from data import keras_format
 
 FILE = 'imdb.npz'
 START, OOV, INDEX_FROM = 1, 2, 3  # keras.datasets.imdb's defaults
+# Its own hyperparameters, flags of the same names (declarations/).
+HYPERPARAMETERS = {
+  'seq_len': {
+    'default': 128,
+    'least': 1,
+    'help': 'token ids per example: reviews are cut or padded with 0 at the front.',
+  },
+  'vocab_size': {
+    'default': 10000,
+    'least': 4,
+    'most': 2_147_483_647,  # int32 token ids.
+    'help': 'token ids 0..vocab_size-1; rarer words map to the out-of-vocabulary id 2.',
+  },
+}
 
 
 def parse(directory, vocab_size):
@@ -38,11 +52,11 @@ def load(options, seed=0):
     'imdb',
     options,
     [FILE],
-    lambda directory: parse(directory, options.vocab_size),
-    lambda: keras.datasets.imdb.load_data(num_words=options.vocab_size),
+    lambda directory: parse(directory, options.hyperparameters['vocab_size']),
+    lambda: keras.datasets.imdb.load_data(num_words=options.hyperparameters['vocab_size']),
   )
   x_train, x_val = (
-    keras.utils.pad_sequences(list(x), maxlen=options.seq_len, dtype='int32')
+    keras.utils.pad_sequences(list(x), maxlen=options.hyperparameters['seq_len'], dtype='int32')
     for x in (x_train, x_val)
   )
   y_train, y_val = (np.asarray(y, np.int32).reshape(-1) for y in (y_train, y_val))

@@ -21,10 +21,18 @@ ZIPF_EXPONENT = 1.2
 ID_EFFECT = 1.0  # Standard deviation of each id's effect on the log-odds.
 BIAS = -2.0  # Clicks are the minority class.
 MAX_VOCABULARY = 2**24  # Larger ids are not exact in float32.
+# Its own hyperparameters, flags of the same names (declarations/).
+HYPERPARAMETERS = {
+  'vocab_sizes': {
+    'default': (500000, 300000, 200000, 50000, 10000, 1000),
+    'least': 1,
+    'help': 'one id column per table of these rows.',
+  },
+}
 
 
 def load(options, seed=0):
-  sizes = options.vocab_sizes
+  sizes = options.hyperparameters['vocab_sizes']
   if not sizes or min(sizes) < 1 or max(sizes) > MAX_VOCABULARY:
     raise data.DatasetError(
       f'dataset synthetic_clicks: --vocab_sizes={",".join(map(str, sizes))}'

@@ -13,10 +13,27 @@ import data
 TRAIN_SIZE = 4096
 VALIDATION_SIZE = 512
 MARKERS = 4
+# Its own hyperparameters, flags of the same names (declarations/).
+HYPERPARAMETERS = {
+  'num_classes': {
+    'default': 10,
+    'least': 2,
+    'most': 2_147_483_647,  # int32 labels.
+    'help': 'number of classes, each a marker token.',
+  },
+  'seq_len': {'default': 128, 'least': 1, 'help': 'token ids per example.'},
+  'vocab_size': {
+    'default': 10000,
+    'least': 4,
+    'most': 2_147_483_647,  # int32 token ids.
+    'help': 'token ids 0..vocab_size-1.',
+  },
+}
 
 
 def load(options, seed=0):
-  classes, vocab_size, seq_len = options.num_classes, options.vocab_size, options.seq_len
+  sizes = options.hyperparameters
+  classes, vocab_size, seq_len = sizes['num_classes'], sizes['vocab_size'], sizes['seq_len']
   if vocab_size < classes + 2:
     raise data.DatasetError(
       f'dataset synthetic_tokens: --vocab_size={vocab_size} leaves no ids '

@@ -5,9 +5,9 @@ returning logits, and `BATCH_NORM = True` if it always has batch normalization, 
 cannot have any (--batch_norm and --ghost_batch_size are refused). `normalization` is a
 callable that makes a batch-normalization layer, or None for a model without batch norm of its
 own that is not asked to add it (--batch_norm, --ghost_batch_size); every batch norm a model
-has comes from it, so --ghost_batch_size and --bn_momentum reach them all. Further keyword
-arguments of its `build` (the transformer's vocab_size, num_layers, d_model, num_heads,
-wide_deep's vocab_sizes and embedding_dim) get the run's values; other models take none.
+has comes from it, so --ghost_batch_size and --bn_momentum reach them all. `HYPERPARAMETERS`
+declares the model's own sizes (the transformer's num_layers...; declarations/), flags of
+the same names, whose values its `build` takes as keyword arguments.
 `DEFAULTS` maps flags to the texts the model takes when they are not given: the dataset of
 a model that does not read images, the batch and learning rate it is trained at.
 `MIN_IMAGE_SIZE` is the smallest height and width it takes; `IMAGENET = True` makes synthetic
@@ -17,23 +17,19 @@ A user's own model is named `package.module:function` instead: `function(input_s
 num_classes)` returns an uncompiled `keras.Model` whose outputs are `num_classes` logits (see
 examples/my_model.py); the built-in models' batch-norm flags do not reach it.
 
-Names are listed, and these constants read, without importing the modules, so the launcher
-stays free of TensorFlow.
+Names are listed, and these constants read (declarations/), without importing the modules, so
+the launcher stays free of TensorFlow.
 """
 
-import ast
-import contextlib
 import importlib
-import inspect
 import os
 import pkgutil
 import warnings
 
+import declarations
 import user_code
 
 IMAGENET_SHAPE, IMAGENET_CLASSES = (224, 224, 3), 1000
-# The sizes a model's `build` may take as keyword arguments (flags of the same names).
-SIZES = ('vocab_size', 'num_layers', 'd_model', 'num_heads', 'vocab_sizes', 'embedding_dim')
 
 
 def names():
@@ -56,8 +52,8 @@ def build(
 
   `batch_norm` adds BatchNormalization to a model without it; `ghost_batch_size` makes every
   batch norm a Ghost Batch Normalization over virtual batches of that many examples (and so
-  implies `batch_norm`); `bn_momentum` is the momentum of their moving statistics. `sizes`
-  (vocab_size, num_layers...) reach the models whose `build` takes them.
+  implies `batch_norm`); `bn_momentum` is the momentum of their moving statistics. `sizes`:
+  the model's hyperparameters (its HYPERPARAMETERS; those not given take their defaults).
   """
   if user_code.is_spec(name):
     shape = input_shape if isinstance(input_shape, dict) else tuple(input_shape)
@@ -74,46 +70,27 @@ def build(
 
   module = importlib.import_module(f'{__name__}.{name}')
   wanted = batch_norm or ghost_batch_size or getattr(module, 'BATCH_NORM', False)
-  takes = inspect.signature(module.build).parameters
+  declared = hyperparameters(name)
   return module.build(
     tuple(input_shape),
     num_classes,
     _normalization.factory(ghost_batch_size, bn_momentum) if wanted else None,
-    **{k: v for k, v in sizes.items() if k in takes},
+    **{size: sizes.get(size, declaration['default']) for size, declaration in declared.items()},
   )
 
 
 def declared(name):
   """{constant: value} of the literal constants model `name`'s module assigns (BATCH_NORM,
-  MIN_IMAGE_SIZE, IMAGENET), read from its source: no Keras. {} for a user's model."""
+  MIN_IMAGE_SIZE, IMAGENET, DEFAULTS, HYPERPARAMETERS), read from its source: no Keras. {} for
+  a user's model."""
   if user_code.is_spec(name) or name not in names():
     return {}
-  constants = {}
-  for node in _source(name).body:
-    match node:
-      case ast.Assign(targets=[ast.Name(id=constant)], value=literal) if constant.isupper():
-        with contextlib.suppress(ValueError):  # Not a literal: not a declaration.
-          constants[constant] = ast.literal_eval(literal)
-  return constants
+  return declarations.constants(os.path.join(__path__[0], f'{name}.py'))
 
 
-def sizes_taken(name):
-  """The SIZES model `name`'s `build` takes, read from its source: no Keras. () for a user's
-  model."""
-  if user_code.is_spec(name) or name not in names():
-    return ()
-  builds = [
-    node
-    for node in _source(name).body
-    if isinstance(node, ast.FunctionDef) and node.name == 'build'
-  ]
-  taken = {a.arg for a in builds[0].args.args + builds[0].args.kwonlyargs} if builds else set()
-  return tuple(size for size in SIZES if size in taken)
-
-
-def _source(name):
-  with open(os.path.join(__path__[0], f'{name}.py')) as f:
-    return ast.parse(f.read())
+def hyperparameters(name):
+  """{hyperparameter: its declaration} of model `name` (declarations/); {} for a user's."""
+  return declared(name).get('HYPERPARAMETERS', {})
 
 
 def check(name, input_shape=None, batch_norm=False, ghost_batch_size=0):

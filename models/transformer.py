@@ -12,6 +12,26 @@ from keras import ops
 
 BATCH_NORM = False
 DEFAULTS = {'dataset': 'synthetic_tokens'}
+# Its own hyperparameters, flags of the same names (declarations/).
+HYPERPARAMETERS = {
+  'vocab_size': {
+    'default': 10000,
+    'least': 4,
+    'most': 2_147_483_647,  # int32 token ids.
+    'help': 'token ids 0..vocab_size-1, the rows of its embedding.',
+  },
+  'num_layers': {'default': 2, 'least': 1, 'help': 'encoder blocks (self-attention and MLP).'},
+  'd_model': {
+    'default': 64,
+    'least': 1,
+    'help': 'width of the embeddings and blocks, a multiple of --num_heads.',
+  },
+  'num_heads': {
+    'default': 4,
+    'least': 1,
+    'help': 'attention heads, each d_model / num_heads wide.',
+  },
+}
 
 
 class PositionEmbedding(layers.Layer):
@@ -26,9 +46,7 @@ class PositionEmbedding(layers.Layer):
     return inputs + ops.cast(self.positions, inputs.dtype)
 
 
-def build(
-  input_shape, num_classes, normalization, vocab_size=10000, num_layers=2, d_model=64, num_heads=4
-):
+def build(input_shape, num_classes, normalization, vocab_size, num_layers, d_model, num_heads):
   if len(input_shape) != 1:
     raise ValueError(
       f'--model=transformer reads sequences of token ids, not examples of shape '

@@ -26,6 +26,20 @@ DEFAULTS = {
   'target_accuracy': '0.83',
 }
 DEEP_UNITS = (256, 128)
+# Its own hyperparameters, flags of the same names (declarations/).
+HYPERPARAMETERS = {
+  'vocab_sizes': {
+    'default': (500000, 300000, 200000, 50000, 10000, 1000),
+    'least': 1,
+    'help': 'rows of each embedding table, one id column per table (the default tables hold '
+    '68 MB of float32 at --embedding_dim=16).',
+  },
+  'embedding_dim': {
+    'default': 16,
+    'least': 1,
+    'help': "width of the deep part's embedding of every id.",
+  },
+}
 
 
 class TableLookup(layers.Embedding):
@@ -35,7 +49,7 @@ class TableLookup(layers.Embedding):
     return tf.nn.embedding_lookup(self.embeddings.value, ids)
 
 
-def build(input_shape, num_classes, normalization, vocab_sizes=(1000,), embedding_dim=16):
+def build(input_shape, num_classes, normalization, vocab_sizes, embedding_dim):
   del normalization  # Refused by BATCH_NORM = False.
   tables = len(vocab_sizes)
   if len(input_shape) != 1 or input_shape[0] <= tables:

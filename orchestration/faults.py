@@ -16,10 +16,9 @@ import os
 import time
 
 from records import files
-from records import storage
+from records import run_files
 
 FAULT_ENV = 'STRATEGY_COMPARISON_FAULT'
-REQUEST = 'fault.json'
 ANSWER_SECONDS = 120  # The launcher answers within a tick; this bounds a launcher gone astray.
 POLL_SECONDS = 0.05
 
@@ -37,14 +36,14 @@ def request(run_dir):
   """The fault request of the run in `run_dir` ({'task', 'step'}, and 'killed' once answered),
   or None before the run has made one."""
   try:
-    return files.read_json(storage.join(run_dir, REQUEST))
+    return files.read_json(run_files.path(run_dir, run_files.FAULT))
   except (OSError, ValueError):
     return None
 
 
 def answer(run_dir, killed):
   """Lets the run holding in `hold` go on; `killed`: whether its task was killed."""
-  files.write_json(storage.join(run_dir, REQUEST), {**request(run_dir), 'killed': killed})
+  files.write_json(run_files.path(run_dir, run_files.FAULT), {**request(run_dir), 'killed': killed})
 
 
 class Fault:
@@ -85,13 +84,13 @@ def hold(run_dir, step):
   task, at = parse(spec)
   if step < at or request(run_dir) is not None:
     return
-  files.write_json(storage.join(run_dir, REQUEST), {'task': task, 'step': step})
+  files.write_json(run_files.path(run_dir, run_files.FAULT), {'task': task, 'step': step})
   deadline = time.monotonic() + ANSWER_SECONDS
   while 'killed' not in (request(run_dir) or {}):
     if time.monotonic() > deadline:
       raise RuntimeError(
         f'{FAULT_ENV}: no launcher answered the fault request in '
-        f'{storage.join(run_dir, REQUEST)} within {ANSWER_SECONDS} s; the '
+        f'{run_files.path(run_dir, run_files.FAULT)} within {ANSWER_SECONDS} s; the '
         'variable is for runs the launcher starts'
       )
     time.sleep(POLL_SECONDS)

@@ -22,8 +22,10 @@ from orchestration import peers
 from orchestration import processes
 from records import results
 from records import resume
+from records import run_files
 from records import storage
 from records import tables
+from reporting import runs as run_records
 from reporting import summary
 from reporting import uncertainty
 
@@ -36,7 +38,7 @@ def child_command(run_dir, verbosity=None):
   return [
     sys.executable,
     RUN_PY,
-    f'--run_config={storage.join(run_dir, results.CONFIG)}',
+    f'--run_config={run_files.path(run_dir, run_files.CONFIG)}',
     *([] if verbosity is None else [f'--verbosity={verbosity}']),
   ]
 
@@ -99,7 +101,7 @@ def task_logs(run_dir):
   """The local directory the tasks of a run write their output to: `<run>/logs` itself on a
   local --logdir; on an object store, where a file cannot grow as a task writes, a temporary
   directory copied into `<run>/logs` when the run ends."""
-  logs = storage.join(run_dir, 'logs')
+  logs = run_files.path(run_dir, run_files.LOGS)
   local = storage.local_path(logs)
   if local is not None:
     with storage.writing(logs):
@@ -132,18 +134,19 @@ def start_cluster(group, run, logs, hide, env, worker_restarts=0, verbosity=None
       name,
       command,
       env=environments[name],
-      log_path=os.path.join(logs, f'{name}.log'),
+      log_path=run_files.task_log(logs, name),
       echo=(job, index) == cluster_spec.chief(spec),
       hide=hide,
       restarts=worker_restarts if serves and job == 'worker' else 0,
       essential=not serves,
-      on_restart=lambda task, why: results.record_restart(run.run_dir, task, why),
+      on_restart=lambda task, why: run_files.record_restart(run.run_dir, task, why),
     )
   return [name for job, _, name in cluster_spec.tasks(spec) if job not in descriptor.serving_jobs]
 
 
 def start_report(group, experiment, hide):
-  """The report is built by `run.py --report_only`, from the event files, like a user would."""
+  """The report is built by `run.py --report_only`, from the runs' result.json, like a user
+  would."""
   group.start(
     'report',
     [
@@ -198,7 +201,7 @@ class ResultWatch:
 
   def __init__(self, run_dir, then=None):
     self.run_dir, self._then = run_dir, then
-    self._result = storage.join(run_dir, 'result.json')  # Polled cheaply until it is there.
+    self._result = run_files.path(run_dir, run_files.RESULT)  # Polled cheaply until it is there.
     self.polls = 0  # Since the result was first seen complete, at `_seen_at`.
     self._seen_at: float | None = None
 
@@ -207,14 +210,14 @@ class ResultWatch:
       self._then(group)
     if self._seen_at is not None:
       self.polls += 1
-    elif storage.exists(self._result) and results.run_dir_state(self.run_dir) == 'finished':
+    elif storage.exists(self._result) and run_files.run_dir_state(self.run_dir) == 'finished':
       self._seen_at = time.monotonic()
 
   def record(self):
     """Writes `<run>/exit.json`, once the run's processes have exited; nothing without a result."""
     if self._seen_at is None:
       return
-    results.write_exit(
+    run_files.write_exit(
       self.run_dir,
       {
         'polls_after_result': self.polls,
@@ -255,8 +258,8 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
         watch.record()
       if error is None or not error.died or attempt == max_restarts:
         return error
-      checkpoint = results.latest_checkpoint(run.run_dir)
-      results.record_restart(run.run_dir, 'run', str(error))
+      checkpoint = run_files.latest_checkpoint(run.run_dir)
+      run_files.record_restart(run.run_dir, 'run', str(error))
       print(
         f'run.py: restarting {run.name} '
         f'{"from its last checkpoint" if checkpoint else "from scratch: no checkpoint yet"} '
@@ -296,7 +299,7 @@ def launch(experiment):
   }
   fault = faults.Fault.from_environment()
   states = {
-    run.name: results.check_run_dir(run.run_dir, experiment.resume, run.to_json()) for run in runs
+    run.name: run_files.check_run_dir(run.run_dir, experiment.resume, run.to_json()) for run in runs
   }
   verbose = experiment.verbosity is not None and experiment.verbosity >= 0
   hide = None if verbose else log_filter.TF_LOG_LINE
@@ -309,17 +312,17 @@ def launch(experiment):
       worker_gpus = shares.get(run.name) if visible_gpus else None
       if worker_gpus is not None:
         print(f'GPUs: {gpus.note(visible_gpus, worker_gpus)}', flush=True)
-      earlier = results.config_text(run.run_dir)
-      results.write_config(run.run_dir, run.to_json())
+      earlier = run_files.config_text(run.run_dir)
+      run_files.write_config(run.run_dir, run.to_json())
       error = run_with_restarts(run, experiment, hide, fault and fault(run.run_dir), worker_gpus)
-      if error and results.run_dir_state(run.run_dir) == 'new':
-        results.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
+      if error and run_files.run_dir_state(run.run_dir) == 'new':
+        run_files.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
       elif error and earlier is not None and error.returncode == 2:
-        results.restore_config(run.run_dir, earlier)  # Refused: the run stays as it was.
+        run_files.restore_config(run.run_dir, earlier)  # Refused: the run stays as it was.
     rows.append(
       {'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
       if error
-      else results.read(run.run_dir)
+      else run_records.read(run.run_dir, run.name)
     )
     errors += [error] if error else []
   failed = [row['run'] for row in rows if 'error' in row]
@@ -327,7 +330,7 @@ def launch(experiment):
     print(f'\n{table(rows)}\n', flush=True)
     for line in results.recoveries(rows):
       print(line, flush=True)
-    print('writing the report (tables, plots, the summary from event files)', flush=True)
+    print('writing the report (tables, plots, the summary from each result.json)', flush=True)
     report_error = supervise(
       experiment.idle_timeout, lambda group: start_report(group, experiment, hide)
     )
@@ -343,7 +346,8 @@ def launch(experiment):
 
 
 def table(rows):
-  """A plain-text table, one row per run, of the figures a comparison needs, ending with the
+  """A plain-text table, one row per run (reporting/runs.py's records, or a failed run's
+  name, strategy and error), of the figures a comparison needs, ending with the
   speed-up and scaling efficiency against the one_device baseline, throughput and speed-up
   with what their epochs can resolve (as summary.md has them)."""
   header = (

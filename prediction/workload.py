@@ -16,7 +16,7 @@ one_device run's for every strategy and device count but those measured.
 import strategies
 from prediction import cost_model
 from records import files
-from records import results
+from records import run_files
 from records import storage
 
 
@@ -32,13 +32,12 @@ def finished_runs(experiment_dir):
   """The experiment's runs that wrote a result.json (its dict, with the run's name);
   files.Damaged for one without the fields read of every run (another program's, say)."""
   runs = [
-    {**results.read(storage.join(experiment_dir, name)), 'run': name}
-    for name in (storage.listdir(experiment_dir) if storage.isdir(experiment_dir) else [])
-    if storage.exists(storage.join(experiment_dir, name, 'result.json'))
+    {**run_files.read_result(storage.join(experiment_dir, name)), 'run': name}
+    for name in run_files.runs(experiment_dir)
   ]
   for run in runs:
     if missing := [field for field in READ_OF_EVERY_RUN if field not in run]:
-      path = storage.join(experiment_dir, run['run'], 'result.json')
+      path = run_files.path(storage.join(experiment_dir, run['run']), run_files.RESULT)
       raise files.Damaged(
         f"{path} lacks {', '.join(missing)}, so it is not a run's result; remove "
         f'{storage.join(experiment_dir, run["run"])}, or train that run again into it'

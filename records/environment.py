@@ -95,9 +95,12 @@ def describe(cluster_spec=None) -> dict:
   }
 
 
+FILE = 'environment.json'
+
+
 def write_once(experiment_dir, info) -> bool:
   """Writes <experiment_dir>/environment.json unless it exists; True if written."""
-  path = storage.join(experiment_dir, 'environment.json')
+  path = storage.join(experiment_dir, FILE)
   if storage.exists(path):
     return False
   storage.makedirs(experiment_dir)
@@ -108,7 +111,7 @@ def write_once(experiment_dir, info) -> bool:
 def read(experiment_dir):
   """<experiment_dir>/environment.json, or None if it is not there (files.Damaged if it cannot
   be read, or its fields are not of the kinds this program writes)."""
-  path = storage.join(experiment_dir, 'environment.json')
+  path = storage.join(experiment_dir, FILE)
   if not storage.exists(path):
     return None
   fix = 'remove it: the next run of the experiment writes it again'

@@ -1,15 +1,8 @@
-"""The per-epoch record of a run, its headline figures, and `result.json`."""
+"""The per-epoch record of a run and its headline figures, as result.json holds them (the
+file itself: records/run_files.py)."""
 
-import contextlib
 import dataclasses
-import re
 import statistics
-
-import numpy as np
-
-from records import files
-from records import settings
-from records import storage
 
 
 @dataclasses.dataclass
@@ -56,15 +49,12 @@ def spread(per_epoch, startup=None):
 
 
 def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
-  """Seconds until validation accuracy first reached `target`, or None.
-
-  Compared in float32, the precision TensorBoard stores scalars in, so that a report rebuilt from
-  event files agrees with result.json: 324/360 is 0.9 exactly, its float32 a little less."""
+  """Seconds until validation accuracy first reached `target`, or None."""
   return next(
     (
       seconds
       for accuracy, seconds in zip(validation_accuracy, elapsed_seconds)
-      if np.float32(accuracy) >= np.float32(target)
+      if accuracy >= target
     ),
     None,
   )
@@ -73,11 +63,8 @@ def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
 def to_target(step_evaluations, target):
   """{'steps_to_target', 'seconds_to_target'}: the step (and the training seconds until it) of
   the first of `step_evaluations` ({step, accuracy, loss, elapsed_seconds}, in step order)
-  whose accuracy reached `target` (compared as time_to_accuracy compares), or None."""
-  reached = next(
-    (e for e in step_evaluations if target and np.float32(e['accuracy']) >= np.float32(target)),
-    None,
-  )
+  whose accuracy reached `target`, or None."""
+  reached = next((e for e in step_evaluations if target and e['accuracy'] >= target), None)
   return {
     'steps_to_target': reached and reached['step'],
     'seconds_to_target': reached and reached['elapsed_seconds'],
@@ -106,176 +93,13 @@ def summarize(history, target_accuracy):
   }
 
 
-class RunDirError(ValueError):
-  pass
-
-
 # The parts of a step the breakdown (training/step_timing.py) measures, in milliseconds.
 BREAKDOWN_PARTS = ('input_ms', 'compute_ms', 'communication_ms', 'overhead_ms')
 
-RUN_FILES = ('result.json', 'train', 'validation')
-CHECKPOINT_STATE = 'checkpoints/checkpoint'  # tf.train.CheckpointManager's.
-
-
-def run_dir_state(run_dir):
-  """'new'; 'finished' (a complete result.json); 'checkpointed' (unfinished, resumable);
-  'stale' (an unfinished run that never wrote a checkpoint); 'damaged' (a result.json that
-  cannot be read); or 'foreign' (a result.json that is neither complete nor resumable, e.g.
-  not this program's)."""
-  checkpointed = storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
-  if storage.exists(storage.join(run_dir, 'result.json')):
-    try:
-      status = read(run_dir).get('status')
-    except files.Damaged:
-      return 'damaged'
-    except OSError:
-      status = None
-    if status == 'complete':
-      return 'finished'
-    return 'checkpointed' if status == 'interrupted' and checkpointed else 'foreign'
-  if checkpointed:
-    return 'checkpointed'
-  if any(storage.exists(storage.join(run_dir, name)) for name in RUN_FILES):
-    return 'stale'
-  return 'new'
-
-
-def check_run_dir(run_dir, resume=True, config=None):
-  """A run never writes over another run's files, nor, without `resume`, over an unfinished
-  run's (task logs of its own launcher may be there); given the run's `config` (a RunConfig's
-  `to_json()`), a finished run is kept only if it measured the same (records/settings.py).
-  Returns the run directory's state."""
-  state = run_dir_state(run_dir)
-  if state == 'damaged':
-    read(run_dir)  # Raises files.Damaged: the file, and what to do.
-  if state == 'foreign' or (state != 'new' and not resume):
-    raise RunDirError(
-      f'{run_dir} already holds a run; choose another --experiment or remove it'
-      + ('' if state in ('foreign', 'finished') else ' (or drop --noresume to continue it)')
-    )
-  if state == 'finished' and config is not None:
-    _check_finished(run_dir, config)
-  return state
-
-
-def _check_finished(run_dir, config):
-  """RunDirError if the finished run in `run_dir` was run with other settings than `config`."""
-  try:
-    recorded = files.read_json(storage.join(run_dir, CONFIG))
-  except (OSError, ValueError):
-    recorded = None
-  fix = 'choose another --experiment, or remove that run directory to run it again'
-  if not isinstance(recorded, dict):
-    raise RunDirError(
-      f'{run_dir} holds a finished run whose {CONFIG} is missing or unreadable, '
-      f'so its settings cannot be compared; {fix}'
-    )
-  found = settings.differences(settings.measured(recorded), settings.measured(config))
-  if found:
-    raise RunDirError(
-      f'{run_dir} holds a run finished with other settings: {settings.describe(found)}; {fix}'
-    )
-
-
-CONFIG = 'config.json'
-
-
-def write_config(run_dir, config):
-  """`<run>/config.json`: the run's whole configuration (a RunConfig's `to_json()`), with which
-  every process of the run is started; also the record of exactly what ran."""
-  storage.makedirs(run_dir)
-  return files.write_json(storage.join(run_dir, CONFIG), config)
-
-
-def config_text(run_dir):
-  """The text of the run's config.json as it is, to put back (`restore_config`), or None."""
-  try:
-    return storage.read_text(storage.join(run_dir, CONFIG))
-  except OSError:
-    return None
-
-
-def restore_config(run_dir, text):
-  """Puts back the config.json of a run that a refused command would have changed: it still
-  describes the run's checkpoints and results."""
-  storage.write_text(storage.join(run_dir, CONFIG), text)
-
-
-def remove_config(run_dir):
-  """Removes the config.json of a run that never began (and the restarts it was given), and
-  its directory if that empties it."""
-  for name in (CONFIG, RESTARTS):
-    with contextlib.suppress(FileNotFoundError):
-      storage.remove(storage.join(run_dir, name))
-  storage.remove_empty_dir(run_dir)
-
-
-def write(run_dir, result):
-  return files.write_json(storage.join(run_dir, 'result.json'), result)
-
-
-def read(run_dir):
-  """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read or
-  holds no JSON object)."""
-  fix = (
-    'remove it, and run the command that trained the run again: it resumes from the '
-    'checkpoints there and writes it anew'
-    if storage.exists(storage.join(run_dir, CHECKPOINT_STATE))
-    else f'remove {run_dir} and run the same command to train that run again'
-  )
-  return files.read_object(storage.join(run_dir, 'result.json'), fix)
-
-
-RESTARTS = 'restarts.json'
-
-
-def record_restart(run_dir, restarted, why):
-  """Adds a restart the launcher makes, of the whole run (`restarted` 'run') or of one task
-  ('worker-1'), to `<run>/restarts.json`: why, the step the run had reported, and, for the
-  run, the checkpoint it resumes from (None: from scratch). The run's result.json lists them
-  all (`restart_log`), whether or not a checkpoint was written since."""
-  entry = {'restarted': restarted, 'why': why, 'at_step': read_progress(run_dir)}
-  if restarted == 'run':
-    entry['checkpoint'] = latest_checkpoint(run_dir)
-  files.write_json(storage.join(run_dir, RESTARTS), [*read_restarts(run_dir), entry])
-
-
-def read_restarts(run_dir):
-  """The launcher's restarts of the run (record_restart), oldest first; [] without any."""
-  try:
-    restarts = files.read_json(storage.join(run_dir, RESTARTS))
-  except (OSError, ValueError):  # None yet; a damaged record is not worth failing a run for.
-    return []
-  return restarts if isinstance(restarts, list) else []
-
-
-def latest_checkpoint(run_dir):
-  """The name of the run's newest checkpoint in tf.train.CheckpointManager's index (read
-  without TensorFlow), or None."""
-  try:
-    index = storage.read_text(storage.join(run_dir, CHECKPOINT_STATE))
-  except (OSError, ValueError):
-    return None
-  found = re.search(r'^model_checkpoint_path: "([^"]*)"', index, re.MULTILINE)
-  return found and storage.basename(found.group(1))
-
-
-EXIT = 'exit.json'
-
-
-def write_exit(run_dir, record):
-  """`<run>/exit.json`: the launcher's record of how long the run's processes lived on after
-  writing its result (orchestration/launcher.py's ResultWatch)."""
-  return files.write_json(storage.join(run_dir, EXIT), record)
-
-
-def read_exit(run_dir):
-  return files.read_json(storage.join(run_dir, EXIT))
-
 
 def recoveries(runs):
-  """'run: what recovering from faults cost', for each run (result.json, or the report's run
-  record) that lost a task, was restarted, or was resumed."""
+  """'run: what recovering from faults cost', for each run (its result.json's fields) that
+  lost a task, was restarted, or was resumed."""
   lines = []
   for run in runs:
     done = [
@@ -292,20 +116,3 @@ def recoveries(runs):
     if done:
       lines.append(f'{run["run"]}: {", ".join(done)}')
   return lines
-
-
-PROGRESS = 'progress.json'
-
-
-def write_progress(run_dir, step):
-  """How far an unfinished run got: the work a restart redoes (the steps past the checkpoint it
-  resumes from), and the step a test waits for."""
-  files.write_json(storage.join(run_dir, PROGRESS), {'step': step})
-
-
-def read_progress(run_dir):
-  """The step an unfinished run last reported, or 0."""
-  try:
-    return int(files.read_json(storage.join(run_dir, PROGRESS))['step'])
-  except (OSError, ValueError, KeyError, TypeError):
-    return 0

@@ -21,12 +21,13 @@ LABELS = {
 
 
 def of(run):
-  """{'step_ms', *PARTS, *BEYOND} of a run loaded by reporting/runs.py, or None if not
+  """{'step_ms', *PARTS, *BEYOND} of a run's result.json `breakdown`, or None if not
   measured (BEYOND's None in a run recorded before they were measured)."""
-  values = {name: run.get(f'breakdown/{name}') for name in ('step_ms', *PARTS)}
+  parts = run.get('breakdown') or {}
+  values = {name: parts.get(name) for name in ('step_ms', *PARTS)}
   if None in values.values():
     return None
-  return {**values, **{name: run.get(f'breakdown/{name}') for name in BEYOND}}
+  return {**values, **{name: parts.get(name) for name in BEYOND}}
 
 
 # What the run paid beyond the breakdown's step (records/boundary.py): in its executions, and

@@ -27,7 +27,8 @@ DISPLAYED = 5  # Hyperparameters (and metrics) the dashboard shows before one pi
 
 
 def config(runs):
-  """The experiment summary (a Summary proto) of `runs`, reporting/runs.py's records."""
+  """The experiment summary (a Summary proto) of `runs`, reporting/runs.py's records: their
+  result.json's `hparams` and `hparams_metrics`, what each run wrote to TensorBoard."""
   values: dict[str, set] = {}
   for run in runs:
     for name, value in run['hparams'].items():
@@ -38,7 +39,7 @@ def config(runs):
   hparams = [_info(name, values[name], name in marked) for name in sorted(values)]
   # TensorBoard's own metric order, (tag, group); then the headline first.
   names = sorted(
-    {(tag, group) for run in runs for group, tags in run['metrics'].items() for tag in tags}
+    {(tag, group) for run in runs for group, tags in run['hparams_metrics'].items() for tag in tags}
   )
   names.sort(
     key=lambda name: (

@@ -22,7 +22,7 @@ def build(experiment_dir, target_accuracy):
   table = summary.rows(runs, target_accuracy)
   if not table:
     raise ReportError(
-      f'{experiment_dir} holds no finished run with TensorBoard logs; check '
+      f'{experiment_dir} holds no finished run (a complete result.json); check '
       '--logdir and --experiment'
     )
   histories = {

@@ -115,8 +115,8 @@ def rows(runs, target_accuracy):
 
 def scaling(runs):
   """{run: (its baseline's name, speed-up, scaling efficiency, why that speed-up is none
-  measured or None: reporting/uncertainty.py)} of finished runs (result.json, or the report's
-  run records); (None, None, None, None) for a run without a baseline. Throughput: the
+  measured or None: reporting/uncertainty.py)} of finished runs (reporting/runs.py's
+  records); (None, None, None, None) for a run without a baseline. Throughput: the
   median of each run's epochs after start-up."""
   measured = {run['run']: uncertainty.measure(run) for run in runs}
   found = {}
@@ -133,8 +133,8 @@ def scaling(runs):
 
 
 def critical_batch_note(run):
-  """What the critical batch size's cell cannot say (result.json's reason, rebuilt from the
-  event files): a value larger than the training set, or why there is none; else None."""
+  """What the critical batch size's cell cannot say: a value larger than the training set,
+  or why there is none; else None."""
   value, train = run.get('critical_batch_size'), run.get('train_examples')
   if value is not None:
     return f'larger than the training set, {train:,} examples' if train and value > train else None

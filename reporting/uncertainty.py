@@ -24,7 +24,7 @@ WITHIN_NOISE = 'within noise'
 
 
 def measure(run):
-  """A run's throughput fields (result.json, or the report's run record): examples_per_second
+  """A run's throughput fields (reporting/runs.py's record): examples_per_second
   (the median), its _min and _max, the _epochs and _steps measured, whether start-up was
   _startup_included (every epoch a start-up one: then all of them are measured), and its _note
   (throughput_note)."""

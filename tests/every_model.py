@@ -30,8 +30,8 @@ from training import devices
 
 BATCH, STEPS, EXECUTION = 4, 2, 2  # 2 replicas; two epochs of two steps, in one execution each.
 VALIDATION = 4 * BATCH  # Examples validated: a few steps, not the data set's thousands.
-TINY_IMAGES = definitions.Data(image_shape=(8, 8, 3), num_classes=4)
-SMALL_IMAGES = definitions.Data(image_shape=(32, 32, 3), num_classes=4)
+TINY_IMAGES = definitions.Data(hyperparameters={'image_shape': (8, 8, 3), 'num_classes': 4})
+SMALL_IMAGES = definitions.Data(hyperparameters={'image_shape': (32, 32, 3), 'num_classes': 4})
 # {model: (dataset, its options, the model's sizes)}.
 MODELS = {
   'cnn': ('synthetic', TINY_IMAGES, {}),
@@ -42,15 +42,19 @@ MODELS = {
   'mobilenet_v2': ('synthetic', SMALL_IMAGES, {}),
   'efficientnet_b0': ('synthetic', SMALL_IMAGES, {}),
   'vgg16': ('synthetic', SMALL_IMAGES, {}),
-  'inception_v3': ('synthetic', definitions.Data(image_shape=(75, 75, 3), num_classes=4), {}),
+  'inception_v3': (
+    'synthetic',
+    definitions.Data(hyperparameters={'image_shape': (75, 75, 3), 'num_classes': 4}),
+    {},
+  ),
   'transformer': (
     'synthetic_tokens',
-    definitions.Data(seq_len=16, vocab_size=64, num_classes=4),
+    definitions.Data(hyperparameters={'seq_len': 16, 'vocab_size': 64, 'num_classes': 4}),
     {'vocab_size': 64, 'num_layers': 1, 'd_model': 16, 'num_heads': 2},
   ),
   'wide_deep': (
     'synthetic_clicks',
-    definitions.Data(vocab_sizes=(50, 20)),
+    definitions.Data(hyperparameters={'vocab_sizes': (50, 20)}),
     {'vocab_sizes': (50, 20), 'embedding_dim': 4},
   ),
   # Users' models without an Input, built by their first batch, and one ending in a softmax

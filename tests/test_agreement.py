@@ -233,7 +233,7 @@ def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
 
   import tensorflow as tf
 
-  from records import results
+  from records import run_files
   from training import run_errors
 
   run_dir = str(tmp_path / 'multi_worker_mirrored')
@@ -244,7 +244,7 @@ def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
   lost = run_errors.lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
   assert isinstance(lost, peers.PeerLost) and 'lost at step 22' in str(lost)
   os.makedirs(run_dir)
-  results.write(run_dir, {'status': 'complete'})
+  run_files.write_result(run_dir, {'status': 'complete'})
   finished = run_errors.lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
   assert isinstance(finished, ValueError) and not isinstance(finished, peers.PeerLost)
   assert str(finished) == (
@@ -256,17 +256,17 @@ def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
 def test_a_chief_that_finds_its_run_finished_passes_the_refusal_on(tmp_path):
   """Alone, the run refuses at once; as a cluster's chief, it keeps the refusal to show its
   peers (training/agreement.py), which would otherwise wait for it in their first collective."""
-  from records import results
+  from records import run_files
   from training import task
 
   run_dir = str(tmp_path / 'multi_worker_mirrored')
   os.makedirs(run_dir)
-  results.write(run_dir, {'status': 'complete'})
+  run_files.write_result(run_dir, {'status': 'complete'})
   run = config(run_dir=run_dir)
-  with pytest.raises(results.RunDirError, match='holds a finished run'):
+  with pytest.raises(run_files.RunDirError, match='holds a finished run'):
     task._Task(run, None)
   chief = task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 0}})
-  assert isinstance(chief.refusal, results.RunDirError)
+  assert isinstance(chief.refusal, run_files.RunDirError)
   worker = task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 1}})
   assert worker.refusal is None  # It reads no run directory: its chief decides.
   held = experiment_lock.Held('held')

@@ -44,7 +44,7 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
       ['--strategies=mirrored', '--batch_size=65', '--num_replicas=2'],
       ['run mirrored', '--batch_size=65', 'multiple of 2'],
     ),
-    (['--image_shape=28,28'], ['--image_shape', 'height,width,channels']),
+    (['--dataset=synthetic', '--image_shape=28,28'], ['--image_shape', 'height,width,channels']),
     (['--cross_device_ops=magic'], ['--cross_device_ops', 'nccl']),
     (['--no_such_flag'], ['no_such_flag']),
     (['--experiment=a/b'], ['--experiment=a/b is not a name', '--logdir']),
@@ -233,7 +233,9 @@ def test_a_dataset_too_large_for_memory_is_refused_input():
     data.DatasetError,
     match='dataset synthetic does not fit in memory .* give a smaller --image_shape',
   ):
-    data.load(definitions.Data(dataset='synthetic', image_shape=(20000, 20000, 3)))
+    data.load(
+      definitions.Data(dataset='synthetic', hyperparameters={'image_shape': (20000, 20000, 3)})
+    )
 
 
 def test_malformed_fault_injection(tmp_path):

@@ -187,17 +187,37 @@ def test_transformer_refuses_images():
     models.build('transformer', (8, 8, 1), 10)
 
 
-def test_a_runs_sizes_are_those_its_model_takes():
-  """They distinguish one transformer from another in result.json, HParams and on resume."""
-  from configs import definitions
+def test_a_runs_sizes_are_the_hyperparameters_its_model_declares():
+  """They distinguish one transformer from another in result.json, HParams and on resume;
+  each is a keyword argument of the model's `build`, and a flag."""
+  import ast
+  import os
 
-  assert models.sizes_taken('transformer') == ('vocab_size', 'num_layers', 'd_model', 'num_heads')
-  assert models.sizes_taken('wide_deep') == ('vocab_sizes', 'embedding_dim')
-  assert set(models.SIZES) == {*models.sizes_taken('transformer'), *models.sizes_taken('wide_deep')}
-  assert models.sizes_taken('cnn') == models.sizes_taken('my_model:build') == ()
+  from absl import flags
+
+  from configs import definitions
+  from configs import flags as defined  # noqa: F401  # Defines the flags.
+
+  for name in models.names():
+    declared = models.hyperparameters(name)
+    with open(os.path.join(models.__path__[0], f'{name}.py')) as f:
+      (build,) = [n for n in ast.parse(f.read()).body if getattr(n, 'name', '') == 'build']
+    arguments = build.args.args[: len(build.args.args) - len(build.args.defaults)]
+    assert list(declared) == [arg.arg for arg in arguments[3:]], name  # Required: no defaults.
+    for size, declaration in declared.items():
+      default = flags.FLAGS[size].default
+      value = tuple(map(int, default)) if isinstance(default, list) else default
+      assert value == declaration['default'], size
+  assert list(models.hyperparameters('transformer')) == [
+    'vocab_size',
+    'num_layers',
+    'd_model',
+    'num_heads',
+  ]
+  assert models.hyperparameters('cnn') == models.hyperparameters('my_model:build') == {}
   transformer = definitions.RunConfig(
-    model=definitions.Model('transformer', num_layers=3),
-    data=definitions.Data('synthetic_tokens', vocab_size=50),
+    model=definitions.Model('transformer', hyperparameters={'num_layers': 3, 'vocab_size': 50}),
+    data=definitions.Data('synthetic_tokens', hyperparameters={'vocab_size': 50}),
   )
   assert transformer.model_sizes == {
     'vocab_size': 50,
@@ -205,4 +225,14 @@ def test_a_runs_sizes_are_those_its_model_takes():
     'd_model': 64,
     'num_heads': 4,
   }
-  assert definitions.RunConfig(model=definitions.Model('resnet20', num_layers=3)).model_sizes == {}
+  assert definitions.RunConfig(model=definitions.Model('resnet20')).model_sizes == {}
+
+
+def test_a_hyperparameter_two_modules_declare_is_one_flag_declared_alike():
+  import declarations
+
+  size = lambda default, help_text: {'default': default, 'least': 1, 'help': help_text}
+  merged = declarations.merged({'b': {'n': size(4, 'rows.')}, 'a': {'n': size(4, 'ids.')}})
+  assert merged == {'n': {'default': 4, 'least': 1, 'help': 'a: ids. b: rows.'}}
+  with pytest.raises(ValueError, match='b declares hyperparameter n with another default'):
+    declarations.merged({'a': {'n': size(4, 'ids.')}, 'b': {'n': size(5, 'rows.')}})

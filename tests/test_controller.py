@@ -214,7 +214,7 @@ def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
 
 
 def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkeypatch):
-  from records import results
+  from records import run_files
   from training import actions
 
   monkeypatch.setattr(actions, 'PROGRESS_SECONDS', -1)  # A line after every execution.
@@ -222,7 +222,7 @@ def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkey
 
   class Reader(action_class()):
     def after_execution(self, c, read):
-      steps.append(results.read_progress(str(tmp_path)))
+      steps.append(run_files.read_progress(str(tmp_path)))
       return False
 
   run = controller(
@@ -231,7 +231,7 @@ def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkey
   )
   run.train()
   assert steps == [3, 6, 8, 11, 14, 16]
-  with open(tmp_path / results.PROGRESS) as f:
+  with open(tmp_path / run_files.PROGRESS) as f:
     assert json.load(f) == {'step': 2 * SPE}
   assert len(lines) == 6
   assert lines[0].startswith('[tiny] epoch 1/2: training, step 3, ')

@@ -154,7 +154,10 @@ def test_digits_split_is_deterministic(digits):
 
 
 def _synthetic(seed):
-  return data.load(definitions.Data('synthetic', image_shape=(32, 32, 3), num_classes=7), seed)
+  return data.load(
+    definitions.Data('synthetic', hyperparameters={'image_shape': (32, 32, 3), 'num_classes': 7}),
+    seed,
+  )
 
 
 def test_synthetic_shapes_labels_and_epoch():

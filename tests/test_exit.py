@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from orchestration import launcher
-from records import results
+from records import run_files
 
 # A generous bound: 40 polls of at most processes.POLL_SECONDS (0.25 s) each, about 10 s. The
 # input pipeline's teardown once took minutes (data/pipeline.py).
@@ -24,8 +24,8 @@ DEFAULT_RUNS = (
 def _child(run_dir, lines_after_result):
   """A child that writes a complete result.json, then prints `lines_after_result` lines."""
   code = (
-    'import sys; sys.path.insert(0, sys.argv[1]); from records import results; '
-    f'results.write({str(run_dir)!r}, {{"status": "complete"}}); '
+    'import sys; sys.path.insert(0, sys.argv[1]); from records import run_files; '
+    f'run_files.write_result({str(run_dir)!r}, {{"status": "complete"}}); '
     f'[print(i, flush=True) for i in range({lines_after_result})]'
   )
   return [sys.executable, '-c', code, launcher.RUN_PY.rsplit('/', 1)[0]]
@@ -43,7 +43,7 @@ def test_the_record_counts_the_polls_after_the_result(tmp_path, lines_after_resu
 
   assert launcher.supervise(30, start, tick=watch.tick) is None
   watch.record()
-  record = results.read_exit(str(run_dir))
+  record = run_files.read_exit(str(run_dir))
   # Each line is one more poll: the record counts what the launcher waited for, in events.
   assert lines_after_result <= record['polls_after_result']
   assert record['polls_after_result'] <= lines_after_result + MAX_POLLS_AFTER_RESULT
@@ -59,7 +59,7 @@ def test_no_record_without_a_result(tmp_path):
 
   assert launcher.supervise(30, start, tick=watch.tick) is None
   watch.record()
-  assert not (tmp_path / results.EXIT).exists()
+  assert not (tmp_path / run_files.EXIT).exists()
 
 
 @pytest.mark.slow
@@ -68,5 +68,5 @@ def test_every_finished_run_of_the_default_comparison_exits_soon(default_experim
   """Every process of each default run (a cluster's chief and workers too) exited within the
   bound after its result.json; before data/pipeline.py turned tf.data's autotuning off, mirrored
   lived on 15 s to minutes."""
-  record = results.read_exit(str(default_experiment.experiment / run))
+  record = run_files.read_exit(str(default_experiment.experiment / run))
   assert record['polls_after_result'] <= MAX_POLLS_AFTER_RESULT, record

@@ -19,6 +19,7 @@ from orchestration import startup_watchdog
 from prediction import workload
 from records import files
 from records import results
+from records import run_files
 from records import storage
 from tests.conftest import ROOT
 
@@ -319,7 +320,7 @@ def test_a_result_that_is_not_a_results_object_is_named_with_the_fix(tmp_path, m
   make(os.path.join(run_dir, 'result.json'))
   for read in (
     lambda: workload.finished_runs(str(tmp_path / 'e')),
-    lambda: results.check_run_dir(run_dir),
+    lambda: run_files.check_run_dir(run_dir),
   ):
     with pytest.raises(files.Damaged) as raised:
       read()
@@ -426,85 +427,87 @@ def test_a_run_directory_with_a_truncated_result_is_named_with_the_fix(tmp_path)
   run_dir = str(tmp_path / 'one_device')
   truncated_result(run_dir)
   with pytest.raises(files.Damaged) as raised:
-    results.check_run_dir(run_dir)
+    run_files.check_run_dir(run_dir)
   assert str(raised.value).endswith(
     f'; remove {run_dir} and run the same command to train that run again'
   )
   os.makedirs(os.path.join(run_dir, 'checkpoints'))
-  with open(os.path.join(run_dir, results.CHECKPOINT_STATE), 'w') as f:
+  with open(run_files.checkpoint_index(run_dir), 'w') as f:
     f.write('model_checkpoint_path: "ckpt-22"\n')
   with pytest.raises(files.Damaged) as raised:
-    results.check_run_dir(run_dir)
+    run_files.check_run_dir(run_dir)
   assert str(raised.value).endswith(
     '; remove it, and run the command that trained the run again: it resumes from the '
     'checkpoints there and writes it anew'
   )
 
 
-def write_run(run_dir, epochs=3, name='one_device'):
-  """The event files a finished run writes (training/event_files.py), and its result.json."""
-  from training import event_files
-
-  writers = event_files.Writers(run_dir)
-  writers.hparams(
+def write_run(run_dir, epochs=3, name='one_device', **fields):
+  """The result.json of a finished run, as training/task.py writes it (what the report reads)."""
+  settings = {
+    'strategy': name,
+    'model': 'cnn',
+    'dataset': 'digits',
+    'num_workers': 1,
+    'num_replicas_in_sync': 1,
+    'global_batch_size': 64,
+    'epochs': epochs,
+    'steps_per_epoch': 10,
+  }
+  storage.makedirs(run_dir)
+  run_files.write_result(
+    run_dir,
     {
-      'strategy': name,
-      'model': 'cnn',
-      'dataset': 'digits',
-      'num_workers': 1,
-      'num_replicas_in_sync': 1,
-      'global_batch_size': 64,
-      'epochs': epochs,
-      'steps_per_epoch': 10,
+      'status': 'complete',
+      'run': name,
+      'started': 1.0,
+      **settings,
+      'hparams': settings,
+      'hparams_metrics': {'': ['wall_time_seconds'], 'train': [], 'validation': []},
+      'epoch_examples_per_second': [1000.0 + epoch for epoch in range(epochs)],
+      'epoch_elapsed_seconds': [epoch + 1.0 for epoch in range(epochs)],
+      'epoch_startup': [0] * epochs,
+      'validation_accuracy': [0.5 + epoch / 10 for epoch in range(epochs)],
+      'gradient_noise_scale': None,
+      'critical_batch_size': {'value': None, 'reason': 'not measured'},
+      'wall_time_seconds': 9.0,
+      **fields,
     },
-    trial_id=name,
   )
-  for epoch in range(epochs):
-    writers.epoch(
-      epoch,
-      {'examples_per_second': 1000.0 + epoch, 'elapsed_seconds': epoch + 1.0, 'startup': 0},
-      {'accuracy': 0.5 + epoch / 10},
-    )
-  writers.final(epochs - 1, {'wall_time_seconds': 9.0, 'examples_per_second': 1001.0})
-  writers.close()
-  results.write(run_dir, {'status': 'complete'})
 
 
-def test_a_run_with_damaged_event_files_is_left_out_of_the_report_saying_so(tmp_path):
-  """Half of a finished run's train/ event file cut off: the report leaves the run out in one
-  line naming it and the fix, and reports the others (issue 34, case 7: a TypeError from
+def test_a_run_whose_result_the_report_cannot_read_is_left_out_saying_so(tmp_path):
+  """Runs whose result.json is cut off, lacks what the report reads (an older version's, with
+  no hparams), or holds series of fewer epochs than it ran: the report leaves each out in one
+  line naming the file and the fix, and reports the others (issue 34, case 7: a TypeError from
   reporting/summary.py, for every later run and --report_only)."""
   from reporting import runs as run_records
   from reporting import summary
 
   experiment = tmp_path / 'e'
   write_run(str(experiment / 'one_device'))
-  write_run(str(experiment / 'mirrored'), name='mirrored')
-  (event_file,) = (experiment / 'mirrored' / 'train').iterdir()
-  data = event_file.read_bytes()
-  event_file.write_bytes(data[: len(data) // 2])
+  truncated_result(str(experiment / 'cut'))
+  write_run(str(experiment / 'older'), name='mirrored', hparams=None)
+  result = json.loads((experiment / 'older' / 'result.json').read_text())
+  del result['hparams'], result['started']
+  (experiment / 'older' / 'result.json').write_text(json.dumps(result))
+  write_run(str(experiment / 'short'), name='mirrored', validation_accuracy=[0.5])
   said = []
   runs = run_records.load(str(experiment), say=said.append)
   assert [run['run'] for run in runs] == ['one_device']
-  assert said == [
-    f'{experiment}/mirrored: its TensorBoard event files are damaged (train/ throughput of 1 of '
-    '3 epochs, train/ elapsed seconds of 1 of 3 epochs); left out of the report: remove that '
-    'run directory and run the same command to train it again'
+  fix = lambda name: (
+    f'left out of the report: remove {experiment}/{name} and run the same command to train '
+    'that run again'
+  )
+  assert sorted(said) == [
+    f'{experiment}/cut/result.json is damaged and cannot be read (Unterminated string starting '
+    f'at: line 1 column 31 (char 30)); {fix("cut")}',
+    f'{experiment}/older/result.json lacks started, hparams, which the report reads; '
+    f'{fix("older")}',
+    f'{experiment}/short/result.json is damaged (validation accuracy of 1 of 3 epochs); '
+    f'{fix("short")}',
   ]
   assert [row['run'] for row in summary.rows(runs, 0.9)] == ['one_device']
-
-
-def test_a_finished_run_whose_final_metrics_are_lost_is_not_called_unfinished(tmp_path):
-  from reporting import runs as run_records
-
-  run_dir = tmp_path / 'e' / 'one_device'
-  write_run(str(run_dir))
-  (event_file,) = [p for p in run_dir.iterdir() if p.name.startswith('events.out')]
-  data = event_file.read_bytes()
-  event_file.write_bytes(data[: len(data) * 2 // 3])
-  said = []
-  assert run_records.load(str(tmp_path / 'e'), say=said.append) == []
-  assert len(said) == 1 and 'though its result.json is complete' in said[0]
 
 
 # --- a fault survived but not recorded ----------------------------------------------------------
@@ -512,18 +515,18 @@ def test_a_finished_run_whose_final_metrics_are_lost_is_not_called_unfinished(tm
 
 def test_every_restart_is_recorded_with_why_and_from_where(tmp_path):
   run_dir = str(tmp_path)
-  assert results.read_restarts(run_dir) == [] and results.latest_checkpoint(run_dir) is None
-  results.write_progress(run_dir, 7)
-  results.record_restart(run_dir, 'run', 'one_device failed: killed by SIGKILL')
+  assert run_files.read_restarts(run_dir) == [] and run_files.latest_checkpoint(run_dir) is None
+  run_files.write_progress(run_dir, 7)
+  run_files.record_restart(run_dir, 'run', 'one_device failed: killed by SIGKILL')
   os.makedirs(tmp_path / 'checkpoints')
   (tmp_path / 'checkpoints' / 'checkpoint').write_text(
     f'model_checkpoint_path: "{tmp_path}/checkpoints/ckpt-22"\n'
     f'all_model_checkpoint_paths: "{tmp_path}/checkpoints/ckpt-22"\n'
   )
-  results.write_progress(run_dir, 30)
-  results.record_restart(run_dir, 'worker-1', 'worker-1 failed: killed by SIGKILL')
-  results.record_restart(run_dir, 'run', 'chief-0 failed: ps 0 lost at step 30')
-  assert results.read_restarts(run_dir) == [
+  run_files.write_progress(run_dir, 30)
+  run_files.record_restart(run_dir, 'worker-1', 'worker-1 failed: killed by SIGKILL')
+  run_files.record_restart(run_dir, 'run', 'chief-0 failed: ps 0 lost at step 30')
+  assert run_files.read_restarts(run_dir) == [
     {
       'restarted': 'run',
       'why': 'one_device failed: killed by SIGKILL',
@@ -555,7 +558,7 @@ def test_a_start_over_without_a_checkpoint_is_recorded(tmp_path, monkeypatch, ho
   monkeypatch.delenv(processes.RESTART_ENV, raising=False)
   if how == 'restarted':
     monkeypatch.setenv(processes.RESTART_ENV, '1')
-  results.write_progress(str(tmp_path), 12)
+  run_files.write_progress(str(tmp_path), 12)
   state = checkpoints.start_or_resume(
     str(tmp_path), True, Trainer(), None, {}, started_before=how == 'rerun'
   )
@@ -611,9 +614,9 @@ def test_a_refused_resume_leaves_the_runs_config_as_it_was(tmp_path, monkeypatch
   run_dir = tmp_path / 'e' / 'one_device'
   (run_dir / 'checkpoints').mkdir(parents=True)
   (run_dir / 'checkpoints' / 'checkpoint').write_text('model_checkpoint_path: "ckpt-3"\n')
-  results.write(str(run_dir), {'status': 'interrupted'})
+  run_files.write_result(str(run_dir), {'status': 'interrupted'})
   earlier = definitions.RunConfig(name='one_device', run_dir=str(run_dir), epochs=2)
-  results.write_config(str(run_dir), earlier.to_json())
+  run_files.write_config(str(run_dir), earlier.to_json())
   before = (run_dir / 'config.json').read_text()
   refused = processes.TaskError('one_device failed: other settings', returncode=2)
   monkeypatch.setattr(launcher, 'run_with_restarts', lambda *args, **kwargs: refused)

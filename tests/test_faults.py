@@ -8,6 +8,7 @@ import time
 import pytest
 
 from orchestration import faults
+from records import run_files
 
 
 class Group:
@@ -33,7 +34,7 @@ def hold_in_thread(run_dir, step):
 
 
 def request(run_dir):
-  path = run_dir / faults.REQUEST
+  path = run_dir / run_files.FAULT
   return json.loads(path.read_text()) if path.exists() else None
 
 

@@ -48,7 +48,7 @@ def test_the_printed_table_ends_with_speedup_and_efficiency_against_one_device()
 
 
 def record(strategy, replicas, workers, **more):
-  """A run as reporting/runs.py reads it back from its event files."""
+  """A run as reporting/runs.py reads it from its result.json (the HParams it wrote)."""
   hparams = {
     'strategy': strategy,
     'model': 'cnn',
@@ -66,7 +66,7 @@ def record(strategy, replicas, workers, **more):
   }
   return {
     'hparams': hparams,
-    'metrics': {
+    'hparams_metrics': {
       '': [
         'breakdown/compute_ms',
         'breakdown/input_ms',

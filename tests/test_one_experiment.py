@@ -13,7 +13,7 @@ import pytest
 from configs import definitions
 from orchestration import experiment_lock
 from records import files
-from records import results
+from records import run_files
 from records import storage
 from tests.conftest import RUN_PY
 from tests.conftest import kill_all
@@ -25,14 +25,14 @@ from tests.test_bad_input import assert_one_line_error
 
 def finished_run(run_dir, config):
   """A run directory as a complete run leaves it: its config.json and a complete result."""
-  results.write_config(str(run_dir), config.to_json())
-  results.write(str(run_dir), {'status': 'complete'})
+  run_files.write_config(str(run_dir), config.to_json())
+  run_files.write_result(str(run_dir), {'status': 'complete'})
 
 
 RUN = definitions.RunConfig(
   name='one_device',
   epochs=2,
-  data=definitions.Data(image_shape=(8, 8, 1)),
+  data=definitions.Data(hyperparameters={'image_shape': (8, 8, 1)}),
   distribution=definitions.Distribution(options={'num_packs': 1}),
 )
 
@@ -44,7 +44,7 @@ RUN = definitions.RunConfig(
     (dict(batch_size=32, seed=1), 'batch_size=64 (now 32), seed=0 (now 1)'),
     (dict(model=definitions.Model('mymod:build')), "model='cnn' (now 'mymod:build')"),
     (
-      dict(data=definitions.Data(image_shape=(16, 16, 1))),
+      dict(data=definitions.Data(hyperparameters={'image_shape': (16, 16, 1)})),
       'image_shape=[8, 8, 1] (now [16, 16, 1])',
     ),
     (dict(distribution=definitions.Distribution(options={'num_packs': 2})), 'num_packs=1 (now 2)'),
@@ -54,8 +54,8 @@ def test_a_finished_run_of_other_settings_is_refused_naming_them(tmp_path, chang
   import dataclasses
 
   finished_run(tmp_path, RUN)
-  with pytest.raises(results.RunDirError) as raised:
-    results.check_run_dir(str(tmp_path), config=dataclasses.replace(RUN, **changed).to_json())
+  with pytest.raises(run_files.RunDirError) as raised:
+    run_files.check_run_dir(str(tmp_path), config=dataclasses.replace(RUN, **changed).to_json())
   assert str(raised.value) == (
     f'{tmp_path} holds a run finished with other settings: {said}; '
     'choose another --experiment, or remove that run directory to '
@@ -74,14 +74,14 @@ def test_a_finished_run_of_the_same_settings_is_kept(tmp_path):
     checkpoints=definitions.Checkpointing(checkpoint_every_epochs=2),
     flags={'verbosity': 0},
   )
-  assert results.check_run_dir(str(tmp_path), config=same.to_json()) == 'finished'
+  assert run_files.check_run_dir(str(tmp_path), config=same.to_json()) == 'finished'
 
 
 def test_a_finished_run_without_its_config_is_refused(tmp_path):
   finished_run(tmp_path, RUN)
-  os.remove(tmp_path / results.CONFIG)
-  with pytest.raises(results.RunDirError, match='whose config.json is missing or unreadable'):
-    results.check_run_dir(str(tmp_path), config=RUN.to_json())
+  os.remove(tmp_path / run_files.CONFIG)
+  with pytest.raises(run_files.RunDirError, match='whose config.json is missing or unreadable'):
+    run_files.check_run_dir(str(tmp_path), config=RUN.to_json())
 
 
 @pytest.mark.parametrize('url', [False, True])

@@ -115,7 +115,7 @@ def test_report_only_prints_its_one_line_without_tensorflows_noise(tmp_path):
   )
   assert proc.returncode == 2
   assert proc.stderr.splitlines() == [
-    'run.py: runs/empty holds no finished run with TensorBoard logs; check --logdir and '
+    'run.py: runs/empty holds no finished run (a complete result.json); check --logdir and '
     '--experiment'
   ]
 

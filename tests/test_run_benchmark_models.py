@@ -62,11 +62,12 @@ def test_a_benchmark_model_trains_end_to_end(tmp_path, model, dataset, flags, st
   with open(os.path.join(tmp_path, 'e', 'one_device', 'config.json')) as f:
     config = json.load(f)
   if model == 'resnet50':  # No --num_classes: ImageNet's, as tf_cnn_benchmarks.
-    assert config['data']['image_shape'] == [32, 32, 3]
-    assert config['data']['num_classes'] == 1000
+    assert config['data']['hyperparameters']['image_shape'] == [32, 32, 3]
+    assert config['data']['hyperparameters']['num_classes'] == 1000
     assert result['input_shape'] == '32x32x3' and 'd_model' not in result
   else:
-    assert (config['data']['seq_len'], config['data']['vocab_size']) == (16, 64)
+    data = config['data']['hyperparameters']
+    assert (data['seq_len'], data['vocab_size']) == (16, 64)
     # The sizes that make this transformer, recorded beside the figures they explain.
     assert (result['vocab_size'], result['num_layers'], result['d_model']) == (64, 2, 64)
     assert result['input_shape'] == '16' and result['num_classes'] == 4

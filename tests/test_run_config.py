@@ -48,10 +48,10 @@ def scaled(**schedule):
     (replace(model={'bn_momentum': 1.0}), '--bn_momentum=1.0: give a value in [0, 1)'),
     (replace(target_accuracy=1.5), '--target_accuracy=1.5: give a value in (0, 1]'),
     (
-      replace(data={'image_shape': (8, 8)}),
+      replace(data={'hyperparameters': {'image_shape': (8, 8)}}),
       '--image_shape: give three positive integers: height,width,channels, not 8,8',
     ),
-    (replace(data={'image_shape': (8, 0, 1)}), 'not 8,0,1'),
+    (replace(data={'hyperparameters': {'image_shape': (8, 0, 1)}}), 'not 8,0,1'),
     (replace(performance={'profile_steps': (3,)}), '--profile_steps: give first,last'),
     (
       replace(performance={'profile_steps': (3, 2)}),
@@ -138,7 +138,7 @@ def test_json_round_trip_gives_the_same_config_with_its_tuples():
     steps_per_epoch=7,
     seed=4,
     target_accuracy=0.8,
-    data=Data('synthetic', '/data', False, (8, 8, 1), 3),
+    data=Data('synthetic', '/data', False, {'image_shape': (8, 8, 1), 'num_classes': 3}),
     model=Model('mlp', True, 16, 0.9),
     optimizer=Optimizer('lamb', 0.01, 0.8, 0.85, 0.99, 1e-6, 0.01, 0.002),
     schedule=Schedule('sqrt', 32, 1.5, 'cosine'),
@@ -151,7 +151,8 @@ def test_json_round_trip_gives_the_same_config_with_its_tuples():
   back = RunConfig.from_json(saved)
   assert back == config
   assert isinstance(back.data, Data) and isinstance(back.distribution, Distribution)
-  assert back.data.image_shape == (8, 8, 1) and isinstance(back.data.image_shape, tuple)
+  assert back.data.hyperparameters['image_shape'] == (8, 8, 1)
+  assert isinstance(back.data.hyperparameters['image_shape'], tuple)
   assert back.performance.profile_steps == (2, 5)
   assert isinstance(back.performance.profile_steps, tuple)
   assert back.performance.intra_op_threads == 0 and back.performance.inter_op_threads is None
@@ -215,7 +216,7 @@ def test_flags_map_onto_the_run_config(experiment, tmp_path):
     3,
     7,
   )
-  assert run.data == Data('synthetic', '', True, (8, 8, 3), 4)
+  assert run.data == Data('synthetic', '', True, {'image_shape': (8, 8, 3), 'num_classes': 4})
   assert (run.optimizer.optimizer, run.optimizer.momentum) == ('lamb', 0.5)
   assert run.schedule == Schedule('sqrt', 32, 1.0, 'step')
   assert run.performance.profile_steps == (2, 4)
@@ -442,7 +443,11 @@ def test_a_model_brings_its_own_defaults_for_the_flags_not_given(experiment):
     '--learning_rate=0.1',
     '--vocab_sizes=7,8',
   ).runs
-  assert (run.batch_size, run.optimizer.learning_rate, run.data.vocab_sizes) == (128, 0.1, (7, 8))
+  assert (run.batch_size, run.optimizer.learning_rate, run.data.hyperparameters['vocab_sizes']) == (
+    128,
+    0.1,
+    (7, 8),
+  )
   (run,) = experiment('--model=transformer', '--strategies=one_device').runs
   assert (run.data.dataset, run.batch_size) == ('synthetic_tokens', 64)
   (run,) = experiment('--strategies=one_device').runs

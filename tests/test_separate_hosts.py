@@ -11,7 +11,7 @@ import time
 import pytest
 
 from orchestration import faults
-from records import results
+from records import run_files
 from tests import netns
 from tests.conftest import read_result
 from tests.hosts import PORT
@@ -42,7 +42,7 @@ def wait_until(cluster, name, condition, what, timeout):
 def wait_for_progress(cluster, chief, run_dir, step, timeout):
   """Waits until the chief's `<run>/progress.json` reports at least `step` steps."""
   wait_until(
-    cluster, chief, lambda: results.read_progress(run_dir) >= step, f'step {step}', timeout
+    cluster, chief, lambda: run_files.read_progress(run_dir) >= step, f'step {step}', timeout
   )
 
 

@@ -67,7 +67,6 @@ def test_checkpoints_and_event_files_reach_the_store_and_come_back(store):
   """What a resume and a report read: the checkpoints, downloaded; the event files."""
   import tensorflow as tf
 
-  from reporting import runs
   from training import checkpoints
   from training import event_files
 
@@ -97,7 +96,10 @@ def test_checkpoints_and_event_files_reach_the_store_and_come_back(store):
   writers.epoch(0, {'loss': 0.5}, {'accuracy': 0.25})
   assert any(n.startswith('events.out.tfevents.') for n in storage.files_in(f'{store}/train'))
   writers.close()
-  assert runs._scalars(runs._accumulator(f'{store}/validation')) == {'epoch_accuracy': [0.25]}
+  from tests.conftest import read_scalars
+
+  with staging.Staged(f'{store}/validation', download=True) as staged:
+    assert read_scalars(staged.local()) == {'epoch_accuracy': [(0, 0.25)]}
 
 
 @pytest.mark.parametrize(

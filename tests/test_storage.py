@@ -10,7 +10,7 @@ import pytest
 from orchestration import launcher
 from orchestration import logdir
 from records import files
-from records import results
+from records import run_files
 from records import storage
 from tests.conftest import ROOT
 
@@ -79,14 +79,14 @@ def test_write_bytes_from_and_upload(base, tmp_path):
 
 def test_run_records_on_every_kind(base):
   run_dir = storage.join(base, 'exp', 'run')
-  assert results.check_run_dir(run_dir) == 'new'
-  results.write_config(run_dir, {'name': 'run'})
-  results.write_progress(run_dir, 7)
-  assert results.read_progress(run_dir) == 7
-  results.write(run_dir, {'status': 'complete'})
-  assert results.run_dir_state(run_dir) == 'finished'
-  results.remove_config(run_dir)
-  assert not storage.exists(storage.join(run_dir, results.CONFIG))
+  assert run_files.check_run_dir(run_dir) == 'new'
+  run_files.write_config(run_dir, {'name': 'run'})
+  run_files.write_progress(run_dir, 7)
+  assert run_files.read_progress(run_dir) == 7
+  run_files.write_result(run_dir, {'status': 'complete'})
+  assert run_files.run_dir_state(run_dir) == 'finished'
+  run_files.remove_config(run_dir)
+  assert not storage.exists(storage.join(run_dir, run_files.CONFIG))
 
 
 def test_the_logdir_check_per_scheme(base, tmp_path):
@@ -133,7 +133,7 @@ LOCAL_FILE_CALLS = {
   'orchestration/startup_watchdog.py': 1,  # The repository, for the watchdog's PYTHONPATH.
   'orchestration/log_filter.py': 1,  # Likewise, as the log filter.
   'orchestration/commands.py': 4,  # The interpreter, run.py, TensorBoard: programs, not logs.
-  'orchestration/launcher.py': 6,  # run.py; task logs in a local or temporary directory.
+  'orchestration/launcher.py': 5,  # run.py; task logs in a local or temporary directory.
   'orchestration/experiment_lock.py': 4,  # flock: a local --logdir after local_path.
   'configs/from_flags.py': 2,  # `~` of a local --logdir (not a URL) and --data_dir.
   'orchestration/logdir.py': 7,  # --data_dir; a local --logdir after local_path.
@@ -175,8 +175,8 @@ def test_paths_may_be_path_objects(tmp_path):
   assert storage.listdir(run_dir) == ['a.json']
   assert storage.local_path(run_dir) == str(run_dir)
   assert storage.basename(run_dir) == 'run' and storage.dirname(run_dir) == str(tmp_path)
-  results.write_progress(str(run_dir), 7)
-  assert results.read_progress(run_dir) == 7  # Not 0: a Path once read as "no progress".
+  run_files.write_progress(str(run_dir), 7)
+  assert run_files.read_progress(run_dir) == 7  # Not 0: a Path once read as "no progress".
 
 
 @pytest.mark.parametrize('umask', [0o022, 0o002, 0o077])

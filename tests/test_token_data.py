@@ -14,7 +14,8 @@ from tests import tiny_training
 def _tokens(seed=0, **options):
   return data.load(
     definitions.Data(
-      'synthetic_tokens', **{'seq_len': 32, 'vocab_size': 100, 'num_classes': 4, **options}
+      'synthetic_tokens',
+      hyperparameters={'seq_len': 32, 'vocab_size': 100, 'num_classes': 4, **options},
     ),
     seed,
   )
@@ -120,7 +121,12 @@ def no_download(monkeypatch):
 def test_imdb_reads_ids_as_keras_does_padded_and_cut_at_the_front(tmp_path, no_download):
   _write_imdb(tmp_path)
   arrays = data.load(
-    definitions.Data('imdb', data_dir=str(tmp_path), download=False, seq_len=5, vocab_size=50)
+    definitions.Data(
+      'imdb',
+      data_dir=str(tmp_path),
+      download=False,
+      hyperparameters={'seq_len': 5, 'vocab_size': 50},
+    )
   )
   # 1 starts a review, ranks count from 3, ids of 50 and more become 2 (out of vocabulary).
   assert arrays.x_train.tolist() == [
@@ -144,7 +150,11 @@ def test_imdb_download_branch_asks_keras_for_the_vocabulary(tmp_path, monkeypatc
     return (_reviews([1, 7, 9], [1, 2]), np.array([0, 1])), (_reviews([1, 4]), np.array([1]))
 
   monkeypatch.setattr(keras.datasets.imdb, 'load_data', load_data)
-  arrays = data.load(definitions.Data('imdb', data_dir=str(tmp_path), seq_len=3, vocab_size=10))
+  arrays = data.load(
+    definitions.Data(
+      'imdb', data_dir=str(tmp_path), hyperparameters={'seq_len': 3, 'vocab_size': 10}
+    )
+  )
   assert asked == {'num_words': 10}
   assert arrays.x_train.tolist() == [[1, 7, 9], [0, 1, 2]]
   assert arrays.x_validation.tolist() == [[0, 1, 4]]

@@ -17,7 +17,7 @@ from configs import definitions
 from tests.conftest import read_result
 from tests.conftest import run_py
 
-SMALL = definitions.Data('synthetic_clicks', vocab_sizes=(200, 50))
+SMALL = definitions.Data('synthetic_clicks', hyperparameters={'vocab_sizes': (200, 50)})
 
 
 def test_click_data_is_deterministic_ids_then_dense_features():
@@ -48,7 +48,9 @@ def test_click_labels_hold_a_signal_a_linear_model_learns():
 
 def test_click_data_refuses_tables_float32_cannot_index():
   with pytest.raises(data.DatasetError, match=r'--vocab_sizes=10,16777217 must be 1 to 16777216'):
-    data.load(definitions.Data('synthetic_clicks', vocab_sizes=(10, 2**24 + 1)))
+    data.load(
+      definitions.Data('synthetic_clicks', hyperparameters={'vocab_sizes': (10, 2**24 + 1)})
+    )
 
 
 def test_lookups_give_sparse_gradients_of_one_row_per_example():

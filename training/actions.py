@@ -4,7 +4,7 @@ summaries, checkpoints and the profiler (see training/controller.py for when eac
 import time
 
 from orchestration import faults
-from records import results
+from records import run_files
 from training import controller as controller_lib
 from training import loop
 from training import outcome
@@ -41,7 +41,7 @@ class Progress(controller_lib.Action):
 
   def after_execution(self, controller, read):
     if self.run_dir:
-      results.write_progress(self.run_dir, controller.state.step)
+      run_files.write_progress(self.run_dir, controller.state.step)
       faults.hold(self.run_dir, controller.state.step)
     if time.perf_counter() - self._last_report > PROGRESS_SECONDS:
       self.say(

@@ -27,7 +27,7 @@ import tensorflow as tf
 import data
 from configs import cluster_spec
 from orchestration import peers
-from records import results
+from records import run_files
 from records import settings as run_settings
 from records import storage
 from training import private_apis
@@ -99,7 +99,7 @@ def finished_chief(config, spec, me, step):
   lost; else the line that says the chief finished the run (its result.json says so) while
   this task had steps left: the tasks trained different runs, which a restart would repeat."""
   chief = cluster_spec.chief(spec)
-  if me == chief or results.run_dir_state(config.run_dir) != 'finished':
+  if me == chief or run_files.run_dir_state(config.run_dir) != 'finished':
     return ''
   return (
     f'[{config.name}] {task_name(*chief)} finished the run while {task_name(*me)} was at step '

@@ -25,13 +25,13 @@ import tensorflow as tf
 from orchestration import processes
 from records import results
 from records import resume
+from records import run_files
 from records import settings as run_settings
 from records import staging
 from records import storage
 from training import execution
 from training import loop
 
-DIRECTORY = 'checkpoints'
 KEEP = 3
 _STATE_KEY = 'run_state/.ATTRIBUTES/VARIABLE_VALUE'
 
@@ -47,13 +47,13 @@ class CheckpointError(ValueError):
 
 
 def directory(run_dir):
-  return storage.join(run_dir, DIRECTORY)
+  return run_files.checkpoints(run_dir)
 
 
 def latest(run_dir):
   """The prefix of the newest checkpoint of the run in its index, wherever the run directory
   is, or None."""
-  name = results.latest_checkpoint(run_dir)
+  name = run_files.latest_checkpoint(run_dir)
   return name and storage.join(directory(run_dir), name)
 
 
@@ -87,7 +87,7 @@ def kept(run_dir, say=print, local=_as_given):
   )
   if steps:
     say(
-      f'checkpoint index {storage.join(where, "checkpoint")} is missing or cannot be read; '
+      f'checkpoint index {run_files.checkpoint_index(run_dir)} is missing or cannot be read; '
       f'resuming from the {len(steps)} checkpoint(s) in {where}'
     )
   return [storage.join(where, f'ckpt-{step}') for step in steps]
@@ -183,7 +183,7 @@ def start_or_resume(
     {
       'checkpoint': path and storage.basename(path),
       'step': state.step,
-      'redone_steps': max(0, results.read_progress(run_dir) - state.step),
+      'redone_steps': max(0, run_files.read_progress(run_dir) - state.step),
       'cause': 'restart' if os.environ.get(processes.RESTART_ENV) else 'resume',
       **({'skipped': skipped} if skipped else {}),
     }

@@ -1,13 +1,14 @@
 """TensorBoard output in the Keras callback's layout: `<run>/train` and `<run>/validation`.
 
 The run directory itself holds the run's hyperparameters and headline metrics for the
-HParams dashboard, so `--report_only` can rebuild a report from the event files alone. On an
-object store they are written locally and uploaded at each flush (records/staging.py).
+HParams dashboard. Written for TensorBoard only: the report reads result.json, never these. On
+an object store they are written locally and uploaded at each flush (records/staging.py).
 """
 
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
+from records import run_files
 from records import staging
 from records import storage
 
@@ -15,8 +16,8 @@ from records import storage
 def clear(run_dir):
   """Removes a run's event files (not its profiles): a resumed run writes them anew from its
   checkpoint, so TensorBoard shows each epoch once, never a step the checkpoint lacks."""
-  for sub in ('', 'train', 'validation'):
-    directory = storage.join(run_dir, sub)
+  for sub in run_files.EVENT_DIRECTORIES:
+    directory = run_files.events(run_dir, sub)
     if storage.isdir(directory):
       for name in storage.listdir(directory):
         if name.startswith('events.out.tfevents.'):
@@ -34,13 +35,19 @@ class Writers:
     self.run_dir = run_dir
     self._staged = staging.Staged(run_dir) if run_dir else None
     make = (
-      (lambda sub: tf.summary.create_file_writer(self._staged.local(storage.join(run_dir, sub))))
+      (
+        lambda sub: tf.summary.create_file_writer(
+          self._staged.local(run_files.events(run_dir, sub))
+        )
+      )
       if run_dir
       else (lambda sub: tf.summary.create_noop_writer())
     )
-    self._train = make('train')
-    self._validation = make('validation')
+    self._train = make(run_files.TRAIN)
+    self._validation = make(run_files.VALIDATION)
     self._run = make('')
+    self._hparams: dict = {}
+    self._scalars = {directory: set() for directory in run_files.EVENT_DIRECTORIES}
 
   def _flush(self, writer):
     """Writes out what `writer` holds, and (on an object store) uploads it."""
@@ -49,6 +56,7 @@ class Writers:
       self._staged.push()
 
   def hparams(self, values, trial_id):
+    self._hparams = values
     with self._run.as_default(step=0):
       hp.hparams(values, trial_id=trial_id)
     self._flush(self._run)
@@ -59,15 +67,18 @@ class Writers:
     with self._run.as_default(step=step):
       for name, value in metrics.items():
         if value is not None:
-          tf.summary.scalar(name, value)
+          self._scalar('', name, value)
     self._flush(self._run)
 
   def epoch(self, index, train_scalars, validation_scalars):
     """The scalars of the epoch of 0-based `index`."""
-    for writer, scalars in ((self._train, train_scalars), (self._validation, validation_scalars)):
+    for writer, directory, scalars in (
+      (self._train, run_files.TRAIN, train_scalars),
+      (self._validation, run_files.VALIDATION, validation_scalars),
+    ):
       with writer.as_default(step=index):
         for name, value in scalars.items():
-          tf.summary.scalar(f'epoch_{name}', value)
+          self._scalar(directory, f'epoch_{name}', value)
       self._flush(writer)
 
   def evaluation(self, evaluation):
@@ -75,8 +86,21 @@ class Writers:
     step, 1-based, under the tags Keras' TensorBoard callback gives `evaluate`'s."""
     with self._validation.as_default(step=evaluation['step']):
       for name in ('accuracy', 'loss'):
-        tf.summary.scalar(f'evaluation_{name}_vs_iterations', evaluation[name])
+        self._scalar(run_files.VALIDATION, f'evaluation_{name}_vs_iterations', evaluation[name])
     self._flush(self._validation)
+
+  def _scalar(self, directory, tag, value):
+    tf.summary.scalar(tag, value)
+    self._scalars[directory].add(tag)
+
+  def shown(self):
+    """What the HParams dashboard shows of the run, as result.json records it for the report's
+    own view: `hparams`, and `hparams_metrics`, the scalar tags written so far by event
+    directory ('' for the run's own, 'train', 'validation')."""
+    return {
+      'hparams': self._hparams,
+      'hparams_metrics': {directory: sorted(tags) for directory, tags in self._scalars.items()},
+    }
 
   def text(self, flag_values, devices):
     rows = '\n'.join(f'| --{name} | {value} |' for name, value in sorted(flag_values.items()))

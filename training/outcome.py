@@ -12,6 +12,7 @@ import tensorflow as tf
 
 import data
 from records import results
+from records import run_files
 from training import checkpoints
 from training import devices
 from training import noise_scale
@@ -100,7 +101,7 @@ def result(
 ):
   """result.json: the settings, the model card, where the run got to, what faults cost, the
   measurements, and where a step's time goes (training/step_timing.py; None when not measured)."""
-  resumes, restart_log = state.resumes, results.read_restarts(config.run_dir)
+  resumes, restart_log = state.resumes, run_files.read_restarts(config.run_dir)
   return {
     'status': status,
     'run': config.name,

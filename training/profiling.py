@@ -2,22 +2,23 @@
 
 Steps run in executions of --steps_per_execution, so the trace covers the whole executions that
 hold the chosen steps. `tf.profiler.experimental` writes it to
-`<logdir>/plugins/profile/<time>/<host>.xplane.pb`; with `<logdir>` a run's `train/` directory,
-as Keras' TensorBoard callback does, TensorBoard shows it under that run (the Profile tab needs
-`tensorboard-plugin-profile`, in requirements.txt). On an object store the profiler writes into
-a local directory, uploaded when the trace stops (records/staging.py).
+`<logdir>/plugins/profile/<time>/<host>.xplane.pb`; with `<logdir>` the run's `train/` directory
+(records/run_files.py), as Keras' TensorBoard callback does, TensorBoard shows it under that run
+(the Profile tab needs `tensorboard-plugin-profile`, in requirements.txt). On an object store the
+profiler writes into a local directory, uploaded when the trace stops (records/staging.py).
 """
 
 import tensorflow as tf
 
+from records import run_files
 from records import staging
 
 
 class StepProfiler:
-  """Traces steps `first` to `last` (1-based, counted over the whole run)."""
+  """Traces steps `first` to `last` (1-based, counted over the whole run in `run_dir`)."""
 
-  def __init__(self, logdir, first, last):
-    self.logdir = logdir
+  def __init__(self, run_dir, first, last):
+    self.logdir = run_files.events(run_dir, run_files.TRAIN)
     self.first = first
     self.last = last
     self._tracing = False

@@ -19,8 +19,8 @@ from orchestration import processes
 from orchestration import startup_watchdog
 from records import boundary
 from records import environment
-from records import results
 from records import resume
+from records import run_files
 from records import storage
 from training import actions
 from training import agreement
@@ -173,9 +173,9 @@ class _Task:
     self.refusal, self.dir_state = refusal, None
     try:
       if self.writes and not refusal:
-        self.dir_state = results.check_run_dir(config.run_dir, config.checkpoints.resume)
+        self.dir_state = run_files.check_run_dir(config.run_dir, config.checkpoints.resume)
       if self.dir_state == 'finished':
-        raise results.RunDirError(
+        raise run_files.RunDirError(
           f'{config.run_dir} holds a finished run; choose another --experiment or remove it'
         )
     except ValueError as e:  # Refused: a chief's peers learn of it before they end too.
@@ -196,7 +196,7 @@ class _Task:
     config = self.config
     if not self.writes:
       return lambda line: None
-    results.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
+    run_files.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
     event_files.clear(config.run_dir)
     environment.write_once(storage.dirname(config.run_dir), environment.describe(self.spec))
     return say
@@ -210,11 +210,12 @@ class _Recorder:
     self.config, self.trainer, self.writers = config, trainer, writers
     self.tf_config, self.compute_devices, self.card = tf_config, compute_devices, card
     self.writes = writers.run_dir is not None
+    self.started = time.time()  # Orders the report's runs.
     writers.text(config.flags, devices.describe())
     writers.hparams(outcome.hparams(config, trainer, card), trial_id=config.name)
 
   def write(self, status, controller, saver, parts=None):
-    """result.json (and, for a complete run, the headline metrics for HParams); its path."""
+    """Its path: result.json (what TensorBoard shows too: the final metrics written first)."""
     if not self.writes:
       return None
     config = self.config
@@ -231,11 +232,17 @@ class _Recorder:
       self.card,
       parts,
     )
-    path = results.write(config.run_dir, {**result, **peak_memory.measure(self.memory_before)})
     if status == 'complete':
       self.writers.final(config.epochs - 1, outcome.final_metrics(result))
-      with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
-        storage.remove(storage.join(config.run_dir, results.PROGRESS))
+    record = {
+      **result,
+      **peak_memory.measure(self.memory_before),
+      'started': self.started,
+      **self.writers.shown(),
+    }
+    path = run_files.write_result(config.run_dir, record)
+    if status == 'complete':
+      run_files.remove_progress(config.run_dir)
     return path
 
 
@@ -263,7 +270,7 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
   profile = (
     [
       actions.Profile(
-        profiling.StepProfiler(storage.join(config.run_dir, 'train'), *performance.profile_steps),
+        profiling.StepProfiler(config.run_dir, *performance.profile_steps),
         say,
         name,
       )
