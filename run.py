@@ -80,6 +80,18 @@ def predict(config):
   recommendations.show(config, card_of=_model_card)
 
 
+def compare(baseline_dir, experiment_dir, max_regression):
+  """--compare: the comparison printed and written into the experiment; its exit status."""
+  from reporting import comparison  # No TensorFlow.
+
+  found = comparison.compare(baseline_dir, experiment_dir, max_regression)
+  path = comparison.write(experiment_dir, found)
+  print(f'{comparison.text(found)}\nWritten: {path} and comparison.json beside it')
+  for line in comparison.regression_lines(found):
+    print(line, file=sys.stderr)
+  return comparison.status(found)
+
+
 def _model_card(config):
   log_filter.quiet_tensorflow()
   from training import task  # Loads TensorFlow: only to trace a model card.
@@ -97,6 +109,8 @@ def main(argv):
   if action == 'predict':
     predict(from_flags.prediction())
     return 0
+  if action == 'compare':
+    return compare(*from_flags.comparison())
   environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
   if action in ('launch', 'in_process') and from_flags.slurm_task():
     log_filter.quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.

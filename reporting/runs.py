@@ -24,6 +24,7 @@ INTEGER_HPARAMS = {
   'train_examples',
   'steps_per_execution',
   'seed',
+  'repeat',
   'base_batch_size',
   'ghost_batch_size',
   'num_ps',

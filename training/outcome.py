@@ -16,6 +16,7 @@ from training import devices
 from training import noise_scale
 from training import schedules
 from training import shards
+from training import step_timing
 
 # May differ when a run resumes: more epochs, other executions, derived values, the
 # strategy's own options (e.g. --num_packs); what an older checkpoint did not record.
@@ -24,6 +25,8 @@ NOT_CHECKED_ON_RESUME = (
   'steps_per_execution',
   'per_replica_batch_size',
   'train_examples',
+  'repeat_of',
+  'repeat',
 )
 
 
@@ -38,6 +41,9 @@ def settings(config, trainer):
     'input_shape': 'x'.join(map(str, trainer.arrays.input_shape)),
     'num_classes': trainer.arrays.num_classes,
     'condition': config.condition,
+    # Which runs are repeats of one (--repeats), for the report and HParams' grouping.
+    'repeat_of': config.repeat_of,
+    'repeat': config.repeat,
     'seed': config.seed,
     'num_workers': trainer.num_workers,
     'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
@@ -137,6 +143,8 @@ def result(
     'step_evaluations': state.step_evaluations,
     **results.to_target(state.step_evaluations, config.target_accuracy),
     'breakdown': breakdown,
+    # The step time's spread over the run's steady windows, beside the breakdown's median.
+    'step_time': step_timing.step_spread(trainer),
     **_placement(trainer),
   }
 
