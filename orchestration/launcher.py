@@ -24,6 +24,8 @@ from records import results
 from records import resume
 from records import storage
 from records import tables
+from reporting import figures
+from reporting import repeats
 from reporting import summary
 from reporting import uncertainty
 
@@ -325,6 +327,8 @@ def launch(experiment):
   failed = [row['run'] for row in rows if 'error' in row]
   if len(failed) < len(rows):
     print(f'\n{table(rows)}\n', flush=True)
+    if len(rows) > 1:
+      print(f'{repeats.section(figures.load(experiment.directory))["console"]}\n', flush=True)
     for line in results.recoveries(rows):
       print(line, flush=True)
     print('writing the report (tables, plots, the summary from event files)', flush=True)

@@ -122,7 +122,8 @@ def _row(group, figure, target, new, base, max_regression):
   found = uncertainty.change(known_new, known_base, log=log)
   words = ('faster', 'slower') if figure in NAMES else ('better', 'worse')
   row.update(found, verdict=uncertainty.verdict(found, log, higher, words))
-  worse_by = (1 - found['change'] if higher else found['change'] - 1) * 100 if log else None
+  # The share of the pace lost: a throughput halved and a time doubled are both 50% worse.
+  worse_by = (1 - (found['change'] if higher else 1 / found['change'])) * 100 if log else None
   row['worse_by_percent'] = worse_by
   row['regression'] = bool(
     max_regression is not None

@@ -41,7 +41,7 @@ def log_scale(figure, target):
 
 
 def groups(runs):
-  """One dict per group of repeats, in the order of `runs`' first appearance: 'run', 'repeats',
+  """One dict per group of repeats, fastest first (by median throughput): 'run', 'repeats',
   'seeds', 'baseline', 'target', and per figure its 'median', 95% interval 'low' and 'high'
   (None below two values), the 'values' by repeat and 'reached' (repeats with a value);
   'mlperf_seconds_to_target' (uncertainty.mlperf_score, None when too few repeats)."""
@@ -81,7 +81,7 @@ def groups(runs):
         ),
       }
     )
-  return table
+  return sorted(table, key=lambda row: -(row['figures'][figures_lib.THROUGHPUT]['median'] or 0))
 
 
 def differences(runs):

@@ -2,9 +2,11 @@
 
 from prediction import predict
 from records import storage
+from reporting import figures
 from reporting import hparams_view
 from reporting import plots
 from reporting import recommendations
+from reporting import repeats
 from reporting import runs as run_records
 from reporting import summary
 
@@ -34,7 +36,10 @@ def build(experiment_dir, target_accuracy):
     if run['complete']
   }
   images = plots.write(table, histories, experiment_dir)
-  said = summary.notes(runs, table)
+  measured = figures.load(experiment_dir)
+  summary.with_step_times(table, {run.name: run.step_time for run in measured})
+  across = repeats.section(measured)
+  said = summary.notes(runs, table) + across['notes']
   forecast = predict.read(experiment_dir)  # run.py --predict's, if any.
   if forecast:
     measured = [{**row, 'devices': summary.parallel_units(row)} for row in table]
@@ -48,6 +53,7 @@ def build(experiment_dir, target_accuracy):
     target_accuracy,
     images,
     recommendations.markdown(forecast) if forecast else (),
+    across,
   )
   _to_tensorboard(experiment_dir, path, images, runs)
   return path

@@ -25,8 +25,13 @@ from records import tables
 from reporting import breakdown
 from reporting import uncertainty
 
+# The step time's spread over a run's steady windows (result.json's step_time).
+STEP_TIME = ('windows', 'mean_ms', 'p50_ms', 'p90_ms', 'p99_ms')
+
 COLUMNS = (
   'run',
+  'repeat_of',
+  'seed',
   'strategy',
   'num_workers',
   'num_replicas_in_sync',
@@ -47,6 +52,7 @@ COLUMNS = (
   'time_to_accuracy_seconds',
   'critical_batch_size',
   'critical_batch_note',
+  *(f'step_time_{name}' for name in STEP_TIME),
 )
 BASELINE = 'one_device'
 CONVERGENCE_COLUMNS = (
@@ -81,6 +87,8 @@ def rows(runs, target_accuracy):
     table.append(
       {
         'run': run['run'],
+        'repeat_of': run.get('repeat_of') or None,
+        'seed': run.get('seed'),
         'strategy': run['strategy'],
         'num_workers': run['num_workers'],
         'num_replicas_in_sync': run['num_replicas_in_sync'],
@@ -204,9 +212,20 @@ def notes(runs, table):
   return said
 
 
-def write(experiment_dir, table, said, target_accuracy, plots=(), closing=()):
+def with_step_times(table, step_times):
+  """The rows with each run's step-time spread ({run: result.json's step_time}) as
+  step_time_<STEP_TIME> columns, None where not measured."""
+  for row in table:
+    spread = step_times.get(row['run']) or {}
+    row.update({f'step_time_{name}': spread.get(name) for name in STEP_TIME})
+  return table
+
+
+def write(experiment_dir, table, said, target_accuracy, plots=(), closing=(), across=None):
   """summary.json, summary.csv and summary.md in the experiment directory; `closing`: the
-  Markdown lines summary.md ends with (the predictions' section)."""
+  Markdown lines summary.md ends with (the predictions' section); `across`: the statistics
+  across repeats (reporting/repeats.py's `section`), also written as summary_repeats.csv."""
+  across = across or {'groups': [], 'differences': [], 'markdown': []}
   name = storage.basename(experiment_dir)
   files.write_json(
     storage.join(experiment_dir, 'summary.json'),
@@ -216,6 +235,7 @@ def write(experiment_dir, table, said, target_accuracy, plots=(), closing=()):
       'notes': said,
       'rows': table,
       'convergence': convergence(table),
+      'repeats': {key: across[key] for key in ('groups', 'differences')},
     },
   )
   text = io.StringIO(newline='')
@@ -223,15 +243,43 @@ def write(experiment_dir, table, said, target_accuracy, plots=(), closing=()):
   writer.writeheader()
   writer.writerows(table)
   storage.write_text(storage.join(experiment_dir, 'summary.csv'), text.getvalue())
+  storage.write_text(
+    storage.join(experiment_dir, 'summary_repeats.csv'), _repeats_csv(across['groups'])
+  )
   path = storage.join(experiment_dir, 'summary.md')
   storage.write_text(
     path,
-    markdown(name, table, said, target_accuracy, plots) + ''.join(f'{line}\n' for line in closing),
+    markdown(name, table, said, target_accuracy, plots, across['markdown'])
+    + ''.join(f'{line}\n' for line in closing),
   )
   return path
 
 
-def markdown(name, table, said, target_accuracy, plots=()):
+def _repeats_csv(groups):
+  """One row per run and its repeats: for each figure, its median, low and high."""
+  text = io.StringIO(newline='')
+  figures = list(groups[0]['figures']) if groups else []
+  writer = csv.writer(text)
+  writer.writerow(
+    ['run', 'repeats', 'seeds', 'baseline', 'target', 'mlperf_seconds_to_target']
+    + [f'{figure}_{part}' for figure in figures for part in ('median', 'low', 'high')]
+  )
+  for row in groups:
+    writer.writerow(
+      [
+        row['run'],
+        row['repeats'],
+        ' '.join(map(str, row['seeds'])),
+        row['baseline'],
+        row['target'],
+        row['mlperf_seconds_to_target'],
+      ]
+      + [row['figures'][f][part] for f in figures for part in ('median', 'low', 'high')]
+    )
+  return text.getvalue()
+
+
+def markdown(name, table, said, target_accuracy, plots=(), across=()):
   header = [
     'run',
     'workers',
@@ -270,6 +318,8 @@ def markdown(name, table, said, target_accuracy, plots=()):
     + _critical_batch_footnote(table),
     '',
   ]
+  lines += list(across)
+  lines += _step_time_markdown(table)
   lines += _compute_markdown(table)
   lines += breakdown.markdown(table)
   lines += _convergence_markdown(convergence(table), target_accuracy)
@@ -306,6 +356,31 @@ def _critical_batch_footnote(table):
     and row['critical_batch_note'] not in (critical_batch.ONE_REPLICA, critical_batch.OFF)
   ]
   return ' '.join(said)
+
+
+def _step_time_markdown(table):
+  """Each run's step time over its steady windows: mean and percentiles."""
+  timed = [row for row in table if row.get('step_time_windows')]
+  if not timed:
+    return []
+  header = ['run', 'windows', 'mean (ms)', 'p50 (ms)', 'p90 (ms)', 'p99 (ms)']
+  cells = [
+    [row['run'], str(row['step_time_windows'])]
+    + [f'{row[f"step_time_{name}"]:.2f}' for name in STEP_TIME[1:]]
+    for row in timed
+  ]
+  return [
+    '## Step time',
+    '',
+    tables.render(header, cells, markdown=True),
+    '',
+    "Per global batch, over the run's steady windows: its full executions of "
+    "--steps_per_execution steps, but an epoch's first and the first epoch's (tracing, "
+    'evaluation and checkpoint before them), each window one value; percentiles interpolated '
+    'between windows, so with fewer than 100 the p99 lies near the slowest. Under '
+    'parameter_server a window is the time from one result to the next, which arrive in bursts.',
+    '',
+  ]
 
 
 def _compute_markdown(table):
