@@ -50,7 +50,7 @@ def experiment(values=FLAGS):
   name = values.experiment or time.strftime('%Y%m%d-%H%M%S')
   if values.report_only and not values.experiment:
     raise ValueError('--report_only needs --experiment: the experiment to report on')
-  if values['max_regression'].present:
+  if values['max_regression'].present and not values.compare:
     raise ValueError('--max_regression gates --compare; give --compare=BASELINE_EXPERIMENT too')
   for flag in ('experiment', 'run_name'):
     _check_name(flag, values[flag].value)

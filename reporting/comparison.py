@@ -57,9 +57,10 @@ def compare(baseline_dir, experiment_dir, max_regression=None):
   or holding no finished run."""
   base_runs = finished_runs(baseline_dir, '--compare')
   new_runs = finished_runs(experiment_dir, '--experiment')
-  base_groups, new_groups = _groups(base_runs), _groups(new_runs)
+  base_groups, new_groups = repeats.by_group(base_runs), repeats.by_group(new_runs)
   base_values, new_values = repeats.with_scaling(base_runs), repeats.with_scaling(new_runs)
-  rows, differing = [], {}
+  rows: list[dict] = []
+  differing: dict[tuple, list] = {}
   for group, members in new_groups.items():
     if group not in base_groups:
       continue
@@ -140,13 +141,6 @@ def _known(values):
 
 def _median(values):
   return statistics.median(values) if values else None
-
-
-def _groups(runs):
-  found = {}
-  for run in sorted(runs, key=lambda run: run.repeat):
-    found.setdefault(run.group, []).append(run)
-  return found
 
 
 def _differences(old, new):

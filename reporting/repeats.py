@@ -25,13 +25,21 @@ def with_scaling(runs):
   """{run name: its figures with SPEEDUP and EFFICIENCY}: against the baseline's run of the same
   round (the same repeat; reporting/summary.py's baseline), None without one."""
   found = {}
-  for _, round_runs in itertools.groupby(sorted(runs, key=_round), key=_round):
-    round_runs = list(round_runs)
-    scaled = summary.scaling([run.record for run in round_runs])
-    for run in round_runs:
+  for _, same_round in itertools.groupby(sorted(runs, key=_round), key=_round):
+    members = list(same_round)
+    scaled = summary.scaling([run.record for run in members])
+    for run in members:
       _, speedup, efficiency, _ = scaled[run.name]
       found[run.name] = {**run.figures, SPEEDUP: speedup, EFFICIENCY: efficiency}
   return found
+
+
+def by_group(runs):
+  """{group: its runs in the order of their repeats}, groups in the order of `runs`."""
+  found: dict[str, list] = {}
+  for run in runs:
+    found.setdefault(run.group, []).append(run)
+  return {name: sorted(members, key=_round) for name, members in found.items()}
 
 
 def log_scale(figure, target):
@@ -46,12 +54,8 @@ def groups(runs):
   (None below two values), the 'values' by repeat and 'reached' (repeats with a value);
   'mlperf_seconds_to_target' (uncertainty.mlperf_score, None when too few repeats)."""
   values = with_scaling(runs)
-  by_group = {}
-  for run in runs:
-    by_group.setdefault(run.group, []).append(run)
   table = []
-  for name, members in by_group.items():
-    members.sort(key=lambda run: run.repeat)
+  for name, members in by_group(runs).items():
     target = members[0].target
     base = summary.scaling([run.record for run in runs if run.repeat == members[0].repeat])
     base_name = base[members[0].name][0]
@@ -89,13 +93,13 @@ def differences(runs):
   (second over first, paired by round), its 95% interval and the verdict; the groups in order
   of median throughput, fastest first."""
   table = {row['run']: row for row in groups(runs)}
-  by_group = {}
-  for run in runs:
-    by_group.setdefault(run.group, {})[run.repeat] = run
+  by_repeat = {
+    name: {run.repeat: run for run in members} for name, members in by_group(runs).items()
+  }
   order = sorted(table, key=lambda name: -table[name]['figures'][figures_lib.THROUGHPUT]['median'])
   found = []
   for a, b in itertools.combinations(order, 2):
-    first, second = by_group[a], by_group[b]
+    first, second = by_repeat[a], by_repeat[b]
     if _kind(first) != _kind(second):
       continue
     rounds = sorted(set(first) & set(second))

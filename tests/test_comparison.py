@@ -1,9 +1,8 @@
-"""run.py --compare: fabricated experiments compared in-process, its refusals, and one real
-experiment of repeats compared end to end."""
+"""run.py --compare: fabricated experiments compared in-process, and its refusals (a real
+experiment of repeats is compared in tests/test_run_single_host.py)."""
 
 import json
 import os
-import shutil
 
 import pytest
 
@@ -124,35 +123,3 @@ def test_bad_comparisons_are_refused_in_one_line_writing_nothing(tmp_path):
     assert (proc.returncode, len(lines)) == (2, 1), proc.stderr
     assert said in lines[0]
   assert sorted(str(p) for p in tmp_path.rglob('*')) == before
-
-
-@pytest.mark.slow
-def test_repeats_of_two_strategies_are_summarised_and_compared(tmp_path):
-  """Two strategies, two repeats each, one epoch: the report's statistics, then --compare
-  against a copy of the experiment (the same figures: nothing differs)."""
-  proc = run_py(
-    '--strategies=one_device,mirrored',
-    '--repeats=2',
-    '--epochs=1',
-    f'--logdir={tmp_path}',
-    '--experiment=a',
-  )
-  assert proc.returncode == 0, proc.stderr
-  assert 'Across repeats (median [95% interval]):' in proc.stdout
-  order = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith('=== ')]
-  assert order == ['one_device-rep1', 'mirrored-rep1', 'one_device-rep2', 'mirrored-rep2']
-  record = json.loads((tmp_path / 'a' / 'mirrored-rep2' / 'result.json').read_text())
-  assert (record['repeat_of'], record['repeat'], record['seed']) == ('mirrored', 2, 1)
-  spread = record['step_time']
-  assert spread['windows'] >= 1 and spread['p50_ms'] <= spread['p90_ms'] <= spread['p99_ms']
-  summary = json.loads((tmp_path / 'a' / 'summary.json').read_text())
-  groups = {row['run']: row for row in summary['repeats']['groups']}
-  assert groups['mirrored']['repeats'] == 2 and groups['mirrored']['baseline'] == 'one_device'
-  assert '## Step time' in (tmp_path / 'a' / 'summary.md').read_text()
-  shutil.copytree(tmp_path / 'a', tmp_path / 'b')
-  proc = run_py('--compare=a', '--experiment=b', '--max_regression=10', f'--logdir={tmp_path}')
-  assert proc.returncode == 0, proc.stderr
-  found = json.loads((tmp_path / 'b' / 'comparison.json').read_text())
-  assert {row['run'] for row in found['rows']} == {'one_device', 'mirrored'}
-  throughput = [row for row in found['rows'] if row['figure'] == 'examples_per_second']
-  assert {row['change'] for row in throughput} == {pytest.approx(1.0)}
