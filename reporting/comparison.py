@@ -58,7 +58,7 @@ def compare(baseline_dir, experiment_dir, max_regression=None):
   base_runs = finished_runs(baseline_dir, '--compare')
   new_runs = finished_runs(experiment_dir, '--experiment')
   base_groups, new_groups = repeats.by_group(base_runs), repeats.by_group(new_runs)
-  base_values, new_values = repeats.with_scaling(base_runs), repeats.with_scaling(new_runs)
+  base_values, new_values = repeats.with_scaling(base_runs)[0], repeats.with_scaling(new_runs)[0]
   rows: list[dict] = []
   differing: dict[tuple, list] = {}
   for group, members in new_groups.items():

@@ -22,16 +22,19 @@ ONE_RUN_EACH = (
 
 
 def with_scaling(runs):
-  """{run name: its figures with SPEEDUP and EFFICIENCY}: against the baseline's run of the same
-  round (the same repeat; reporting/summary.py's baseline), None without one."""
-  found = {}
+  """({run name: its figures with SPEEDUP and EFFICIENCY}, {run name: its baseline's group}):
+  against the baseline's run of the same round (the same repeat; reporting/summary.py's
+  baseline), None without one."""
+  found, baselines = {}, {}
+  groups_of = {run.name: run.group for run in runs}
   for _, same_round in itertools.groupby(sorted(runs, key=_round), key=_round):
     members = list(same_round)
     scaled = summary.scaling([run.record for run in members])
     for run in members:
-      _, speedup, efficiency, _ = scaled[run.name]
+      base, speedup, efficiency, _ = scaled[run.name]
       found[run.name] = {**run.figures, SPEEDUP: speedup, EFFICIENCY: efficiency}
-  return found
+      baselines[run.name] = groups_of.get(base)
+  return found, baselines
 
 
 def by_group(runs):
@@ -53,12 +56,10 @@ def groups(runs):
   'seeds', 'baseline', 'target', and per figure its 'median', 95% interval 'low' and 'high'
   (None below two values), the 'values' by repeat and 'reached' (repeats with a value);
   'mlperf_seconds_to_target' (uncertainty.mlperf_score, None when too few repeats)."""
-  values = with_scaling(runs)
+  values, baselines = with_scaling(runs)
   table = []
   for name, members in by_group(runs).items():
     target = members[0].target
-    base = summary.scaling([run.record for run in runs if run.repeat == members[0].repeat])
-    base_name = base[members[0].name][0]
     stats = {}
     for figure in values[members[0].name]:
       given = [values[run.name][figure] for run in members]
@@ -77,7 +78,7 @@ def groups(runs):
         'run': name,
         'repeats': len(members),
         'seeds': [run.seed for run in members],
-        'baseline': _group_of(base_name, runs),
+        'baseline': baselines[members[0].name],
         'target': str(target),
         'figures': stats,
         'mlperf_seconds_to_target': uncertainty.mlperf_score(
@@ -89,18 +90,19 @@ def groups(runs):
 
 
 def differences(runs):
-  """Each pair of groups of the same model and data set: the ratio of their throughputs
-  (second over first, paired by round), its 95% interval and the verdict; the groups in order
-  of median throughput, fastest first."""
-  table = {row['run']: row for row in groups(runs)}
+  """Each pair of groups of the same model and data set, in order of median throughput
+  (fastest first): the ratio of their throughputs (second over first, paired by round), its
+  95% interval, the verdict, and whether the two are `adjacent` in that order."""
+  table = groups(runs)
   by_repeat = {
     name: {run.repeat: run for run in members} for name, members in by_group(runs).items()
   }
-  order = sorted(table, key=lambda name: -table[name]['figures'][figures_lib.THROUGHPUT]['median'])
+  order = [row['run'] for row in table]
+  kinds = {name: _kind(by_repeat[name]) for name in order}
   found = []
   for a, b in itertools.combinations(order, 2):
     first, second = by_repeat[a], by_repeat[b]
-    if _kind(first) != _kind(second):
+    if kinds[a] != kinds[b]:
       continue
     rounds = sorted(set(first) & set(second))
     change = uncertainty.change(
@@ -108,16 +110,23 @@ def differences(runs):
       [first[k].figures[figures_lib.THROUGHPUT] for k in rounds],
       paired=True,
     )
-    found.append({'faster': a, 'slower': b, **change, 'verdict': uncertainty.verdict(change)})
+    between = order[order.index(a) + 1 : order.index(b)]
+    found.append(
+      {
+        'faster': a,
+        'slower': b,
+        **change,
+        'verdict': uncertainty.verdict(change),
+        'adjacent': not any(kinds[name] == kinds[a] for name in between),
+      }
+    )
   return found
 
 
 def ranking_lines(found):
-  """The ranking's pairs in words: each run against the next in order of throughput."""
+  """The ranking in words: each run against the next of its kind in order of throughput."""
   lines = []
-  for pair in found:
-    if not _adjacent(pair, found):
-      continue
+  for pair in (pair for pair in found if pair['adjacent']):
     if pair['low'] is None:
       lines.append(f'{pair["faster"]} and {pair["slower"]}: {uncertainty.NO_INTERVAL}')
       continue
@@ -207,24 +216,10 @@ def _round(run):
   return run.repeat
 
 
-def _group_of(name, runs):
-  return next((run.group for run in runs if run.name == name), None)
-
-
 def _kind(by_repeat):
   """What a group trains (its model and data set): only such groups' throughputs compare."""
   run = next(iter(by_repeat.values()))
   return run.settings.get('model'), run.settings.get('dataset')
-
-
-def _adjacent(pair, found):
-  """Whether the pair's runs are next to each other in the order of throughput."""
-  order = []
-  for each in found:
-    for name in (each['faster'], each['slower']):
-      if name not in order:
-        order.append(name)
-  return order.index(pair['slower']) - order.index(pair['faster']) == 1
 
 
 def section(runs):
