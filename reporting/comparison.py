@@ -58,7 +58,8 @@ def compare(baseline_dir, experiment_dir, max_regression=None):
   base_runs = finished_runs(baseline_dir, '--compare')
   new_runs = finished_runs(experiment_dir, '--experiment')
   base_groups, new_groups = repeats.by_group(base_runs), repeats.by_group(new_runs)
-  base_values, new_values = repeats.with_scaling(base_runs)[0], repeats.with_scaling(new_runs)[0]
+  base_values, _ = repeats.with_scaling(base_runs)
+  new_values, baselines = repeats.with_scaling(new_runs)
   rows: list[dict] = []
   differing: dict[tuple, list] = {}
   for group, members in new_groups.items():
@@ -69,6 +70,8 @@ def compare(baseline_dir, experiment_dir, max_regression=None):
       differing.setdefault((name, repr(old), repr(new)), []).append(group)
     target = members[0].target
     for figure in new_values[members[0].name]:
+      if figure in repeats.SCALING and baselines[members[0].name] == group:
+        continue  # The baseline's own speed-up, 1.00x: no measurement.
       rows.append(
         _row(
           group,

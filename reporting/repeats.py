@@ -15,6 +15,7 @@ from reporting import uncertainty
 
 SPEEDUP = 'speedup'
 EFFICIENCY = 'scaling_efficiency'
+SCALING = (SPEEDUP, EFFICIENCY)
 ONE_RUN_EACH = (
   'One run per configuration: no interval is available, and no difference between runs can be '
   'told from noise; --repeats=3 or more gives medians with 95% intervals (docs/comparison.md).'
