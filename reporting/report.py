@@ -36,9 +36,9 @@ def build(experiment_dir, target_accuracy):
     if run['complete']
   }
   images = plots.write(table, histories, experiment_dir)
-  measured = figures.load(experiment_dir)
-  summary.with_step_times(table, {run.name: run.step_time for run in measured})
-  across = repeats.section(measured)
+  recorded = figures.load(experiment_dir)  # From result.json: the step time, the repeats.
+  summary.with_step_times(table, {run.name: run.step_time for run in recorded})
+  across = repeats.section(recorded)
   said = summary.notes(runs, table) + across['notes']
   forecast = predict.read(experiment_dir)  # run.py --predict's, if any.
   if forecast:
