@@ -77,8 +77,8 @@ def compare(baseline_dir, experiment_dir, max_regression=None):
           group,
           figure,
           target,
-          [new_values[run.name][figure] for run in members],
-          [base_values[run.name][figure] for run in theirs],
+          {run.seed: new_values[run.name][figure] for run in members},
+          {run.seed: base_values[run.name][figure] for run in theirs},
           max_regression,
         )
       )
@@ -99,10 +99,20 @@ def compare(baseline_dir, experiment_dir, max_regression=None):
 
 
 def _row(group, figure, target, new, base, max_regression):
-  """One figure of one run: both sides' medians, the change, its interval, the verdict."""
+  """One figure of one run ({seed: value} on each side): both sides' medians, the change, its
+  interval, the verdict. What the seed decides (figures.seeded) is compared paired by seed
+  when both sides trained the same seeds and have every value: the seeds' spread cancels."""
   log = repeats.log_scale(figure, target)
   higher = figures_lib.higher_is_better(figure, target)
+  same_seeds = sorted(new) == sorted(base)
+  new, base = [new[k] for k in sorted(new)], [base[k] for k in sorted(base)]
   known_new, known_base = _known(new), _known(base)
+  by_seed = (
+    figures_lib.seeded(figure, target)
+    and same_seeds
+    and len(known_new) == len(new)
+    and len(known_base) == len(base)
+  )
   row = {
     'run': group,
     'figure': figure,
@@ -111,6 +121,7 @@ def _row(group, figure, target, new, base, max_regression):
     'experiment_repeats': len(new),
     'baseline_median': _median(known_base),
     'experiment_median': _median(known_new),
+    'paired_by_seed': by_seed,
     'change': None,
     'low': None,
     'high': None,
@@ -123,7 +134,7 @@ def _row(group, figure, target, new, base, max_regression):
     what = 'target not reached' if figure in figures_lib.LOWER_IS_BETTER else 'no value'
     row['verdict'] = f'{what} in the {" and ".join(missing)}'
     return row
-  found = uncertainty.change(known_new, known_base, log=log)
+  found = uncertainty.change(known_new, known_base, log=log, paired=by_seed)
   words = ('faster', 'slower') if figure in NAMES else ('better', 'worse')
   row.update(found, verdict=uncertainty.verdict(found, log, higher, words))
   # The share of the pace lost: a throughput halved and a time doubled are both 50% worse.
@@ -220,8 +231,10 @@ METHOD = (
   'Values: the median over each side\'s repeats ("one run" where a side has one). Change: the '
   "ratio of the geometric means over the repeats (the difference of means for a metric's "
   "value), with Welch's 95% t-interval: the two experiments ran at different times, so no "
-  'repeat pairs with another. A verdict needs an interval that excludes no change; with one '
-  'run on a side there is none (docs/comparison.md).'
+  "timing pairs with another; what the seed decides (the target metric's value, steps to "
+  'target) is paired by seed when both sides trained the same seeds. A verdict needs an '
+  'interval that excludes no change; with one run on a side there is none '
+  '(docs/comparison.md).'
 )
 
 

@@ -91,6 +91,12 @@ def of(record, config=None):
   )
 
 
+def seeded(figure, target):
+  """Whether the seed decides `figure` (the target metric's value, steps to the target), so
+  that two runs of one seed compare paired; timings move with the machine, not the seed."""
+  return figure in (target.figure, STEPS_TO_TARGET)
+
+
 def higher_is_better(figure, target):
   return figure not in LOWER_IS_BETTER and (figure != target.figure or target.at_least)
 

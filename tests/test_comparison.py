@@ -52,6 +52,10 @@ def test_the_same_figures_again_differ_in_nothing(tmp_path):
   }
   assert comparison.status(found) == 0
   assert not found['settings_differ'] and not found['hardware_differs']
+  # The seeds' accuracies are the same on both sides: paired by seed, no difference at all.
+  accuracy = rows_of(found, 'final_validation_accuracy')['mirrored']
+  assert accuracy['paired_by_seed'] and (accuracy['low'], accuracy['high']) == (0, 0)
+  assert not rows_of(found)['mirrored']['paired_by_seed']  # A timing pairs with nothing.
 
 
 def test_a_slower_experiment_is_a_regression_beyond_the_threshold(tmp_path):
