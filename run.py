@@ -1,11 +1,9 @@
 """Trains the same Keras model under several tf.distribute strategies and compares them.
 
   .venv/bin/python run.py                        # all five strategies on the bundled digits
-  .venv/bin/python run.py --strategies=mirrored --num_replicas=4 --epochs=10
   .venv/bin/python run.py --flagfile=configs/multi_worker.cfg
-Each strategy runs in child processes of its own (one, or a localhost cluster of tasks), each
-started with its run's <run>/config.json; with TF_CONFIG set (Kubernetes, ssh...), in a Slurm
-step of several tasks or under mpirun, run.py is one task of a cluster; flags: configs/flags.py.
+Each run is a child process (or a localhost cluster of them) started with its <run>/config.json;
+with TF_CONFIG set, in a Slurm step or under mpirun, run.py is one task of a cluster.
 """
 
 from orchestration import processes
@@ -39,14 +37,14 @@ from orchestration import logdir
 from orchestration import mpi_ranks
 from orchestration import peers
 from records import resume
+from reporting import comparison  # No TensorFlow.
 
 for _module in (defined_flags.__name__, *strategies.module_names()):  # --help lists them all.
   flags.adopt_module_key_flags(sys.modules[_module])
 
 
 def parse_flags(argv):
-  """absl's parser, but one line on stderr and exit status 2 for a bad flag, and status 0
-  after the help asked for (absl's --help, --helpfull... exit 1 once they have printed it)."""
+  """absl's parser, but one line on stderr and status 2 for a bad flag, 0 after --help..."""
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
@@ -97,6 +95,8 @@ def main(argv):
   if action == 'predict':
     predict(from_flags.prediction())
     return 0
+  if action == 'compare':
+    return comparison.show(*from_flags.comparison())
   environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
   if action in ('launch', 'in_process') and task_flags.mpi_task():  # TF_CONFIG, and its GPU:
     os.environ.update(mpi_ranks.environment(*task_flags.mpi_cluster()))

@@ -106,6 +106,10 @@ class RunConfig:
   name: str = 'one_device'
   run_dir: str = 'runs/one_device'
   condition: str = ''  # what the run stands for in a study, e.g. "lamb"
+  # Of --repeats: the run this one repeats (its name without -repN) and which repeat it is,
+  # from 1; '' and 0 for a run planned once.
+  repeat_of: str = ''
+  repeat: int = 0
   epochs: int = 5
   batch_size: int = 64  # the global batch
   steps_per_epoch: int = 0  # 0: one pass over the training set
@@ -158,6 +162,7 @@ class Experiment:
   max_restarts: int = 3
   resume: bool = Checkpointing.resume
   min_free_disk_mb: float = 100.0
+  repeats: int = 1  # Each planned run this many times (configs/plan.py's `repeated`).
   verbosity: int | None = None  # --verbosity when given, passed on to the children
 
 

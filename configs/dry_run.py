@@ -40,6 +40,7 @@ def describe(plan, gpus=0):
     'model',
     'dataset',
     'epochs',
+    'seed',
     'optimizer',
     'learning rate',
     'options',
@@ -54,6 +55,7 @@ def describe(plan, gpus=0):
       run.model.model,
       run.data.dataset,
       str(run.epochs),
+      str(run.seed),
       run.optimizer.optimizer,
       f'{run.optimizer.learning_rate:g}',
       _options(run, gpus),
@@ -67,9 +69,15 @@ def describe(plan, gpus=0):
     if any(map(_resolves, plan.runs))
     else ''
   )
+  repeats = (
+    f'\n(--repeats={plan.repeats}: each run {plan.repeats} times, <run>-rep1 to '
+    f'-rep{plan.repeats}, seeds counted up from --seed, in rounds as listed)'
+    if plan.repeats > 1
+    else ''
+  )
   return (
     f'{len(plan.runs)} run(s) planned into {plan.directory} (dry run: nothing trained, '
-    f'nothing written):\n{table}{resolved}'
+    f'nothing written):\n{table}{resolved}{repeats}'
   )
 
 

@@ -338,6 +338,29 @@ flags.DEFINE_multi_string(
   'these flags on top of the others, named NAME-<run>; repeat it for each condition (see '
   'configs/convergence.cfg). Without it, the runs run once as given.',
 )
+flags.DEFINE_integer(
+  'repeats',
+  _EXPERIMENT.repeats,
+  'Run each planned run this many times, with seeds --seed, --seed+1, ..., interleaved '
+  '(A B C A B C) so that a slow spell of the machine falls on every run alike; each repeat is a '
+  'run of its own, <run>-rep1, <run>-rep2, ..., and the summary gives the median and a 95% '
+  'interval across them (docs/comparison.md). 1: each run once, under its own name.',
+  lower_bound=1,
+)
+flags.DEFINE_string(
+  'compare',
+  '',
+  'The name of a baseline experiment in --logdir to compare --experiment with: per run in both, '
+  "each figure's change, its 95% interval and a verdict, written to the experiment's "
+  'comparison.json and comparison.md; trains nothing (docs/comparison.md).',
+)
+flags.DEFINE_float(
+  'max_regression',
+  None,
+  "--compare: exit with status 4 when any run's throughput or time to target is significantly "
+  "worse than the baseline's by more than this many percent; not given: never.",
+  lower_bound=0,
+)
 flags.DEFINE_string(
   'condition',
   _RUN.condition,

@@ -32,9 +32,9 @@ FLAGS = flags.FLAGS
 
 
 def action(values=FLAGS):
-  """What run.py is asked to do: 'run_config', 'dry_run', 'predict', 'report_only',
-  'in_process' or 'launch'."""
-  for name in ('run_config', 'dry_run', 'predict', 'report_only', 'in_process'):
+  """What run.py is asked to do: 'run_config', 'dry_run', 'predict', 'compare',
+  'report_only', 'in_process' or 'launch'."""
+  for name in ('run_config', 'dry_run', 'predict', 'compare', 'report_only', 'in_process'):
     if values[name].value:
       return name
   return 'launch'
@@ -49,12 +49,14 @@ def experiment(values=FLAGS):
   name = values.experiment or time.strftime('%Y%m%d-%H%M%S')
   if values.report_only and not values.experiment:
     raise ValueError('--report_only needs --experiment: the experiment to report on')
+  if values['max_regression'].present and not values.compare:
+    raise ValueError('--max_regression gates --compare; give --compare=BASELINE_EXPERIMENT too')
   for flag in ('experiment', 'run_name'):
     _check_name(flag, values[flag].value)
   _check_finite(values)
   logdir = _logdir(values)
   directory = storage.join(logdir, name)
-  runs = _runs(values, directory)
+  runs = plan.repeated(_runs(values, directory), values.repeats)
   _check_user_code(runs)
   twice = sorted({run.name for run in runs if [r.name for r in runs].count(run.name) > 1})
   if twice:
@@ -71,6 +73,7 @@ def experiment(values=FLAGS):
     max_restarts=values.max_restarts,
     resume=values.resume,
     min_free_disk_mb=values.min_free_disk_mb,
+    repeats=values.repeats,
     verbosity=values.verbosity if verbosity_given(values) else None,
   )
 
@@ -135,6 +138,24 @@ def prediction(values=FLAGS):
     predict_from=values.predict_from,
     noise_scale_of=noise_scale_of.resolve(values.noise_scale_of),
     target_accuracy=values.target_accuracy if values['target_accuracy'].present else None,
+  )
+
+
+def comparison(values=FLAGS):
+  """What --compare is asked for: (the baseline experiment's directory, the compared
+  experiment's, --max_regression or None)."""
+  if not values.experiment:
+    raise ValueError(
+      f'--compare={values.compare} needs --experiment: the experiment to compare with it'
+    )
+  for flag in ('compare', 'experiment'):
+    _check_name(flag, values[flag].value)
+  _check_finite(values)
+  logdir = _logdir(values)
+  return (
+    storage.join(logdir, values.compare),
+    storage.join(logdir, values.experiment),
+    values.max_regression,
   )
 
 

@@ -9,6 +9,10 @@ for the cluster strategies): `--batch_size` is then multiplied by the replicas o
 
 A study (`--variant="NAME: --flag=value ..."`, repeated) plans the runs once per variant, with
 the variant's flags on top of the others, and names them NAME-<run>, e.g. `lamb-mirrored`.
+
+`--repeats=N` plans every run N times, named <run>-rep1 ... <run>-repN with seeds --seed,
+--seed+1, ..., in rounds (A B C A B C): each repeat is a run of its own (its directory, its
+config.json, resumed on its own), and `repeat_of` tells the report which runs belong together.
 """
 
 import dataclasses
@@ -33,7 +37,12 @@ NOT_IN_VARIANT = (
   'run_config',
   'cluster_resolver',
   'slurm_port_base',
+  'repeats',
+  'compare',
+  'max_regression',
 )
+
+SEED_LIMIT = 2**32 - 1  # --seed's upper bound: Keras' and NumPy's seeds.
 
 
 def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=False, options=None):
@@ -155,5 +164,31 @@ def in_variant(runs, name):
       run_dir=storage.join(storage.dirname(run.run_dir), f'{name}-{run.name}'),
       flags={**run.flags, 'condition': name, 'run_name': f'{name}-{run.name}'},
     )
+    for run in runs
+  ]
+
+
+def repeated(runs, repeats):
+  """`runs` `repeats` times, in rounds (every run once, then every run again): repeat k of a
+  run is named <run>-rep<k>, trained with seed + k - 1, and records the run it repeats. One
+  repeat leaves the runs as they are."""
+  if repeats == 1:
+    return runs
+  high = max(run.seed for run in runs) + repeats - 1
+  if high > SEED_LIMIT:
+    raise ValueError(
+      f'--repeats={repeats} needs seeds up to {high}, above {SEED_LIMIT}; give a smaller --seed'
+    )
+  return [
+    dataclasses.replace(
+      run,
+      name=f'{run.name}-rep{k}',
+      run_dir=storage.join(storage.dirname(run.run_dir), f'{run.name}-rep{k}'),
+      seed=run.seed + k - 1,
+      repeat_of=run.name,
+      repeat=k,
+      flags={**run.flags, 'run_name': f'{run.name}-rep{k}', 'seed': run.seed + k - 1},
+    )
+    for k in range(1, repeats + 1)
     for run in runs
   ]

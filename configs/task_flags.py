@@ -50,6 +50,11 @@ def _one_run(values, where):
     for name in ('batch_size', 'num_replicas', 'num_workers')
     if len(values[name].value) > 1
   ]
+  if values.repeats > 1:
+    raise ValueError(
+      f'{where}, run.py is one run; drop --repeats and start the task once per seed '
+      '(--seed, --run_name)'
+    )
   if swept:
     raise ValueError(f'{where}, run.py is one run; give one value to {", ".join(swept)}')
   return values.strategies[0]

@@ -25,6 +25,8 @@ from records import resume
 from records import run_files
 from records import storage
 from records import tables
+from reporting import figures
+from reporting import repeats
 from reporting import runs as run_records
 from reporting import summary
 from reporting import uncertainty
@@ -328,6 +330,8 @@ def launch(experiment):
   failed = [row['run'] for row in rows if 'error' in row]
   if len(failed) < len(rows):
     print(f'\n{table(rows)}\n', flush=True)
+    if len(rows) > 1:
+      print(f'{repeats.section(figures.load(experiment.directory))["console"]}\n', flush=True)
     for line in results.recoveries(rows):
       print(line, flush=True)
     print('writing the report (tables, plots, the summary from each result.json)', flush=True)

@@ -23,11 +23,13 @@ def describe(found):
 
 
 # What a run's config.json (configs/definitions.py's RunConfig) holds besides what changes
-# the figures its run measures: where it is and reads its data from, how it is checkpointed
-# and started, the accuracy the report times, and the flags as given (their values are the
-# other fields).
+# the figures its run measures: where it is and reads its data from, which repeat it is, how
+# it is checkpointed and started, the accuracy the report times, and the flags as given (their
+# values are the other fields).
 NOT_MEASURED = (
   'name',
+  'repeat_of',
+  'repeat',
   'run_dir',
   'flags',
   'data_dir',

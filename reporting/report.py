@@ -3,10 +3,13 @@
 from prediction import predict
 from records import staging
 from records import storage
+from reporting import figures
 from reporting import hparams_view
 from reporting import plots
 from reporting import recommendations
+from reporting import repeats
 from reporting import runs as run_records
+from reporting import step_times
 from reporting import summary
 
 
@@ -35,7 +38,10 @@ def build(experiment_dir, target_accuracy):
     if run['complete']
   }
   images = plots.write(table, histories, experiment_dir)
-  said = summary.notes(runs, table)
+  recorded = figures.load(experiment_dir)  # From result.json: the step time, the repeats.
+  step_times.add(table, {run.name: run.step_time for run in recorded})
+  across = repeats.section(recorded)
+  said = summary.notes(runs, table) + across['notes']
   forecast = predict.read(experiment_dir)  # run.py --predict's, if any.
   if forecast:
     measured = [{**row, 'devices': summary.parallel_units(row)} for row in table]
@@ -49,6 +55,7 @@ def build(experiment_dir, target_accuracy):
     target_accuracy,
     images,
     recommendations.markdown(forecast) if forecast else (),
+    across,
   )
   _to_tensorboard(experiment_dir, path, images, runs)
   return path

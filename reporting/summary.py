@@ -23,10 +23,13 @@ from records import results
 from records import storage
 from records import tables
 from reporting import breakdown
+from reporting import step_times
 from reporting import uncertainty
 
 COLUMNS = (
   'run',
+  'repeat_of',
+  'seed',
   'strategy',
   'num_workers',
   'num_replicas_in_sync',
@@ -47,6 +50,7 @@ COLUMNS = (
   'time_to_accuracy_seconds',
   'critical_batch_size',
   'critical_batch_note',
+  *step_times.COLUMNS,
 )
 BASELINE = 'one_device'
 CONVERGENCE_COLUMNS = (
@@ -81,6 +85,8 @@ def rows(runs, target_accuracy):
     table.append(
       {
         'run': run['run'],
+        'repeat_of': run.get('repeat_of') or None,
+        'seed': run.get('seed'),
         'strategy': run['strategy'],
         'num_workers': run['num_workers'],
         'num_replicas_in_sync': run['num_replicas_in_sync'],
@@ -105,7 +111,7 @@ def rows(runs, target_accuracy):
         'breakdown': breakdown.of(run),
         'train_examples': run.get('train_examples'),
         'critical_batch_size': run.get('critical_batch_size'),
-        'critical_batch_note': critical_batch_note(run),
+        'critical_batch_note': critical_batch.note(run),
       }
     )
   for row in table:
@@ -130,17 +136,6 @@ def scaling(runs):
     speedup = mine['examples_per_second'] / theirs['examples_per_second']
     found[run['run']] = (base['run'], speedup, speedup / n, uncertainty.speedup_note(mine, theirs))
   return found
-
-
-def critical_batch_note(run):
-  """What the critical batch size's cell cannot say: a value larger than the training set,
-  or why there is none; else None."""
-  value, train = run.get('critical_batch_size'), run.get('train_examples')
-  if value is not None:
-    return f'larger than the training set, {train:,} examples' if train and value > train else None
-  if run.get('gradient_noise_scale') is not None:  # Measured, but no positive |G|^2.
-    return critical_batch.not_positive(len(run['validation_accuracy']))
-  return critical_batch.ONE_REPLICA if run['num_replicas_in_sync'] < 2 else critical_batch.OFF
 
 
 def compute_per_byte_communicated(run):
@@ -204,9 +199,11 @@ def notes(runs, table):
   return said
 
 
-def write(experiment_dir, table, said, target_accuracy, plots=(), closing=()):
+def write(experiment_dir, table, said, target_accuracy, plots=(), closing=(), across=None):
   """summary.json, summary.csv and summary.md in the experiment directory; `closing`: the
-  Markdown lines summary.md ends with (the predictions' section)."""
+  Markdown lines summary.md ends with (the predictions' section); `across`: the statistics
+  across repeats (reporting/repeats.py's `section`), also written as summary_repeats.csv."""
+  across = across or {'groups': [], 'differences': [], 'markdown': []}
   name = storage.basename(experiment_dir)
   files.write_json(
     storage.join(experiment_dir, 'summary.json'),
@@ -216,6 +213,7 @@ def write(experiment_dir, table, said, target_accuracy, plots=(), closing=()):
       'notes': said,
       'rows': table,
       'convergence': convergence(table),
+      'repeats': {key: across[key] for key in ('groups', 'differences')},
     },
   )
   text = io.StringIO(newline='')
@@ -223,15 +221,18 @@ def write(experiment_dir, table, said, target_accuracy, plots=(), closing=()):
   writer.writeheader()
   writer.writerows(table)
   storage.write_text(storage.join(experiment_dir, 'summary.csv'), text.getvalue())
+  if 'csv' in across:
+    storage.write_text(storage.join(experiment_dir, 'summary_repeats.csv'), across['csv'])
   path = storage.join(experiment_dir, 'summary.md')
   storage.write_text(
     path,
-    markdown(name, table, said, target_accuracy, plots) + ''.join(f'{line}\n' for line in closing),
+    markdown(name, table, said, target_accuracy, plots, across['markdown'])
+    + ''.join(f'{line}\n' for line in closing),
   )
   return path
 
 
-def markdown(name, table, said, target_accuracy, plots=()):
+def markdown(name, table, said, target_accuracy, plots=(), across=()):
   header = [
     'run',
     'workers',
@@ -259,7 +260,7 @@ def markdown(name, table, said, target_accuracy, plots=()):
         f'{row["final_validation_accuracy"]:.4f}',
         f'{row["wall_time_seconds"]:.1f}',
         _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
-        _critical_batch_cell(row),
+        critical_batch.cell(row),
       ]
     )
   lines += [
@@ -267,45 +268,16 @@ def markdown(name, table, said, target_accuracy, plots=()):
     '',
     f'{uncertainty.footnote(table)} Efficiency = (throughput / N) / throughput of the '
     f'{BASELINE} baseline, N = replicas in sync (workers for parameter_server). '
-    + _critical_batch_footnote(table),
+    + critical_batch.footnote(table),
     '',
   ]
+  lines += list(across)
+  lines += step_times.markdown(table)
   lines += _compute_markdown(table)
   lines += breakdown.markdown(table)
   lines += _convergence_markdown(convergence(table), target_accuracy)
   lines += [f'![{storage.basename(p).removesuffix(".png")}]({storage.basename(p)})' for p in plots]
   return '\n'.join(lines) + '\n'
-
-
-def _critical_batch_cell(row):
-  value, note = row['critical_batch_size'], row['critical_batch_note']
-  if value is not None:
-    return f'{value:,.0f}' + (f' (> {row["train_examples"]:,} training examples)' if note else '')
-  return {critical_batch.ONE_REPLICA: 'n/a (one replica)', critical_batch.OFF: 'n/a (off)'}.get(
-    note, 'failed (see below)'
-  )
-
-
-def _critical_batch_footnote(table):
-  """What the critical batch column is, and each run's failed estimate in its own words."""
-  said = [
-    'Critical batch: the gradient noise scale B_simple over the last half of the epochs '
-    '(docs/large-batches.md); n/a (one replica): not measured, one replica in sync has no two '
-    'gradients of the same weights to compare; n/a (off): not measured, --nonoise_scale.'
-  ]
-  if any(row['critical_batch_size'] is not None and row['critical_batch_note'] for row in table):
-    said.append(
-      '> training examples: larger than the training set, a batch the data cannot make: by '
-      'this estimate every batch it allows still cuts the steps nearly in proportion, or the '
-      'estimate (over few or noisy steps) is off; not a batch to train at.'
-    )
-  said += [
-    f'Critical batch of {row["run"]} failed: {row["critical_batch_note"]}.'
-    for row in table
-    if row['critical_batch_size'] is None
-    and row['critical_batch_note'] not in (critical_batch.ONE_REPLICA, critical_batch.OFF)
-  ]
-  return ' '.join(said)
 
 
 def _compute_markdown(table):

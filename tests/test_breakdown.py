@@ -91,6 +91,32 @@ def test_the_step_is_the_runs_full_executions_per_global_batch_median_over_epoch
   assert step_timing.run_step_ms(Run) is None
 
 
+def test_the_step_times_spread_over_the_same_steady_windows():
+  from training import loop
+  from training import step_timing
+
+  time = loop.ExecutionTime
+
+  class Run:  # Under a coordinator of 2 workers, as above: 2 worker steps a global batch.
+    batching = type('Batching', (), {'worker_shares': 2})
+    execution_times = [
+      time(10, 1.0, 0, True),
+      time(10, 0.03, 0, False),  # The first epoch's: left out.
+      time(10, 0.5, 1, True),
+      time(10, 0.0, 1, False),  # 0, 12 and 2 ms a global batch.
+      time(10, 0.06, 1, False),
+      time(2, 0.5, 1, False),  # Not a full execution.
+      time(10, 0.01, 2, False),
+    ]
+
+  # Linear interpolation between the windows 0, 2 and 12: p90 at 1.8 of 2 steps, p99 at 1.98.
+  assert step_timing.step_spread(Run) == pytest.approx(
+    {'windows': 3, 'mean_ms': 0.07 / 30 * 2e3, 'p50_ms': 2.0, 'p90_ms': 10.0, 'p99_ms': 11.8}
+  )
+  Run.execution_times = Run.execution_times[:1]
+  assert step_timing.step_spread(Run) is None
+
+
 def test_the_windows_fit_a_tenth_of_the_training_time():
   from training import step_timing
 

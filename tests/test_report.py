@@ -123,6 +123,21 @@ def test_every_strategy_runs_and_the_report_lists_them(default_experiment):
   assert os.path.isdir(experiment / 'report')
 
 
+def test_every_run_records_its_step_time_spread_and_the_report_shows_it(default_experiment):
+  experiment = default_experiment.experiment
+  summary = json.loads((experiment / 'summary.json').read_text())
+  for row in summary['rows']:
+    spread = read_result(experiment / row['run'])['step_time']
+    assert spread['windows'] >= 1
+    assert 0 < spread['p50_ms'] <= spread['p90_ms'] <= spread['p99_ms']
+    assert row['step_time_p99_ms'] == spread['p99_ms']
+  markdown = (experiment / 'summary.md').read_text()
+  assert '## Step time' in markdown
+  # One run per configuration: said, and no interval made up.
+  assert 'no interval is available' in ' '.join(summary['notes'])
+  assert '## Across repeats' not in markdown
+
+
 def test_time_to_accuracy_matches_the_epochs(default_experiment):
   experiment = default_experiment.experiment
   summary = json.loads((experiment / 'summary.json').read_text())

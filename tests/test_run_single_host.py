@@ -4,8 +4,10 @@ They are the first three runs of the default comparison (tests/conftest.py's def
 every default, as configs/single_host.cfg and configs/multi_worker.cfg split it), trained once
 for several test files."""
 
+import json
 import os
 import re
+import shutil
 import statistics
 
 import numpy as np
@@ -115,23 +117,51 @@ def test_tensorboard_scalars_match_the_result(default_experiment):
   assert 'CPU:1' in devices_text
 
 
-def test_same_seed_same_run_other_seed_other_run(tmp_path):
-  """Three runs of one command (a variant each), each in a process of its own as every run is."""
+def test_same_seed_same_run_other_seed_other_run_and_repeats_compared(tmp_path):
+  """Two variants of the same seed, each repeated (--repeats=2: seeds 0 and 1), every run in a
+  process of its own as every run is, in rounds; their statistics in the summary, then
+  --compare against a copy of the experiment (the same figures: nothing differs)."""
   from tests.conftest import run_py
 
   proc = run_py(
     '--strategies=one_device',
     '--epochs=1',
-    *(f'--variant={name}: --seed={seed}' for name, seed in (('a', 0), ('b', 0), ('c', 1))),
+    '--repeats=2',
+    *(f'--variant={name}: --seed=0' for name in 'ab'),
     f'--logdir={tmp_path}',
     '--experiment=seeds',
   )
   assert proc.returncode == 0, proc.stderr
-  results = {e: read_result(tmp_path / 'seeds' / f'{e}-one_device') for e in 'abc'}
-  assert [results[e]['flags']['seed'] for e in 'abc'] == [0, 0, 1]
-  loss = {e: result['train_loss'] for e, result in results.items()}
-  assert loss['a'] == loss['b']
-  assert loss['a'] != loss['c']
+  order = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith('=== ')]
+  assert order == [
+    'a-one_device-rep1',
+    'b-one_device-rep1',
+    'a-one_device-rep2',
+    'b-one_device-rep2',
+  ]
+  results = {run: read_result(tmp_path / 'seeds' / run) for run in order}
+  assert [r['seed'] for r in results.values()] == [0, 0, 1, 1]
+  assert [r['flags']['seed'] for r in results.values()] == [0, 0, 1, 1]
+  assert (results[order[3]]['repeat_of'], results[order[3]]['repeat']) == ('b-one_device', 2)
+  loss = [r['train_loss'] for r in results.values()]
+  assert loss[0] == loss[1] and loss[2] == loss[3]
+  assert loss[0] != loss[2]
+  spread = results[order[0]]['step_time']
+  assert spread['windows'] >= 1 and spread['p50_ms'] <= spread['p90_ms'] <= spread['p99_ms']
+  assert 'Across repeats (median [95% interval]):' in proc.stdout
+  summary = json.loads((tmp_path / 'seeds' / 'summary.json').read_text())
+  groups = {row['run']: row for row in summary['repeats']['groups']}
+  assert groups['b-one_device']['repeats'] == 2 and groups['b-one_device']['seeds'] == [0, 1]
+  assert '## Across repeats' in (tmp_path / 'seeds' / 'summary.md').read_text()
+  shutil.copytree(tmp_path / 'seeds', tmp_path / 'again')
+  proc = run_py(
+    '--compare=seeds', '--experiment=again', '--max_regression=10', f'--logdir={tmp_path}'
+  )
+  assert proc.returncode == 0, proc.stderr
+  found = json.loads((tmp_path / 'again' / 'comparison.json').read_text())
+  throughput = [row for row in found['rows'] if row['figure'] == 'examples_per_second']
+  assert [row['run'] for row in throughput] == ['a-one_device', 'b-one_device']
+  assert [row['change'] for row in throughput] == [pytest.approx(1.0)] * 2
 
 
 def test_synthetic_throughput_config(tmp_path):

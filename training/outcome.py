@@ -18,6 +18,7 @@ from training import devices
 from training import noise_scale
 from training import schedules
 from training import shards
+from training import step_timing
 
 # May differ when a run resumes: more epochs, other executions, derived values, the
 # strategy's own options (e.g. --num_packs); what an older checkpoint did not record.
@@ -26,6 +27,8 @@ NOT_CHECKED_ON_RESUME = (
   'steps_per_execution',
   'per_replica_batch_size',
   'train_examples',
+  'repeat_of',
+  'repeat',
 )
 
 
@@ -40,6 +43,9 @@ def settings(config, trainer):
     'input_shape': data.shape_text(trainer.source.input_shape),
     'num_classes': trainer.source.num_classes,
     'condition': config.condition,
+    # Which runs are repeats of one (--repeats), for the report and HParams' grouping.
+    'repeat_of': config.repeat_of,
+    'repeat': config.repeat,
     'seed': config.seed,
     'num_workers': trainer.num_workers,
     'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
@@ -141,6 +147,8 @@ def result(
     **results.to_target(state.step_evaluations, config.target_accuracy),
     'breakdown': breakdown,
     'input_pipeline': trainer.input_record,
+    # The step time's spread over the run's steady windows, beside the breakdown's median.
+    'step_time': step_timing.step_spread(trainer),
     **_placement(trainer),
   }
 

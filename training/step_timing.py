@@ -27,12 +27,13 @@ windows that give a median (REPETITIONS), each as long as the budget pays for, a
   overlaps compute, for one).
 """
 
-import dataclasses
 import statistics
 import time
 
+import numpy as np
 import tensorflow as tf
 
+from records import boundary
 from records import results
 from training import model_card
 
@@ -52,20 +53,48 @@ def run_step_ms(trainer):
   after the one before: only their sum is a time), and the median over the epochs after the
   first, as the throughput (the first alone when it is the only one). When no epoch has such
   an execution, every full one but the run's first counts, as one epoch. None without any."""
+  epochs = _steady_epochs(trainer)
+  if not epochs:
+    return None
+  rates = [sum(e.seconds for e in windows) / sum(e.steps for e in windows) for windows in epochs]
+  return statistics.median(rates) * 1e3 * trainer.batching.worker_shares
+
+
+def step_spread(trainer):
+  """How the step time spread over the run's steady windows (the executions `run_step_ms`
+  takes, each one window): {'windows', 'mean_ms', 'p50_ms', 'p90_ms', 'p99_ms'}, per global
+  batch, percentiles interpolated between windows (numpy's linear rule: with fewer than 100
+  windows p99 lies near the slowest). Under a coordinator a window is the time from one
+  result to the next, which comes in bursts: the percentiles spread wider than its steps do.
+  Only this process's windows: after a resume, those of the attempt that finished. None
+  without any."""
+  windows = [e for epoch in _steady_epochs(trainer) for e in epoch]
+  if not windows:
+    return None
+  per_step = lambda seconds, steps: seconds / steps * 1e3 * trainer.batching.worker_shares
+  times = [per_step(e.seconds, e.steps) for e in windows]
+  p50, p90, p99 = np.percentile(times, [50, 90, 99])
+  return {
+    'windows': len(windows),
+    'mean_ms': per_step(sum(e.seconds for e in windows), sum(e.steps for e in windows)),
+    'p50_ms': float(p50),
+    'p90_ms': float(p90),
+    'p99_ms': float(p99),
+  }
+
+
+def _steady_epochs(trainer):
+  """The steady windows of each epoch measured, [[ExecutionTime, ...], ...]: the full
+  executions not first in their epoch, in the epochs after the first (the first alone when it
+  is the only one); without such an execution, every full one but the run's first, as one
+  epoch. [] without any."""
   longest = max((e.steps for e in trainer.execution_times), default=0)
   full = [e for e in trainer.execution_times if e.steps == longest]
   steady = [e for e in full if not e.first_in_call]
-  epochs = sorted({e.call for e in steady})
-  if not epochs:
-    epochs, steady = [None], [dataclasses.replace(e, call=None) for e in full[1:]]
-    if not steady:
-      return None
-  rates = [
-    sum(e.seconds for e in steady if e.call == call)
-    / sum(e.steps for e in steady if e.call == call)
-    for call in (epochs[1:] or epochs)
-  ]
-  return statistics.median(rates) * 1e3 * trainer.batching.worker_shares
+  calls = sorted({e.call for e in steady})
+  if not calls:
+    return [full[1:]] if full[1:] else []
+  return [[e for e in steady if e.call == call] for call in (calls[1:] or calls)]
 
 
 def window_steps(budget_seconds, step_ms, most, execution):
@@ -309,3 +338,34 @@ def _replica_devices(trainer):
   if not trainer.executor.coordinated:
     return list(trainer.strategy.extended.worker_devices)
   return [f'/job:worker/replica:0/task:{i}' for i in range(trainer.num_workers)]
+
+
+def traced_parts(config, trainer, say):
+  """The breakdown's windows , built and traced before training, or
+  None when not asked for. Every worker builds them: their all-reduces need them all."""
+  if not config.performance.breakdown:
+    return None
+  say(f"[{config.name}] tracing the breakdown's parts: input, compute, communication")
+  return Parts(trainer, config.performance.steps_per_execution)
+
+
+def run_breakdown(config, breakdown, training_seconds, history, say):
+  """Where a step's time goes (`Parts.measure`, its windows paid by a
+  share of `training_seconds`) and what the run paid between steps (records/boundary.py, from
+  `history`); None when not asked for, or when no execution of the run could time its step."""
+  if breakdown is None:
+    return None
+  parts = breakdown.measure(
+    BUDGET_SHARE * training_seconds,
+    config.performance.breakdown_steps,
+    lambda line: say(f'[{config.name}] {line}'),
+  )
+  if parts is None:
+    return None
+  batching = breakdown.trainer.batching
+  return {
+    **parts,
+    **boundary.per_step(
+      history, batching.steps_per_epoch // batching.worker_shares, parts['step_ms']
+    ),
+  }

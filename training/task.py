@@ -17,7 +17,6 @@ from configs import cluster_spec
 from orchestration import peers
 from orchestration import processes
 from orchestration import startup_watchdog
-from records import boundary
 from records import environment
 from records import resume
 from records import run_files
@@ -79,14 +78,14 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
   recorder.memory_before = task.memory_before  # What its peak memory is measured from.
   _announce(config, trainer, compute_devices, state, say)
   try:
-    breakdown = _breakdown_parts(config, trainer, say)  # Before the run's clock starts.
+    breakdown = step_timing.traced_parts(config, trainer, say)  # Before the run's clock starts.
     saver, controller = _controller(
       config, trainer, state, checkpointer, writers, stop, say, task.writes
     )
     started = time.perf_counter()
     if controller.train():
       _interrupt(config, controller, saver, stop, recorder)
-    parts = _breakdown(
+    parts = step_timing.run_breakdown(
       config, breakdown, time.perf_counter() - started, controller.state.history, say
     )
     return recorder.write('complete', controller, saver, parts)
@@ -129,37 +128,6 @@ def _start(config, task, trainer, checkpointer, say):
   if in_step:
     agreement.check_start(config, task.spec, task.me, state.step)
   return state, card
-
-
-def _breakdown_parts(config, trainer, say):
-  """The breakdown's windows (training/step_timing.py), built and traced before training, or
-  None when not asked for. Every worker builds them: their all-reduces need them all."""
-  if not config.performance.breakdown:
-    return None
-  say(f"[{config.name}] tracing the breakdown's parts: input, compute, communication")
-  return step_timing.Parts(trainer, config.performance.steps_per_execution)
-
-
-def _breakdown(config, breakdown, training_seconds, history, say):
-  """Where a step's time goes (training/step_timing.py `breakdown`, its windows paid by a
-  share of `training_seconds`) and what the run paid between steps (records/boundary.py, from
-  `history`); None when not asked for, or when no execution of the run could time its step."""
-  if breakdown is None:
-    return None
-  parts = breakdown.measure(
-    step_timing.BUDGET_SHARE * training_seconds,
-    config.performance.breakdown_steps,
-    lambda line: say(f'[{config.name}] {line}'),
-  )
-  if parts is None:
-    return None
-  batching = breakdown.trainer.batching
-  return {
-    **parts,
-    **boundary.per_step(
-      history, batching.steps_per_epoch // batching.worker_shares, parts['step_ms']
-    ),
-  }
 
 
 class _Task:

@@ -1,0 +1,197 @@
+"""Repeats (--repeats) and the statistics across them, on fixed numbers with known intervals."""
+
+import dataclasses
+import math
+
+import pytest
+
+from configs import definitions
+from configs import dry_run
+from configs import plan
+from reporting import figures
+from reporting import repeats
+from reporting import uncertainty
+
+
+def test_repeats_are_planned_in_rounds_with_their_seeds():
+  base = definitions.RunConfig(seed=7, flags={'seed': 7})
+  runs = [
+    dataclasses.replace(base, name=name, run_dir=f'runs/x/{name}') for name in ('a', 'b', 'c')
+  ]
+  planned = plan.repeated(runs, 2)
+  assert [run.name for run in planned] == [
+    'a-rep1',
+    'b-rep1',
+    'c-rep1',
+    'a-rep2',
+    'b-rep2',
+    'c-rep2',
+  ]
+  assert [run.seed for run in planned] == [7, 7, 7, 8, 8, 8]
+  assert [run.flags['seed'] for run in planned] == [7, 7, 7, 8, 8, 8]
+  assert [(run.repeat_of, run.repeat) for run in planned[3:]] == [('a', 2), ('b', 2), ('c', 2)]
+  assert planned[4].run_dir == 'runs/x/b-rep2'
+  assert plan.repeated(runs, 1) == runs
+  text = dry_run.describe(
+    definitions.Experiment(directory='runs/x', runs=tuple(planned), repeats=2)
+  )
+  assert 'c-rep2' in text and '--repeats=2' in text
+
+
+def test_seeds_beyond_the_flags_bound_are_refused():
+  run = definitions.RunConfig(seed=plan.SEED_LIMIT)
+  with pytest.raises(ValueError, match='--repeats=2 needs seeds up to 4294967296'):
+    plan.repeated([run], 2)
+
+
+def test_t_interval_of_the_mean():
+  # Mean 3, standard deviation 1.5811, standard error 0.7071, t(4) = 2.776.
+  low, high = uncertainty.interval([1, 2, 3, 4, 5])
+  assert (low, high) == pytest.approx((3 - 1.9630, 3 + 1.9630), abs=1e-4)
+  assert uncertainty.interval([3.0]) is None
+
+
+def test_t_interval_of_the_geometric_mean():
+  # Logs 1, 2, 3: mean 2, standard deviation 1, t(2) = 4.303.
+  low, high = uncertainty.interval([math.e, math.e**2, math.e**3], log=True)
+  half = 4.303 / math.sqrt(3)
+  assert (low, high) == pytest.approx((math.exp(2 - half), math.exp(2 + half)))
+
+
+def test_t_quantiles_round_down_to_a_wider_interval():
+  assert uncertainty.t_975(4) == 2.776
+  assert uncertainty.t_975(11.7) == 2.228  # The value at 10 degrees of freedom.
+  assert uncertainty.t_975(500) == 1.960
+
+
+def test_paired_change_cancels_what_each_round_did_to_both():
+  # Each round twice the baseline's, the rounds themselves far apart: exactly 2x.
+  found = uncertainty.change([2, 40, 8], [1, 20, 4], paired=True)
+  assert (found['change'], found['low'], found['high']) == pytest.approx((2, 2, 2))
+  assert uncertainty.verdict(found) == 'faster'
+  unpaired = uncertainty.change([2, 40, 8], [1, 20, 4])
+  assert uncertainty.verdict(unpaired) == 'no significant difference'
+
+
+def test_welch_interval_of_a_difference():
+  # Variances 1 and 1 over 3 values each: Welch's df = 4, t = 2.776, half 2.776 * sqrt(2/3).
+  found = uncertainty.change([1, 2, 3], [4, 5, 6], log=False)
+  half = 2.776 * math.sqrt(2 / 3)
+  assert (found['change'], found['low'], found['high']) == pytest.approx((-3, -3 - half, -3 + half))
+  assert uncertainty.verdict(found, log=False, higher_is_better=False) == 'faster'
+  assert uncertainty.change([1], [4, 5, 6], log=False)['low'] is None
+
+
+def test_verdicts():
+  assert uncertainty.verdict({'change': 0.5, 'low': 0.4, 'high': 0.6}) == 'slower'
+  assert uncertainty.verdict({'change': 1.1, 'low': 0.9, 'high': 1.2}) == (
+    'no significant difference'
+  )
+  assert uncertainty.verdict({'change': 0.5, 'low': None, 'high': None}) == uncertainty.NO_INTERVAL
+  lower = {'change': 0.5, 'low': 0.4, 'high': 0.6}
+  assert uncertainty.verdict(lower, higher_is_better=False) == 'faster'
+
+
+def test_mlperf_drops_the_fastest_and_the_slowest():
+  assert uncertainty.mlperf_score([5, 1, 3, 2, 4], 5) == 3
+  assert uncertainty.mlperf_score([1, 2, 3, 4], 5) == 3  # The missed one is the slowest.
+  assert uncertainty.mlperf_score([1, 2, 3], 5) is None  # Two missed.
+  assert uncertainty.mlperf_score([1, 2, 3, 4], 4) is None  # Too few repeats.
+
+
+def result(name, group, repeat, throughput, strategy='one_device', replicas=1, accuracy=0.95):
+  """A finished run's result.json, as reporting/figures.py reads it."""
+  return {
+    'status': 'complete',
+    'run': name,
+    'repeat_of': group,
+    'repeat': repeat,
+    'seed': repeat - 1,
+    'strategy': strategy,
+    'model': 'cnn',
+    'dataset': 'digits',
+    'num_replicas_in_sync': replicas,
+    'num_workers': 1,
+    'global_batch_size': 64,
+    'steps_per_epoch': 100,
+    'epoch_examples_per_second': [1.0, throughput, throughput],
+    'epoch_startup': [1, 0, 0],
+    'validation_accuracy': [0.5, 0.92, accuracy],
+    'final_validation_accuracy': accuracy,
+    'target_accuracy': 0.9,
+    'time_to_accuracy_seconds': 2000 / throughput,
+    'steps_to_target': None,
+    'seconds_to_target': None,
+    'step_time': {'windows': 9, 'mean_ms': 2.0, 'p50_ms': 1.9, 'p90_ms': 2.5, 'p99_ms': 3.0},
+    'tf_version': '2.21.0',
+  }
+
+
+def runs(one_device, mirrored):
+  """Runs of one_device and mirrored, one per throughput given, repeat k of each in round k."""
+  found = []
+  for strategy, replicas, values in (('one_device', 1, one_device), ('mirrored', 2, mirrored)):
+    for k, value in enumerate(values, 1):
+      record = result(f'{strategy}-rep{k}', strategy, k, value, strategy, replicas)
+      found.append(figures.of(record, definitions.RunConfig().to_json()))
+  return found
+
+
+def test_figures_of_a_run_come_from_its_record():
+  run = figures.of(result('a-rep2', 'a', 2, 1000.0))
+  assert (run.group, run.repeat, run.seed, str(run.target)) == ('a', 2, 1, 'accuracy>=0.9')
+  assert run.figures == {
+    'examples_per_second': 1000.0,
+    'final_validation_accuracy': 0.95,
+    'steps_to_target': 200,  # Reached at the end of the second epoch of 100 steps.
+    'seconds_to_target': 2.0,
+  }
+
+
+def test_groups_give_median_interval_speedup_and_mlperf_score():
+  table = repeats.groups(runs([1000, 1100, 900, 1000, 1000], [600, 660, 540, 600, 600]))
+  mirrored = next(row for row in table if row['run'] == 'mirrored')
+  assert table[0]['run'] == 'one_device'  # Fastest first.
+  assert mirrored['repeats'] == 5 and mirrored['seeds'] == [0, 1, 2, 3, 4]
+  assert mirrored['baseline'] == 'one_device'
+  speedup = mirrored['figures']['speedup']
+  # Each round's ratio is 0.6 exactly: paired, the interval has no width.
+  assert (speedup['median'], speedup['low'], speedup['high']) == pytest.approx((0.6, 0.6, 0.6))
+  assert mirrored['figures']['scaling_efficiency']['median'] == pytest.approx(0.3)
+  throughput = mirrored['figures']['examples_per_second']
+  assert throughput['median'] == 600
+  assert throughput['low'] < 600 < throughput['high']
+  # Seconds to target 2000/throughput: 3.33, 3.03, 3.70, 3.33, 3.33; MLPerf: drop 3.03 and 3.70.
+  assert mirrored['mlperf_seconds_to_target'] == pytest.approx(2000 / 600)
+
+
+def test_ranking_says_which_differences_are_significant():
+  apart = repeats.differences(runs([1000, 1100, 900], [600, 660, 540]))
+  assert [(p['faster'], p['slower'], p['verdict']) for p in apart] == [
+    ('one_device', 'mirrored', 'slower')
+  ]
+  assert repeats.ranking_lines(apart)[0].startswith(
+    'one_device and mirrored: one_device significantly faster (mirrored/one_device 0.60x'
+  )
+  close = repeats.differences(runs([1000, 1100, 900], [1010, 900, 1090]))
+  assert repeats.ranking_lines(close)[0].startswith(
+    'mirrored and one_device: no significant difference'  # mirrored's median is the higher.
+  )
+
+
+def test_one_run_per_configuration_says_no_interval_is_available():
+  section = repeats.section(runs([1000], [600]))
+  assert section['notes'] == [repeats.ONE_RUN_EACH]
+  assert 'no interval is available' in repeats.ONE_RUN_EACH
+  assert section['markdown'] == []
+  row = next(row for row in section['groups'] if row['run'] == 'mirrored')
+  assert row['figures']['examples_per_second']['low'] is None
+  assert repeats.cell(row['figures']['examples_per_second'], '{:,.0f}') == '600 (one run)'
+
+
+def test_the_section_shows_the_table_and_the_ranking():
+  section = repeats.section(runs([1000, 1100, 900], [600, 660, 540]))
+  text = '\n'.join(section['markdown'])
+  assert '## Across repeats' in text and 'Student-t' in text and 'paired by round' in text
+  assert '| mirrored | 3 | 600 [' in text
+  assert 'Across repeats' in section['console'] and 'significantly faster' in section['console']
