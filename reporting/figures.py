@@ -30,8 +30,8 @@ HARDWARE = ('cpu_model', 'cpu_count', 'cpu_affinity', 'memory_gib', 'gpus')
 @dataclasses.dataclass(frozen=True)
 class Target:
   metric: str  # A validation metric's name.
-  at_least: bool  # Reached at a value >= `value`; else <=.
-  value: float
+  at_least: bool  # Reached at a value >= `threshold`; else <=.
+  threshold: float
 
   @property
   def figure(self):
@@ -39,7 +39,7 @@ class Target:
     return f'final_validation_{self.metric}'
 
   def __str__(self):
-    return f'{self.metric}{">=" if self.at_least else "<="}{self.value:g}'
+    return f'{self.metric}{">=" if self.at_least else "<="}{self.threshold:g}'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +114,9 @@ def _to_target(record, target):
   if record.get(STEPS_TO_TARGET) is not None:
     return record[STEPS_TO_TARGET], record[SECONDS_TO_TARGET]
   reached = results.time_to_accuracy(
-    record['validation_accuracy'], range(1, len(record['validation_accuracy']) + 1), target.value
+    record['validation_accuracy'],
+    range(1, len(record['validation_accuracy']) + 1),
+    target.threshold,
   )
   if reached is None:
     return None, None

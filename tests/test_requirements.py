@@ -39,7 +39,7 @@ def pinned(name):
   with open(os.path.join(ROOT, name)) as f:
     lines = [line.split('#')[0].strip() for line in f]
   return dict(
-    re.fullmatch(r'([A-Za-z0-9_.-]+)==(\S+)', line).groups()
+    re.fullmatch(r'([A-Za-z0-9_.-]+)(?:\[[\w,]+\])?==(\S+)', line).groups()
     for line in lines
     if line and not line.startswith('-r')
   )

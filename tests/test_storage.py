@@ -144,7 +144,9 @@ LOCAL_FILE_CALLS = {
   'configs/hardware_profiles.py': 2,  # The configs/hardware/ directory, in the repository.
   'configs/noise_scale_of.py': 1,  # `~` of a local run directory (not a URL).
   'records/staging.py': 9,  # The local copy TensorFlow writes and reads on an object store.
-  'prediction/validation.py': 2,  # prediction/published.csv, in the repository.
+  'prediction/validation.py': 4,  # prediction/published.csv and its variables, in the repository.
+  'prediction/cards.py': 2,  # prediction/model_cards.csv, in the repository.
+  'training/peak_memory.py': 2,  # /proc/self: the process's own peak memory.
 }
 FILE_CALL = re.compile(
   r'os\.path\.|\bopen\(|os\.(makedirs|listdir|remove|replace|rename|rmdir|'
