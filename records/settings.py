@@ -32,7 +32,7 @@ NOT_MEASURED = (
   'flags',
   'data_dir',
   'download',
-  'target_accuracy',
+  'target',
   'checkpoints',
   'startup_timeout',
 )
@@ -56,7 +56,7 @@ PER_TASK = (
   'flags',
   'data_dir',
   'download',
-  'target_accuracy',
+  'target',
   'startup_timeout',
   'gpus_per_worker',
   'intra_op_threads',

@@ -61,6 +61,12 @@ def load(experiment_dir, say=print):
       'epoch_elapsed_seconds': train.get('epoch_elapsed_seconds', []),
       'epoch_startup': train.get('epoch_startup'),
       'validation_accuracy': validation.get('epoch_accuracy', []),
+      # Every metric of the job by name (training/objective.py), per epoch.
+      'validation_metrics': {
+        tag.removeprefix('epoch_'): values
+        for tag, values in validation.items()
+        if tag.startswith('epoch_')
+      },
       # Per epoch, None where its estimate of |G|^2 was not positive (written as NaN); None
       # for a run that did not measure it.
       'gradient_noise_scale': _known(train.get('epoch_gradient_noise_scale')),
@@ -94,7 +100,7 @@ def _damage(run_dir, run):
   series = {
     'train/ throughput': run['epoch_examples_per_second'],
     'train/ elapsed seconds': run['epoch_elapsed_seconds'],
-    'validation/ accuracy': run['validation_accuracy'],
+    'validation/ loss': run['validation_metrics'].get('loss', []),
   }
   short = [
     f'{what} of {len(values)} of {epochs} epochs'

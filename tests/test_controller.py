@@ -56,7 +56,7 @@ class Recorder:
     self.calls.append(('after_evaluation', evaluation['step']))
 
   def after_epoch(self, c):
-    self.calls.append(('after_epoch', c.epoch, len(c.state.history.train_loss)))
+    self.calls.append(('after_epoch', c.epoch, len(c.state.history.train_metrics['loss'])))
 
   def end(self, c):
     self.calls.append(('end', c.state.step))
@@ -117,10 +117,12 @@ def test_trains_every_epoch_in_executions_and_records_each(arrays):
   assert state.step == trainer.steps_done == 3 * SPE
   history = state.history
   for name, values in vars(history).items():
-    assert len(values) == 3, name
+    for series in values.values() if isinstance(values, dict) else [values]:
+      assert len(series) == 3, name
+  assert set(history.train_metrics) == set(history.validation_metrics) == {'loss', 'accuracy'}
   assert history.epoch_startup == [1, 0, 0]
-  assert all(math.isfinite(v) and v > 0 for v in history.train_loss + history.validation_loss)
-  assert all(0 <= a <= 1 for a in history.train_accuracy + history.validation_accuracy)
+  assert all(math.isfinite(v) and v > 0 for v in history.train_metrics['loss'] + history.validation_metrics['loss'])
+  assert all(0 <= a <= 1 for a in history.train_metrics['accuracy'] + history.validation_metrics['accuracy'])
   assert history.epoch_learning_rate == pytest.approx([0.1] * 3)
   assert history.epoch_elapsed_seconds == sorted(history.epoch_elapsed_seconds)
   assert (state.epoch_sums, state.epoch_seconds) == (loop.ZERO, 0.0)  # No epoch under way.
@@ -150,10 +152,10 @@ def test_an_action_stops_training_mid_epoch_and_every_action_sees_that_point(arr
   assert run.train() is True
   state = run.state
   assert state.step == trainer.steps_done == SPE + SPX
-  assert len(state.history.train_loss) == 1
+  assert len(state.history.train_metrics['loss']) == 1
   # The unfinished epoch's sums are kept, to continue it from a checkpoint.
   assert state.epoch_sums.examples == SPX * BATCH
-  assert math.isfinite(state.epoch_sums.loss) and state.epoch_sums.loss > 0
+  assert math.isfinite(state.epoch_sums['loss'][0]) and state.epoch_sums['loss'][0] > 0
   # The actions after the one that stopped it were called at that point too; then nothing.
   assert after_it.calls == stopper.calls
   assert stopper.calls[-1] == ('after_execution', SPE + SPX, SPX * BATCH)
@@ -164,7 +166,7 @@ def test_a_stop_after_an_epochs_last_execution_records_the_epoch_then_stops(arra
   stopper = Recorder(stop_at_step=SPE)
   run = controller(tiny_training.trainer(examples=arrays), [stopper], epochs=3)
   assert run.train() is True
-  assert run.state.step == SPE and len(run.state.history.train_loss) == 1
+  assert run.state.step == SPE and len(run.state.history.train_metrics['loss']) == 1
   assert run.state.epoch_sums.examples == 0  # Nothing of epoch 2 began.
   assert stopper.calls[-1] == ('after_epoch', 1, 1)
 
@@ -187,8 +189,8 @@ def test_a_new_controller_finishes_the_stopped_epoch_as_if_never_stopped(arrays)
   history = second.state.history
   assert second.state.step == 2 * SPE
   assert history.epoch_startup == [1, 1]  # The first epoch of this process is a start-up one.
-  assert history.train_loss == pytest.approx(whole.state.history.train_loss, rel=1e-6)
-  assert history.validation_loss == pytest.approx(whole.state.history.validation_loss, rel=1e-6)
+  assert history.train_metrics['loss'] == pytest.approx(whole.state.history.train_metrics['loss'], rel=1e-6)
+  assert history.validation_metrics['loss'] == pytest.approx(whole.state.history.validation_metrics['loss'], rel=1e-6)
 
 
 def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
@@ -209,7 +211,7 @@ def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
   assert run.train() is True
   # Epoch 1 was whole, so it ends and is recorded; epoch 2 never starts.
   assert run.state.step == SPE
-  assert len(run.state.history.train_loss) == 1
+  assert len(run.state.history.train_metrics['loss']) == 1
   assert run.state.epoch_sums == loop.ZERO
 
 
@@ -266,13 +268,13 @@ def test_epoch_summary_writes_each_epoch_at_its_keras_step(arrays):
   run.train()
   history = run.state.history
   assert [step for step, _, _ in writes] == [0, 1, 2]  # As Keras' TensorBoard callback.
-  assert [train['loss'] for _, train, _ in writes] == history.train_loss
-  assert [validation['accuracy'] for _, _, validation in writes] == history.validation_accuracy
+  assert [train['loss'] for _, train, _ in writes] == history.train_metrics['loss']
+  assert [validation['accuracy'] for _, _, validation in writes] == history.validation_metrics['accuracy']
   assert [train['startup'] for _, train, _ in writes] == [1, 0, 0]
   assert evaluations == run.state.step_evaluations  # At their steps: 8, 16, 24.
   assert [e['step'] for e in evaluations] == [SPE, 2 * SPE, 3 * SPE]
   assert [line.split(':')[0] for line in lines] == [f'[tiny] epoch {n}/3' for n in (1, 2, 3)]
-  assert f'loss {history.train_loss[2]:.4f}' in lines[2]
+  assert f'loss {history.train_metrics["loss"][2]:.4f}' in lines[2]
 
 
 def test_checkpoints_are_written_every_epochs_and_every_steps(arrays):
@@ -292,11 +294,11 @@ def test_checkpoints_are_written_every_epochs_and_every_steps(arrays):
   assert saver.saved_step == 22
   by_step = dict(saves)  # The last save of a step wins, as the file it overwrites would.
   # Mid-epoch: the epoch's sums so far, to continue it; at 16, epoch 2 is whole and recorded.
-  assert len(by_step[11]['history']['train_loss']) == 1
-  assert by_step[11]['epoch_sums']['examples'] == SPX * BATCH
+  assert len(by_step[11]['history']['train_metrics']['loss']) == 1
+  assert by_step[11]['epoch_sums']['sums']['examples'] == [SPX * BATCH]
   assert by_step[11]['step'] == 11 and by_step[11]['settings'] == {'seed': 0}
-  assert len(by_step[16]['history']['train_loss']) == 2
-  assert by_step[16]['epoch_sums']['examples'] == 0
+  assert len(by_step[16]['history']['train_metrics']['loss']) == 2
+  assert by_step[16]['epoch_sums']['sums'] == {}
   assert state.checkpoint_seconds >= 0 and state.retried_steps == 0
 
 
@@ -396,8 +398,8 @@ def test_evaluations_land_every_k_steps_and_at_epoch_ends_once_each(arrays):
   assert executions == [(1, 3), (4, 4), (5, 7), (8, 8), (9, 11), (12, 12), (13, 15), (16, 16)]
   history = run.state.history
   by_step = {e['step']: e for e in run.state.step_evaluations}
-  assert [by_step[8]['accuracy'], by_step[16]['accuracy']] == history.validation_accuracy
-  assert [by_step[8]['loss'], by_step[16]['loss']] == history.validation_loss
+  assert [by_step[8]['metrics']['accuracy'], by_step[16]['metrics']['accuracy']] == history.validation_metrics['accuracy']
+  assert [by_step[8]['metrics']['loss'], by_step[16]['metrics']['loss']] == history.validation_metrics['loss']
   elapsed = [e['elapsed_seconds'] for e in run.state.step_evaluations]
   assert elapsed == sorted(elapsed)
 
@@ -414,8 +416,8 @@ def test_an_evaluation_sees_the_weights_of_exactly_its_step(arrays):
   run.train()
   first = run.state.step_evaluations[0]
   assert first['step'] == 4
-  assert first['loss'] == pytest.approx(expected.loss, rel=1e-6)
-  assert first['accuracy'] == pytest.approx(expected.accuracy)
+  assert first['metrics']['loss'] == pytest.approx(expected['loss'], rel=1e-6)
+  assert first['metrics']['accuracy'] == pytest.approx(expected['accuracy'])
 
 
 def test_evaluations_every_k_steps_are_left_out_of_the_epoch_time(arrays, clock):

@@ -63,10 +63,11 @@ class Writers:
 
   def evaluation(self, evaluation):
     """A validation pass (every --eval_every_steps steps and at epoch ends) at its training
-    step, 1-based, under the tags Keras' TensorBoard callback gives `evaluate`'s."""
+    step, 1-based: each of its metrics under the tag Keras' TensorBoard callback gives
+    `evaluate`'s."""
     with self._validation.as_default(step=evaluation['step']):
-      for name in ('accuracy', 'loss'):
-        tf.summary.scalar(f'evaluation_{name}_vs_iterations', evaluation[name])
+      for name, value in evaluation['metrics'].items():
+        tf.summary.scalar(f'evaluation_{name}_vs_iterations', value)
     self._validation.flush()
 
   def text(self, flag_values, devices):

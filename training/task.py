@@ -22,6 +22,7 @@ from records import environment
 from records import results
 from records import resume
 from records import storage
+from records import target as target_lib
 from training import actions
 from training import agreement
 from training import checkpoints
@@ -337,6 +338,10 @@ def _build(config, spec, me, say, refusal=None):
       agreement.check(config, spec, me, descriptor.coordinated, refusal, arrays)
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(strategy, config, arrays)
+  # Before anything is written: a target on a metric the model does not report is refused.
+  target_lib.check_reported(
+    target_lib.parse(config.target), trainer.step.objective.names, f'--model={config.model.model}'
+  )
   return trainer, compute_devices
 
 
@@ -369,6 +374,8 @@ def _announce(config, trainer, compute_devices, state, say):
       f'[{config.name}] the model outputs probabilities (it ends in a softmax), not logits: '
       'trained on their log, as from_logits=False (docs/own-model.md)'
     )
+  if trainer.optimizer_record['optimizer_note']:
+    say(f'[{config.name}] {trainer.optimizer_record["optimizer_note"]}')
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''
