@@ -470,8 +470,8 @@ def test_step_evaluations_survive_a_stop_and_a_new_controller_without_repeats(ar
   second.train()
   steps = [e['step'] for e in second.state.step_evaluations]
   assert steps == [e['step'] for e in whole.state.step_evaluations] == [5, 8, 10, 15, 16]
-  assert [e['loss'] for e in second.state.step_evaluations] == pytest.approx(
-    [e['loss'] for e in whole.state.step_evaluations], rel=1e-5
+  assert [e['metrics']['loss'] for e in second.state.step_evaluations] == pytest.approx(
+    [e['metrics']['loss'] for e in whole.state.step_evaluations], rel=1e-5
   )
 
 
@@ -482,23 +482,51 @@ def checkpoints_round_trip(state):
   return checkpoints.RunState.from_json(json.loads(json.dumps(state.to_json())))
 
 
-def test_steps_to_target_is_the_first_evaluation_at_or_above_the_target():
+def test_steps_to_target_is_the_first_evaluation_that_reaches_the_target():
   from records import results
+  from records import target
 
   evaluations = [
-    {'step': 5, 'accuracy': 0.5, 'loss': 1.0, 'elapsed_seconds': 1.0},
-    {'step': 10, 'accuracy': 0.9, 'loss': 0.5, 'elapsed_seconds': 2.5},
-    {'step': 15, 'accuracy': 0.8, 'loss': 0.6, 'elapsed_seconds': 4.0},
-    {'step': 16, 'accuracy': 0.95, 'loss': 0.4, 'elapsed_seconds': 5.0},
+    {'step': s, 'elapsed_seconds': t, 'metrics': {'accuracy': a, 'loss': loss}}
+    for s, t, a, loss in [(5, 1.0, 0.5, 1.0), (10, 2.5, 0.9, 0.5), (15, 4.0, 0.8, 0.6)]
+    + [(16, 5.0, 0.95, 0.4)]
   ]
-  assert results.to_target(evaluations, 0.9) == {'steps_to_target': 10, 'seconds_to_target': 2.5}
-  assert results.to_target(evaluations, 0.92)['steps_to_target'] == 16
-  assert results.to_target(evaluations, 0.99) == {
-    'steps_to_target': None,
-    'seconds_to_target': None,
-  }
-  assert results.to_target(evaluations, None)['steps_to_target'] is None
-  assert results.to_target([], 0.5)['steps_to_target'] is None
+  to = lambda text: results.to_target(evaluations, text and target.parse(text))
+  assert to('accuracy>=0.9') == {'steps_to_target': 10, 'seconds_to_target': 2.5}
+  assert to('accuracy>=0.92')['steps_to_target'] == 16
+  assert to('loss<=0.45')['steps_to_target'] == 16  # A metric to lower: at most.
+  assert to('loss<=1')['steps_to_target'] == 5
+  assert to('accuracy>=0.99') == {'steps_to_target': None, 'seconds_to_target': None}
+  assert to('auc>=0.5')['steps_to_target'] is None  # Not among them: never reached.
+  assert to(None)['steps_to_target'] is None
+  assert results.to_target([], target.parse('accuracy>=0.5'))['steps_to_target'] is None
+
+
+@pytest.mark.parametrize(
+  'text, message',
+  [
+    ('accuracy', 'write it NAME>=VALUE or NAME<=VALUE'),
+    ('accuracy>0.9', 'write it NAME>=VALUE or NAME<=VALUE'),
+    ('auc>=high', 'high is not a number'),
+    ('loss<=nan', 'give a finite value'),
+  ],
+)
+def test_a_malformed_target_is_refused_saying_how_to_write_one(text, message):
+  from records import target
+
+  with pytest.raises(target.TargetError, match=message):
+    target.parse(text)
+
+
+def test_a_target_is_parsed_and_compared_in_float32():
+  from records import target
+
+  assert target.parse(' mae <= 0.5 ') == target.Target('mae', '<=', 0.5)
+  assert str(target.parse('auc>=0.80')) == 'auc>=0.8'
+  assert target.parse('accuracy>=0.9').reached(324 / 360)  # Its float32 a little less.
+  assert not target.parse('accuracy>=0.9').reached(None)
+  with pytest.raises(target.TargetError, match='reports no metric auc; name one it reports: loss'):
+    target.check_reported(target.parse('auc>=0.8'), ('loss', 'mae'), '--model=m:f')
 
 
 def test_under_executions_in_flight_launching_waits_at_each_multiple_of_k(arrays):
