@@ -121,8 +121,13 @@ def test_trains_every_epoch_in_executions_and_records_each(arrays):
       assert len(series) == 3, name
   assert set(history.train_metrics) == set(history.validation_metrics) == {'loss', 'accuracy'}
   assert history.epoch_startup == [1, 0, 0]
-  assert all(math.isfinite(v) and v > 0 for v in history.train_metrics['loss'] + history.validation_metrics['loss'])
-  assert all(0 <= a <= 1 for a in history.train_metrics['accuracy'] + history.validation_metrics['accuracy'])
+  assert all(
+    math.isfinite(v) and v > 0
+    for v in history.train_metrics['loss'] + history.validation_metrics['loss']
+  )
+  assert all(
+    0 <= a <= 1 for a in history.train_metrics['accuracy'] + history.validation_metrics['accuracy']
+  )
   assert history.epoch_learning_rate == pytest.approx([0.1] * 3)
   assert history.epoch_elapsed_seconds == sorted(history.epoch_elapsed_seconds)
   assert (state.epoch_sums, state.epoch_seconds) == (loop.ZERO, 0.0)  # No epoch under way.
@@ -189,8 +194,12 @@ def test_a_new_controller_finishes_the_stopped_epoch_as_if_never_stopped(arrays)
   history = second.state.history
   assert second.state.step == 2 * SPE
   assert history.epoch_startup == [1, 1]  # The first epoch of this process is a start-up one.
-  assert history.train_metrics['loss'] == pytest.approx(whole.state.history.train_metrics['loss'], rel=1e-6)
-  assert history.validation_metrics['loss'] == pytest.approx(whole.state.history.validation_metrics['loss'], rel=1e-6)
+  assert history.train_metrics['loss'] == pytest.approx(
+    whole.state.history.train_metrics['loss'], rel=1e-6
+  )
+  assert history.validation_metrics['loss'] == pytest.approx(
+    whole.state.history.validation_metrics['loss'], rel=1e-6
+  )
 
 
 def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
@@ -269,7 +278,9 @@ def test_epoch_summary_writes_each_epoch_at_its_keras_step(arrays):
   history = run.state.history
   assert [step for step, _, _ in writes] == [0, 1, 2]  # As Keras' TensorBoard callback.
   assert [train['loss'] for _, train, _ in writes] == history.train_metrics['loss']
-  assert [validation['accuracy'] for _, _, validation in writes] == history.validation_metrics['accuracy']
+  assert [validation['accuracy'] for _, _, validation in writes] == history.validation_metrics[
+    'accuracy'
+  ]
   assert [train['startup'] for _, train, _ in writes] == [1, 0, 0]
   assert evaluations == run.state.step_evaluations  # At their steps: 8, 16, 24.
   assert [e['step'] for e in evaluations] == [SPE, 2 * SPE, 3 * SPE]
@@ -398,8 +409,14 @@ def test_evaluations_land_every_k_steps_and_at_epoch_ends_once_each(arrays):
   assert executions == [(1, 3), (4, 4), (5, 7), (8, 8), (9, 11), (12, 12), (13, 15), (16, 16)]
   history = run.state.history
   by_step = {e['step']: e for e in run.state.step_evaluations}
-  assert [by_step[8]['metrics']['accuracy'], by_step[16]['metrics']['accuracy']] == history.validation_metrics['accuracy']
-  assert [by_step[8]['metrics']['loss'], by_step[16]['metrics']['loss']] == history.validation_metrics['loss']
+  assert [
+    by_step[8]['metrics']['accuracy'],
+    by_step[16]['metrics']['accuracy'],
+  ] == history.validation_metrics['accuracy']
+  assert [
+    by_step[8]['metrics']['loss'],
+    by_step[16]['metrics']['loss'],
+  ] == history.validation_metrics['loss']
   elapsed = [e['elapsed_seconds'] for e in run.state.step_evaluations]
   assert elapsed == sorted(elapsed)
 

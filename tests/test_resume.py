@@ -110,7 +110,9 @@ def test_resuming_after_epoch_one_trains_epoch_two_as_the_uninterrupted_run(
   assert resumed.train() is False
   history = state.history
   assert state.step == 2 * SPE
-  assert history.train_metrics['loss'] == pytest.approx(reference.history.train_metrics['loss'], rel=1e-6, abs=1e-7)
+  assert history.train_metrics['loss'] == pytest.approx(
+    reference.history.train_metrics['loss'], rel=1e-6, abs=1e-7
+  )
   assert history.validation_metrics['loss'] == pytest.approx(
     reference.history.validation_metrics['loss'], rel=1e-6, abs=1e-7
   )
@@ -134,7 +136,9 @@ def test_resuming_mid_epoch_continues_the_epoch_sums(arrays, uninterrupted, tmp_
   ]
   assert resumed.train() is False
   assert state.step == 2 * SPE
-  assert state.history.train_metrics['loss'] == pytest.approx(reference.history.train_metrics['loss'], rel=1e-6, abs=1e-7)
+  assert state.history.train_metrics['loss'] == pytest.approx(
+    reference.history.train_metrics['loss'], rel=1e-6, abs=1e-7
+  )
   assert state.history.validation_metrics['loss'] == pytest.approx(
     reference.history.validation_metrics['loss'], rel=1e-6, abs=1e-7
   )

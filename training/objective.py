@@ -114,7 +114,7 @@ class Compiled:
       'examples': (),
       **{f'state_{i}': v.shape for i, v in enumerate(self._initial)},
     }
-    self.names = ('loss', *self.results({n: np.zeros(self._size(n)) for n in self.shapes}))
+    self.names = tuple(self.results({n: np.zeros(self._size(n)) for n in self.shapes}))
 
   def _size(self, name):
     return int(np.prod(self.shapes[name]))

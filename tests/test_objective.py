@@ -1,0 +1,130 @@
+"""The job's loss and metrics (training/objective.py): a compiled model's, by name, aggregated
+over replicas as one process computes them on the whole validation set."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from tests import tiny_training
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def truth():
+  """tests/metric_truth.py's figures, {(model, strategy): ...}."""
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, 'tests', 'metric_truth.py')],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=ROOT,
+  )
+  assert proc.returncode == 0, proc.stderr
+  lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
+  return {(line['model'], line['strategy']): line for line in lines}
+
+
+@pytest.mark.parametrize('strategy', ['one_device', 'mirrored'])
+@pytest.mark.parametrize('model, metric', [('click', 'auc'), ('regression', 'mae')])
+def test_a_compiled_metric_is_the_whole_validation_set_s(truth, model, metric, strategy):
+  """AUC of a padded validation set split over two replicas is the AUC of the whole set, of
+  the same weights, in one process (not an average of per-replica AUCs)."""
+  found = truth[(model, strategy)]
+  assert found['names'] == ['loss', metric]
+  assert found['recorded'][metric] == pytest.approx(found['whole'][metric], abs=0.005)
+  assert found['recorded'][metric] == pytest.approx(found['whole'][metric], rel=1e-5)
+  assert found['recorded']['loss'] == pytest.approx(found['whole']['loss'], rel=1e-5)
+
+
+@pytest.mark.parametrize('model', ['click', 'regression'])
+def test_two_replicas_train_a_compiled_model_as_one_device_does(truth, model):
+  one, two = truth[(model, 'one_device')], truth[(model, 'mirrored')]
+  for split in ('train', 'recorded'):
+    assert two[split] == pytest.approx(one[split], rel=1e-4)
+
+
+def binary_trainer(build):
+  arrays = tiny_training.arrays()
+  import tensorflow as tf
+
+  return tiny_training.make_trainer(
+    tf.distribute.OneDeviceStrategy('/cpu:0'), arrays, build, tiny_training.BATCH
+  )
+
+
+def small_binary(metrics, loss='binary_crossentropy', units=1):
+  def build():
+    model = keras.Sequential(
+      [keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(units, 'sigmoid')]
+    )
+    model.compile(loss=loss, metrics=metrics)
+    return model
+
+  return build
+
+
+class Largest(keras.metrics.Metric):
+  """The largest output seen: a state that is no sum."""
+
+  def __init__(self, name='largest'):
+    super().__init__(name=name)
+    self.value = self.add_variable((), 'zeros', name='value')
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    self.value.assign(keras.ops.maximum(self.value, keras.ops.max(y_pred)))
+
+  def result(self):
+    return self.value
+
+
+def test_the_default_job_is_cross_entropy_and_accuracy_and_a_compiled_one_its_own():
+  assert tiny_training.trainer().step.objective.names == ('loss', 'accuracy')
+  trainer = binary_trainer(small_binary(['accuracy', keras.metrics.AUC(name='auc')]))
+  assert trainer.step.objective.names == ('loss', 'accuracy', 'auc')
+  totals, _ = trainer.train_epoch(4, 2)
+  assert set(trainer.metrics(totals)) == set(trainer.evaluate()) == {'loss', 'accuracy', 'auc'}
+  assert 0 <= trainer.evaluate()['auc'] <= 1
+  # Its compiled optimizer (Keras' default, RMSprop) did not train it: said, not silent.
+  record = trainer.optimizer_record
+  assert record['trained_by'] == '--optimizer=adam'  # The run configuration's.
+  assert record['compiled_optimizer'] == 'RMSprop(learning_rate=0.001)'
+  assert 'was not used' in record['optimizer_note']
+  assert tiny_training.trainer().optimizer_record['compiled_optimizer'] is None
+
+
+@pytest.mark.parametrize(
+  'build, message',
+  [
+    (small_binary([Largest()]), 'its metric largest keeps a state that does not add up'),
+    (
+      small_binary([], loss='categorical_crossentropy', units=2),
+      "its compiled loss cannot take the dataset's labels",
+    ),
+  ],
+)
+def test_what_cannot_be_trained_or_summed_is_refused_in_one_line(build, message):
+  import user_code
+
+  with pytest.raises(user_code.UserCodeError, match=message) as refused:
+    binary_trainer(build)
+  assert '\n' not in str(refused.value)
+
+
+def test_an_epoch_s_compiled_metric_continues_across_a_resume_mid_epoch():
+  """The state a compiled metric has summed so far travels in the run state's epoch sums."""
+  from training import loop
+
+  trainer = binary_trainer(small_binary([keras.metrics.AUC(name='auc')]))
+  whole, _ = trainer.train_epoch(4, 2)
+  again = binary_trainer(small_binary([keras.metrics.AUC(name='auc')]))
+  first, _ = again.train_epoch(2, 2)
+  saved = json.loads(json.dumps(first.sums))  # As a checkpoint's run state holds it.
+  rest, _ = again.train_epoch(2, 2, first_step=3, earlier=loop.Totals(saved))
+  assert again.metrics(rest) == pytest.approx(trainer.metrics(whole), rel=1e-5)
+  assert np.isfinite(again.metrics(rest)['auc'])
