@@ -91,10 +91,11 @@ class Step:
     """{small_norms, big_norms, norm_steps}: [|G_small|^2, |G_big|^2, 1] / R, summed over the
     R replicas by the loop: the mean over replicas of the squared norm of each one's mean
     gradient (of its own batch, B_small), and that of the update's mean gradient (of the whole
-    batch, B_big), for training/noise_scale.py. The local gradients are of the loss divided by the whole batch, so a replica's own mean
-    gradient is R times its local one. Mixed float16's loss scale multiplies both alike (their
-    ratio, B_simple, would not change) and is divided out, so that the averages over an epoch
-    weigh steps alike when the scale moves; a step whose gradients overflowed counts for none.
+    batch, B_big), for training/noise_scale.py. The local gradients are of the loss divided by
+    the whole batch, so a replica's own mean gradient is R times its local one. Mixed float16's
+    loss scale multiplies both alike (their ratio, B_simple, would not change) and is divided
+    out, so that the averages over an epoch weigh steps alike when the scale moves; a step
+    whose gradients overflowed counts for none.
     """
     replicas = tf.distribute.get_replica_context().num_replicas_in_sync
     scale = self.optimizer.scale_loss(1.0)
