@@ -5,6 +5,8 @@ The names are configs.definitions.OPTIMIZERS.
 for sgd, momentum, adam and lamb, and LARS' own term inside its trust ratio for lars.
 """
 
+import numpy as np
+
 
 def create(settings, learning_rate, loss_scale=False):
   """The optimizer `settings` (configs.definitions.Optimizer) name, with the hyper-parameters
@@ -48,7 +50,7 @@ def record(settings, model):
   if compiled is not None:
     rate = getattr(compiled, 'learning_rate', None)
     try:
-      shown = f'{float(rate):g}'
+      shown = f'{float(np.asarray(rate)):g}'  # A number, or a variable holding one.
     except (TypeError, ValueError):  # A schedule: named by its class.
       shown = type(rate).__name__
     described = f'{type(compiled).__name__}(learning_rate={shown})'
