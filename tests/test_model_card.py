@@ -238,7 +238,7 @@ def test_measuring_changes_nothing_of_training():
       for old, new in zip(before, run.model.variables):
         np.testing.assert_array_equal(old, new.numpy())
     totals = [run.train_epoch(run.batching.steps_per_epoch, 3)[0] for _ in range(2)]
-    runs.append(([t.loss for t in totals], [v.numpy() for v in run.model.variables]))
+    runs.append(([t['loss'] for t in totals], [v.numpy() for v in run.model.variables]))
   (losses, variables), (plain_losses, plain_variables) = runs
   assert losses == plain_losses
   for a, b in zip(variables, plain_variables):

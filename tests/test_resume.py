@@ -205,7 +205,7 @@ def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, 
     trainer = tiny_training.trainer(examples=arrays)
     state = checkpoints.start_or_resume(str(directory), resume, trainer, None, SETTINGS)
     assert (state.step, state.resumes, state.settings) == (0, [], SETTINGS)
-    assert state.history.train_metrics['loss'] == []
+    assert state.history.train_metrics == {}
     assert trainer.steps_done == 0
 
 
@@ -269,7 +269,7 @@ def test_a_run_whose_checkpoints_all_fail_to_read_starts_afresh_and_records_them
   for step in (SPE, 2 * SPE):
     DAMAGES['truncated data'](run_dir / 'checkpoints', step)
   state = Attempt(run_dir, arrays).state
-  assert state.step == 0 and state.history.train_metrics['loss'] == []
+  assert state.step == 0 and state.history.train_metrics == {}
   assert state.resumes[-1]['checkpoint'] is None
   assert [s['checkpoint'] for s in state.resumes[-1]['skipped']] == [
     f'ckpt-{2 * SPE}',
@@ -295,4 +295,6 @@ def test_step_evaluations_resume_without_repeats_or_gaps(arrays, tmp_path):
   assert resumed.train() is False
   found = resumed.state.step_evaluations
   assert [e['step'] for e in found] == [e['step'] for e in expected]
-  assert [e['loss'] for e in found] == pytest.approx([e['loss'] for e in expected], rel=1e-5)
+  assert [e['metrics']['loss'] for e in found] == pytest.approx(
+    [e['metrics']['loss'] for e in expected], rel=1e-5
+  )

@@ -336,11 +336,14 @@ class Trainer:
   def evaluate(self):
     """One pass over the validation set (on one worker, under a coordinator): its metrics,
     {name: value}."""
+    return self.metrics(self.validation_totals())
+
+  def validation_totals(self):
+    """One pass over the validation set: its Totals."""
     sums = self.executor.run(
       self._eval_steps, self._validation_iterator, tf.constant(self.validation_steps)
     )
-    vector = np.asarray(sums, np.float64)[:-1]
-    return self.metrics(Totals(self.step.evaluation_layout.unpack(vector)))
+    return Totals(self.step.evaluation_layout.unpack(np.asarray(sums, np.float64)[:-1]))
 
   @property
   def trace_count(self):
