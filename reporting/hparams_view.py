@@ -18,7 +18,7 @@ SHOWN = 'strategy'
 HEADLINE = ('condition', 'global_batch_size', 'num_replicas_in_sync', 'num_workers')
 HEADLINE_METRICS = (
   'examples_per_second',
-  'final_validation_loss',
+  'final_validation_accuracy',
   'time_to_target_seconds',
   'wall_time_seconds',
   'breakdown/step_ms',
