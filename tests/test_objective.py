@@ -128,3 +128,94 @@ def test_an_epoch_s_compiled_metric_continues_across_a_resume_mid_epoch():
   rest, _ = again.train_epoch(2, 2, first_step=3, earlier=loop.Totals(saved))
   assert again.metrics(rest) == pytest.approx(trainer.metrics(whole), rel=1e-5)
   assert np.isfinite(again.metrics(rest)['auc'])
+
+
+AUC_MODEL = """import keras
+import my_model
+
+
+def build(input_shape):
+  model = my_model.build(input_shape, 1)
+  model.compile(
+    loss=keras.losses.BinaryCrossentropy(from_logits=True),
+    metrics=[keras.metrics.AUC(from_logits=True, name='auc')],
+  )
+  return model
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_auc_under_two_workers_is_the_whole_validation_set_s_and_is_predicted(tmp_path):
+  """Two multi_worker_mirrored workers, a validation set (114 tumours) padded to 128: the AUC
+  result.json records is that of the saved weights on the whole set, in one process; the
+  target on it is timed, and --predict predicts the time to it."""
+  import shutil
+
+  import tensorflow as tf
+
+  from records import results
+  from tests.conftest import read_result
+  from tests.conftest import run_py
+  from tests.test_bad_input import assert_one_line_error
+
+  project = tmp_path / 'project'
+  project.mkdir()
+  for name in ('my_model.py', 'my_data.py'):
+    shutil.copy(f'{ROOT}/examples/{name}', project / name)
+  (project / 'auc_model.py').write_text(AUC_MODEL)
+  common = ('--model=auc_model:build', '--dataset=my_data:load', f'--logdir={tmp_path}/runs')
+  proc = run_py(
+    *common,
+    '--strategies=multi_worker_mirrored',
+    '--epochs=1',
+    '--eval_every_steps=2',
+    '--target=auc>=0.9',
+    '--experiment=auc',
+    cwd=project,
+    timeout=600,
+  )
+  assert proc.returncode == 0, proc.stderr
+  run_dir = tmp_path / 'runs' / 'auc' / 'multi_worker_mirrored'
+  result = read_result(run_dir)
+  assert result['metrics'] == ['loss', 'auc'] and result['num_workers'] == 2
+  assert result['target'] == {'metric': 'auc', 'goal': '>=', 'value': 0.9}
+  assert len(result['validation_metrics']['auc']) == len(result['train_metrics']['auc']) == 1
+  assert result['steps_to_target'] in [e['step'] for e in result['step_evaluations']]
+  sys.path.insert(0, str(project))
+  try:
+    import auc_model
+    import my_data
+  finally:
+    sys.path.remove(str(project))
+  (_, _), (x_val, y_val) = my_data.load()
+  model = auc_model.build(x_val.shape[1:])
+  checkpoint = run_dir / 'checkpoints' / results.latest_checkpoint(str(run_dir))
+  tf.train.Checkpoint(model=model).restore(str(checkpoint)).expect_partial()
+  whole = keras.metrics.AUC(from_logits=True)
+  whole.update_state(y_val, model.predict(x_val, verbose=0))
+  assert result['final_validation_auc'] == pytest.approx(float(whole.result()), abs=0.005)
+  # --predict: the steps, time and device-hours to that target.
+  proc = run_py(
+    '--predict',
+    *common,
+    '--experiment=auc',
+    '--hardware=cpu_10gbe',
+    '--device_examples_per_second=1000',
+    '--per_device_batch=32',
+    '--predict_from=multi_worker_mirrored',
+    '--noise_scale_of=100',
+    cwd=project,
+    timeout=120,
+  )
+  assert proc.returncode == 0, proc.stderr
+  assert 'Time to the target auc>=0.9, predicted from run multi_worker_mirrored' in proc.stdout
+  # A target on a metric the model does not report: one line, status 2, nothing written.
+  proc = run_py(
+    *common, '--strategies=one_device', '--target=recall>=0.5', '--experiment=bad', cwd=project
+  )
+  assert_one_line_error(
+    proc,
+    '--target=recall>=0.5: --model=auc_model:build reports no metric recall; name one it '
+    'reports: loss, auc',
+  )
+  assert proc.returncode == 2 and not (tmp_path / 'runs' / 'bad').exists()
