@@ -353,12 +353,12 @@ flags.DEFINE_enum(
 )
 flags.DEFINE_string(
   'target',
-  None,
+  _RUN.target,
   'The target a run is timed to: NAME>=VALUE or NAME<=VALUE, NAME a validation metric as the '
   "model reports it ('loss', or a compiled metric's name, e.g. auc>=0.8, mae<=0.5): the "
   'seconds, steps and examples until a run first reaches it. With --predict, given: the '
   "target to predict the time to, from the runs' evaluations (unset: the one each run "
-  'trained toward). Unset: --target_accuracy.',
+  'trained toward). Not given: --target_accuracy=X, as accuracy>=X.',
 )
 flags.DEFINE_float(
   'target_accuracy',

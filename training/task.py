@@ -57,6 +57,10 @@ def run(config, tf_config=None, refusal=None, say=print):
   if task.serves:
     return serving.serve(config, task.spec, task.me, say)
   trainer, compute_devices = _build(config, task.spec, task.me, say, task.refusal)
+  # Before anything is written: a target on a metric the model does not report is refused.
+  target_lib.check_reported(
+    target_lib.parse(config.target), trainer.step.objective.names, f'--model={config.model.model}'
+  )
   # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
   # end in the system's reason: named as the disk's, wherever they are written.
   with storage.writing(config.run_dir, (tf.errors.OpError,)):
@@ -338,10 +342,6 @@ def _build(config, spec, me, say, refusal=None):
       agreement.check(config, spec, me, descriptor.coordinated, refusal, arrays)
     keras.utils.set_random_seed(config.seed)
     trainer = loop.Trainer(strategy, config, arrays)
-  # Before anything is written: a target on a metric the model does not report is refused.
-  target_lib.check_reported(
-    target_lib.parse(config.target), trainer.step.objective.names, f'--model={config.model.model}'
-  )
   return trainer, compute_devices
 
 
