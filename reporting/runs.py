@@ -100,7 +100,8 @@ def _damage(run_dir, run):
   series = {
     'train/ throughput': run['epoch_examples_per_second'],
     'train/ elapsed seconds': run['epoch_elapsed_seconds'],
-    'validation/ loss': run['validation_metrics'].get('loss', []),
+    # Each metric's, whatever the job's metrics are: the shortest.
+    'validation/ metrics': min(run['validation_metrics'].values(), key=len, default=[]),
   }
   short = [
     f'{what} of {len(values)} of {epochs} epochs'

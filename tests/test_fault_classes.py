@@ -269,7 +269,7 @@ def test_a_report_on_a_disk_that_fills_names_the_file_and_leaves_no_half_image(s
   with open(os.path.join(small_disk, 'filler'), 'wb') as f:
     f.write(b'\0' * (free - 16 * 1024))
   with pytest.raises(storage.CannotWrite) as raised:
-    report.build(experiment, 0.9)
+    report.build(experiment, 'accuracy>=0.9')
   assert str(raised.value).startswith(f'cannot write {experiment}/')
   assert '(No space left on device); free space there' in str(raised.value)
   for root, _, names in os.walk(experiment):
@@ -491,7 +491,7 @@ def test_a_run_with_damaged_event_files_is_left_out_of_the_report_saying_so(tmp_
     '3 epochs, train/ elapsed seconds of 1 of 3 epochs); left out of the report: remove that '
     'run directory and run the same command to train it again'
   ]
-  assert [row['run'] for row in summary.rows(runs, 0.9)] == ['one_device']
+  assert [row['run'] for row in summary.rows(runs, 'accuracy>=0.9')] == ['one_device']
 
 
 def test_a_finished_run_whose_final_metrics_are_lost_is_not_called_unfinished(tmp_path):

@@ -259,7 +259,7 @@ def test_the_summary_puts_compute_and_communication_beside_throughput(tmp_path):
     carded('mirrored', 'mirrored', 2, 32),
     fake_run('old', 'central_storage', replicas=2),
   ]  # Recorded before the card: n/a.
-  table = summary.rows(runs, 0.9)
+  table = summary.rows(runs, 'accuracy>=0.9')
   one, mirrored, old = table
   assert mirrored['compute_per_byte_communicated'] == pytest.approx(2_060_842.3 * 32 / 212_008)
   assert one['compute_per_byte_communicated'] == pytest.approx(2 * 311.05, rel=1e-3)
@@ -268,7 +268,7 @@ def test_the_summary_puts_compute_and_communication_beside_throughput(tmp_path):
     old['flops_per_example'],
     old['compute_per_byte_communicated'],
   ) == (None, None, None)
-  summary.write(str(tmp_path), table, [], 0.9)
+  summary.write(str(tmp_path), table, [], 'accuracy>=0.9')
   with open(tmp_path / 'summary.csv') as f:
     rows = list(csv.DictReader(f))
   assert int(rows[1]['gradient_bytes_per_step']) == 212_008
@@ -280,6 +280,6 @@ def test_the_summary_puts_compute_and_communication_beside_throughput(tmp_path):
 
 
 def test_runs_without_a_card_leave_the_section_out():
-  table = summary.rows([fake_run('one_device', 'one_device')], 0.9)
+  table = summary.rows([fake_run('one_device', 'one_device')], 'accuracy>=0.9')
   assert table[0]['compute_per_byte_communicated'] is None
-  assert 'Compute and communication' not in summary.markdown('x', table, [], 0.9)
+  assert 'Compute and communication' not in summary.markdown('x', table, [], 'accuracy>=0.9')
