@@ -94,7 +94,8 @@ def test_every_strategy_runs_and_the_report_lists_them(default_experiment):
     result = read_result(experiment / row['run'])
     # Rebuilt from the event files, the figures are the run's own.
     assert row['examples_per_second'] == pytest.approx(result['examples_per_second'], rel=1e-5)
-    assert row['final_validation_accuracy'] == pytest.approx(
+    assert row['target'] == 'accuracy>=0.9'
+    assert row['final_validation_metric'] == pytest.approx(
       result['final_validation_accuracy'], rel=1e-6
     )
     assert row['num_workers'] == result['num_workers']
@@ -125,16 +126,18 @@ def test_every_strategy_runs_and_the_report_lists_them(default_experiment):
   assert os.path.isdir(experiment / 'report')
 
 
-def test_time_to_accuracy_matches_the_epochs(default_experiment):
+def test_time_to_target_matches_the_epochs(default_experiment):
+  from records import target
+
   experiment = default_experiment.experiment
   summary = json.loads((experiment / 'summary.json').read_text())
   for row in summary['rows']:
     result = read_result(experiment / row['run'])
-    expected = results.time_to_accuracy(
-      result['validation_accuracy'], result['epoch_elapsed_seconds'], 0.9
+    expected = results.time_to_target(
+      result['validation_metrics'], result['epoch_elapsed_seconds'], target.parse('accuracy>=0.9')
     )
-    assert row['time_to_accuracy_seconds'] == (pytest.approx(expected) if expected else None)
-    assert result['time_to_accuracy_seconds'] == expected
+    assert row['time_to_target_seconds'] == (pytest.approx(expected) if expected else None)
+    assert result['time_to_target_seconds'] == expected
 
 
 def test_report_only_rebuilds_the_rows_from_event_files_alone(default_experiment, tmp_path):
@@ -154,10 +157,11 @@ def test_report_only_rebuilds_the_rows_from_event_files_alone(default_experiment
   original = json.loads((experiment / 'summary.json').read_text())['rows']
   rebuilt = json.loads((copy / 'summary.json').read_text())['rows']
   drop = lambda rows: [
-    {k: v for k, v in r.items() if k != 'time_to_accuracy_seconds'} for r in rows
+    {k: v for k, v in r.items() if k not in ('time_to_target_seconds', 'target')} for r in rows
   ]
   assert drop(rebuilt) == drop(original)
-  assert all(row['time_to_accuracy_seconds'] is not None for row in rebuilt)  # 0.5 is reached.
+  assert all(row['time_to_target_seconds'] is not None for row in rebuilt)  # 0.5 is reached.
+  assert {row['target'] for row in rebuilt} == {'accuracy>=0.5'}
   assert (copy / 'throughput.png').exists()
 
 
