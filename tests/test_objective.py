@@ -219,3 +219,39 @@ def test_a_compiled_auc_under_two_workers_is_the_whole_validation_set_s_and_is_p
     'reports: loss, auc',
   )
   assert proc.returncode == 2 and not (tmp_path / 'runs' / 'bad').exists()
+
+
+def test_a_model_of_two_outputs_is_judged_as_keras_evaluate_judges_it():
+  """Two named outputs, each its own loss, weighed by loss_weights, and its own metric: the
+  loss and metrics of a batch's sums are Keras' own, by Keras' names."""
+  import tensorflow as tf
+
+  from training import objective
+
+  inputs = keras.Input((4,))
+  hidden = keras.layers.Dense(8, activation='relu')(inputs)
+  model = keras.Model(
+    inputs,
+    {
+      'size': keras.layers.Dense(1, name='size')(hidden),
+      'click': keras.layers.Dense(1, activation='sigmoid', name='click')(hidden),
+    },
+  )
+  model.compile(
+    loss={'size': 'mse', 'click': 'binary_crossentropy'},
+    loss_weights={'size': 1.0, 'click': 0.5},
+    metrics={'size': [keras.metrics.MeanAbsoluteError(name='mae')], 'click': ['auc']},
+  )
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 4)).astype(np.float32)
+  labels = {
+    'size': rng.normal(size=64).astype(np.float32),
+    'click': (rng.random(64) < 0.5).astype(np.float32),
+  }
+  judged = objective.of(model, {k: v[:4] for k, v in labels.items()}, model(x[:4]), False)
+  assert set(judged.names) == {'loss', 'size_mae', 'click_auc'}
+  _, sums = judged.sums(labels, model(x), tf.ones(64))
+  found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
+  expected = model.evaluate(x, labels, batch_size=64, verbose=0, return_dict=True)
+  for name in judged.names:
+    assert found[name] == pytest.approx(expected[name], rel=1e-5), name
