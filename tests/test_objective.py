@@ -1,6 +1,7 @@
 """The job's loss and metrics (training/objective.py): a compiled model's, by name, aggregated
 over replicas as one process computes them on the whole validation set."""
 
+import copy
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+from absl import flags
 
 from tests import tiny_training
 
@@ -255,3 +257,36 @@ def test_a_model_of_two_outputs_is_judged_as_keras_evaluate_judges_it():
   expected = model.evaluate(x, labels, batch_size=64, verbose=0, return_dict=True)
   for name in judged.names:
     assert found[name] == pytest.approx(expected[name], rel=1e-5), name
+
+
+@pytest.mark.parametrize(
+  'args, fragment',
+  [
+    (['--target=auc>0.5'], '--target=auc>0.5: write it NAME>=VALUE or NAME<=VALUE'),
+    (['--target=auc>=0.8', '--target_accuracy=0.9'], 'give one (--target_accuracy=X is'),
+    (['--target_accuracy=1.5'], '--target_accuracy=1.5: give a value in (0, 1]'),
+  ],
+)
+def test_a_malformed_or_doubled_target_is_refused_before_anything_runs(args, fragment, tmp_path):
+  from tests.conftest import run_py
+  from tests.test_bad_input import assert_one_line_error
+
+  proc = run_py('--dry_run', *args, f'--logdir={tmp_path}', timeout=60)
+  assert_one_line_error(proc, fragment)
+  assert proc.returncode == 2 and not list(tmp_path.iterdir())
+
+
+def test_a_target_given_beside_a_model_s_own_target_accuracy_is_the_target(tmp_path):
+  """wide_deep declares --target_accuracy=0.83; a --target given is not refused as a second."""
+  import run  # noqa: F401  # Defines every flag: run.py's and each strategy's own.
+  from configs import from_flags
+
+  def parsed(*args):
+    values = copy.deepcopy(flags.FLAGS)
+    values(['run.py', '--model=wide_deep', f'--logdir={tmp_path}', *args])
+    return from_flags.experiment(values)
+
+  assert parsed('--target=loss<=0.5').target == 'loss<=0.5'
+  assert {each.target for each in parsed('--target=loss<=0.5').runs} == {'loss<=0.5'}
+  assert {each.target for each in parsed().runs} == {'accuracy>=0.83'}
+  assert {each.target for each in parsed('--target_accuracy=0.8').runs} == {'accuracy>=0.8'}
