@@ -40,7 +40,10 @@ class Layout:
     return sum(self.sizes[n] for n in names[: names.index(name)])
 
   def pack(self, sums):
-    return tf.concat([tf.reshape(tf.cast(sums[n], tf.float32), [-1]) for n in self.shapes], 0)
+    values = [tf.cast(sums[n], tf.float32) for n in self.shapes]
+    if all(not shape for shape in self.shapes.values()):  # Scalars (the default job): one op.
+      return tf.stack(values)
+    return tf.concat([tf.reshape(v, [-1]) for v in values], 0)
 
   def unpack(self, vector):
     """{name: list of floats} of a packed vector (numbers, as JSON holds them)."""
