@@ -124,8 +124,10 @@ COMPILED = 'keras Model._compile_loss / _compile_metrics, CompileLoss._flat_loss
 def compiled_loss_and_metrics(model):
   """(the CompileLoss, the CompileMetrics) a Keras 3 model's `compile(loss=..., metrics=...)`
   made, each None when not given: the loss and metrics a custom step trains and judges with
-  (training/objective.py). Keras exports them only through `fit`'s own train step."""
-  return getattr(model, '_compile_loss', None), getattr(model, '_compile_metrics', None)
+  (training/objective.py). Keras exports them only through `fit`'s own train step. Every Keras 3
+  model has both attributes (None until compiled): one gone is named, never taken for an
+  uncompiled model."""
+  return _require(model, '_compile_loss', COMPILED), _require(model, '_compile_metrics', COMPILED)
 
 
 def flat_losses(compiled_loss):
