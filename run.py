@@ -68,7 +68,7 @@ def report(experiment):
   log_filter.quiet_tensorflow()
   from reporting import report as report_lib  # Loads TensorFlow, for the report's TensorBoard.
 
-  print(f'Report: {report_lib.build(experiment.directory, experiment.target_accuracy)}')
+  print(f'Report: {report_lib.build(experiment.directory, experiment.target)}')
 
 
 def predict(config):

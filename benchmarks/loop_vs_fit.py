@@ -3,13 +3,20 @@
   python benchmarks/loop_vs_fit.py                      # cnn, synthetic 28x28x1, global batch 256
   python benchmarks/loop_vs_fit.py --batch_size=512 --num_replicas=4
   python benchmarks/loop_vs_fit.py --output=loop_vs_fit.json --repetitions=7
+  python benchmarks/loop_vs_fit.py --job=compiled    # the model compiled with its own metrics
 
 It takes run.py's flags (configs/flags.py) and reads them as the runs configs/from_flags.py
 plans: --model, --image_shape of its synthetic images, --batch_size, --steps_per_execution,
 --num_replicas and the strategies' own options (--cross_device_ops, --parameter_device, ...);
 run.py's other flags do not apply. Its defaults for them: cnn, 28x28x1, global batch 256, 10
 steps per execution, 2 replicas. Its own flags: --steps, --repetitions, --overhead_steps,
---output.
+--output, --job.
+
+--job=default times the uncompiled model: the loop's default job (sparse cross-entropy on
+logits, accuracy as fixed sums) against `fit` compiled with the same loss and accuracy.
+--job=compiled times the model compiled with a loss and stateful Keras metrics (COMPILED: each
+keeps a state the loop sums over replicas, training/objective.py), under the loop and under
+`fit`, both with that same compile.
 
 In ONE process, on the same model, data, global batch and steps per execution, it times
 windows of --steps training steps for: this project's loop (training/loop.py) and Keras 3
@@ -51,6 +58,30 @@ OVERHEAD_STEPS = flags.DEFINE_integer(
   'overhead_steps', 1000, 'Steps per timed window of the host overhead (3 windows).', lower_bound=5
 )
 OUTPUT = flags.DEFINE_string('output', '', 'Write the figures as JSON to this file too.')
+JOB = flags.DEFINE_enum(
+  'job',
+  'default',
+  ['default', 'compiled'],
+  "default: the uncompiled model (the loop's own loss and accuracy); compiled: the model "
+  'compiled with a loss and stateful metrics, the same for the loop and fit.',
+)
+
+
+def compile_arguments():
+  """The loss and metrics `fit` (and, with --job=compiled, the loop) is compiled with."""
+  import keras
+
+  metrics = ['accuracy']
+  if JOB.value == 'compiled':  # Stateful Keras metric objects, each summed by the loop.
+    metrics += [
+      keras.metrics.SparseTopKCategoricalAccuracy(k=3, name='top3'),
+      keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name='crossentropy'),
+    ]
+  return {
+    'loss': keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    'metrics': metrics,
+  }
+
 
 # Mirrored on the first device only and no strategy at all are made here; the others are the
 # registry's, as run.py builds them.
@@ -147,8 +178,7 @@ class FitRun:
     with self.strategy.scope():
       self.model.compile(
         keras.optimizers.SGD(0.01),
-        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=['accuracy'],
+        **compile_arguments(),
         steps_per_execution=steps_per_execution,
       )
       # Built up front, as the loop does: built lazily inside a MirroredStrategy replica, it
@@ -251,6 +281,14 @@ def main(argv):
   shape = config.data.hyperparameters['image_shape']
   arrays = data.load(config.data)
   build = lambda: models.build(config.model.model, arrays.input_shape, arrays.num_classes)
+  if JOB.value == 'compiled':
+    uncompiled = build
+
+    def build():
+      model = uncompiled()
+      model.compile(**compile_arguments())
+      return model
+
   runs = {}
   for name in STRATEGIES:
     strategy = create_strategy(name, device_names, options)
@@ -259,6 +297,7 @@ def main(argv):
   rates = measure(runs, STEPS.value, batch_size, REPETITIONS.value)
   baseline = rates['no_strategy', 'loop']
   figures = {
+    'job': JOB.value,
     'model': config.model.model,
     'image_shape': list(shape),
     'global_batch_size': batch_size,
@@ -290,9 +329,10 @@ def main(argv):
 def table(figures):
   ratio = lambda s: f'{s["median"]:.3f} ({s["min"]:.3f}-{s["max"]:.3f})'
   lines = [
-    f'{figures["model"]}, synthetic {"x".join(map(str, figures["image_shape"]))}, global '
-    f'batch {figures["global_batch_size"]}, {figures["steps_per_execution"]} steps per '
-    f'execution, {figures["repetitions"]} alternating windows of '
+    f'{figures["model"]} ({figures["job"]} job), synthetic '
+    f'{"x".join(map(str, figures["image_shape"]))}, global batch '
+    f'{figures["global_batch_size"]}, {figures["steps_per_execution"]} steps per execution, '
+    f'{figures["repetitions"]} alternating windows of '
     f'{figures["steps_per_window"]} steps (median, min-max)',
     '',
     f'{"strategy":<16} {"loop ex/s":>10} {"fit ex/s":>10} {"fit spe":>7}  '

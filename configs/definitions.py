@@ -13,6 +13,7 @@ import typing
 
 import models
 import strategies
+from records import target as target_lib
 
 # The optimizers --optimizer names (training/optimizers.py makes each).
 OPTIMIZERS = ('adam', 'lamb', 'lars', 'momentum', 'sgd')
@@ -114,7 +115,8 @@ class RunConfig:
   batch_size: int = 64  # the global batch
   steps_per_epoch: int = 0  # 0: one pass over the training set
   seed: int = 0
-  target_accuracy: float = 0.9
+  # The validation metric a run times (records/target.py): NAME>=VALUE or NAME<=VALUE.
+  target: str = 'accuracy>=0.9'
   eval_every_steps: int = 0  # also evaluate every this many steps; 0: only at epoch ends
   data: Data = Data()
   model: Model = Model()
@@ -157,7 +159,7 @@ class Experiment:
   directory: str
   runs: tuple
   logdir: str = 'runs'
-  target_accuracy: float = RunConfig.target_accuracy
+  target: str = RunConfig.target
   idle_timeout: float = 900.0
   max_restarts: int = 3
   resume: bool = Checkpointing.resume
@@ -183,7 +185,7 @@ class Prediction:
   per_device_batch: int = 0  # 0: the experiment's one_device batch.
   predict_from: str = ''  # The run steps to target come from; '': chosen among the experiment's.
   noise_scale_of: str = ''  # A noise scale (examples) overriding the run's measured one.
-  target_accuracy: float | None = None  # None: each measured run's own (--target_accuracy unset).
+  target: str | None = None  # None: each measured run's own (--target and --target_accuracy unset).
 
 
 def _from_dict(cls, saved):
@@ -220,7 +222,6 @@ _RANGES = {
   ('optimizer', 'weight_decay'): _in(0, 1),
   ('model', 'bn_momentum'): _in(0, 1),
   ('optimizer', 'trust_coefficient'): _in(0, 1, closed_low=False, closed_high=True),
-  (None, 'target_accuracy'): _in(0, 1, closed_low=False, closed_high=True),
 }
 
 
@@ -333,4 +334,12 @@ def _strategy(config):
   return descriptor.refuse(config)
 
 
-_CHECKS = (_ranges, _shapes, _schedule, _batch, _model, _strategy)
+def _target(config):
+  try:
+    target_lib.parse(config.target)
+  except target_lib.TargetError as e:
+    return str(e)
+  return None
+
+
+_CHECKS = (_ranges, _target, _shapes, _schedule, _batch, _model, _strategy)

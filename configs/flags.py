@@ -316,12 +316,19 @@ flags.DEFINE_enum(
   'strong: --batch_size is the global batch of every run. weak: --batch_size is per replica '
   '(per worker for the cluster strategies), so the global batch grows with them.',
 )
+flags.DEFINE_string(
+  'target',
+  _RUN.target,
+  'The target a run is timed to: NAME>=VALUE or NAME<=VALUE, NAME a validation metric as the '
+  "model reports it ('loss', or a compiled metric's name, e.g. auc>=0.8, mae<=0.5): the "
+  'seconds, steps and examples until a run first reaches it. With --predict, given: the '
+  "target to predict the time to, from the runs' evaluations (unset: the one each run "
+  'trained toward). Not given: --target_accuracy=X, as accuracy>=X.',
+)
 flags.DEFINE_float(
   'target_accuracy',
-  _RUN.target_accuracy,
-  'Validation accuracy for time-to-accuracy: the seconds until a run first reaches it. With '
-  "--predict, given: the target to predict the time to, from the runs' evaluations (unset: "
-  'the one each run trained toward).',
+  0.9,
+  'Short for --target=accuracy>=X (give one of the two).',
 )
 flags.DEFINE_integer(
   'eval_every_steps',

@@ -27,6 +27,7 @@ from configs import noise_scale_of
 from configs import plan
 from records import files
 from records import storage
+from records import target as target_lib
 
 FLAGS = flags.FLAGS
 
@@ -68,7 +69,7 @@ def experiment(values=FLAGS):
     directory=directory,
     runs=tuple(runs),
     logdir=logdir,
-    target_accuracy=_with_model_defaults(values).target_accuracy,  # wide_deep's own.
+    target=target(_with_model_defaults(values)),  # wide_deep's own.
     idle_timeout=values.idle_timeout,
     max_restarts=values.max_restarts,
     resume=values.resume,
@@ -137,7 +138,9 @@ def prediction(values=FLAGS):
     per_device_batch=values.per_device_batch,
     predict_from=values.predict_from,
     noise_scale_of=noise_scale_of.resolve(values.noise_scale_of),
-    target_accuracy=values.target_accuracy if values['target_accuracy'].present else None,
+    target=target(values)
+    if values['target'].present or values['target_accuracy'].present
+    else None,
   )
 
 
@@ -256,7 +259,7 @@ def _base(v, directory):
     epochs=v.epochs,
     steps_per_epoch=v.steps_per_epoch,
     seed=v.seed,
-    target_accuracy=v.target_accuracy,
+    target=target(v),
     eval_every_steps=v.eval_every_steps,
     data=_section(
       definitions.Data,
@@ -293,13 +296,34 @@ def _section(cls, v, **computed):
   return cls(**named, **computed)
 
 
+# Flags that say what another says (--target_accuracy=X is --target=accuracy>=X): a model's
+# default for one is not applied when the other is given.
+SHORT_FOR = {'target_accuracy': 'target'}
+
+
+def target(values=FLAGS):
+  """The run's target (records/target.py) as text: --target, or --target_accuracy=X as
+  accuracy>=X; ValueError for both given, or either malformed."""
+  if values['target'].present:
+    if values['target_accuracy'].present:
+      raise ValueError(
+        f'--target={values.target} and --target_accuracy={values.target_accuracy}: give one '
+        '(--target_accuracy=X is --target=accuracy>=X)'
+      )
+    return str(target_lib.parse(values.target))
+  accuracy = values.target_accuracy
+  if not 0 < accuracy <= 1:
+    raise ValueError(f'--target_accuracy={accuracy:g}: give a value in (0, 1]')
+  return str(target_lib.of_accuracy(accuracy))
+
+
 def _with_model_defaults(values):
   """The flags, with the model's own defaults (its module's DEFAULTS, flag texts) for those
   not given: wide_deep trains on click logs at a recommender's batch, not on digits at 64."""
   defaults = {
     name: text
     for name, text in models.declared(values.model).get('DEFAULTS', {}).items()
-    if not values[name].present
+    if not values[name].present and not values[SHORT_FOR.get(name, name)].present
   }
   if defaults:
     values = copy.deepcopy(values)

@@ -93,6 +93,10 @@ class Arrays:
 
     return pipeline.examples(self, self.x_train[:n])
 
+  def probe_labels(self, n):
+    """The labels of the first `n` training examples."""
+    return self.y_train[:n]
+
   def record(self, steps_per_epoch_flag, pipelines, coordinated):
     """result.json's `input_pipeline` (docs/outputs.md): in memory, sharded by element, and
     resumed exactly (each pass's order is a function of the seed and the pass), but under

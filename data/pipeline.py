@@ -66,7 +66,7 @@ def validation_fn(arrays, per_replica_batch, global_batch):
   padded = validation_steps(arrays, global_batch) * global_batch
   n = len(arrays.x_validation)
   x = np.zeros((padded, *arrays.input_shape), arrays.x_validation.dtype)
-  y = np.zeros(padded, np.int32)
+  y = np.zeros((padded, *arrays.y_validation.shape[1:]), arrays.y_validation.dtype)
   w = np.zeros(padded, np.float32)
   x[:n], y[:n], w[:n] = arrays.x_validation, arrays.y_validation, 1.0
 

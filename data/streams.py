@@ -188,8 +188,15 @@ class Streams:
 
   def probe(self, n):
     """The features of the first `n` training elements, batched."""
+    return self._first(n)[0]
+
+  def probe_labels(self, n):
+    """The labels of the first `n` training elements, batched."""
+    return self._first(n)[1]
+
+  def _first(self, n):
     ds = pipeline.without_autotune(self._make()[0].take(n).batch(n))
-    return next(iter(ds))[0]
+    return next(iter(ds))
 
   def fingerprint(self):
     """What tasks reading their own copy of the data must agree on."""

@@ -22,6 +22,7 @@ the launcher stays free of TensorFlow.
 """
 
 import importlib
+import inspect
 import os
 import pkgutil
 import warnings
@@ -130,13 +131,16 @@ def _user_model(spec, input_shape, num_classes, input_dtype):
   weights to train."""
   import keras
 
-  model = user_code.call(spec, 'model', input_shape, num_classes)
+  args, kwargs = _arguments(spec, input_shape, num_classes)
+  model = user_code.call(spec, 'model', *args, **kwargs)
   if not isinstance(model, keras.Model):
     raise user_code.UserCodeError(
       f'--model={spec} returned {type(model).__name__}, not a '
-      'keras.Model; return the model (uncompiled, logits out)'
+      'keras.Model; return the model (uncompiled with logits out, or compiled with its loss)'
     )
   outputs = _outputs(spec, model, input_shape, input_dtype)
+  if getattr(model, '_compile_loss', None) is not None:  # Its own loss says what it outputs.
+    return _trainable(spec, model)
   shape = getattr(outputs, 'shape', None)
   if shape is None or len(shape) != 2 or shape[-1] != num_classes:
     described = tuple(shape) if shape is not None else f'{type(outputs).__name__} of outputs'
@@ -150,12 +154,33 @@ def _user_model(spec, input_shape, num_classes, input_dtype):
       f'--model={spec} returns logits of dtype {dtype}; return '
       'floating-point logits (the loss takes their gradient)'
     )
+  return _trainable(spec, model)
+
+
+def _trainable(spec, model):
   if not model.trainable_weights:
     raise user_code.UserCodeError(
       f'--model={spec} returned a model with no trainable weights ({len(model.weights)} '
       'weights, none trainable); return a model with layers to train'
     )
   return model
+
+
+# What a user's model function may take by name (training/objective.py judges what it returns).
+ARGUMENTS = ('input_shape', 'num_classes')
+
+
+def _arguments(spec, input_shape, num_classes):
+  """(args, kwargs) of the model function `spec` names: by name, those of ARGUMENTS it takes
+  (none, if it takes none); else, as the built-in models take them, (input_shape,
+  num_classes) in order."""
+  parameters = inspect.signature(user_code.function(spec, 'model')).parameters
+  given = {'input_shape': input_shape, 'num_classes': num_classes}
+  named = [name for name in ARGUMENTS if name in parameters]
+  required = [p for p in parameters.values() if p.default is p.empty and p.kind != p.VAR_KEYWORD]
+  if named or not required:
+    return (), {name: given[name] for name in named}
+  return (input_shape, num_classes), {}
 
 
 def _outputs(spec, model, input_shape, input_dtype):

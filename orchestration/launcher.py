@@ -157,7 +157,7 @@ def start_report(group, experiment, hide):
       '--report_only',
       f'--logdir={experiment.logdir}',
       f'--experiment={storage.basename(experiment.directory)}',
-      f'--target_accuracy={experiment.target_accuracy}',
+      f'--target={experiment.target}',
       f'--min_free_disk_mb={experiment.min_free_disk_mb}',
     ],
     hide=hide,
@@ -349,6 +349,16 @@ def launch(experiment):
   return exit_status(errors)
 
 
+def _target_metric(rows):
+  """The metric the runs' target names (result.json's `target`): the one the table shows."""
+  return next((row['target']['metric'] for row in rows if row.get('target')), 'accuracy')
+
+
+def _final(row, metric):
+  value = row.get(f'final_validation_{metric}')
+  return '-' if value is None else f'{value:.4f}'
+
+
 def table(rows):
   """A plain-text table, one row per run (reporting/runs.py's records, or a failed run's
   name, strategy and error), of the figures a comparison needs, ending with the
@@ -360,7 +370,7 @@ def table(rows):
     'replicas',
     'examples/s (epoch range)',
     'epoch time (s)',
-    'val accuracy',
+    f'val {_target_metric(rows)}',
     'speed-up',
     'efficiency',
   )
@@ -380,7 +390,7 @@ def table(rows):
           str(row['num_replicas_in_sync']),
           throughput,
           f'{row["epoch_time_seconds"]:.3f}',
-          f'{row["final_validation_accuracy"]:.4f}',
+          _final(row, _target_metric(rows)),
           speedup,
           efficiency,
         )

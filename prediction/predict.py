@@ -1,5 +1,5 @@
 """run.py --predict: every strategy's throughput on hardware you do not have, and how soon it
-reaches the target accuracy (prediction/time_to_target.py), written to
+reaches the target (prediction/time_to_target.py), written to
 <experiment>/prediction.json and printed as a table.
 
 Everything that can be refused (the profiles, the device counts, the experiment) is checked
@@ -182,7 +182,7 @@ def _target_source(config, runs):
   """(time_to_target.Source, None), or (None, why there is none); refuses (TargetError) a run
   --predict_from names that cannot be one, and a --noise_scale_of that is no noise scale."""
   noise_scale = time_to_target.given_noise_scale(config.noise_scale_of)
-  target = config.target_accuracy
+  target = config.target
   if config.predict_from:
     return time_to_target.source(_named_run(config.predict_from, runs), noise_scale, target), None
   if config.device_examples_per_second:

@@ -1,4 +1,5 @@
-"""Steps and time to a target accuracy at any global batch, from one measured run.
+"""Steps and time to a target (a validation metric reaching a value, records/target.py) at any
+global batch, from one measured run.
 
 McCandlish, Kaplan, Amodei et al. 2018, "An Empirical Model of Large-Batch Training" (arXiv
 1812.06162): a run that reached the target in S0 steps at global batch B0, on a problem whose
@@ -11,9 +12,9 @@ Which run: the one --predict_from names, or else, of the experiment's runs that 
 target with a positive noise scale, the one at the smallest global batch (ties: by name):
 the theory's S0 is best measured where the batch is small next to N.
 
-Which target: the run's own (--target_accuracy it trained with), or the one --predict is
-given, when it differs: then S0 is the first of the run's evaluations (result.json's
-`step_evaluations`) at or above it, and the printout says so.
+Which target: the run's own (--target it trained with), or the one --predict is given, when it
+differs: then S0 is the step of the first of the run's evaluations (result.json's
+`step_evaluations`) that reached it, and the printout says so.
 """
 
 import dataclasses
@@ -21,6 +22,7 @@ import math
 
 from prediction import choices
 from records import results
+from records import target as target_lib
 
 
 class TargetError(ValueError):
@@ -32,12 +34,12 @@ class Source:
   """The measured run the steps are predicted from."""
 
   run: str
-  target_accuracy: float
+  target: str  # records/target.py's text: NAME>=VALUE or NAME<=VALUE
   steps_to_target: int  # S0
   global_batch_size: int  # B0
   noise_scale: float  # N, in examples
   noise_scale_from: str  # 'measured' (the run's critical_batch_size) or 'given' (--noise_scale_of)
-  trained_target_accuracy: float | None = None  # The run's own, where --predict gave another.
+  trained_target: str | None = None  # The run's own, where --predict gave another.
 
   @property
   def min_steps(self):
@@ -74,20 +76,19 @@ def given_noise_scale(text):
 
 def source(run, noise_scale=None, target=None):
   """The Source of `run` (a result.json dict with its 'run' name), `noise_scale` (given)
-  overriding its measured one, to `target` (given) or its own target accuracy; raises
+  overriding its measured one, to `target` (given, text) or its own target; raises
   TargetError saying why it cannot be one."""
-  name, trained = run['run'], run.get('target_accuracy')
+  name, trained = run['run'], _own(run)
   target, steps = _steps_to(run, target)
   if steps is None and target != trained:
     raise TargetError(
-      f'run {name} never reached --target_accuracy={target:g} in its evaluations (it trained '
-      f'toward {trained:g}): predict a target it reached, or drop --target_accuracy to '
-      'predict its own'
+      f'run {name} never reached --target={target} in its evaluations (it trained toward '
+      f'{trained}): predict a target it reached, or drop --target to predict its own'
     )
   if steps is None:
     raise TargetError(
-      f'run {name} never reached its target accuracy {target} (steps_to_target is null in '
-      'its result.json): predict from a run that reached it, or train this one longer'
+      f'run {name} never reached its target {target} (steps_to_target is null in its '
+      'result.json): predict from a run that reached it, or train this one longer'
     )
   measured, given = run.get('critical_batch_size') or {}, noise_scale is not None
   if not given:
@@ -104,21 +105,28 @@ def source(run, noise_scale=None, target=None):
       )
   return Source(
     run=name,
-    target_accuracy=target,
+    target=target,
     steps_to_target=steps,
     global_batch_size=run['global_batch_size'],
     noise_scale=noise_scale,
     noise_scale_from='given' if given else 'measured',
-    trained_target_accuracy=None if target == trained else trained,
+    trained_target=None if target == trained else trained,
   )
 
 
 def _steps_to(run, target):
   """(target, S0): the run's own target and steps_to_target, or, `target` given and another,
-  the step of the first of its evaluations at or above it (None if none was)."""
-  if target is None or target == run.get('target_accuracy'):
-    return run.get('target_accuracy'), run.get('steps_to_target')
-  return target, results.to_target(run.get('step_evaluations') or [], target)['steps_to_target']
+  the step of the first of its evaluations that reached it (None if none did)."""
+  if target is None or target == _own(run):
+    return _own(run), run.get('steps_to_target')
+  evaluations = run.get('step_evaluations') or []
+  return target, results.to_target(evaluations, target_lib.parse(target))['steps_to_target']
+
+
+def _own(run):
+  """The target `run` (a result.json dict) trained toward, as text; None if it has none."""
+  recorded = run.get('target')
+  return str(target_lib.Target(**recorded)) if recorded else None
 
 
 def choose(runs, noise_scale=None, target=None):
@@ -137,9 +145,9 @@ def choose(runs, noise_scale=None, target=None):
   reached = [r['run'] for r in runs if _steps_to(r, target)[1] is not None]
   if not reached:
     return None, (
-      'no run reached its target accuracy (steps_to_target is null in every result.json)'
+      'no run reached its target (steps_to_target is null in every result.json)'
       if target is None
-      else f'no run reached --target_accuracy={target:g} in its evaluations'
+      else f'no run reached --target={target} in its evaluations'
     )
   return None, why[reached[0]]
 

@@ -32,7 +32,7 @@ def note(run):
   if value is not None:
     return f'larger than the training set, {train:,} examples' if train and value > train else None
   if run.get('gradient_noise_scale') is not None:  # Measured, but no positive |G|^2.
-    return not_positive(len(run['validation_accuracy']))
+    return not_positive(len(run['epoch_elapsed_seconds']))
   return ONE_REPLICA if run['num_replicas_in_sync'] < 2 else OFF
 
 

@@ -7,12 +7,14 @@ import statistics
 
 @dataclasses.dataclass
 class History:
+  """A run's record, epoch by epoch: a list per figure; the job's metrics (the model's loss and
+  metrics, training/objective.py) as {name: list} on the training steps and on the validation
+  set, whatever metrics the job has."""
+
   epoch_times: list = dataclasses.field(default_factory=list)
   epoch_examples_per_second: list = dataclasses.field(default_factory=list)
-  train_loss: list = dataclasses.field(default_factory=list)
-  train_accuracy: list = dataclasses.field(default_factory=list)
-  validation_loss: list = dataclasses.field(default_factory=list)
-  validation_accuracy: list = dataclasses.field(default_factory=list)
+  train_metrics: dict = dataclasses.field(default_factory=dict)
+  validation_metrics: dict = dataclasses.field(default_factory=dict)
   epoch_learning_rate: list = dataclasses.field(default_factory=list)  # At each epoch's end.
   epoch_elapsed_seconds: list = dataclasses.field(default_factory=list)  # Since training began.
   # 1 for a start-up epoch: one that began a process's training (tracing, caches filling),
@@ -31,7 +33,12 @@ class History:
 
   def add(self, **epoch):
     for name, value in epoch.items():
-      getattr(self, name).append(value)
+      series = getattr(self, name)
+      if isinstance(series, dict):  # {metric: value} of the epoch.
+        for metric, each in value.items():
+          series.setdefault(metric, []).append(each)
+      else:
+        series.append(value)
 
 
 def after_startup(per_epoch, startup=None):
@@ -48,48 +55,59 @@ def spread(per_epoch, startup=None):
   return statistics.median(steady), min(steady), max(steady)
 
 
-def time_to_accuracy(validation_accuracy, elapsed_seconds, target):
-  """Seconds until validation accuracy first reached `target`, or None."""
+def time_to_target(validation_metrics, elapsed_seconds, target):
+  """Seconds until the epochs' validation metrics ({name: per epoch}) first reached `target`
+  (a records.target.Target, or None), or None."""
+  values = validation_metrics.get(target.metric, []) if target else []
   return next(
-    (
-      seconds
-      for accuracy, seconds in zip(validation_accuracy, elapsed_seconds)
-      if accuracy >= target
-    ),
-    None,
+    (seconds for value, seconds in zip(values, elapsed_seconds) if target.reached(value)), None
   )
 
 
 def to_target(step_evaluations, target):
   """{'steps_to_target', 'seconds_to_target'}: the step (and the training seconds until it) of
-  the first of `step_evaluations` ({step, accuracy, loss, elapsed_seconds}, in step order)
-  whose accuracy reached `target`, or None."""
-  reached = next((e for e in step_evaluations if target and e['accuracy'] >= target), None)
+  the first of `step_evaluations` ({step, elapsed_seconds, metrics: {name: value}}, in step
+  order) whose metric reached `target` (a records.target.Target, or None), or None."""
+  reached = next(
+    (e for e in step_evaluations if target and target.reached(e['metrics'].get(target.metric))),
+    None,
+  )
   return {
     'steps_to_target': reached and reached['step'],
     'seconds_to_target': reached and reached['elapsed_seconds'],
   }
 
 
-def summarize(history, target_accuracy):
-  """The headline figures (None where no epoch finished, as in a run interrupted early)."""
+def summarize(history, target):
+  """The headline figures (None where no epoch finished, as in a run interrupted early): the
+  final value of every metric, on the training steps and the validation set, as
+  final_train_<name> and final_validation_<name>; the time to `target` (a Target)."""
   median, low, high = spread(history.epoch_examples_per_second, history.epoch_startup)
-  last = lambda series: series[-1] if series else None
   return {
     'examples_per_second': median,
     'examples_per_second_min': low,
     'examples_per_second_max': high,
-    'target_accuracy': target_accuracy,
-    'time_to_accuracy_seconds': time_to_accuracy(
-      history.validation_accuracy, history.epoch_elapsed_seconds, target_accuracy
+    'target': target and target.to_json(),
+    'time_to_target_seconds': time_to_target(
+      history.validation_metrics, history.epoch_elapsed_seconds, target
     ),
     'epoch_time_seconds': spread(history.epoch_times, history.epoch_startup)[0],
     'startup_epochs_excluded': len(history.epoch_times)
     - len(after_startup(history.epoch_times, history.epoch_startup)),
-    'final_train_accuracy': last(history.train_accuracy),
-    'final_validation_accuracy': last(history.validation_accuracy),
-    'final_validation_loss': last(history.validation_loss),
+    **final_metrics(history),
     **dataclasses.asdict(history),
+  }
+
+
+def final_metrics(history):
+  """{final_train_<name>, final_validation_<name>: the last epoch's value} of every metric."""
+  return {
+    f'final_{split}_{name}': values[-1] if values else None
+    for split, metrics in (
+      ('train', history.train_metrics),
+      ('validation', history.validation_metrics),
+    )
+    for name, values in metrics.items()
   }
 
 

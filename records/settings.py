@@ -34,7 +34,7 @@ NOT_MEASURED = (
   'flags',
   'data_dir',
   'download',
-  'target_accuracy',
+  'target',
   'checkpoints',
   'startup_timeout',
 )
@@ -58,7 +58,7 @@ PER_TASK = (
   'flags',
   'data_dir',
   'download',
-  'target_accuracy',
+  'target',
   'startup_timeout',
   'gpus_per_worker',
   'intra_op_threads',

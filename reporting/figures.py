@@ -7,6 +7,7 @@ a dict of named figures with the direction that is better; they name no field of
 """
 
 import dataclasses
+import math
 
 from records import environment
 from records import files
@@ -14,6 +15,7 @@ from records import results
 from records import run_files
 from records import settings as settings_lib
 from records import storage
+from records import target as target_lib
 from reporting import uncertainty
 
 THROUGHPUT = 'examples_per_second'
@@ -67,7 +69,7 @@ def load(experiment_dir):
 
 def of(record, config=None):
   """A `Run` of one finished run's result.json (`record`) and config.json (`config`)."""
-  target = Target('accuracy', True, record['target_accuracy'])
+  target = _target(record.get('target'))
   steps, seconds = _to_target(record, target)
   measured = settings_lib.measured(config or {})
   return Run(
@@ -108,19 +110,30 @@ def hardware(experiment_dir):
   return {key: info.get(key) for key in HARDWARE if key in info}
 
 
+def _target(recorded):
+  """The run's target (result.json's {metric, goal, value}); without one, the validation loss,
+  lower being better, with no value to reach."""
+  if not recorded:
+    return Target('loss', False, math.nan)
+  return Target(recorded['metric'], recorded['goal'] == '>=', recorded['value'])
+
+
 def _to_target(record, target):
   """(steps, seconds) to the target: at the first evaluation between epochs that reached it
   (--eval_every_steps), else at the end of the first epoch that did; (None, None) if none."""
   if record.get(STEPS_TO_TARGET) is not None:
     return record[STEPS_TO_TARGET], record[SECONDS_TO_TARGET]
-  reached = results.time_to_accuracy(
-    record['validation_accuracy'],
-    range(1, len(record['validation_accuracy']) + 1),
-    target.threshold,
+  if math.isnan(target.threshold):
+    return None, None
+  values = record['validation_metrics'].get(target.metric, [])
+  reached = results.time_to_target(
+    {target.metric: values},
+    range(1, len(values) + 1),
+    target_lib.Target(target.metric, '>=' if target.at_least else '<=', target.threshold),
   )
   if reached is None:
     return None, None
-  return reached * record['steps_per_epoch'], record['time_to_accuracy_seconds']
+  return reached * record['steps_per_epoch'], record['time_to_target_seconds']
 
 
 def _config(run_dir):

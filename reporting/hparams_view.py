@@ -19,7 +19,7 @@ HEADLINE = ('condition', 'global_batch_size', 'num_replicas_in_sync', 'num_worke
 HEADLINE_METRICS = (
   'examples_per_second',
   'final_validation_accuracy',
-  'time_to_accuracy_seconds',
+  'time_to_target_seconds',
   'wall_time_seconds',
   'breakdown/step_ms',
 )

@@ -51,7 +51,7 @@ def plot_time_to_target(document, out_dir):
   return _panels(
     document['predictions'],
     'time_to_target_seconds',
-    'seconds to the target accuracy (predicted)',
+    'seconds to the target (predicted)',
     storage.join(out_dir, TIME_TO_TARGET_PLOT),
   )
 
@@ -198,15 +198,15 @@ def _by_time_to_target(document):
     return []
   if source['reason']:
     return [f'No time to target predicted: {source["reason"]}.']
-  trained = source.get('trained_target_accuracy')
+  trained = source.get('trained_target')
   given = (
-    f' (given to --predict; the run trained toward {trained:g}, and step '
-    f'{source["steps_to_target"]} was its first evaluation at or above it)'
+    f' (given to --predict; the run trained toward {trained}, and step '
+    f'{source["steps_to_target"]} was its first evaluation that reached it)'
     if trained is not None
     else ''
   )
   sentences = [
-    f'Time to the target accuracy {source["target_accuracy"]:g}{given}, predicted from run '
+    f'Time to the target {source["target"]}{given}, predicted from run '
     f'{source["run"]} ({source["steps_to_target"]} steps at a global batch of '
     f'{source["global_batch_size"]}, noise scale {source["noise_scale"]:,.0f} '
     f'{source["noise_scale_from"]}): {source["min_steps"]:,.1f} steps at the least, at any batch.'

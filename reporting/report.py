@@ -17,12 +17,12 @@ class ReportError(ValueError):
   pass
 
 
-def build(experiment_dir, target_accuracy):
+def build(experiment_dir, target):
   """Writes summary.{md,csv,json}, the PNG plots and `<experiment>/report` event files."""
   if not storage.isdir(experiment_dir):
     raise ReportError(f'{experiment_dir} does not exist; check --logdir and --experiment')
   runs = run_records.load(experiment_dir)
-  table = summary.rows(runs, target_accuracy)
+  table = summary.rows(runs, target)
   if not table:
     raise ReportError(
       f'{experiment_dir} holds no finished run (a complete result.json); check '
@@ -52,7 +52,7 @@ def build(experiment_dir, target_accuracy):
     experiment_dir,
     table,
     said,
-    target_accuracy,
+    target,
     images,
     recommendations.markdown(forecast) if forecast else (),
     across,

@@ -30,7 +30,6 @@ READ = (
 EVERY_EPOCH = {
   'epoch_examples_per_second': 'throughput',
   'epoch_elapsed_seconds': 'elapsed seconds',
-  'validation_accuracy': 'validation accuracy',
 }
 
 
@@ -39,11 +38,16 @@ def per_epoch(result):
   them: the one place that knows how result.json holds them. `gradient_noise_scale`: per
   epoch, None where its estimate of |G|^2 was not positive; None for a run that did not
   measure it."""
+  if not isinstance(result.get('validation_metrics'), dict):
+    raise KeyError('validation_metrics')
   return {
     'epoch_examples_per_second': result['epoch_examples_per_second'],
     'epoch_elapsed_seconds': result['epoch_elapsed_seconds'],
     'epoch_startup': result['epoch_startup'],
-    'validation_accuracy': result['validation_accuracy'],
+    # Every validation metric of the job by name (training/objective.py), per epoch; the
+    # accuracy's also as the plots read it, where the job reports one.
+    'validation_metrics': result['validation_metrics'],
+    'validation_accuracy': result['validation_metrics'].get('accuracy', []),
     'gradient_noise_scale': result.get('gradient_noise_scale'),
   }
 
@@ -77,10 +81,15 @@ def read(run_dir, name=None):
   complete = result['status'] == 'complete'
   epochs = result['epochs'] if isinstance(result['epochs'], int) else 1
   count = lambda values: len(values) if isinstance(values, list) else 0
+  every = {key: series[key] for key in EVERY_EPOCH}
+  every.update(
+    {f'validation_{name}': values for name, values in series['validation_metrics'].items()}
+  )
+  named = {**EVERY_EPOCH, **{key: key.replace('_', ' ') for key in every if key not in EVERY_EPOCH}}
   short = [
-    f'{what} of {count(series[key])} of {epochs} epochs'
-    for key, what in EVERY_EPOCH.items()
-    if complete and count(series[key]) < epochs
+    f'{named[key]} of {count(values)} of {epochs} epochs'
+    for key, values in every.items()
+    if complete and count(values) < epochs
   ]
   if short:
     raise files.Damaged(f'{path} is damaged ({", ".join(short)}); {fix}')

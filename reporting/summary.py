@@ -1,4 +1,5 @@
-"""The comparison table: throughput, speed-up and scaling efficiency, accuracy, time-to-accuracy.
+"""The comparison table: throughput, speed-up and scaling efficiency, the target's metric and
+the time to the target (records/target.py: a validation metric as the model reports it).
 
 Scaling efficiency = (throughput_N / N) / throughput_1, where N is the number of replicas in
 sync (workers for parameter_server) and throughput_1 that of the baseline: the `one_device` run
@@ -22,6 +23,7 @@ from records import files
 from records import results
 from records import storage
 from records import tables
+from records import target as target_lib
 from reporting import breakdown
 from reporting import step_times
 from reporting import uncertainty
@@ -45,9 +47,10 @@ COLUMNS = (
   'speedup',
   'scaling_efficiency',
   'speedup_note',
-  'final_validation_accuracy',
+  'target',
+  'final_validation_metric',
   'wall_time_seconds',
-  'time_to_accuracy_seconds',
+  'time_to_target_seconds',
   'critical_batch_size',
   'critical_batch_note',
   *step_times.COLUMNS,
@@ -61,9 +64,9 @@ CONVERGENCE_COLUMNS = (
   'global_batch_size',
   'optimizer',
   'peak_learning_rate',
-  'final_validation_accuracy',
-  'accuracy_change',
-  'time_to_accuracy_seconds',
+  'final_validation_metric',
+  'metric_change',
+  'time_to_target_seconds',
   'examples_per_second',
 )
 
@@ -75,8 +78,10 @@ def parallel_units(run):
   )
 
 
-def rows(runs, target_accuracy):
-  """One row per complete run, in `runs` order."""
+def rows(runs, target):
+  """One row per complete run, in `runs` order; `target` (text, records/target.py) names the
+  validation metric shown (`final_validation_metric`) and timed (`time_to_target_seconds`)."""
+  target = target_lib.parse(target)
   complete = [run for run in runs if run['complete']]
   scaled = scaling(complete)
   table = []
@@ -100,10 +105,11 @@ def rows(runs, target_accuracy):
         'speedup': speedup,
         'scaling_efficiency': efficiency,
         'speedup_note': note,
-        'final_validation_accuracy': run['validation_accuracy'][-1],
+        'target': str(target),
+        'final_validation_metric': (run['validation_metrics'].get(target.metric) or [None])[-1],
         'wall_time_seconds': run['wall_time_seconds'],
-        'time_to_accuracy_seconds': results.time_to_accuracy(
-          run['validation_accuracy'], run['epoch_elapsed_seconds'], target_accuracy
+        'time_to_target_seconds': results.time_to_target(
+          run['validation_metrics'], run['epoch_elapsed_seconds'], target
         ),
         'condition': run.get('condition', ''),
         'optimizer': run.get('optimizer'),
@@ -146,14 +152,19 @@ def compute_per_byte_communicated(run):
 
 
 def convergence(table):
-  """A study's rows (runs with a --condition): what each condition bought in accuracy and cost.
+  """A study's rows (runs with a --condition): what each condition bought in the target's
+  metric and cost.
 
-  `accuracy_change` is against the study's first condition, its reference (the baseline).
+  `metric_change` is against the study's first condition, its reference (the baseline).
   """
   study = [row for row in table if row['condition']]
+  change = lambda row: (
+    None
+    if row['final_validation_metric'] is None or study[0]['final_validation_metric'] is None
+    else row['final_validation_metric'] - study[0]['final_validation_metric']
+  )
   return [
-    {key: row[key] for key in CONVERGENCE_COLUMNS if key in row}
-    | {'accuracy_change': row['final_validation_accuracy'] - study[0]['final_validation_accuracy']}
+    {key: row[key] for key in CONVERGENCE_COLUMNS if key in row} | {'metric_change': change(row)}
     for row in study
   ]
 
@@ -199,7 +210,7 @@ def notes(runs, table):
   return said
 
 
-def write(experiment_dir, table, said, target_accuracy, plots=(), closing=(), across=None):
+def write(experiment_dir, table, said, target, plots=(), closing=(), across=None):
   """summary.json, summary.csv and summary.md in the experiment directory; `closing`: the
   Markdown lines summary.md ends with (the predictions' section); `across`: the statistics
   across repeats (reporting/repeats.py's `section`), also written as summary_repeats.csv."""
@@ -209,7 +220,7 @@ def write(experiment_dir, table, said, target_accuracy, plots=(), closing=(), ac
     storage.join(experiment_dir, 'summary.json'),
     {
       'experiment': name,
-      'target_accuracy': target_accuracy,
+      'target': target,
       'notes': said,
       'rows': table,
       'convergence': convergence(table),
@@ -226,13 +237,14 @@ def write(experiment_dir, table, said, target_accuracy, plots=(), closing=(), ac
   path = storage.join(experiment_dir, 'summary.md')
   storage.write_text(
     path,
-    markdown(name, table, said, target_accuracy, plots, across['markdown'])
+    markdown(name, table, said, target, plots, across['markdown'])
     + ''.join(f'{line}\n' for line in closing),
   )
   return path
 
 
-def markdown(name, table, said, target_accuracy, plots=(), across=()):
+def markdown(name, table, said, target, plots=(), across=()):
+  metric = target_lib.parse(target).metric
   header = [
     'run',
     'workers',
@@ -241,9 +253,9 @@ def markdown(name, table, said, target_accuracy, plots=(), across=()):
     'examples/s (epoch range)',
     'speed-up',
     'efficiency',
-    'val accuracy',
+    f'val {metric}',
     'wall time (s)',
-    f'time to {target_accuracy:g} (s)',
+    f'time to {target} (s)',
     'critical batch',
   ]
   lines = [f'# Strategy comparison: {name}', '']
@@ -257,9 +269,9 @@ def markdown(name, table, said, target_accuracy, plots=(), across=()):
         str(row['num_replicas_in_sync']),
         str(row['global_batch_size']),
         *uncertainty.cells(row, row['speedup'], row['scaling_efficiency'], row['speedup_note']),
-        f'{row["final_validation_accuracy"]:.4f}',
+        _maybe(row['final_validation_metric'], '{:.4f}'),
         f'{row["wall_time_seconds"]:.1f}',
-        _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
+        _maybe(row['time_to_target_seconds'], '{:.1f}', 'not reached'),
         critical_batch.cell(row),
       ]
     )
@@ -275,7 +287,7 @@ def markdown(name, table, said, target_accuracy, plots=(), across=()):
   lines += step_times.markdown(table)
   lines += _compute_markdown(table)
   lines += breakdown.markdown(table)
-  lines += _convergence_markdown(convergence(table), target_accuracy)
+  lines += _convergence_markdown(convergence(table), target)
   lines += [f'![{storage.basename(p).removesuffix(".png")}]({storage.basename(p)})' for p in plots]
   return '\n'.join(lines) + '\n'
 
@@ -321,18 +333,19 @@ def _compute_markdown(table):
   ]
 
 
-def _convergence_markdown(study, target_accuracy):
+def _convergence_markdown(study, target):
   if not study:
     return []
+  metric = target_lib.parse(target).metric
   header = [
     'condition',
     'run',
     'global batch',
     'optimizer',
     'peak learning rate',
-    'val accuracy',
+    f'val {metric}',
     f'change vs {study[0]["condition"]}',
-    f'time to {target_accuracy:g} (s)',
+    f'time to {target} (s)',
     'examples/s',
   ]
   cells = []
@@ -344,9 +357,9 @@ def _convergence_markdown(study, target_accuracy):
         str(row['global_batch_size']),
         str(row['optimizer']),
         _maybe(row['peak_learning_rate'], '{:.4g}'),
-        f'{row["final_validation_accuracy"]:.4f}',
-        f'{row["accuracy_change"]:+.4f}',
-        _maybe(row['time_to_accuracy_seconds'], '{:.1f}', 'not reached'),
+        _maybe(row['final_validation_metric'], '{:.4f}'),
+        _maybe(row['metric_change'], '{:+.4f}'),
+        _maybe(row['time_to_target_seconds'], '{:.1f}', 'not reached'),
         f'{row["examples_per_second"]:,.0f}',
       ]
     )

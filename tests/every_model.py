@@ -108,12 +108,12 @@ def train(trainer, steps_per_execution=EXECUTION):
   losses = []
   for _ in range(2):
     totals, done = trainer.train_epoch(STEPS, steps_per_execution)
-    losses.append(totals.loss)
-  validation = trainer.evaluate()
+    losses.append(trainer.metrics(totals)['loss'])
+  validation = trainer.validation_totals()
   weights = trainer.model.get_weights()
   return {
     'losses': losses,
-    'validation_loss': validation.loss,
+    'validation_loss': trainer.metrics(validation)['loss'],
     'validation_examples': validation.examples,
     'steps': trainer.steps_done,
     'traces': trainer.trace_count,

@@ -102,7 +102,9 @@ def measure(strategy, arrays, build_model, tf, loss_scale):
     totals, _ = trainer.train_epoch(1, 1)
     steps.append(
       noise_scale.epoch_estimates(
-        totals.small_norms, totals.big_norms, totals.norm_steps, PER_REPLICA, REPLICAS * PER_REPLICA
+        *(totals[n][0] for n in ('small_norms', 'big_norms', 'norm_steps')),
+        PER_REPLICA,
+        REPLICAS * PER_REPLICA,
       )
     )
   for a, b in zip(before, trainer.model.get_weights()):

@@ -45,7 +45,7 @@ def test_what_each_task_may_set_its_own_way_is_not_compared():
   theirs = shared(
     run_dir='/mnt/other/e/multi_worker_mirrored',
     flags={'logdir': '/mnt/other', 'verbosity': 1},
-    target_accuracy=0.5,
+    target='accuracy>=0.5',
     **{
       'data.data_dir': '/data',
       'distribution.startup_timeout': 60.0,

@@ -56,7 +56,7 @@ class Recorder:
     self.calls.append(('after_evaluation', evaluation['step']))
 
   def after_epoch(self, c):
-    self.calls.append(('after_epoch', c.epoch, len(c.state.history.train_loss)))
+    self.calls.append(('after_epoch', c.epoch, len(c.state.history.train_metrics['loss'])))
 
   def end(self, c):
     self.calls.append(('end', c.state.step))
@@ -117,10 +117,17 @@ def test_trains_every_epoch_in_executions_and_records_each(arrays):
   assert state.step == trainer.steps_done == 3 * SPE
   history = state.history
   for name, values in vars(history).items():
-    assert len(values) == 3, name
+    for series in values.values() if isinstance(values, dict) else [values]:
+      assert len(series) == 3, name
+  assert set(history.train_metrics) == set(history.validation_metrics) == {'loss', 'accuracy'}
   assert history.epoch_startup == [1, 0, 0]
-  assert all(math.isfinite(v) and v > 0 for v in history.train_loss + history.validation_loss)
-  assert all(0 <= a <= 1 for a in history.train_accuracy + history.validation_accuracy)
+  assert all(
+    math.isfinite(v) and v > 0
+    for v in history.train_metrics['loss'] + history.validation_metrics['loss']
+  )
+  assert all(
+    0 <= a <= 1 for a in history.train_metrics['accuracy'] + history.validation_metrics['accuracy']
+  )
   assert history.epoch_learning_rate == pytest.approx([0.1] * 3)
   assert history.epoch_elapsed_seconds == sorted(history.epoch_elapsed_seconds)
   assert (state.epoch_sums, state.epoch_seconds) == (loop.ZERO, 0.0)  # No epoch under way.
@@ -150,10 +157,10 @@ def test_an_action_stops_training_mid_epoch_and_every_action_sees_that_point(arr
   assert run.train() is True
   state = run.state
   assert state.step == trainer.steps_done == SPE + SPX
-  assert len(state.history.train_loss) == 1
+  assert len(state.history.train_metrics['loss']) == 1
   # The unfinished epoch's sums are kept, to continue it from a checkpoint.
   assert state.epoch_sums.examples == SPX * BATCH
-  assert math.isfinite(state.epoch_sums.loss) and state.epoch_sums.loss > 0
+  assert math.isfinite(state.epoch_sums['loss'][0]) and state.epoch_sums['loss'][0] > 0
   # The actions after the one that stopped it were called at that point too; then nothing.
   assert after_it.calls == stopper.calls
   assert stopper.calls[-1] == ('after_execution', SPE + SPX, SPX * BATCH)
@@ -164,7 +171,7 @@ def test_a_stop_after_an_epochs_last_execution_records_the_epoch_then_stops(arra
   stopper = Recorder(stop_at_step=SPE)
   run = controller(tiny_training.trainer(examples=arrays), [stopper], epochs=3)
   assert run.train() is True
-  assert run.state.step == SPE and len(run.state.history.train_loss) == 1
+  assert run.state.step == SPE and len(run.state.history.train_metrics['loss']) == 1
   assert run.state.epoch_sums.examples == 0  # Nothing of epoch 2 began.
   assert stopper.calls[-1] == ('after_epoch', 1, 1)
 
@@ -187,8 +194,12 @@ def test_a_new_controller_finishes_the_stopped_epoch_as_if_never_stopped(arrays)
   history = second.state.history
   assert second.state.step == 2 * SPE
   assert history.epoch_startup == [1, 1]  # The first epoch of this process is a start-up one.
-  assert history.train_loss == pytest.approx(whole.state.history.train_loss, rel=1e-6)
-  assert history.validation_loss == pytest.approx(whole.state.history.validation_loss, rel=1e-6)
+  assert history.train_metrics['loss'] == pytest.approx(
+    whole.state.history.train_metrics['loss'], rel=1e-6
+  )
+  assert history.validation_metrics['loss'] == pytest.approx(
+    whole.state.history.validation_metrics['loss'], rel=1e-6
+  )
 
 
 def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
@@ -209,7 +220,7 @@ def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
   assert run.train() is True
   # Epoch 1 was whole, so it ends and is recorded; epoch 2 never starts.
   assert run.state.step == SPE
-  assert len(run.state.history.train_loss) == 1
+  assert len(run.state.history.train_metrics['loss']) == 1
   assert run.state.epoch_sums == loop.ZERO
 
 
@@ -266,13 +277,15 @@ def test_epoch_summary_writes_each_epoch_at_its_keras_step(arrays):
   run.train()
   history = run.state.history
   assert [step for step, _, _ in writes] == [0, 1, 2]  # As Keras' TensorBoard callback.
-  assert [train['loss'] for _, train, _ in writes] == history.train_loss
-  assert [validation['accuracy'] for _, _, validation in writes] == history.validation_accuracy
+  assert [train['loss'] for _, train, _ in writes] == history.train_metrics['loss']
+  assert [validation['accuracy'] for _, _, validation in writes] == history.validation_metrics[
+    'accuracy'
+  ]
   assert [train['startup'] for _, train, _ in writes] == [1, 0, 0]
   assert evaluations == run.state.step_evaluations  # At their steps: 8, 16, 24.
   assert [e['step'] for e in evaluations] == [SPE, 2 * SPE, 3 * SPE]
   assert [line.split(':')[0] for line in lines] == [f'[tiny] epoch {n}/3' for n in (1, 2, 3)]
-  assert f'loss {history.train_loss[2]:.4f}' in lines[2]
+  assert f'loss {history.train_metrics["loss"][2]:.4f}' in lines[2]
 
 
 def test_checkpoints_are_written_every_epochs_and_every_steps(arrays):
@@ -292,11 +305,11 @@ def test_checkpoints_are_written_every_epochs_and_every_steps(arrays):
   assert saver.saved_step == 22
   by_step = dict(saves)  # The last save of a step wins, as the file it overwrites would.
   # Mid-epoch: the epoch's sums so far, to continue it; at 16, epoch 2 is whole and recorded.
-  assert len(by_step[11]['history']['train_loss']) == 1
-  assert by_step[11]['epoch_sums']['examples'] == SPX * BATCH
+  assert len(by_step[11]['history']['train_metrics']['loss']) == 1
+  assert by_step[11]['epoch_sums']['sums']['examples'] == [SPX * BATCH]
   assert by_step[11]['step'] == 11 and by_step[11]['settings'] == {'seed': 0}
-  assert len(by_step[16]['history']['train_loss']) == 2
-  assert by_step[16]['epoch_sums']['examples'] == 0
+  assert len(by_step[16]['history']['train_metrics']['loss']) == 2
+  assert by_step[16]['epoch_sums']['sums'] == {}
   assert state.checkpoint_seconds >= 0 and state.retried_steps == 0
 
 
@@ -396,8 +409,14 @@ def test_evaluations_land_every_k_steps_and_at_epoch_ends_once_each(arrays):
   assert executions == [(1, 3), (4, 4), (5, 7), (8, 8), (9, 11), (12, 12), (13, 15), (16, 16)]
   history = run.state.history
   by_step = {e['step']: e for e in run.state.step_evaluations}
-  assert [by_step[8]['accuracy'], by_step[16]['accuracy']] == history.validation_accuracy
-  assert [by_step[8]['loss'], by_step[16]['loss']] == history.validation_loss
+  assert [
+    by_step[8]['metrics']['accuracy'],
+    by_step[16]['metrics']['accuracy'],
+  ] == history.validation_metrics['accuracy']
+  assert [
+    by_step[8]['metrics']['loss'],
+    by_step[16]['metrics']['loss'],
+  ] == history.validation_metrics['loss']
   elapsed = [e['elapsed_seconds'] for e in run.state.step_evaluations]
   assert elapsed == sorted(elapsed)
 
@@ -414,8 +433,8 @@ def test_an_evaluation_sees_the_weights_of_exactly_its_step(arrays):
   run.train()
   first = run.state.step_evaluations[0]
   assert first['step'] == 4
-  assert first['loss'] == pytest.approx(expected.loss, rel=1e-6)
-  assert first['accuracy'] == pytest.approx(expected.accuracy)
+  assert first['metrics']['loss'] == pytest.approx(expected['loss'], rel=1e-6)
+  assert first['metrics']['accuracy'] == pytest.approx(expected['accuracy'])
 
 
 def test_evaluations_every_k_steps_are_left_out_of_the_epoch_time(arrays, clock):
@@ -468,8 +487,8 @@ def test_step_evaluations_survive_a_stop_and_a_new_controller_without_repeats(ar
   second.train()
   steps = [e['step'] for e in second.state.step_evaluations]
   assert steps == [e['step'] for e in whole.state.step_evaluations] == [5, 8, 10, 15, 16]
-  assert [e['loss'] for e in second.state.step_evaluations] == pytest.approx(
-    [e['loss'] for e in whole.state.step_evaluations], rel=1e-5
+  assert [e['metrics']['loss'] for e in second.state.step_evaluations] == pytest.approx(
+    [e['metrics']['loss'] for e in whole.state.step_evaluations], rel=1e-5
   )
 
 
@@ -480,23 +499,51 @@ def checkpoints_round_trip(state):
   return checkpoints.RunState.from_json(json.loads(json.dumps(state.to_json())))
 
 
-def test_steps_to_target_is_the_first_evaluation_at_or_above_the_target():
+def test_steps_to_target_is_the_first_evaluation_that_reaches_the_target():
   from records import results
+  from records import target
 
   evaluations = [
-    {'step': 5, 'accuracy': 0.5, 'loss': 1.0, 'elapsed_seconds': 1.0},
-    {'step': 10, 'accuracy': 0.9, 'loss': 0.5, 'elapsed_seconds': 2.5},
-    {'step': 15, 'accuracy': 0.8, 'loss': 0.6, 'elapsed_seconds': 4.0},
-    {'step': 16, 'accuracy': 0.95, 'loss': 0.4, 'elapsed_seconds': 5.0},
+    {'step': s, 'elapsed_seconds': t, 'metrics': {'accuracy': a, 'loss': loss}}
+    for s, t, a, loss in [(5, 1.0, 0.5, 1.0), (10, 2.5, 0.9, 0.5), (15, 4.0, 0.8, 0.6)]
+    + [(16, 5.0, 0.95, 0.4)]
   ]
-  assert results.to_target(evaluations, 0.9) == {'steps_to_target': 10, 'seconds_to_target': 2.5}
-  assert results.to_target(evaluations, 0.92)['steps_to_target'] == 16
-  assert results.to_target(evaluations, 0.99) == {
-    'steps_to_target': None,
-    'seconds_to_target': None,
-  }
-  assert results.to_target(evaluations, None)['steps_to_target'] is None
-  assert results.to_target([], 0.5)['steps_to_target'] is None
+  to = lambda text: results.to_target(evaluations, text and target.parse(text))
+  assert to('accuracy>=0.9') == {'steps_to_target': 10, 'seconds_to_target': 2.5}
+  assert to('accuracy>=0.92')['steps_to_target'] == 16
+  assert to('loss<=0.45')['steps_to_target'] == 16  # A metric to lower: at most.
+  assert to('loss<=1')['steps_to_target'] == 5
+  assert to('accuracy>=0.99') == {'steps_to_target': None, 'seconds_to_target': None}
+  assert to('auc>=0.5')['steps_to_target'] is None  # Not among them: never reached.
+  assert to(None)['steps_to_target'] is None
+  assert results.to_target([], target.parse('accuracy>=0.5'))['steps_to_target'] is None
+
+
+@pytest.mark.parametrize(
+  'text, message',
+  [
+    ('accuracy', 'write it NAME>=VALUE or NAME<=VALUE'),
+    ('accuracy>0.9', 'write it NAME>=VALUE or NAME<=VALUE'),
+    ('auc>=high', 'high is not a number'),
+    ('loss<=nan', 'give a finite value'),
+  ],
+)
+def test_a_malformed_target_is_refused_saying_how_to_write_one(text, message):
+  from records import target
+
+  with pytest.raises(target.TargetError, match=message):
+    target.parse(text)
+
+
+def test_a_target_is_parsed_and_compared_in_float32():
+  from records import target
+
+  assert target.parse(' mae <= 0.5 ') == target.Target('mae', '<=', 0.5)
+  assert str(target.parse('auc>=0.80')) == 'auc>=0.8'
+  assert target.parse('accuracy>=0.9').reached(324 / 360)  # Its float32 a little less.
+  assert not target.parse('accuracy>=0.9').reached(None)
+  with pytest.raises(target.TargetError, match='reports no metric auc; name one it reports: loss'):
+    target.check_reported(target.parse('auc>=0.8'), ('loss', 'mae'), '--model=m:f')
 
 
 def test_under_executions_in_flight_launching_waits_at_each_multiple_of_k(arrays):

@@ -88,7 +88,7 @@ def test_warm_up_ramps_per_step_to_the_scaled_rate(study):
 
 def test_the_naive_large_batch_loses_accuracy_and_a_technique_wins_most_of_it_back(study):
   accuracy = {
-    row['condition']: row['final_validation_accuracy']
+    row['condition']: row['final_validation_metric']  # The target's: accuracy.
     for row in json.loads((study / 'summary.json').read_text())['convergence']
   }
   gap = accuracy['baseline'] - accuracy['naive']
@@ -143,7 +143,7 @@ def test_techniques_train_under_parameter_server(ps_techniques, name):
   assert (result['optimizer'], result['condition']) == (optimizer, name)
   assert result['peak_learning_rate'] == pytest.approx(peak)
   assert result['steps_per_epoch'] == 1437 // 64
-  assert result['train_loss'][-1] < result['train_loss'][0]
+  assert result['train_metrics']['loss'][-1] < result['train_metrics']['loss'][0]
   assert result['final_validation_accuracy'] > 0.5
   # Every worker step moves the schedule on: after 3 epochs of 22 steps, the rates expected.
   assert len(result['epoch_learning_rate']) == 3
@@ -174,11 +174,13 @@ def test_techniques_train_alike_under_every_synchronous_strategy(tmp_path):
     for name in ('mirrored', 'central_storage', 'multi_worker_mirrored')
   }
   np.testing.assert_allclose(
-    runs['central_storage']['train_loss'], runs['mirrored']['train_loss'], rtol=2e-3
+    runs['central_storage']['train_metrics']['loss'],
+    runs['mirrored']['train_metrics']['loss'],
+    rtol=2e-3,
   )
   for result in runs.values():
     assert result['ghost_batch_size'] == 16 and result['optimizer'] == 'lars'
     assert result['per_replica_batch_size'] == 32
     # 22 steps/epoch, warm-up of 22 steps to 2x the rate, then x0.1 at half the remaining 22.
     np.testing.assert_allclose(result['epoch_learning_rate'], [2.0, 0.02], rtol=1e-5)
-    assert result['train_loss'][1] < result['train_loss'][0]
+    assert result['train_metrics']['loss'][1] < result['train_metrics']['loss'][0]

@@ -270,7 +270,7 @@ def test_a_report_on_a_disk_that_fills_names_the_file_and_leaves_no_half_image(s
   with open(os.path.join(small_disk, 'filler'), 'wb') as f:
     f.write(b'\0' * (free - 16 * 1024))
   with pytest.raises(storage.CannotWrite) as raised:
-    report.build(experiment, 0.9)
+    report.build(experiment, 'accuracy>=0.9')
   assert str(raised.value).startswith(f'cannot write {experiment}/')
   assert '(No space left on device); free space there' in str(raised.value)
   for root, _, names in os.walk(experiment):
@@ -507,7 +507,7 @@ def test_a_run_whose_result_the_report_cannot_read_is_left_out_saying_so(tmp_pat
     f'{experiment}/short/result.json is damaged (validation accuracy of 1 of 3 epochs); '
     f'{fix("short")}',
   ]
-  assert [row['run'] for row in summary.rows(runs, 0.9)] == ['one_device']
+  assert [row['run'] for row in summary.rows(runs, 'accuracy>=0.9')] == ['one_device']
 
 
 # --- a fault survived but not recorded ----------------------------------------------------------

@@ -88,15 +88,19 @@ def test_sigterm_checkpoints_then_the_same_command_resumes_exactly(logdir):
   assert (result['epochs_done'], result['steps_done']) == (6, 6 * 22)
   assert [r['step'] for r in result['resumes']] == [stopped['steps_done']]
   assert result['resumes'][0]['cause'] == 'resume' and result['redone_steps'] == 0
-  assert len(result['validation_accuracy']) == 6
+  assert len(result['validation_metrics']['accuracy']) == 6
   assert_continuous(run_dir, 6)
 
   # The same seed without the interruption: the same run (the data resumes at its step).
   whole = run_py(*args, '--experiment=whole', cwd=str(cwd), timeout=300)
   assert whole.returncode == 0, whole.stderr
   reference = read_result(os.path.join(local, 'whole', 'mirrored'))
-  assert result['train_loss'] == pytest.approx(reference['train_loss'], rel=1e-4)
-  assert result['validation_accuracy'] == pytest.approx(reference['validation_accuracy'], abs=1e-6)
+  assert result['train_metrics']['loss'] == pytest.approx(
+    reference['train_metrics']['loss'], rel=1e-4
+  )
+  assert result['validation_metrics']['accuracy'] == pytest.approx(
+    reference['validation_metrics']['accuracy'], abs=1e-6
+  )
   assert wait_until_gone(str(logdir)) == []
   assert os.listdir(cwd) == []  # Nothing written where the URL does not say.
   assert not os.path.exists(os.path.join(ROOT, 'file:'))

@@ -52,13 +52,13 @@ def test_steps_per_execution_changes_nothing_but_speed(arrays):
     (a, _) = one.train_epoch(one.batching.steps_per_epoch, 1)
     (b, _) = many.train_epoch(many.batching.steps_per_epoch, 10)
     assert a.examples == b.examples == 22 * 64
-    assert a.loss == pytest.approx(b.loss, rel=1e-6)
-    assert a.correct == b.correct
+    assert a['loss'] == pytest.approx(b['loss'], rel=1e-6)
+    assert a['correct'] == b['correct']
   assert one.steps_done == many.steps_done == 44
   assert one.learning_rate == pytest.approx(many.learning_rate)
   for x, y in zip(one.model.get_weights(), many.model.get_weights()):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
-  assert one.evaluate().accuracy == many.evaluate().accuracy
+  assert one.evaluate()['accuracy'] == many.evaluate()['accuracy']
 
 
 def test_xla_trains_like_the_plain_loop(arrays):
@@ -68,5 +68,5 @@ def test_xla_trains_like_the_plain_loop(arrays):
     xla.train_epoch(xla.batching.steps_per_epoch, 10),
   )
   # Same initial weights and data order; XLA fuses and reorders float arithmetic.
-  assert b.loss == pytest.approx(a.loss, rel=1e-3)
-  assert xla.evaluate().accuracy == pytest.approx(plain.evaluate().accuracy, abs=3 / 360)
+  assert b['loss'] == pytest.approx(a['loss'], rel=1e-3)
+  assert xla.evaluate()['accuracy'] == pytest.approx(plain.evaluate()['accuracy'], abs=3 / 360)

@@ -17,6 +17,18 @@ def test_each_private_api_is_there():
   assert isinstance(private_apis.ShardedVariable, type)
   service = private_apis.coordination_service()  # Outside a cluster: only its methods checked.
   assert callable(service.put) and callable(service.get) and callable(service.barrier)
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  assert private_apis.compiled_loss_and_metrics(model) == (None, None)
+  model.compile(loss='mse', metrics=['mae'])
+  loss, metrics = private_apis.compiled_loss_and_metrics(model)
+  labels, outputs = keras.ops.ones((3, 1)), model(keras.ops.zeros((3, 2)))
+  loss.build(labels, outputs)
+  metrics.build(labels, outputs)
+  assert [path for path, _, _ in private_apis.flat_losses(loss)] == [()]
+  state = [v.numpy() for v in metrics.variables]
+  weights = keras.ops.ones(3)
+  updated = private_apis.stateless_update(metrics, state, labels, outputs, weights, weights)
+  assert [float(v) for v in updated] == [3.0, 3.0]  # The mean's total |1 - 0| x 3 and count.
 
 
 def test_a_missing_api_is_named():

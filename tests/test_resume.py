@@ -106,15 +106,17 @@ def test_resuming_after_epoch_one_trains_epoch_two_as_the_uninterrupted_run(
   assert state.resumes == [
     {'checkpoint': f'ckpt-{SPE}', 'step': SPE, 'redone_steps': SPX, 'cause': 'resume'}
   ]
-  assert len(state.history.train_loss) == 1
+  assert len(state.history.train_metrics['loss']) == 1
   assert resumed.train() is False
   history = state.history
   assert state.step == 2 * SPE
-  assert history.train_loss == pytest.approx(reference.history.train_loss, rel=1e-6, abs=1e-7)
-  assert history.validation_loss == pytest.approx(
-    reference.history.validation_loss, rel=1e-6, abs=1e-7
+  assert history.train_metrics['loss'] == pytest.approx(
+    reference.history.train_metrics['loss'], rel=1e-6, abs=1e-7
   )
-  assert history.validation_accuracy == reference.history.validation_accuracy
+  assert history.validation_metrics['loss'] == pytest.approx(
+    reference.history.validation_metrics['loss'], rel=1e-6, abs=1e-7
+  )
+  assert history.validation_metrics['accuracy'] == reference.history.validation_metrics['accuracy']
   assert history.epoch_startup == [1, 1]  # The resumed process's first epoch starts it up.
   assert checkpoint_steps(tmp_path) == [SPE, 2 * SPE]
 
@@ -134,9 +136,11 @@ def test_resuming_mid_epoch_continues_the_epoch_sums(arrays, uninterrupted, tmp_
   ]
   assert resumed.train() is False
   assert state.step == 2 * SPE
-  assert state.history.train_loss == pytest.approx(reference.history.train_loss, rel=1e-6, abs=1e-7)
-  assert state.history.validation_loss == pytest.approx(
-    reference.history.validation_loss, rel=1e-6, abs=1e-7
+  assert state.history.train_metrics['loss'] == pytest.approx(
+    reference.history.train_metrics['loss'], rel=1e-6, abs=1e-7
+  )
+  assert state.history.validation_metrics['loss'] == pytest.approx(
+    reference.history.validation_metrics['loss'], rel=1e-6, abs=1e-7
   )
 
 
@@ -149,7 +153,7 @@ def test_a_finished_run_resumes_into_more_epochs(arrays, uninterrupted, tmp_path
   assert longer.train() is False
   history = longer.state.history
   assert longer.state.step == 3 * SPE
-  assert history.train_loss[:2] == reference.history.train_loss
+  assert history.train_metrics['loss'][:2] == reference.history.train_metrics['loss']
   assert history.epoch_startup == [1, 0, 1]
   assert [r['step'] for r in longer.state.resumes] == [2 * SPE]
 
@@ -201,7 +205,7 @@ def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, 
     trainer = tiny_training.trainer(examples=arrays)
     state = checkpoints.start_or_resume(str(directory), resume, trainer, None, SETTINGS)
     assert (state.step, state.resumes, state.settings) == (0, [], SETTINGS)
-    assert state.history.train_loss == []
+    assert state.history.train_metrics == {}
     assert trainer.steps_done == 0
 
 
@@ -234,7 +238,7 @@ def test_an_unreadable_newest_checkpoint_falls_back_to_the_next_older(
   shutil.copytree(uninterrupted[1], run_dir)
   DAMAGES[damage](run_dir / 'checkpoints', 2 * SPE)
   state = Attempt(run_dir, arrays, epochs=3).state
-  assert state.step == SPE and len(state.history.train_loss) == 1
+  assert state.step == SPE and len(state.history.train_metrics['loss']) == 1
   last = state.resumes[-1]
   assert last['checkpoint'] == f'ckpt-{SPE}'
   assert [s['checkpoint'] for s in last['skipped']] == [f'ckpt-{2 * SPE}']
@@ -265,7 +269,7 @@ def test_a_run_whose_checkpoints_all_fail_to_read_starts_afresh_and_records_them
   for step in (SPE, 2 * SPE):
     DAMAGES['truncated data'](run_dir / 'checkpoints', step)
   state = Attempt(run_dir, arrays).state
-  assert state.step == 0 and state.history.train_loss == []
+  assert state.step == 0 and state.history.train_metrics == {}
   assert state.resumes[-1]['checkpoint'] is None
   assert [s['checkpoint'] for s in state.resumes[-1]['skipped']] == [
     f'ckpt-{2 * SPE}',
@@ -291,4 +295,6 @@ def test_step_evaluations_resume_without_repeats_or_gaps(arrays, tmp_path):
   assert resumed.train() is False
   found = resumed.state.step_evaluations
   assert [e['step'] for e in found] == [e['step'] for e in expected]
-  assert [e['loss'] for e in found] == pytest.approx([e['loss'] for e in expected], rel=1e-5)
+  assert [e['metrics']['loss'] for e in found] == pytest.approx(
+    [e['metrics']['loss'] for e in expected], rel=1e-5
+  )

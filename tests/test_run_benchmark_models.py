@@ -47,7 +47,7 @@ def test_a_benchmark_model_trains_end_to_end(tmp_path, model, dataset, flags, st
   for strategy in strategies:
     result = read_result(os.path.join(tmp_path, 'e', strategy))
     assert result['status'] == 'complete'
-    assert result['steps_done'] == 3 and len(result['train_loss']) == 1
+    assert result['steps_done'] == 3 and len(result['train_metrics']['loss']) == 1
     assert result['flags']['model'] == model and result['flags']['dataset'] == dataset
     # The model card: the same model under every strategy, one replica's share of the work.
     assert result['flops_per_example'] > 0 and result['gradient_bytes_per_step'] > 0

@@ -46,7 +46,7 @@ def scaled(**schedule):
       '--trust_coefficient=0.0: give a value in (0, 1]',
     ),
     (replace(model={'bn_momentum': 1.0}), '--bn_momentum=1.0: give a value in [0, 1)'),
-    (replace(target_accuracy=1.5), '--target_accuracy=1.5: give a value in (0, 1]'),
+    (replace(target='accuracy>0.9'), '--target=accuracy>0.9: write it NAME>=VALUE or NAME<=VALUE'),
     (
       replace(data={'hyperparameters': {'image_shape': (8, 8)}}),
       '--image_shape: give three positive integers: height,width,channels, not 8,8',
@@ -107,7 +107,7 @@ def test_validate_refuses_a_run_that_cannot_work(config, message):
   'config',
   [
     GOOD,
-    replace(target_accuracy=1.0, optimizer={'trust_coefficient': 1.0, 'momentum': 0.0}),
+    replace(target='loss<=0.1', optimizer={'trust_coefficient': 1.0, 'momentum': 0.0}),
     replace(epochs=5, schedule=scaled(warmup_epochs=5.0)),
     replace(batch_size=66, distribution={'strategy': 'mirrored', 'num_replicas': 2}),
     # The replicas are counted at run time (0: all), where the batch is checked again.
@@ -137,7 +137,7 @@ def test_json_round_trip_gives_the_same_config_with_its_tuples():
     batch_size=96,
     steps_per_epoch=7,
     seed=4,
-    target_accuracy=0.8,
+    target='auc>=0.8',
     data=Data('synthetic', '/data', False, {'image_shape': (8, 8, 1), 'num_classes': 3}),
     model=Model('mlp', True, 16, 0.9),
     optimizer=Optimizer('lamb', 0.01, 0.8, 0.85, 0.99, 1e-6, 0.01, 0.002),

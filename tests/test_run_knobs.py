@@ -48,7 +48,7 @@ def test_xla_and_mixed_precision_runs_train(knobs, name, jit, policy):
   _, experiment = knobs
   result = read_result(experiment / f'{name}-one_device')
   assert (result['jit_compile'], result['mixed_precision']) == (jit, policy)
-  assert result['train_loss'][-1] < result['train_loss'][0] / 2
+  assert result['train_metrics']['loss'][-1] < result['train_metrics']['loss'][0] / 2
   assert result['final_validation_accuracy'] > 0.7
 
 

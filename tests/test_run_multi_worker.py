@@ -141,7 +141,7 @@ def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
   for name, proc in procs.items():
     assert proc.returncode == 0, (name, outputs[name][1])
   result = read_result(logdir / 'hand' / 'parameter_server')
-  assert result['num_workers'] == 2 and len(result['validation_accuracy']) == 2
+  assert result['num_workers'] == 2 and len(result['validation_metrics']['accuracy']) == 2
   assert 'worker 1 serving at' in outputs['worker-1'][0]
   assert 'Report:' in outputs['chief-0'][0] and 'Report:' not in outputs['ps-0'][0]
   summary = json.loads((logdir / 'hand' / 'summary.json').read_text())

@@ -58,7 +58,7 @@ def test_result_json_holds_the_measurements(default_experiment):
     assert result['global_batch_size'] == 64
     assert result['per_replica_batch_size'] == 64 // replicas
     assert result['epochs'] == 5
-    assert len(result['epoch_times']) == len(result['validation_accuracy']) == 5
+    assert len(result['epoch_times']) == len(result['validation_metrics']['accuracy']) == 5
     # The headline is the median of the epochs after the first (tracing, warm-up).
     assert result['examples_per_second'] == pytest.approx(
       statistics.median(result['epoch_examples_per_second'][1:])
@@ -67,7 +67,7 @@ def test_result_json_holds_the_measurements(default_experiment):
     for seconds, rate in zip(result['epoch_times'], result['epoch_examples_per_second']):
       assert rate == pytest.approx(steps_examples / seconds, rel=1e-6)
     assert result['final_validation_accuracy'] > 0.85
-    assert result['validation_loss'][-1] < result['validation_loss'][0]
+    assert result['validation_metrics']['loss'][-1] < result['validation_metrics']['loss'][0]
     assert result['wall_time_seconds'] >= sum(result['epoch_times'])
     assert result['tf_version'].startswith('2.') and result['keras_version'].startswith('3.')
     assert len(result['compute_devices']) == replicas
@@ -83,8 +83,12 @@ def test_mirrored_follows_the_one_device_loss_trajectory(default_experiment):
   baseline = read_result(os.path.join(experiment_dir, 'one_device'))
   for run in ('mirrored', 'central_storage'):
     result = read_result(os.path.join(experiment_dir, run))
-    np.testing.assert_allclose(result['train_loss'], baseline['train_loss'], rtol=2e-3)
-    np.testing.assert_allclose(result['validation_loss'], baseline['validation_loss'], rtol=2e-3)
+    np.testing.assert_allclose(
+      result['train_metrics']['loss'], baseline['train_metrics']['loss'], rtol=2e-3
+    )
+    np.testing.assert_allclose(
+      result['validation_metrics']['loss'], baseline['validation_metrics']['loss'], rtol=2e-3
+    )
     accuracy = 'final_validation_accuracy'
     assert abs(result[accuracy] - baseline[accuracy]) <= 2 / 360
 
@@ -93,6 +97,8 @@ def test_tensorboard_scalars_match_the_result(default_experiment):
   experiment_dir = default_experiment.experiment
   run_dir = os.path.join(experiment_dir, 'mirrored')
   result = read_result(run_dir)
+  for split in ('train', 'validation'):  # Each metric by its name, as train_loss, ...
+    result.update({f'{split}_{n}': v for n, v in result[f'{split}_metrics'].items()})
   train = read_scalars(os.path.join(run_dir, 'train'))
   validation = read_scalars(os.path.join(run_dir, 'validation'))
   expected_train = {
@@ -143,7 +149,7 @@ def test_same_seed_same_run_other_seed_other_run_and_repeats_compared(tmp_path):
   assert [r['seed'] for r in results.values()] == [0, 0, 1, 1]
   assert [r['flags']['seed'] for r in results.values()] == [0, 0, 1, 1]
   assert (results[order[3]]['repeat_of'], results[order[3]]['repeat']) == ('b-one_device', 2)
-  loss = [r['train_loss'] for r in results.values()]
+  loss = [r['train_metrics']['loss'] for r in results.values()]
   assert loss[0] == loss[1] and loss[2] == loss[3]
   assert loss[0] != loss[2]
   spread = results[order[0]]['step_time']

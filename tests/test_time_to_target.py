@@ -20,7 +20,7 @@ ONE_DEVICE = (12.0, 4.0, 8.0, 0.5, -0.5)  # step, input, compute, communication,
 
 def reached(steps, noise_scale, target=0.9):
   return {
-    'target_accuracy': target,
+    'target': {'metric': 'accuracy', 'goal': '>=', 'value': target},
     'steps_to_target': steps,
     'critical_batch_size': {'value': noise_scale, 'reason': None},
   }
@@ -59,7 +59,7 @@ def test_the_run_at_the_smallest_batch_that_reached_the_target_is_chosen():
     {'run': 'small', 'global_batch_size': 64, **reached(60, 100.0)},
   ]
   assert time_to_target.choose(runs) == (
-    time_to_target.Source('small', 0.9, 60, 64, 100.0, 'measured'),
+    time_to_target.Source('small', 'accuracy>=0.9', 60, 64, 100.0, 'measured'),
     None,
   )
   # A noise scale given makes the run that measured none usable: the smallest batch again.
@@ -67,7 +67,7 @@ def test_the_run_at_the_smallest_batch_that_reached_the_target_is_chosen():
   assert time_to_target.choose([]) == (None, 'no finished run to take the steps to the target from')
   assert time_to_target.choose(runs[:1]) == (
     None,
-    'no run reached its target accuracy (steps_to_target is null in every result.json)',
+    'no run reached its target (steps_to_target is null in every result.json)',
   )
   runs[1]['critical_batch_size']['reason'] = 'one replica in sync'
   assert time_to_target.choose(runs[:2]) == (
@@ -79,7 +79,7 @@ def test_the_run_at_the_smallest_batch_that_reached_the_target_is_chosen():
 @pytest.mark.parametrize(
   'run, given, message',
   [
-    (reached(None, 100.0), None, 'run r never reached its target accuracy 0.9'),
+    (reached(None, 100.0), None, 'run r never reached its target accuracy>=0.9'),
     (reached(60, None), None, 'run r measured no noise scale (not recorded)'),
     (reached(60, -3.5), None, 'run r measured a noise scale of -3.5, not positive'),
     (reached(60, 0.0), None, 'run r measured a noise scale of 0, not positive'),
@@ -161,12 +161,12 @@ def test_every_entry_has_its_steps_time_and_device_hours_to_target(tmp_path):
   assert document['source']['time_to_target_from'] == 'one_device'
   assert document['time_to_target'] == {
     'run': 'one_device',
-    'target_accuracy': 0.9,
+    'target': 'accuracy>=0.9',
     'steps_to_target': 120,
     'global_batch_size': 64,
     'noise_scale': 192.0,
     'noise_scale_from': 'measured',
-    'trained_target_accuracy': None,
+    'trained_target': None,
     'min_steps': 30.0,
     'boundary_ms': 0.0,
     'reason': None,
@@ -185,7 +185,7 @@ def test_every_entry_has_its_steps_time_and_device_hours_to_target(tmp_path):
   assert 'steps to target' in header and 'device-hours' in header
   sentences = recommendations.recommendations(document)
   assert sentences[2] == (
-    'Time to the target accuracy 0.9, predicted from run one_device (120 steps at a global '
+    'Time to the target accuracy>=0.9, predicted from run one_device (120 steps at a global '
     'batch of 64, noise scale 192 measured): 30.0 steps at the least, at any batch.'
   )
   dgx = [p for p in document['predictions'] if p['hardware'] == 'dgx1_v100']
@@ -203,7 +203,7 @@ def test_without_a_run_that_reached_the_target_the_fields_are_null_and_say_why(t
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, ONE_DEVICE, **reached(None, 192.0))
   document = predict.forecast(asked(tmp_path))
   assert document['source']['time_to_target_from'] is None
-  why = 'no run reached its target accuracy (steps_to_target is null in every result.json)'
+  why = 'no run reached its target (steps_to_target is null in every result.json)'
   assert document['time_to_target'] == {'reason': why}
   for p in document['predictions']:
     assert p['global_batch_size'] == 64 * p['num_devices']
@@ -216,7 +216,7 @@ def test_without_a_run_that_reached_the_target_the_fields_are_null_and_say_why(t
 @pytest.mark.parametrize(
   'fields, message',
   [
-    ({'predict_from': 'mirrored'}, 'run mirrored never reached its target accuracy 0.9'),
+    ({'predict_from': 'mirrored'}, 'run mirrored never reached its target accuracy>=0.9'),
     ({'predict_from': 'nowhere'}, '--predict_from=nowhere: neither a run of the experiment'),
     ({'noise_scale_of': '0'}, '--noise_scale_of=0: a noise scale is a positive'),
   ],
@@ -254,7 +254,7 @@ def test_run_py_refuses_to_predict_from_a_run_that_never_reached_the_target(tmp_
   )
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines() == [
-    'run.py: run mirrored never reached its target accuracy 0.9 (steps_to_target is null in '
+    'run.py: run mirrored never reached its target accuracy>=0.9 (steps_to_target is null in '
     'its result.json): predict from a run that reached it, or train this one longer'
   ]
   assert not (tmp_path / 'exp' / predict.FILE).exists()
@@ -294,7 +294,7 @@ def test_near_ties_are_named_as_ties_and_go_to_fewer_devices():
     'predictions': predictions,
     'time_to_target': {
       'reason': None,
-      'target_accuracy': 0.9,
+      'target': 'accuracy>=0.9',
       'run': 'one_device',
       'steps_to_target': 120,
       'global_batch_size': 64,
@@ -324,7 +324,7 @@ def evaluated(target=0.9):
   return {
     **reached(120, 192.0, target),
     'step_evaluations': [
-      {'step': step, 'accuracy': accuracy, 'loss': 1.0, 'elapsed_seconds': step / 10}
+      {'step': step, 'metrics': {'accuracy': accuracy, 'loss': 1.0}, 'elapsed_seconds': step / 10}
       for step, accuracy in ((22, 0.6), (44, 0.82), (66, 0.86), (88, 0.88), (120, 0.91))
     ],
   }
@@ -332,31 +332,32 @@ def evaluated(target=0.9):
 
 def test_a_target_accuracy_given_to_predict_is_predicted_from_the_evaluations_and_said(tmp_path):
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, ONE_DEVICE, **evaluated())
-  document = predict.forecast(asked(tmp_path, target_accuracy=0.8))
+  document = predict.forecast(asked(tmp_path, target='accuracy>=0.8'))
   source = document['time_to_target']
-  assert (source['target_accuracy'], source['trained_target_accuracy']) == (0.8, 0.9)
+  assert (source['target'], source['trained_target']) == ('accuracy>=0.8', 'accuracy>=0.9')
   assert (source['steps_to_target'], source['min_steps']) == (44, 11.0)  # 44 / (1 + 192 / 64)
   assert recommendations.recommendations(document)[2] == (
-    'Time to the target accuracy 0.8 (given to --predict; the run trained toward 0.9, and step '
-    '44 was its first evaluation at or above it), predicted from run one_device (44 steps at a '
-    'global batch of 64, noise scale 192 measured): 11.0 steps at the least, at any batch.'
+    'Time to the target accuracy>=0.8 (given to --predict; the run trained toward '
+    'accuracy>=0.9, and step 44 was its first evaluation that reached it), predicted from '
+    'run one_device (44 steps at a global batch of 64, noise scale 192 measured): 11.0 steps '
+    'at the least, at any batch.'
   )
   # The run's own target, given or not, is predicted as before.
-  same = predict.forecast(asked(tmp_path, target_accuracy=0.9))['time_to_target']
-  assert (same['steps_to_target'], same['trained_target_accuracy']) == (120, None)
+  same = predict.forecast(asked(tmp_path, target='accuracy>=0.9'))['time_to_target']
+  assert (same['steps_to_target'], same['trained_target']) == (120, None)
   # A target no evaluation reached: refused, naming the run and the fix, nothing written.
   os.remove(tmp_path / predict.FILE)
   message = (
-    'run one_device never reached --target_accuracy=0.95 in its evaluations (it trained toward '
-    '0.9): predict a target it reached, or drop --target_accuracy to predict its own'
+    'run one_device never reached --target=accuracy>=0.95 in its evaluations (it trained toward '
+    'accuracy>=0.9): predict a target it reached, or drop --target to predict its own'
   )
   with pytest.raises(time_to_target.TargetError, match=re.escape(message)):
-    predict.forecast(asked(tmp_path, target_accuracy=0.95, predict_from='one_device'))
+    predict.forecast(asked(tmp_path, target='accuracy>=0.95', predict_from='one_device'))
   assert not os.path.exists(tmp_path / predict.FILE)
   chosen, why = time_to_target.choose(
-    [{'run': 'one_device', 'global_batch_size': 64, **evaluated()}], target=0.95
+    [{'run': 'one_device', 'global_batch_size': 64, **evaluated()}], target='accuracy>=0.95'
   )
-  assert (chosen, why) == (None, 'no run reached --target_accuracy=0.95 in its evaluations')
+  assert (chosen, why) == (None, 'no run reached --target=accuracy>=0.95 in its evaluations')
 
 
 def test_run_py_refuses_a_target_accuracy_no_evaluation_reached(tmp_path):
@@ -365,11 +366,13 @@ def test_run_py_refuses_a_target_accuracy_no_evaluation_reached(tmp_path):
   proc = run_py(*common, '--target_accuracy=0.95', '--predict_from=one_device', timeout=60)
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines() == [
-    'run.py: run one_device never reached --target_accuracy=0.95 in its evaluations (it trained '
-    'toward 0.9): predict a target it reached, or drop --target_accuracy to predict its own'
+    'run.py: run one_device never reached --target=accuracy>=0.95 in its evaluations (it '
+    'trained toward accuracy>=0.9): predict a target it reached, or drop --target to predict '
+    'its own'
   ]
   proc = run_py(*common, '--target_accuracy=0.8', timeout=60)
   assert proc.returncode == 0, proc.stderr
-  assert 'Time to the target accuracy 0.8 (given to --predict; the run trained toward 0.9' in (
-    proc.stdout
+  assert (
+    'Time to the target accuracy>=0.8 (given to --predict; the run trained toward accuracy>=0.9'
+    in (proc.stdout)
   )

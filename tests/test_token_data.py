@@ -86,7 +86,7 @@ def test_the_transformer_learns_synthetic_tokens():
   )
   for _ in range(3):
     trainer.train_epoch(trainer.batching.steps_per_epoch, 16)
-  assert trainer.evaluate().accuracy > 0.9
+  assert trainer.evaluate()['accuracy'] > 0.9
 
 
 # --- imdb ----------------------------------------------------------------------------------------

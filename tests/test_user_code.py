@@ -571,7 +571,10 @@ def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strat
     assert result['model'] == 'my_model:build' and result['dataset'] == 'my_data:load'
     assert result['status'] == 'complete'
     # Learned something: tumour or not, from 30 standardised features.
-    assert result['final_validation_accuracy'] > 0.85, (strategy, result['validation_accuracy'])
+    assert result['final_validation_accuracy'] > 0.85, (
+      strategy,
+      result['validation_metrics']['accuracy'],
+    )
   # Refusals in the run's own process, once the user's code is imported: one line, status 2.
   (project / 'wide.py').write_text(
     'import my_model\ndef build(shape, classes):\n  return my_model.build(shape, classes + 1)\n'

@@ -121,10 +121,16 @@ def sharded_and_whole(tmp_path_factory):
 def test_sharded_tables_train_exactly_as_whole_ones(sharded_and_whole):
   whole, sharded = sharded_and_whole['whole'], sharded_and_whole['sharded']
   assert whole['status'] == sharded['status'] == 'complete'
-  np.testing.assert_allclose(sharded['train_loss'], whole['train_loss'], rtol=1e-4)
-  np.testing.assert_allclose(sharded['validation_loss'], whole['validation_loss'], rtol=1e-4)
-  assert sharded['validation_accuracy'] == pytest.approx(whole['validation_accuracy'], abs=1e-3)
-  assert whole['train_loss'][-1] < whole['train_loss'][0]  # It learns.
+  np.testing.assert_allclose(
+    sharded['train_metrics']['loss'], whole['train_metrics']['loss'], rtol=1e-4
+  )
+  np.testing.assert_allclose(
+    sharded['validation_metrics']['loss'], whole['validation_metrics']['loss'], rtol=1e-4
+  )
+  assert sharded['validation_metrics']['accuracy'] == pytest.approx(
+    whole['validation_metrics']['accuracy'], abs=1e-3
+  )
+  assert whole['train_metrics']['loss'][-1] < whole['train_metrics']['loss'][0]  # It learns.
 
 
 @pytest.mark.slow

@@ -66,10 +66,10 @@ class EpochSummary(controller_lib.Action):
     history = controller.state.history
     train, validation = outcome.epoch_scalars(history, -1)
     self.writers.epoch(controller.epoch - 1, train, validation)
+    metrics = [f'{name} {train[name]:.4f}' for name in history.train_metrics]
+    metrics += [f'val_{name} {value:.4f}' for name, value in validation.items()]
     self.say(
-      f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: loss '
-      f'{train["loss"]:.4f} accuracy {train["accuracy"]:.4f} val_loss '
-      f'{validation["loss"]:.4f} val_accuracy {validation["accuracy"]:.4f} '
+      f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: {" ".join(metrics)} '
       f'{train["examples_per_second"]:,.0f} examples/s {train["time_seconds"]:.2f} s'
     )
 

@@ -7,7 +7,8 @@ else happens in actions (training/actions.py), each of one job, called at fixed 
   before_execution(controller, first, last)
   after_execution(controller, read) -> stop?   `read()` gives the epoch's Totals so far
   after_evaluation(controller, evaluation)  a validation pass, every `eval_every_steps` steps
-                                        and at each epoch's end: {step, accuracy, loss}
+                                        and at each epoch's end: {step, elapsed_seconds,
+                                        metrics: {name: value}}
   after_epoch(controller)               the epoch is in `controller.state.history`
   end(controller)                       training finished (not when stopped)
 
@@ -144,15 +145,11 @@ class Controller:
   def _evaluate(self):
     """Evaluates the weights of the step the run stands at: recorded, and handed to the
     actions' after_evaluation, with the training seconds until that step (every earlier
-    evaluation and checkpoint included, not its own). Returns the validation Totals."""
+    evaluation and checkpoint included, not its own). Returns the validation metrics, the
+    job's (training/objective.py) by name."""
     elapsed = self.elapsed()
     validation = self.trainer.evaluate()
-    evaluation = {
-      'step': self.state.step,
-      'accuracy': validation.accuracy,
-      'loss': validation.loss,
-      'elapsed_seconds': elapsed,
-    }
+    evaluation = {'step': self.state.step, 'elapsed_seconds': elapsed, 'metrics': validation}
     self.state.step_evaluations.append(evaluation)
     for action in self.actions:
       action.after_evaluation(self, evaluation)
@@ -166,7 +163,8 @@ class Controller:
 
   def _end_epoch(self, train, seconds, executions):
     """Records the epoch, whose executions ran `executions` seconds of this process's clock,
-    with its evaluation; then the actions' after_epoch."""
+    with its evaluation (every metric of the job's, by name, as the trainer gives them); then
+    the actions' after_epoch."""
     validation = self._evaluate()
     now = time.perf_counter()
     gradient_sq, trace_sigma = self.trainer.noise_estimates(train)
@@ -174,10 +172,8 @@ class Controller:
       epoch_elapsed_seconds=self.elapsed(),
       epoch_times=seconds,
       epoch_examples_per_second=train.examples / seconds,
-      train_loss=train.loss,
-      train_accuracy=train.accuracy,
-      validation_loss=validation.loss,
-      validation_accuracy=validation.accuracy,
+      train_metrics=self.trainer.metrics(train),
+      validation_metrics=validation,
       epoch_learning_rate=self.trainer.learning_rate,
       epoch_startup=int(self.epoch == self.first_epoch),
       epoch_gradient_sq=gradient_sq,

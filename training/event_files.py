@@ -83,10 +83,11 @@ class Writers:
 
   def evaluation(self, evaluation):
     """A validation pass (every --eval_every_steps steps and at epoch ends) at its training
-    step, 1-based, under the tags Keras' TensorBoard callback gives `evaluate`'s."""
+    step, 1-based: each of its metrics under the tag Keras' TensorBoard callback gives
+    `evaluate`'s."""
     with self._validation.as_default(step=evaluation['step']):
-      for name in ('accuracy', 'loss'):
-        self._scalar(run_files.VALIDATION, f'evaluation_{name}_vs_iterations', evaluation[name])
+      for name, value in evaluation['metrics'].items():
+        self._scalar(run_files.VALIDATION, f'evaluation_{name}_vs_iterations', value)
     self._flush(self._validation)
 
   def _scalar(self, directory, tag, value):

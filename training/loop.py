@@ -2,8 +2,8 @@
 `strategy.run`, inside a `tf.function`.
 
 One `tf.function` call (an execution) runs up to `steps_per_execution` steps and returns, once,
-the summed loss, correct predictions and example count across all replicas; the host never
-synchronises per step. An executor (training/execution.py) runs each execution here, or, under
+the step's named sums (training/objective.py) summed across all replicas and steps; the host
+never synchronises per step. An executor (training/execution.py) runs each execution here, or, under
 ParameterServerStrategy, schedules it on whichever worker is free; a worker's step then
 processes its share of the global batch and updates the variables on the parameter servers
 asynchronously.
@@ -22,35 +22,34 @@ from training import builders as builders_lib
 from training import execution
 from training import model_outputs
 from training import noise_scale
+from training import objective as objective_lib
+from training import optimizers
 from training import shards
 from training import step as step_lib
 
 
 @dataclasses.dataclass(frozen=True)
 class Totals:
-  """Sums over some steps: loss and accuracy are per example over `examples`; the squared
-  norms of the gradients of `norm_steps` of them (training/step.py's `norms`), when measured."""
+  """Sums over some steps, by name (lists of floats, as JSON holds them): the objective's
+  (training/objective.py; `examples` among them) and, when measured, the gradients' squared
+  norms (training/step.py's NORMS). A name missing is zero."""
 
-  loss_sum: float
-  correct: float
-  examples: float
-  small_norms: float = 0.0
-  big_norms: float = 0.0
-  norm_steps: float = 0.0
+  sums: dict = dataclasses.field(default_factory=dict)
 
-  @property
-  def loss(self):
-    return self.loss_sum / max(self.examples, 1)
+  def __getitem__(self, name):
+    return self.sums[name]
 
   @property
-  def accuracy(self):
-    return self.correct / max(self.examples, 1)
+  def examples(self):
+    return self.sums['examples'][0] if 'examples' in self.sums else 0.0
 
   def __add__(self, other):
-    return Totals(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+    names = {**self.sums, **other.sums}
+    add = lambda a, b: [x + y for x, y in zip(a, b)] if a and b else list(a or b)
+    return Totals({n: add(self.sums.get(n), other.sums.get(n)) for n in names})
 
 
-ZERO = Totals(0.0, 0.0, 0.0)
+ZERO = Totals()
 
 
 def execution_sizes(first_step, num_steps, steps_per_execution, every=0):
@@ -148,10 +147,12 @@ class Trainer:
       optimizer,
       counter,
       self.batching.step_batch_size,
+      self._objective(config, source),
       config.performance.jit_compile,
       measures_noise=self.noise_reason is None,
-      probabilities=self._outputs_probabilities(config, source),
     )
+    # Which optimizer trains it, and the model's own compiled one, if any, that does not.
+    self.optimizer_record = optimizers.record(config.optimizer, self.model)
     self.source, self._seed = source, config.seed  # The data it trains on.
     # result.json's `input_pipeline`: how the data was sharded, counted and resumed.
     self.input_record = source.record(
@@ -166,25 +167,38 @@ class Trainer:
     self._validation_iterator = self.executor.distribute(
       source.validation_fn(per_replica, step_batch, self.input_pipelines)
     )
-    self._train_steps = tf.function(self._repeat(self.step, 6 if self.step.measures_noise else 3))
-    self._eval_steps = tf.function(self._repeat(self.step.evaluate, 3))
+    self._train_steps = tf.function(self._repeat(self.step, self.step.layout))
+    self._eval_steps = tf.function(self._repeat(self.step.evaluate, self.step.evaluation_layout))
     self._sum = tf.function(
       lambda value: strategy.reduce(
         tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(value,)), axis=None
       )
     )
 
-  def _outputs_probabilities(self, config, source):
-    """Whether the model outputs probabilities (training/model_outputs.py), from its first
-    call on real examples: a model that fails there is refused, a fault of its code that no
-    restart cures, with the error's own message."""
+  def _objective(self, config, source):
+    """The job's loss and metrics (training/objective.py): the compiled model's, or the
+    default, then told whether the model outputs probabilities (training/model_outputs.py),
+    from its first call on real examples. A model that fails there, or whose compiled loss or
+    metrics cannot take the dataset's labels, is refused: a fault no restart cures."""
+    refuse = lambda problem: user_code.UserCodeError(
+      f'[{config.name}] --model={config.model.model} {problem}'
+    )
+    probe = objective_lib.PROBE_EXAMPLES
     try:
-      return model_outputs.are_probabilities(self.model, source)
+      outputs = self.model(source.probe(probe), training=False)
+      probabilities = (
+        False
+        if objective_lib.is_compiled(self.model)
+        else model_outputs.are_probabilities(self.model, source)
+      )
     except Exception as e:  # pylint: disable=broad-except  # Whatever the model's code raises.
-      raise user_code.UserCodeError(
-        f'[{config.name}] --model={config.model.model} fails on a batch of '
-        f'{model_outputs.PROBE_EXAMPLES} training examples: {user_code.message(e)}'
+      raise refuse(
+        f'fails on a batch of {probe} training examples: {user_code.message(e)}'
       ) from None
+    try:
+      return objective_lib.of(self.model, source.probe_labels(probe), outputs, probabilities)
+    except ValueError as e:
+      raise refuse(str(e)) from None
 
   @property
   def steps_done(self):
@@ -305,12 +319,11 @@ class Trainer:
   def _read(self, executions):
     if not executions:
       return ZERO
-    values = np.asarray([sums for _, sums in executions])
+    values = np.asarray([sums for _, sums in executions], np.float64)
     for (first, _), row in zip(executions, values):
-      if row[3] >= 0:
-        raise NonFiniteLoss(first + int(row[3]))
-    sums = np.concatenate([values[:, :3], values[:, 4:]], axis=1).sum(axis=0)
-    return Totals(*(float(v) for v in sums))
+      if row[-1] >= 0:
+        raise NonFiniteLoss(first + int(row[-1]))
+    return Totals(self.step.layout.unpack(values[:, :-1].sum(axis=0)))
 
   def noise_estimates(self, totals):
     """(|G|^2, tr(Sigma)) of the steps `totals` sums (training/noise_scale.py), or (None, None)
@@ -318,20 +331,26 @@ class Trainer:
     if self.noise_reason:
       return None, None
     return noise_scale.epoch_estimates(
-      totals.small_norms,
-      totals.big_norms,
-      totals.norm_steps,
+      *(totals[name][0] for name in step_lib.NORMS),
       self.batching.per_replica_batch_size,
       self.batching.step_batch_size,
     )
 
+  def metrics(self, totals):
+    """{name: value} of the job's metrics (training/objective.py) over the steps of `totals`."""
+    return self.step.objective.results(totals.sums)
+
   def evaluate(self):
-    """One pass over the validation set (on one worker, under a coordinator)."""
+    """One pass over the validation set (on one worker, under a coordinator): its metrics,
+    {name: value}."""
+    return self.metrics(self.validation_totals())
+
+  def validation_totals(self):
+    """One pass over the validation set: its Totals."""
     sums = self.executor.run(
       self._eval_steps, self._validation_iterator, tf.constant(self.validation_steps)
     )
-    loss_sum, correct, examples = (float(v) for v in np.asarray(sums)[:3])
-    return Totals(loss_sum, correct, examples)
+    return Totals(self.step.evaluation_layout.unpack(np.asarray(sums, np.float64)[:-1]))
 
   @property
   def trace_count(self):
@@ -341,21 +360,22 @@ class Trainer:
       + self._eval_steps.experimental_get_tracing_count()
     )
 
-  def _repeat(self, step, width):
-    """`num_steps` steps of `step` (whose replicas return `width` sums) in one call: [loss sum,
-    correct, examples, the index of the first step whose loss was not finite or -1, and the
-    gradients' norms when the step returns them]."""
+  def _repeat(self, step, layout):
+    """`num_steps` steps of `step` (whose replicas return sums packed by `layout`) in one call:
+    their sums over replicas and steps, then the index of the first step whose loss was not
+    finite, or -1."""
+    loss = layout.index('loss')
 
     def steps(iterator, num_steps):
-      sums = tf.zeros([width])
+      sums = tf.zeros([layout.width])
       first_bad = tf.constant(-1.0)
       for i in tf.range(num_steps):
         per_replica = self.strategy.run(step, args=next(iterator))
         step_sums = self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-        bad = (first_bad < 0) & ~tf.math.is_finite(step_sums[0])
+        bad = (first_bad < 0) & ~tf.math.is_finite(step_sums[loss])
         first_bad = tf.where(bad, tf.cast(i, tf.float32), first_bad)
         sums += step_sums
-      return tf.concat([sums[:3], [first_bad], sums[3:]], 0)
+      return tf.concat([sums, [first_bad]], 0)
 
     return steps
 

@@ -5,6 +5,8 @@ The names are configs.definitions.OPTIMIZERS.
 for sgd, momentum, adam and lamb, and LARS' own term inside its trust ratio for lars.
 """
 
+import numpy as np
+
 
 def create(settings, learning_rate, loss_scale=False):
   """The optimizer `settings` (configs.definitions.Optimizer) name, with the hyper-parameters
@@ -36,3 +38,29 @@ def create(settings, learning_rate, loss_scale=False):
     ),
   }[settings.optimizer]()
   return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale else optimizer
+
+
+def record(settings, model):
+  """Which optimizer trains a run, and why, for result.json: always the one --optimizer and
+  its flags make (every strategy compared is trained alike, with the tool's learning-rate
+  schedule and batch scaling); a model compiled with an optimizer of its own is told it was
+  not used (`compiled_optimizer`: its class and learning rate), never silently overridden."""
+  compiled = getattr(model, 'optimizer', None)
+  described = None
+  if compiled is not None:
+    rate = getattr(compiled, 'learning_rate', None)
+    try:
+      shown = f'{float(np.asarray(rate)):g}'  # A number, or a variable holding one.
+    except (TypeError, ValueError):  # A schedule: named by its class.
+      shown = type(rate).__name__
+    described = f'{type(compiled).__name__}(learning_rate={shown})'
+  return {
+    'trained_by': f'--optimizer={settings.optimizer}',
+    'compiled_optimizer': described,
+    'optimizer_note': described
+    and (
+      f"the model's compiled {described} was not used: --optimizer={settings.optimizer} "
+      "with the run's learning-rate flags trains every run compared, so strategies differ "
+      'only in how they distribute; give --optimizer and --learning_rate to match it'
+    ),
+  }

@@ -13,6 +13,7 @@ import tensorflow as tf
 import data
 from records import results
 from records import run_files
+from records import target as target_lib
 from training import checkpoints
 from training import devices
 from training import noise_scale
@@ -139,12 +140,16 @@ def result(
     'tf_version': tf.__version__,
     'keras_version': keras.__version__,
     'flags': config.flags,
-    **results.summarize(state.history, config.target_accuracy),
+    # The job's metrics (training/objective.py), as the model reports them; which optimizer
+    # trained it.
+    'metrics': list(trainer.step.objective.names),
+    **trainer.optimizer_record,
+    **results.summarize(state.history, target_lib.parse(config.target)),
     **noise_scale.record(
       state.history.epoch_gradient_sq, state.history.epoch_trace_sigma, trainer.noise_reason
     ),
     'step_evaluations': state.step_evaluations,
-    **results.to_target(state.step_evaluations, config.target_accuracy),
+    **results.to_target(state.step_evaluations, target_lib.parse(config.target)),
     'breakdown': breakdown,
     'input_pipeline': trainer.input_record,
     # The step time's spread over the run's steady windows, beside the breakdown's median.
@@ -165,13 +170,13 @@ def _placement(trainer):
   return {'variables': variables, 'ps_bytes': dict(sorted(held.items()))}
 
 
-# The headline figures, also written as the HParams dashboard's metrics.
+# The headline figures, also written as the HParams dashboard's metrics, with every
+# metric's final validation value (final_validation_<name>).
 FINAL_METRICS = (
   'examples_per_second',
   'examples_per_second_min',
   'examples_per_second_max',
-  'final_validation_accuracy',
-  'time_to_accuracy_seconds',
+  'time_to_target_seconds',
   'wall_time_seconds',
   'restarts',
   'resumed',
@@ -182,20 +187,24 @@ FINAL_METRICS = (
 
 
 def final_metrics(result):
-  """The HParams metrics of a complete run's result.json: FINAL_METRICS, the critical batch
-  size (B_simple, when measured), and the breakdown's milliseconds per step as
-  breakdown/step_ms, breakdown/input_ms, ..."""
+  """The HParams metrics of a complete run's result.json: FINAL_METRICS, each metric's final
+  validation value, the critical batch size (B_simple, when measured), and the breakdown's
+  milliseconds per step as breakdown/step_ms, breakdown/input_ms, ..."""
   parts = result['breakdown'] or {}
   return {
     **{metric: result[metric] for metric in FINAL_METRICS},
+    **{
+      f'final_validation_{name}': result[f'final_validation_{name}'] for name in result['metrics']
+    },
     'critical_batch_size': result['critical_batch_size']['value'],
     **{f'breakdown/{name}': value for name, value in parts.items() if name.endswith('_ms')},
   }
 
 
 def epoch_scalars(history, i):
-  """TensorBoard's train and validation scalars of epoch i of `history`; the gradient noise
-  scale where measured (NaN for an epoch whose |G|^2 estimate was not positive)."""
+  """TensorBoard's train and validation scalars of epoch i of `history`: every metric of the
+  job by its name, the epoch's figures, and the gradient noise scale where measured (NaN for
+  an epoch whose |G|^2 estimate was not positive)."""
   noise = {}
   if len(history.epoch_gradient_sq) == len(history.epoch_times):
     gradient_sq, trace_sigma = history.epoch_gradient_sq[i], history.epoch_trace_sigma[i]
@@ -204,8 +213,7 @@ def epoch_scalars(history, i):
       noise['gradient_noise_scale'] = math.nan if value is None else value
   return (
     {
-      'loss': history.train_loss[i],
-      'accuracy': history.train_accuracy[i],
+      **{name: values[i] for name, values in history.train_metrics.items()},
       'examples_per_second': history.epoch_examples_per_second[i],
       'time_seconds': history.epoch_times[i],
       'learning_rate': history.epoch_learning_rate[i],
@@ -213,5 +221,5 @@ def epoch_scalars(history, i):
       'startup': history.epoch_startup[i],
       **noise,
     },
-    {'loss': history.validation_loss[i], 'accuracy': history.validation_accuracy[i]},
+    {name: values[i] for name, values in history.validation_metrics.items()},
   )

@@ -116,3 +116,47 @@ class _Coordination:
 
   def barrier(self, name, timeout_ms):
     self._ctx.wait_at_barrier(name, timeout_ms)
+
+
+COMPILED = 'keras Model._compile_loss / _compile_metrics, CompileLoss._flat_losses'
+
+
+def compiled_loss_and_metrics(model):
+  """(the CompileLoss, the CompileMetrics) a Keras 3 model's `compile(loss=..., metrics=...)`
+  made, each None when not given: the loss and metrics a custom step trains and judges with
+  (training/objective.py). Keras exports them only through `fit`'s own train step. Every Keras 3
+  model has both attributes (None until compiled): one gone is named, never taken for an
+  uncompiled model."""
+  return _require(model, '_compile_loss', COMPILED), _require(model, '_compile_metrics', COMPILED)
+
+
+def flat_losses(compiled_loss):
+  """[(path into the outputs, loss, loss weight or None)] of a built CompileLoss: each output's
+  own loss, so that the step takes it per example (Keras' own reduces it by the local batch and
+  the replicas, which the step's global-batch scaling does instead)."""
+  flat = _require(compiled_loss, '_flat_losses', COMPILED)
+  return [(entry[0], entry[1], entry[2]) for entry in flat]
+
+
+def stateless_update(compiled_metrics, state, labels, outputs, weights, mask):
+  """The state of a built CompileMetrics after one batch, from `state` (its variables'
+  values), without touching its variables: each unweighted metric weighed by `mask` and each
+  weighted one by `weights`. Keras' CompileMetrics.update_state gives its unweighted metrics
+  no weight at all, so the validation set's padding would count."""
+  import keras
+
+  for name in ('_flat_metrics', '_flat_weighted_metrics', '_flatten_y'):
+    _require(compiled_metrics, name, COMPILED)
+  mapping = list(zip(compiled_metrics.variables, state))
+  flatten = compiled_metrics._flatten_y  # pylint: disable=protected-access
+  y_true, y_pred = flatten(labels), flatten(outputs)
+  with keras.StatelessScope(state_mapping=mapping) as scope:
+    for metrics, weight in (
+      (compiled_metrics._flat_metrics, mask),  # pylint: disable=protected-access
+      (compiled_metrics._flat_weighted_metrics, weights),  # pylint: disable=protected-access
+    ):
+      for metric, true, predicted in zip(metrics, y_true, y_pred):
+        if metric:
+          metric.update_state(true, predicted, weight)
+  updated = [scope.get_current_value(variable) for variable, _ in mapping]
+  return [value if new is None else new for new, (_, value) in zip(updated, mapping)]

@@ -5,7 +5,10 @@
   apply(gradients)        the optimizer's update with the aggregated gradients
 
 The loop calls them in order (`__call__`); the breakdown, the model card and the gradient noise
-scale use the same phases, so what they measure is the step that trains. The loss is scaled by
+scale use the same phases, so what they measure is the step that trains. The loss and the
+metrics are the job's (training/objective.py: the compiled model's, or the default); a step
+returns the batch's named sums packed in one vector (`layout`), so that one all-reduce per step
+carries every metric however many there are. The loss is scaled by
 the batch of one update (`tf.nn.compute_average_loss`), so N replicas step exactly like one
 device. Under parameter servers a step has one replica: `aggregate` leaves its gradients alone
 and `apply` sends them to the parameter servers.
@@ -13,18 +16,11 @@ and `apply` sends them to the parameter servers.
 
 import tensorflow as tf
 
-from training import model_outputs
+from training import objective as objective_lib
 from training import private_apis
 
-
-def batch_sums(labels, logits, weights):
-  """Each example's loss, and the batch's [loss sum, correct predictions, examples]."""
-  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, tf.cast(logits, tf.float32))
-  correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
-  sums = tf.stack(
-    [tf.reduce_sum(per_example * weights), tf.reduce_sum(correct * weights), tf.reduce_sum(weights)]
-  )
-  return per_example, sums
+# The gradients' squared norms a step that measures the noise scale adds to its sums (`norms`).
+NORMS = {'small_norms': (), 'big_norms': (), 'norm_steps': ()}
 
 
 def squared_norm(gradients):
@@ -46,7 +42,8 @@ def squared_norm(gradients):
 
 class Step:
   """The step of `model` (trained through `variables`, its trainable ones with any sharded one
-  as its shards) with `optimizer`, counting updates in `counter`."""
+  as its shards) with `optimizer` toward `objective` (training/objective.py), counting updates
+  in `counter`."""
 
   def __init__(
     self,
@@ -55,15 +52,17 @@ class Step:
     optimizer,
     counter,
     step_batch_size,
+    objective,
     jit_compile=False,
     measures_noise=False,
-    probabilities=False,
   ):
     self.model, self.variables, self.optimizer = model, variables, optimizer
     self.counter, self.step_batch_size = counter, step_batch_size
+    self.objective = objective
     self.measures_noise = measures_noise  # Returns the gradients' squared norms too.
-    # The model outputs probabilities (ends in a softmax), not logits (training/model_outputs.py).
-    self.probabilities = probabilities
+    # What a training step and an evaluation return: the objective's sums (and the norms).
+    self.layout = objective_lib.Layout({**objective.shapes, **(NORMS if measures_noise else {})})
+    self.evaluation_layout = objective_lib.Layout(objective.shapes)
     private_apis.aggregate_outside(optimizer)
     # XLA compiles what each replica computes; aggregation and update stay outside, because
     # under mirroring they touch variables on other devices, which XLA cannot.
@@ -71,54 +70,61 @@ class Step:
     self._local = compiled(lambda *batch: self.gradients(self.model, self.variables, *batch))
     self.evaluate = compiled(self.evaluate)
 
-  def __call__(self, images, labels, weights):
-    """The whole step on this replica's batch; returns the batch's sums, and, when it measures
-    the noise scale, this replica's share of the gradients' squared norms (`norms`)."""
-    gradients, sums = self.local_gradients(images, labels, weights)
+  @property
+  def probabilities(self):
+    """The model outputs probabilities (ends in a softmax), not logits, and has no compiled
+    loss to say so: trained on their log (training/model_outputs.py)."""
+    return getattr(self.objective, 'probabilities', False)
+
+  def __call__(self, features, labels, weights):
+    """The whole step on this replica's batch; returns the batch's sums (packed by `layout`),
+    and, when it measures the noise scale, this replica's share of the gradients' squared
+    norms (`norms`)."""
+    gradients, sums = self.local_gradients(features, labels, weights)
     aggregated = self.aggregate(gradients)
     if self.measures_noise:  # Before the update, which may change the loss scale.
-      sums = tf.concat([sums, self.norms(gradients, aggregated)], 0)
+      sums = {**sums, **self.norms(gradients, aggregated)}
     self.apply(aggregated)
-    return sums
+    return self.layout.pack(sums)
 
   def norms(self, local, aggregated):
-    """[|G_small|^2, |G_big|^2, 1] / R, summed over the R replicas by the loop: the mean over
-    replicas of the squared norm of each one's mean gradient (of its own batch, B_small), and
-    that of the update's mean gradient (of the whole batch, B_big), for training/noise_scale.py.
-    The local gradients are of the loss divided by the whole batch, so a replica's own mean
-    gradient is R times its local one. Mixed float16's loss scale multiplies both alike (their
-    ratio, B_simple, would not change) and is divided out, so that the averages over an epoch
-    weigh steps alike when the scale moves; a step whose gradients overflowed counts for none.
+    """{small_norms, big_norms, norm_steps}: [|G_small|^2, |G_big|^2, 1] / R, summed over the
+    R replicas by the loop: the mean over replicas of the squared norm of each one's mean
+    gradient (of its own batch, B_small), and that of the update's mean gradient (of the whole
+    batch, B_big), for training/noise_scale.py. The local gradients are of the loss divided by
+    the whole batch, so a replica's own mean gradient is R times its local one. Mixed float16's
+    loss scale multiplies both alike (their ratio, B_simple, would not change) and is divided
+    out, so that the averages over an epoch weigh steps alike when the scale moves; a step
+    whose gradients overflowed counts for none.
     """
     replicas = tf.distribute.get_replica_context().num_replicas_in_sync
     scale = self.optimizer.scale_loss(1.0)
     if isinstance(scale, (int, float)):  # No dynamic loss scaling: non-finite ends the run.
       unscale = 1.0 / scale**2
-      return tf.stack(
+      terms = tf.stack(
         [
           squared_norm(local) * unscale * replicas,
           squared_norm(aggregated) * unscale / replicas,
           1.0 / replicas,
         ]
       )
-    unscale = 1.0 / tf.square(tf.cast(scale, tf.float32))
-    terms = tf.stack([squared_norm(local) * replicas**2, squared_norm(aggregated), 1.0])
-    terms = terms * tf.stack([unscale, unscale, 1.0]) / replicas
-    return tf.where(tf.reduce_all(tf.math.is_finite(terms)), terms, tf.zeros_like(terms))
+    else:
+      unscale = 1.0 / tf.square(tf.cast(scale, tf.float32))
+      terms = tf.stack([squared_norm(local) * replicas**2, squared_norm(aggregated), 1.0])
+      terms = terms * tf.stack([unscale, unscale, 1.0]) / replicas
+      terms = tf.where(tf.reduce_all(tf.math.is_finite(terms)), terms, tf.zeros_like(terms))
+    return dict(zip(NORMS, tf.unstack(terms)))
 
-  def local_gradients(self, images, labels, weights):
+  def local_gradients(self, features, labels, weights):
     """This replica's gradients (of the loss scaled by the update's whole batch) and sums."""
-    return self._local(images, labels, weights)
+    return self._local(features, labels, weights)
 
-  def gradients(self, model, variables, images, labels, weights):
+  def gradients(self, model, variables, features, labels, weights):
     """The forward and backward pass of `model` (this step's, or a copy of it: the model card
-    traces one): the gradients of its loss for `variables`, and the batch's sums."""
+    traces one): the gradients of its loss for `variables`, and the batch's named sums."""
     with tf.GradientTape() as tape:
-      logits = self.logits(model(images, training=True))
-      per_example, sums = batch_sums(labels, logits, weights)
-      loss = tf.nn.compute_average_loss(
-        per_example * weights, global_batch_size=self.step_batch_size
-      )
+      loss_sum, sums = self.objective.sums(labels, model(features, training=True), weights)
+      loss = loss_sum / self.step_batch_size  # As tf.nn.compute_average_loss scales it.
       if model.losses:
         loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
       # Mixed float16's loss scaling (LossScaleOptimizer); other optimizers return the loss.
@@ -141,10 +147,7 @@ class Step:
     self.optimizer.apply_gradients(zip(gradients, self.variables))
     self.counter.assign_add(1)
 
-  def evaluate(self, images, labels, weights):
-    """The batch's sums with the model in inference mode."""
-    return batch_sums(labels, self.logits(self.model(images, training=False)), weights)[1]
-
-  def logits(self, outputs):
-    """The model's `outputs` as the logits the loss takes."""
-    return model_outputs.as_logits(outputs) if self.probabilities else outputs
+  def evaluate(self, features, labels, weights):
+    """The batch's sums (packed by `evaluation_layout`) with the model in inference mode."""
+    _, sums = self.objective.sums(labels, self.model(features, training=False), weights)
+    return self.evaluation_layout.pack(sums)

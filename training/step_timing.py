@@ -255,7 +255,7 @@ class _ComputeWindow:
           model, model.trainable_variables, images, labels, weights
         )
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-        total += sums[0]
+        total += sums['loss']
       return total
 
     @tf.function

@@ -21,6 +21,7 @@ from records import environment
 from records import resume
 from records import run_files
 from records import storage
+from records import target as target_lib
 from training import actions
 from training import agreement
 from training import checkpoints
@@ -57,6 +58,10 @@ def run(config, tf_config=None, refusal=None, say=print):
     return serving.serve(config, task.spec, task.me, say)
   task.memory_before = peak_memory.start()
   trainer, compute_devices = _build(config, task.spec, task.me, say, task.refusal)
+  # Before anything is written: a target on a metric the model does not report is refused.
+  target_lib.check_reported(
+    target_lib.parse(config.target), trainer.step.objective.names, f'--model={config.model.model}'
+  )
   # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
   # end in the system's reason: named as the disk's, wherever they are written.
   with storage.writing(config.run_dir, (tf.errors.OpError,)):
@@ -350,6 +355,8 @@ def _announce(config, trainer, compute_devices, state, say):
       f'[{config.name}] the model outputs probabilities (it ends in a softmax), not logits: '
       'trained on their log, as from_logits=False (docs/own-model.md)'
     )
+  if trainer.optimizer_record['optimizer_note']:
+    say(f'[{config.name}] {trainer.optimizer_record["optimizer_note"]}')
   if state.resumes:
     last = state.resumes[-1]
     redone = f', redoing {last["redone_steps"]} steps' if last['redone_steps'] else ''

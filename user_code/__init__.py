@@ -216,10 +216,10 @@ def _bound_names(node):
   return set()
 
 
-def call(spec, flag, *args):
-  """`function(spec, flag)(*args)`; what it raises becomes one UserCodeError line."""
+def call(spec, flag, *args, **kwargs):
+  """`function(spec, flag)(*args, **kwargs)`; what it raises becomes one UserCodeError line."""
   try:
-    return function(spec, flag)(*args)
+    return function(spec, flag)(*args, **kwargs)
   except UserCodeError:
     raise
   except Exception as e:  # pylint: disable=broad-except  # Whatever the user's code raises.

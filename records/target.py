@@ -1,0 +1,70 @@
+"""A run's target: a validation metric, as the model reports it, reaching a value.
+
+Written `NAME>=VALUE` (a metric to raise: accuracy, AUC) or `NAME<=VALUE` (one to lower: loss,
+mean absolute error); `--target_accuracy=X` is `accuracy>=X`. Whether an evaluation reached it
+is compared in float32, the precision TensorBoard stores scalars in: 324/360 is 0.9 exactly,
+its float32 a little less, and a figure read back from an event file agrees.
+"""
+
+import dataclasses
+import math
+import re
+
+import numpy as np
+
+_FORM = re.compile(r'\s*([^<>=\s]+)\s*(>=|<=)\s*(\S+)\s*')
+GOALS = {'>=': 'at least', '<=': 'at most'}
+
+
+class TargetError(ValueError):
+  """A target that cannot be read; the message says how to write one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  metric: str
+  goal: str  # '>=' or '<='
+  value: float
+
+  def __str__(self):
+    return f'{self.metric}{self.goal}{self.value:g}'
+
+  def reached(self, value):
+    """Whether a metric's `value` meets the target (None: not measured, not reached)."""
+    if value is None:
+      return False
+    mine, theirs = np.float32(value), np.float32(self.value)
+    return bool(mine >= theirs if self.goal == '>=' else mine <= theirs)
+
+  def to_json(self):
+    return {'metric': self.metric, 'goal': self.goal, 'value': self.value}
+
+
+def parse(text, flag='--target'):
+  """The Target `text` writes; TargetError, naming `flag` and the form, if it writes none."""
+  found = _FORM.fullmatch(text or '')
+  how = 'write it NAME>=VALUE or NAME<=VALUE, e.g. accuracy>=0.9 or loss<=0.3'
+  if not found:
+    raise TargetError(f'{flag}={text}: {how}')
+  metric, goal, value = found.groups()
+  try:
+    number = float(value)
+  except ValueError:
+    raise TargetError(f'{flag}={text}: {value} is not a number; {how}') from None
+  if not math.isfinite(number):
+    raise TargetError(f'{flag}={text}: give a finite value; {how}')
+  return Target(metric, goal, number)
+
+
+def of_accuracy(value):
+  """--target_accuracy=X, as the Target it stands for."""
+  return Target('accuracy', '>=', float(value))
+
+
+def check_reported(target, names, who):
+  """TargetError unless `target`'s metric is among `names`, the metrics `who` reports."""
+  if target.metric not in names:
+    raise TargetError(
+      f'--target={target}: {who} reports no metric {target.metric}; name one it reports: '
+      f'{", ".join(names)}'
+    )

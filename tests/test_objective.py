@@ -1,0 +1,292 @@
+"""The job's loss and metrics (training/objective.py): a compiled model's, by name, aggregated
+over replicas as one process computes them on the whole validation set."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from absl import flags
+
+from tests import tiny_training
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def truth():
+  """tests/metric_truth.py's figures, {(model, strategy): ...}."""
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, 'tests', 'metric_truth.py')],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=ROOT,
+  )
+  assert proc.returncode == 0, proc.stderr
+  lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
+  return {(line['model'], line['strategy']): line for line in lines}
+
+
+@pytest.mark.parametrize('strategy', ['one_device', 'mirrored'])
+@pytest.mark.parametrize('model, metric', [('click', 'auc'), ('regression', 'mae')])
+def test_a_compiled_metric_is_the_whole_validation_set_s(truth, model, metric, strategy):
+  """AUC of a padded validation set split over two replicas is the AUC of the whole set, of
+  the same weights, in one process (not an average of per-replica AUCs)."""
+  found = truth[(model, strategy)]
+  assert found['names'] == ['loss', metric]
+  assert found['recorded'][metric] == pytest.approx(found['whole'][metric], abs=0.005)
+  assert found['recorded'][metric] == pytest.approx(found['whole'][metric], rel=1e-5)
+  assert found['recorded']['loss'] == pytest.approx(found['whole']['loss'], rel=1e-5)
+
+
+@pytest.mark.parametrize('model', ['click', 'regression'])
+def test_two_replicas_train_a_compiled_model_as_one_device_does(truth, model):
+  one, two = truth[(model, 'one_device')], truth[(model, 'mirrored')]
+  for split in ('train', 'recorded'):
+    assert two[split] == pytest.approx(one[split], rel=1e-4)
+
+
+def binary_trainer(build):
+  arrays = tiny_training.arrays()
+  import tensorflow as tf
+
+  return tiny_training.make_trainer(
+    tf.distribute.OneDeviceStrategy('/cpu:0'), arrays, build, tiny_training.BATCH
+  )
+
+
+def small_binary(metrics, loss='binary_crossentropy', units=1):
+  def build():
+    model = keras.Sequential(
+      [keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(units, 'sigmoid')]
+    )
+    model.compile(loss=loss, metrics=metrics)
+    return model
+
+  return build
+
+
+class Largest(keras.metrics.Metric):
+  """The largest output seen: a state that is no sum."""
+
+  def __init__(self, name='largest'):
+    super().__init__(name=name)
+    self.value = self.add_variable((), 'zeros', name='value')
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    self.value.assign(keras.ops.maximum(self.value, keras.ops.max(y_pred)))
+
+  def result(self):
+    return self.value
+
+
+def test_the_default_job_is_cross_entropy_and_accuracy_and_a_compiled_one_its_own():
+  assert tiny_training.trainer().step.objective.names == ('loss', 'accuracy')
+  trainer = binary_trainer(small_binary(['accuracy', keras.metrics.AUC(name='auc')]))
+  assert trainer.step.objective.names == ('loss', 'accuracy', 'auc')
+  totals, _ = trainer.train_epoch(4, 2)
+  assert set(trainer.metrics(totals)) == set(trainer.evaluate()) == {'loss', 'accuracy', 'auc'}
+  assert 0 <= trainer.evaluate()['auc'] <= 1
+  # Its compiled optimizer (Keras' default, RMSprop) did not train it: said, not silent.
+  record = trainer.optimizer_record
+  assert record['trained_by'] == '--optimizer=adam'  # The run configuration's.
+  assert record['compiled_optimizer'] == 'RMSprop(learning_rate=0.001)'
+  assert 'was not used' in record['optimizer_note']
+  assert tiny_training.trainer().optimizer_record['compiled_optimizer'] is None
+
+
+@pytest.mark.parametrize(
+  'build, message',
+  [
+    (small_binary([Largest()]), 'its metric largest keeps a state that does not add up'),
+    (
+      small_binary([], loss='categorical_crossentropy', units=2),
+      "its compiled loss cannot take the dataset's labels",
+    ),
+  ],
+)
+def test_what_cannot_be_trained_or_summed_is_refused_in_one_line(build, message):
+  import user_code
+
+  with pytest.raises(user_code.UserCodeError, match=message) as refused:
+    binary_trainer(build)
+  assert '\n' not in str(refused.value)
+
+
+def test_an_epoch_s_compiled_metric_continues_across_a_resume_mid_epoch():
+  """The state a compiled metric has summed so far travels in the run state's epoch sums."""
+  from training import loop
+
+  trainer = binary_trainer(small_binary([keras.metrics.AUC(name='auc')]))
+  whole, _ = trainer.train_epoch(4, 2)
+  again = binary_trainer(small_binary([keras.metrics.AUC(name='auc')]))
+  first, _ = again.train_epoch(2, 2)
+  saved = json.loads(json.dumps(first.sums))  # As a checkpoint's run state holds it.
+  rest, _ = again.train_epoch(2, 2, first_step=3, earlier=loop.Totals(saved))
+  assert again.metrics(rest) == pytest.approx(trainer.metrics(whole), rel=1e-5)
+  assert np.isfinite(again.metrics(rest)['auc'])
+
+
+AUC_MODEL = """import keras
+import my_model
+
+
+def build(input_shape):
+  model = my_model.build(input_shape, 1)
+  model.compile(
+    loss=keras.losses.BinaryCrossentropy(from_logits=True),
+    metrics=[keras.metrics.AUC(from_logits=True, name='auc')],
+  )
+  return model
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_auc_under_two_workers_is_the_whole_validation_set_s_and_is_predicted(tmp_path):
+  """Two multi_worker_mirrored workers, a validation set (114 tumours) padded to 128: the AUC
+  result.json records is that of the saved weights on the whole set, in one process; the
+  target on it is timed, and --predict predicts the time to it."""
+  import shutil
+
+  import tensorflow as tf
+
+  from records import results
+  from tests.conftest import read_result
+  from tests.conftest import run_py
+  from tests.test_bad_input import assert_one_line_error
+
+  project = tmp_path / 'project'
+  project.mkdir()
+  for name in ('my_model.py', 'my_data.py'):
+    shutil.copy(f'{ROOT}/examples/{name}', project / name)
+  (project / 'auc_model.py').write_text(AUC_MODEL)
+  common = ('--model=auc_model:build', '--dataset=my_data:load', f'--logdir={tmp_path}/runs')
+  proc = run_py(
+    *common,
+    '--strategies=multi_worker_mirrored',
+    '--epochs=1',
+    '--eval_every_steps=2',
+    '--target=auc>=0.9',
+    '--experiment=auc',
+    cwd=project,
+    timeout=600,
+  )
+  assert proc.returncode == 0, proc.stderr
+  run_dir = tmp_path / 'runs' / 'auc' / 'multi_worker_mirrored'
+  result = read_result(run_dir)
+  assert result['metrics'] == ['loss', 'auc'] and result['num_workers'] == 2
+  assert result['target'] == {'metric': 'auc', 'goal': '>=', 'value': 0.9}
+  assert len(result['validation_metrics']['auc']) == len(result['train_metrics']['auc']) == 1
+  assert result['steps_to_target'] in [e['step'] for e in result['step_evaluations']]
+  sys.path.insert(0, str(project))
+  try:
+    import auc_model
+    import my_data
+  finally:
+    sys.path.remove(str(project))
+  (_, _), (x_val, y_val) = my_data.load()
+  model = auc_model.build(x_val.shape[1:])
+  checkpoint = run_dir / 'checkpoints' / results.latest_checkpoint(str(run_dir))
+  tf.train.Checkpoint(model=model).restore(str(checkpoint)).expect_partial()
+  whole = keras.metrics.AUC(from_logits=True)
+  whole.update_state(y_val, model.predict(x_val, verbose=0))
+  assert result['final_validation_auc'] == pytest.approx(float(whole.result()), abs=0.005)
+  # --predict: the steps, time and device-hours to that target.
+  proc = run_py(
+    '--predict',
+    *common,
+    '--experiment=auc',
+    '--hardware=cpu_10gbe',
+    '--device_examples_per_second=1000',
+    '--per_device_batch=32',
+    '--predict_from=multi_worker_mirrored',
+    '--noise_scale_of=100',
+    cwd=project,
+    timeout=120,
+  )
+  assert proc.returncode == 0, proc.stderr
+  assert 'Time to the target auc>=0.9, predicted from run multi_worker_mirrored' in proc.stdout
+  # A target on a metric the model does not report: one line, status 2, nothing written.
+  proc = run_py(
+    *common, '--strategies=one_device', '--target=recall>=0.5', '--experiment=bad', cwd=project
+  )
+  assert_one_line_error(
+    proc,
+    '--target=recall>=0.5: --model=auc_model:build reports no metric recall; name one it '
+    'reports: loss, auc',
+  )
+  assert proc.returncode == 2 and not (tmp_path / 'runs' / 'bad').exists()
+
+
+def test_a_model_of_two_outputs_is_judged_as_keras_evaluate_judges_it():
+  """Two named outputs, each its own loss, weighed by loss_weights, and its own metric: the
+  loss and metrics of a batch's sums are Keras' own, by Keras' names."""
+  import tensorflow as tf
+
+  from training import objective
+
+  inputs = keras.Input((4,))
+  hidden = keras.layers.Dense(8, activation='relu')(inputs)
+  model = keras.Model(
+    inputs,
+    {
+      'size': keras.layers.Dense(1, name='size')(hidden),
+      'click': keras.layers.Dense(1, activation='sigmoid', name='click')(hidden),
+    },
+  )
+  model.compile(
+    loss={'size': 'mse', 'click': 'binary_crossentropy'},
+    loss_weights={'size': 1.0, 'click': 0.5},
+    metrics={'size': [keras.metrics.MeanAbsoluteError(name='mae')], 'click': ['auc']},
+  )
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 4)).astype(np.float32)
+  labels = {
+    'size': rng.normal(size=64).astype(np.float32),
+    'click': (rng.random(64) < 0.5).astype(np.float32),
+  }
+  judged = objective.of(model, {k: v[:4] for k, v in labels.items()}, model(x[:4]), False)
+  assert set(judged.names) == {'loss', 'size_mae', 'click_auc'}
+  _, sums = judged.sums(labels, model(x), tf.ones(64))
+  found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
+  expected = model.evaluate(x, labels, batch_size=64, verbose=0, return_dict=True)
+  for name in judged.names:
+    assert found[name] == pytest.approx(expected[name], rel=1e-5), name
+
+
+@pytest.mark.parametrize(
+  'args, fragment',
+  [
+    (['--target=auc>0.5'], '--target=auc>0.5: write it NAME>=VALUE or NAME<=VALUE'),
+    (['--target=auc>=0.8', '--target_accuracy=0.9'], 'give one (--target_accuracy=X is'),
+    (['--target_accuracy=1.5'], '--target_accuracy=1.5: give a value in (0, 1]'),
+  ],
+)
+def test_a_malformed_or_doubled_target_is_refused_before_anything_runs(args, fragment, tmp_path):
+  from tests.conftest import run_py
+  from tests.test_bad_input import assert_one_line_error
+
+  proc = run_py('--dry_run', *args, f'--logdir={tmp_path}', timeout=60)
+  assert_one_line_error(proc, fragment)
+  assert proc.returncode == 2 and not list(tmp_path.iterdir())
+
+
+def test_a_target_given_beside_a_model_s_own_target_accuracy_is_the_target(tmp_path):
+  """wide_deep declares --target_accuracy=0.83; a --target given is not refused as a second."""
+  import run  # noqa: F401  # Defines every flag: run.py's and each strategy's own.
+  from configs import from_flags
+
+  def parsed(*args):
+    values = copy.deepcopy(flags.FLAGS)
+    values(['run.py', '--model=wide_deep', f'--logdir={tmp_path}', *args])
+    return from_flags.experiment(values)
+
+  assert parsed('--target=loss<=0.5').target == 'loss<=0.5'
+  assert {each.target for each in parsed('--target=loss<=0.5').runs} == {'loss<=0.5'}
+  assert {each.target for each in parsed().runs} == {'accuracy>=0.83'}
+  assert {each.target for each in parsed('--target_accuracy=0.8').runs} == {'accuracy>=0.8'}

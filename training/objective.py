@@ -1,0 +1,232 @@
+"""What a job optimises and how it is judged: the loss the step trains with and the metrics a
+run reports, each by its name.
+
+  Default   an uncompiled model: sparse softmax cross-entropy on its logits, and accuracy
+  Compiled  a model compiled with `compile(loss=..., metrics=..., loss_weights=...)`: that loss
+            (every output's, weighted) and those metrics, named as Keras names them
+
+A step returns SUMS over its batch's examples (weighted; weight 0 marks the validation set's
+padding), never per-batch results: summed over replicas, steps and workers, they give the
+result of the whole set, as one process would compute it, under every strategy. A compiled
+metric's sums are its state (a Mean's total and count, AUC's confusion counts): the step
+returns the change its batch makes to the metric's initial state (Keras' stateless
+`update_state`), and the result is the metric's of the initial state plus every change. A
+metric whose state does not add up so (a running maximum, say) is refused.
+
+Adding a metric to the default job touches `Default` alone: its sums and its results.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from training import model_outputs
+from training import private_apis
+
+PROBE_EXAMPLES = 4  # Training examples the loss and metrics are built and checked on.
+
+
+class Layout:
+  """Named sums as one flat float32 vector (one all-reduce per step, however many metrics),
+  and back: `shapes` {name: shape}, in order."""
+
+  def __init__(self, shapes):
+    self.shapes = dict(shapes)
+    self.sizes = {name: int(np.prod(shape)) for name, shape in self.shapes.items()}
+    self.width = sum(self.sizes.values())
+
+  def index(self, name):
+    """Where the first value of `name` is in the vector."""
+    names = list(self.shapes)
+    return sum(self.sizes[n] for n in names[: names.index(name)])
+
+  def pack(self, sums):
+    values = [tf.cast(sums[n], tf.float32) for n in self.shapes]
+    if all(not shape for shape in self.shapes.values()):  # Scalars (the default job): one op.
+      return tf.stack(values)
+    return tf.concat([tf.reshape(v, [-1]) for v in values], 0)
+
+  def unpack(self, vector):
+    """{name: list of floats} of a packed vector (numbers, as JSON holds them)."""
+    values, start = {}, 0
+    for name, size in self.sizes.items():
+      values[name] = [float(v) for v in vector[start : start + size]]
+      start += size
+    return values
+
+
+class Default:
+  """Sparse softmax cross-entropy on logits (or on the log of a softmax's probabilities,
+  training/model_outputs.py) and accuracy: the job of a built-in or an uncompiled model."""
+
+  compiled = False
+
+  def __init__(self, probabilities=False):
+    self.probabilities = probabilities  # The model ends in a softmax: trained on the log.
+    self.shapes = {'loss': (), 'correct': (), 'examples': ()}
+
+  def sums(self, labels, outputs, weights):
+    """(the batch's weighted loss sum, which the gradient is taken of; its named sums)."""
+    logits = model_outputs.as_logits(outputs) if self.probabilities else outputs
+    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels, tf.cast(logits, tf.float32)
+    )
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
+    loss = tf.reduce_sum(per_example * weights)
+    return loss, {
+      'loss': loss,
+      'correct': tf.reduce_sum(correct * weights),
+      'examples': tf.reduce_sum(weights),
+    }
+
+  @property
+  def names(self):
+    return ('loss', 'accuracy')
+
+  def results(self, sums):
+    examples = max(sums['examples'][0], 1)
+    return {'loss': sums['loss'][0] / examples, 'accuracy': sums['correct'][0] / examples}
+
+
+class Compiled:
+  """The compiled loss and metrics of `model`, built on `labels` and `outputs` (a probe batch's,
+  PROBE_EXAMPLES of them). ValueError, saying why, if the loss cannot take those labels or a
+  metric's state does not add up."""
+
+  compiled = True
+
+  def __init__(self, model, labels, outputs):
+    compiled_loss, self._metrics = private_apis.compiled_loss_and_metrics(model)
+    self._output_names = list(getattr(model, 'output_names', None) or [])
+    labels = self._align(labels, outputs)
+    try:
+      compiled_loss.build(labels, outputs)
+      self._losses = private_apis.flat_losses(compiled_loss)
+      self._probe(labels, outputs)
+    except Exception as e:  # pylint: disable=broad-except  # Whatever the user's loss raises.
+      raise ValueError(
+        f"its compiled loss cannot take the dataset's labels ({_first_line(e)}); give labels "
+        'of the shape and type that loss takes, or compile it with a loss for these labels'
+      ) from None
+    self._initial = []
+    if self._metrics is not None:
+      self._metrics.build(labels, outputs)
+      self._initial = [np.asarray(v.numpy()) for v in self._metrics.variables]
+      self._check_additive(labels, outputs)
+    self.shapes = {
+      'loss': (),
+      'examples': (),
+      **{f'state_{i}': v.shape for i, v in enumerate(self._initial)},
+    }
+    self.names = tuple(self.results({n: np.zeros(self._size(n)) for n in self.shapes}))
+
+  def _size(self, name):
+    return int(np.prod(self.shapes[name]))
+
+  def _align(self, labels, outputs):
+    """`labels` in the structure of `outputs`: a dict of labels by output name for a model
+    with a list of outputs."""
+    if isinstance(outputs, (list, tuple)) and isinstance(labels, dict) and self._output_names:
+      return [labels[name] for name in self._output_names]
+    return labels
+
+  def per_example(self, labels, outputs):
+    """Each example's loss: every output's, averaged over its values, times its weight."""
+    total = 0.0
+    for path, loss, weight in self._losses:
+      y_true, y_pred = _at(labels, path), _at(outputs, path)
+      y_pred = tf.cast(y_pred, tf.float32)
+      values = tf.cast(loss.call(tf.cast(y_true, loss.dtype or 'float32'), y_pred), tf.float32)
+      if values.shape.rank > 1:
+        values = tf.reduce_mean(values, axis=list(range(1, values.shape.rank)))
+      total += values * (1.0 if weight is None else weight)
+    return total
+
+  def sums(self, labels, outputs, weights):
+    labels = self._align(labels, outputs)
+    loss = tf.reduce_sum(self.per_example(labels, outputs) * weights)
+    sums = {'loss': loss, 'examples': tf.reduce_sum(weights)}
+    if self._metrics is not None:
+      initial = [tf.constant(v) for v in self._initial]
+      updated = self._update(initial, labels, outputs, weights)
+      sums.update({f'state_{i}': new - old for i, (new, old) in enumerate(zip(updated, initial))})
+    return loss, sums
+
+  def _update(self, state, labels, outputs, weights):
+    """The metrics' state after the batch: every metric sees each example's weight, so the
+    validation set's padding (weight 0) counts for none (Keras' unweighted `metrics` see
+    whether an example counts at all, its `weighted_metrics` the weight itself)."""
+    return private_apis.stateless_update(
+      self._metrics, state, labels, outputs, weights, tf.cast(weights > 0, tf.float32)
+    )
+
+  def results(self, sums):
+    examples = max(sums['examples'][0], 1)
+    state = [
+      (initial + np.reshape(np.asarray(sums[f'state_{i}'], initial.dtype), initial.shape))
+      for i, initial in enumerate(self._initial)
+    ]
+    found = {'loss': sums['loss'][0] / examples}
+    if self._metrics is not None:
+      for name, value in self._metrics.stateless_result(state).items():
+        found[name] = _scalar(name, value)
+    return found
+
+  def _probe(self, labels, outputs):
+    """The loss on the probe batch, so that labels it cannot take are refused before training."""
+    self.per_example(labels, outputs).numpy()
+
+  def _check_additive(self, labels, outputs):
+    """ValueError naming the metric whose state after two halves of a batch is not its state
+    after the first plus the change the second makes alone."""
+    half = PROBE_EXAMPLES // 2
+    take = lambda structure, part: tf.nest.map_structure(lambda t: t[part], structure)
+    first, second = slice(0, half), slice(half, None)
+    initial = [tf.constant(v) for v in self._initial]
+    ones = lambda part: tf.ones([half if part == first else PROBE_EXAMPLES - half])
+    after_first = self._update(initial, take(labels, first), take(outputs, first), ones(first))
+    both = self._update(after_first, take(labels, second), take(outputs, second), ones(second))
+    alone = self._update(initial, take(labels, second), take(outputs, second), ones(second))
+    offset = 0
+    for metric in self._metrics.metrics:
+      count = len(metric.variables)
+      for i in range(offset, offset + count):
+        summed = after_first[i] + alone[i] - initial[i]
+        if not np.allclose(both[i].numpy(), summed.numpy(), rtol=1e-5, atol=1e-6):
+          raise ValueError(
+            f'its metric {metric.name} keeps a state that does not add up over batches (its '
+            'variables are not sums), which the replicas and workers cannot combine; compile '
+            'it with a metric whose state is a sum (Mean, AUC, Precision, ...), or drop it'
+          )
+      offset += count
+
+
+def _at(structure, path):
+  for key in path:
+    structure = structure[key]
+  return structure
+
+
+def _scalar(name, value):
+  value = np.asarray(value)
+  if value.size != 1:
+    raise ValueError(
+      f'its metric {name} gives {value.size} values, not one; give the metric one value '
+      "(e.g. F1Score(average='macro'))"
+    )
+  return float(value.reshape(()))
+
+
+def _first_line(error):
+  return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def is_compiled(model):
+  """Whether `model` was compiled with a loss (an optimizer alone says nothing of the job)."""
+  return private_apis.compiled_loss_and_metrics(model)[0] is not None
+
+
+def of(model, probe_labels, probe_outputs, probabilities):
+  """The objective of `model`: Compiled when it was compiled with a loss, else Default."""
+  if is_compiled(model):
+    return Compiled(model, probe_labels, probe_outputs)
+  return Default(probabilities)
