@@ -24,20 +24,20 @@ class TargetError(ValueError):
 class Target:
   metric: str
   goal: str  # '>=' or '<='
-  value: float
+  threshold: float
 
   def __str__(self):
-    return f'{self.metric}{self.goal}{self.value:g}'
+    return f'{self.metric}{self.goal}{self.threshold:g}'
 
   def reached(self, value):
     """Whether a metric's `value` meets the target (None: not measured, not reached)."""
     if value is None:
       return False
-    mine, theirs = np.float32(value), np.float32(self.value)
+    mine, theirs = np.float32(value), np.float32(self.threshold)
     return bool(mine >= theirs if self.goal == '>=' else mine <= theirs)
 
   def to_json(self):
-    return {'metric': self.metric, 'goal': self.goal, 'value': self.value}
+    return {'metric': self.metric, 'goal': self.goal, 'value': self.threshold}
 
 
 def parse(text, flag='--target'):

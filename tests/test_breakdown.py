@@ -207,6 +207,7 @@ def test_the_boundary_adds_up_with_the_step_to_the_steps_the_runs_clocks_imply()
   executions' excess plus each boundary is exactly the step each clock implies."""
   from records import boundary
   from records import results
+  from records import target
 
   history = results.History(
     epoch_times=[3.0, 1.0, 1.0],
@@ -221,7 +222,7 @@ def test_the_boundary_adds_up_with_the_step_to_the_steps_the_runs_clocks_imply()
     {'execution_excess_ms': 2.0, 'boundary_ms': 16.5, 'boundary_in_throughput_ms': 1.5}
   )
   result = {
-    **results.summarize(history, 0.9),
+    **results.summarize(history, target.of_accuracy(0.9)),
     'global_batch_size': 64,
     'breakdown': {'step_ms': 46.5, **per_step},
   }

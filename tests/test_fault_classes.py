@@ -467,7 +467,8 @@ def write_run(run_dir, epochs=3, name='one_device', **fields):
       'epoch_examples_per_second': [1000.0 + epoch for epoch in range(epochs)],
       'epoch_elapsed_seconds': [epoch + 1.0 for epoch in range(epochs)],
       'epoch_startup': [0] * epochs,
-      'validation_accuracy': [0.5 + epoch / 10 for epoch in range(epochs)],
+      'validation_metrics': {'accuracy': [0.5 + epoch / 10 for epoch in range(epochs)]},
+      'target': {'metric': 'accuracy', 'goal': '>=', 'value': 0.9},
       'gradient_noise_scale': None,
       'critical_batch_size': {'value': None, 'reason': 'not measured'},
       'wall_time_seconds': 9.0,
@@ -491,7 +492,7 @@ def test_a_run_whose_result_the_report_cannot_read_is_left_out_saying_so(tmp_pat
   result = json.loads((experiment / 'older' / 'result.json').read_text())
   del result['hparams'], result['started']
   (experiment / 'older' / 'result.json').write_text(json.dumps(result))
-  write_run(str(experiment / 'short'), name='mirrored', validation_accuracy=[0.5])
+  write_run(str(experiment / 'short'), name='mirrored', validation_metrics={'accuracy': [0.5]})
   said = []
   runs = run_records.load(str(experiment), say=said.append)
   assert [run['run'] for run in runs] == ['one_device']

@@ -13,6 +13,10 @@ PROJECT = {
   'run',
   'benchmarks',
   *(name for name in os.listdir(ROOT) if os.path.exists(os.path.join(ROOT, name, '__init__.py'))),
+  # A user's modules, as tests import them: examples/ and those tests/test_objective.py writes.
+  *(name.removesuffix('.py') for name in os.listdir(os.path.join(ROOT, 'examples'))),
+  'auc_model',
+  'my_data',
 }
 
 

@@ -157,7 +157,7 @@ def test_a_trainer_evaluates_every_example_once_and_records_how(tmp_path):
   assert run.batching.steps_per_epoch == 2 and run.validation_steps == 3  # 21 examples.
   totals, _ = run.train_epoch(2, 1)
   assert totals.examples == 16
-  assert run.evaluate().examples == 21
+  assert run.validation_totals().examples == 21
   assert run.input_record == {
     'source': 'tf.data',
     'sharding': {'training': 'off', 'validation': 'off'},
