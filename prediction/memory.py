@@ -18,12 +18,12 @@ in the variables' dtype; the card's measured `optimizer_bytes`, where it has the
 
 What TensorFlow's allocator never gets, taken off the device's memory: the CUDA context
 (CUDA_CONTEXT_BYTES: 430 MB, the figure LLM-PQ's planner measured, tonyzhao-jt/LLM-PQ
-qpipe/_globals.py; 300 to 500 MB on the GPUs of the profiles) and what TensorFlow's GPU device
+qpipe/_globals.py; it varies with the driver and the GPU) and what TensorFlow's GPU device
 leaves the system of the rest (tensorflow/core/common_runtime/gpu/gpu_device.cc,
-MinSystemMemory: max(300 MiB, 6% of it) on a device of 2 GiB or more, unchanged since
-TensorFlow 1.x). What the estimate leaves out: cuDNN's convolution scratch (chosen per layer
-at run time, within the allocator's memory), the BFC allocator's fragmentation, and
-temporaries of the backward pass beyond the kept activations.
+MinSystemMemory: max(300 MiB, 6% of it) on a device of 2 GiB or more). What the estimate
+leaves out: cuDNN's convolution scratch (chosen per layer at run time, within the allocator's
+memory), the BFC allocator's fragmentation, the temporaries of the backward pass beyond the
+kept activations and the optimizer update's (which come after the activations are freed).
 """
 
 import math
