@@ -4,7 +4,8 @@ the parts of a training step's memory from its graph), and the largest batch tha
   on each device = weights + gradients + optimizer slots (where the variables live on it)
                    + activations kept for the backward pass (per example x batch, plus the
                    batch-independent ones: a float16 copy of a weight, say)
-  fits           = on each device <= device_memory_gb x (1 - MARGIN)
+  fits           = on each device <= usable_bytes: the device's memory less the CUDA context
+                   (CUDA_CONTEXT_BYTES) less what TensorFlow leaves the system
 
 Where the variables live is the strategy's (its descriptor, strategies/_descriptor.py): on
 every device (mirrored, multi-worker mirrored, one device), on the parameter device (central
@@ -15,15 +16,21 @@ weights it computes with and its gradients, and the optimizer's slots are `elsew
 Optimizer slots per trainable variable: SLOTS (SGD none, momentum and LARS 1, Adam and LAMB 2),
 in the variables' dtype; the card's measured `optimizer_bytes`, where it has them, wins.
 
-What the estimate leaves out, and MARGIN stands for: the framework's workspace (cuDNN's
-convolution scratch, chosen per layer at run time), the allocator's fragmentation (TensorFlow's
-BFC allocator rounds to bins), the CUDA context, and temporaries of the backward pass beyond
-one layer's. 10% of the device's memory is kept for them.
+What TensorFlow's allocator never gets, taken off the device's memory: the CUDA context
+(CUDA_CONTEXT_BYTES: 430 MB, the figure LLM-PQ's planner measured, tonyzhao-jt/LLM-PQ
+qpipe/_globals.py; it varies with the driver and the GPU) and what TensorFlow's GPU device
+leaves the system of the rest (tensorflow/core/common_runtime/gpu/gpu_device.cc,
+MinSystemMemory: max(300 MiB, 6% of it) on a device of 2 GiB or more). What the estimate
+leaves out: cuDNN's convolution scratch (chosen per layer at run time, within the allocator's
+memory), the BFC allocator's fragmentation, the temporaries of the backward pass beyond the
+kept activations and the optimizer update's (which come after the activations are freed).
 """
 
 import math
 
-MARGIN = 0.10
+CUDA_CONTEXT_BYTES = 430e6
+SYSTEM_FRACTION = 0.06
+SYSTEM_MIN_BYTES = 300 * 2**20
 SLOTS = {'sgd': 0, 'momentum': 1, 'lars': 1, 'adam': 2, 'lamb': 2}
 GB = 1e9
 
@@ -57,10 +64,12 @@ def parts(card, batch, variables_on_device, optimizer='adam'):
 
 
 def usable_bytes(profile):
-  """What a device of `profile` offers a step, or None if the profile gives no memory."""
+  """What TensorFlow's allocator gets of a device of `profile` (its memory less the CUDA context
+  and TensorFlow's reserve for the system), or None if the profile gives no memory."""
   if profile.device_memory_gb is None:
     return None
-  return profile.device_memory_gb * GB * (1 - MARGIN)
+  free = profile.device_memory_gb * GB - CUDA_CONTEXT_BYTES
+  return free - max(SYSTEM_MIN_BYTES, SYSTEM_FRACTION * free)
 
 
 def max_batch(card, profile, variables_on_device, optimizer='adam'):
@@ -74,7 +83,8 @@ def max_batch(card, profile, variables_on_device, optimizer='adam'):
 
 
 def estimate(card, batch, profile, variables_on_device, optimizer='adam'):
-  """parts() with `fits` (None where the profile gives no memory) and the margin kept."""
+  """parts() with what TensorFlow's allocator gets (`usable_bytes`) and `fits` (None where the
+  profile gives no memory)."""
   split = parts(card, batch, variables_on_device, optimizer)
   usable = usable_bytes(profile)
   return {

@@ -78,7 +78,11 @@ def forecast(config, card_of=None):
       if chosen
       else {'reason': reason}
     ),
-    'memory_margin': memory.MARGIN,
+    'memory_reserved': {
+      'cuda_context_bytes': memory.CUDA_CONTEXT_BYTES,
+      'system_fraction': memory.SYSTEM_FRACTION,
+      'system_min_bytes': memory.SYSTEM_MIN_BYTES,
+    },
     'predictions': [
       {
         **p,

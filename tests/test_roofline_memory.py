@@ -78,14 +78,31 @@ def test_memory_splits_into_weights_gradients_slots_and_activations():
   assert memory.slots_bytes({**CARD, 'optimizer_bytes': 123}, 'adam') == 123
 
 
-def test_the_largest_batch_that_fits_leaves_the_margin():
-  v100 = hardware.load('dgx1_v100')  # 16 GB, 14.4 GB usable with the 10% margin.
-  assert memory.MARGIN == 0.10
+def test_the_largest_batch_that_fits_leaves_the_cuda_context_and_tensorflows_reserve():
+  v100 = hardware.load('dgx1_v100')  # 16 GB: 15.57 GB after the CUDA context, 6% to the system.
+  usable = (16e9 - 430e6) * 0.94
+  assert memory.usable_bytes(v100) == pytest.approx(usable)
   biggest = memory.max_batch(CARD, v100, True, 'sgd')  # 0.8 GB fixed, 100 MB an example.
-  assert biggest == int((16e9 * 0.9 - 0.8e9) / 1e8) == 136
+  assert biggest == int((usable - 0.8e9) / 1e8) == 138
   assert memory.estimate(CARD, biggest, v100, True, 'sgd')['fits']
   assert not memory.estimate(CARD, biggest + 1, v100, True, 'sgd')['fits']
+  # Below 5.4 GB free, 6% is less than TensorFlow's floor of 300 MiB.
+  small = dataclasses.replace(v100, device_memory_gb=4.0)
+  assert memory.usable_bytes(small) == pytest.approx(4e9 - 430e6 - 300 * 2**20)
   assert memory.max_batch(CARD, dataclasses.replace(v100, device_memory_gb=1.0), True) == 0
+
+
+def test_bert_is_checked_with_what_its_dropout_keeps():
+  """BERT-Base at 128 tokens: per example 2 x 12 x 12 x 128^2 attention values (mask and
+  dropped probabilities) and 25 x 128 x 768 hidden values (masks), float32."""
+  from benchmarks import roofline_check
+
+  assert roofline_check.bert_dropout_bytes(12, 768, 12, 128) == 4 * (2 * 144 * 128**2 + 25 * 98304)
+  card = {**CARD, 'activation_bytes_per_example': 1e8}
+  assert roofline_check.as_published('bert_base_128', card)['activation_bytes_per_example'] == (
+    1e8 + roofline_check.bert_dropout_bytes(12, 768, 12, 128)
+  )
+  assert roofline_check.as_published('resnet50_224_float32', card) is card
 
 
 def test_device_fields_are_checked_like_the_link_fields(tmp_path):
