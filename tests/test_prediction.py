@@ -57,9 +57,9 @@ def test_published_parameter_servers_are_predicted_within_15_percent_median_35_a
 
 def test_horovods_parameter_server_rows_are_an_open_check_apart_from_the_claim():
   """Horovod's 2017 README (16 Pascal GPUs on 25 GbE, TensorFlow 1.3 over gRPC, every GPU a
-  worker, 4 ps tasks assumed): Inception V3 and ResNet-101 predicted within 22%, VGG-16 not
-  (its 411 MB fc6 kernel through TensorFlow 1.3's gRPC, docs/prediction.md); the claim above
-  is kept on the other rows alone."""
+  worker, 4 ps tasks assumed): Inception V3 and ResNet-101 predicted within 22%, VGG-16 at
+  +57% even with TensorFlow 1's gRPC bound on its 411 MB fc6 kernel (docs/prediction.md); the
+  claim above is kept on the other rows alone."""
   compared, median, most, met = validation.parameter_server_claim(
     validation.compare(), validation.OPEN
   )
@@ -69,12 +69,17 @@ def test_horovods_parameter_server_rows_are_an_open_check_apart_from_the_claim()
     ('inception3', 'cpu'): -0.07,
     ('resnet101', ''): 0.215,
     ('resnet101', 'cpu'): -0.003,
-    ('vgg16', ''): 2.668,
-    ('vgg16', 'cpu'): 2.446,
+    ('vgg16', ''): 0.574,
+    ('vgg16', 'cpu'): 0.479,
   }
-  assert (round(median, 3), round(most, 3), met) == (0.152, 2.668, False)
-  # Placed by bytes on 4 ps tasks, fc6's ps task carries 76% of VGG-16's bytes.
-  assert compared[-1]['busiest_ps_share'] == pytest.approx(0.764, abs=0.001)
+  assert (round(median, 3), round(most, 3), met) == (0.152, 0.574, False)
+  # Placed by bytes on 4 ps tasks, fc6's ps task carries 76% of VGG-16's bytes; its 411 MB
+  # kernel, pulled and pushed at TensorFlow 1's 100 MB/s for large tensors, bounds the step:
+  # 8.2 s of transfers and 0.49 s of compute for 1,024 images.
+  vgg = compared[-1]
+  assert vgg['busiest_ps_share'] == pytest.approx(0.764, abs=0.001)
+  assert vgg['limiting'] == 'one large tensor over gRPC'
+  assert vgg['predicted'] == pytest.approx(1024 / (2 * 411.04 / 100 + 64 / 130.9), rel=1e-3)
 
 
 def test_the_one_fitted_constant_is_what_the_fit_gives():
