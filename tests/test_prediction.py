@@ -82,6 +82,18 @@ def test_horovods_parameter_server_rows_are_an_open_check_apart_from_the_claim()
   assert vgg['predicted'] == pytest.approx(1024 / (2 * 411.04 / 100 + 64 / 130.9), rel=1e-3)
 
 
+def test_the_largest_message_is_the_largest_dense_variable_or_shard():
+  """What TensorFlow 1's gRPC bound applies to: VGG-16's fc6 kernel whole, or its largest
+  shard (25,088 rows in 4: 6,272 a shard, under the bound's 128 MB)."""
+  from strategies import _ps_placement
+  from strategies import parameter_server
+
+  vgg16 = validation.variables()['vgg16']
+  largest = lambda partitioner: _ps_placement.largest_message(vgg16, 4, partitioner, 256 << 10)
+  assert largest('none') == 25088 * 4096 * 4
+  assert largest('fixed_shards') == 6272 * 4096 * 4 < parameter_server.TF1_GRPC_LARGE_MESSAGE_BYTES
+
+
 def test_the_one_fitted_constant_is_what_the_fit_gives():
   assert validation.fit_overlap() == cost_model.OVERLAP == 0.0
   # A larger overlap makes the K80 cluster rows worse: the fit is not at its bound by accident.
