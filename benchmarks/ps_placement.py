@@ -1,11 +1,12 @@
 """Parameter servers as TensorFlow places them: the published parameter-server points
 predicted (prediction/published.csv, the claim: median error at most 15%, none beyond 35%),
-and what VGG-16's variables put on each of 4 ps tasks with and without a partitioner.
+the open check apart from it (Horovod's 2017 README, whose VGG-16 the model misses), and
+what VGG-16's variables put on each of 4 ps tasks with and without a partitioner.
 
   .venv/bin/python benchmarks/ps_placement.py [--plot=ps_loads.png]
 
-Prints both tables; exits 1 when the claim fails. No TensorFlow, no training: the variables'
-sizes are prediction/published_variables.json's.
+Prints the tables; exits 1 when the claim fails (not when the open check does). No
+TensorFlow, no training: the variables' sizes are prediction/published_variables.json's.
 """
 
 import argparse
@@ -81,12 +82,19 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--plot', help='a PNG of the VGG-16 ps loads')
   args = parser.parse_args(argv)
-  rows, median, most, kept = validation.parameter_server_claim(validation.compare())
+  compared = validation.compare()
+  rows, median, most, kept = validation.parameter_server_claim(compared)
   print(validation.markdown(rows))
   print(
     f'\npublished parameter-server points: median error {median:.1%}, largest {most:.1%} '
     f'(claim: at most {validation.PS_MEDIAN_ERROR:.0%} and {validation.PS_MAX_ERROR:.0%}): '
     f'{"kept" if kept else "FAILED"}\n'
+  )
+  rows, median, most, met = validation.parameter_server_claim(compared, validation.OPEN)
+  print(validation.markdown(rows))
+  print(
+    f'\nopen check, not part of the claim (docs/prediction.md says why): median error '
+    f'{median:.1%}, largest {most:.1%}: {"met" if met else "not met yet"}\n'
   )
   loads = vgg16_loads()
   print(

@@ -50,3 +50,14 @@ def loads(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
         moved[kind][task] += size * part
       turn += 1
   return held, moved
+
+
+def largest_message(variables, num_ps, partitioner, min_shard_bytes):
+  """Bytes of the largest dense variable or shard: what one transfer moves whole."""
+  pieces = [
+    size * math.ceil(rows / count) / rows if count > 1 else size
+    for size, rows, kind in variables
+    if kind == DENSE
+    for count in [shards(size, rows, num_ps, partitioner, min_shard_bytes)]
+  ]
+  return max(pieces, default=0.0)

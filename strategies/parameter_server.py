@@ -36,6 +36,15 @@ flags.DEFINE_bool(
 )
 
 
+# TensorFlow 1.3 and before (the published rows prediction/validation.py checks), whose gRPC
+# moved one large tensor slowly: one RecvTensor reached 520 MB/s at 128 MB, "degrading below
+# 100 MB/second for larger messages" (tensorflow/tensorflow#6256, #6116; the cause
+# grpc/grpc#8975, fixed by TensorFlow's gRPC upgrade of August 2017). `transport` (not a flag)
+# TF1_GRPC bounds such a transfer at that rate; TensorFlow 2's gRPC has no such bound.
+TF1_GRPC = 'tf1_grpc'
+TF1_GRPC_LARGE_MESSAGE_BYTES, TF1_GRPC_LARGE_MESSAGE_GBPS = 128e6, 0.1
+
+
 def _refuse(config):
   """A partitioner needs ps tasks to split over, and an optimizer whose update of a shard is
   its update of the whole variable on those rows."""
@@ -100,14 +109,30 @@ def _communication(n, work, hw, options):
   others = [seconds for name, seconds in loads.items() if name != busiest] or [0.0]
   bound = busiest != 'worker node' and loads[busiest] > 1.05 * min(others)
   stage = 'ps bandwidth' if bound else 'network'
+  # A worker's largest tensor, pulled and then pushed in one transfer each.
+  message = 2 * _large_message_seconds(work, options)
+  if message > loads[busiest]:
+    stage, loads[busiest] = 'one large tensor over gRPC', message
   stages = {stage: loads[busiest] + 2 * hw.network_latency_us * 1e-6}
   if per_worker > 1:
     stages |= _alpha_beta.through_host(per_worker, both, hw)
   task = max(range(len(shares)), key=shares.__getitem__)
   notes = {'busiest_ps': f'ps:{task}', 'busiest_ps_share': shares[task]}
-  if stage == 'ps bandwidth':
+  if stage != 'network':
     notes['instead'] = _instead(options)
   return stages, notes
+
+
+def _large_message_seconds(work, options):
+  """Seconds of one transfer of the largest tensor where the transport bounds it (TF1_GRPC)."""
+  if options.get('transport') != TF1_GRPC:
+    return 0.0
+  largest = _ps_placement.largest_message(
+    work.variables, options['num_ps'], options['variable_partitioner'], MIN_SHARD_BYTES
+  )
+  if largest <= TF1_GRPC_LARGE_MESSAGE_BYTES:
+    return 0.0
+  return _alpha_beta.seconds(largest, TF1_GRPC_LARGE_MESSAGE_GBPS)
 
 
 def _per_task(work, options):
