@@ -126,7 +126,7 @@ def _steps_to(run, target):
 def _own(run):
   """The target `run` (a result.json dict) trained toward, as text; None if it has none."""
   recorded = run.get('target')
-  return str(target_lib.Target(**recorded)) if recorded else None
+  return str(target_lib.from_json(recorded)) if recorded else None
 
 
 def choose(runs, noise_scale=None, target=None):

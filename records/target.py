@@ -56,6 +56,11 @@ def parse(text, flag='--target'):
   return Target(metric, goal, number)
 
 
+def from_json(recorded):
+  """The Target result.json records ({metric, goal, value}: Target.to_json)."""
+  return Target(recorded['metric'], recorded['goal'], float(recorded['value']))
+
+
 def of_accuracy(value):
   """--target_accuracy=X, as the Target it stands for."""
   return Target('accuracy', '>=', float(value))

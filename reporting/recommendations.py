@@ -159,12 +159,17 @@ def recommendations(document):
       beyond = f' The most devices predicted, {most}: {top["strategy"]} {figures(top)}.'
     beyond += _bound_by_one_server(mine)
     device = document['source'].get('compute_measured_on')
-    caveat = (
-      f" Compute and input rate measured on this machine's {device}, not on "
-      f"{profile}'s devices: give --device_examples_per_second for theirs."
-      if device
-      else ''
-    )
+    caveat = ''
+    if device and any('compute_measured_on' in p for p in mine):
+      caveat = (
+        f" Compute and input rate measured on this machine's {device}, not on "
+        f"{profile}'s devices: give --device_examples_per_second for theirs."
+      )
+    elif device:
+      caveat = (
+        f" Compute from the roofline on {profile}'s device; input rate measured on this "
+        f"machine's {device}, not on {profile}'s hosts."
+      )
     sentences.append(
       f'On {profile}, for throughput, {n} device(s) ({why}; a tie within '
       f'{choices.TIE:.0%} goes to fewer devices): {said}.{beyond}{caveat}'
