@@ -57,9 +57,9 @@ CARDS = {
   **{f'bert_large_{s}': _bert(24, 1024, 16, s) for s in (64, 128, 256)},
 }
 
-# The card's figures kept (training/model_card.py names them).
-FIELDS = (
-  'flops_per_example',
+# What the model card traces of a step's arithmetic and memory traffic (training/model_card.py
+# measures them; None where its trace could not tell).
+TRAFFIC_FIELDS = (
   'matrix_flops_per_example',
   'matrix_bytes_per_example',
   'winograd_flops_per_example',
@@ -68,6 +68,11 @@ FIELDS = (
   'activation_bytes_per_example',
   'activation_bytes_fixed',
   'compute_dtype',
+)
+# The card's figures kept here.
+FIELDS = (
+  'flops_per_example',
+  *TRAFFIC_FIELDS,
   'trainable_bytes',
   'weight_bytes',
   'optimizer_bytes',

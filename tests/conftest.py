@@ -31,6 +31,20 @@ def run_py(*args, timeout=600, env=None, cwd=None, breakdown=False):
   )
 
 
+def child_figures(script):
+  """The JSON lines a child script of tests/ prints (`script`, e.g. 'noise_truth.py': figures
+  computed in a process of its own, with its own logical devices)."""
+  proc = subprocess.run(
+    [sys.executable, os.path.join(ROOT, 'tests', script)],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=ROOT,
+  )
+  assert proc.returncode == 0, proc.stderr
+  return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
+
+
 def read_result(run_dir):
   with open(os.path.join(run_dir, 'result.json')) as f:
     return json.load(f)

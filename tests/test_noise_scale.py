@@ -3,16 +3,13 @@ run records, and the learning rate --lr_scaling=noise sets from it."""
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from configs import noise_scale_of
 from records import critical_batch
-from tests.conftest import ROOT
+from tests.conftest import child_figures
 from tests.conftest import read_result
 from tests.conftest import read_scalars
 from tests.conftest import run_py
@@ -83,15 +80,7 @@ def test_a_sparse_gradient_s_norm_sums_the_rows_of_one_index_first():
 @pytest.fixture(scope='module')
 def truth():
   """tests/noise_truth.py's figures, {model: ...}: 4 replicas under MirroredStrategy."""
-  proc = subprocess.run(
-    [sys.executable, os.path.join(ROOT, 'tests', 'noise_truth.py')],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    cwd=ROOT,
-  )
-  assert proc.returncode == 0, proc.stderr
-  lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
+  lines = child_figures('noise_truth.py')
   return {line['model']: line for line in lines}
 
 

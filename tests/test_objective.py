@@ -4,7 +4,6 @@ over replicas as one process computes them on the whole validation set."""
 import copy
 import json
 import os
-import subprocess
 import sys
 
 import keras
@@ -13,6 +12,7 @@ import pytest
 from absl import flags
 
 from tests import tiny_training
+from tests.conftest import child_figures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -20,15 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope='module')
 def truth():
   """tests/metric_truth.py's figures, {(model, strategy): ...}."""
-  proc = subprocess.run(
-    [sys.executable, os.path.join(ROOT, 'tests', 'metric_truth.py')],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    cwd=ROOT,
-  )
-  assert proc.returncode == 0, proc.stderr
-  lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{')]
+  lines = child_figures('metric_truth.py')
   return {(line['model'], line['strategy']): line for line in lines}
 
 
@@ -155,7 +147,7 @@ def test_a_compiled_auc_under_two_workers_is_the_whole_validation_set_s_and_is_p
 
   import tensorflow as tf
 
-  from records import results
+  from records import run_files
   from tests.conftest import read_result
   from tests.conftest import run_py
   from tests.test_bad_input import assert_one_line_error
@@ -191,7 +183,7 @@ def test_a_compiled_auc_under_two_workers_is_the_whole_validation_set_s_and_is_p
     sys.path.remove(str(project))
   (_, _), (x_val, y_val) = my_data.load()
   model = auc_model.build(x_val.shape[1:])
-  checkpoint = run_dir / 'checkpoints' / results.latest_checkpoint(str(run_dir))
+  checkpoint = run_dir / 'checkpoints' / run_files.latest_checkpoint(str(run_dir))
   tf.train.Checkpoint(model=model).restore(str(checkpoint)).expect_partial()
   whole = keras.metrics.AUC(from_logits=True)
   whole.update_state(y_val, model.predict(x_val, verbose=0))

@@ -399,6 +399,21 @@ def test_a_prediction_adds_up_and_knows_what_limits_it():
   assert cost_model.applies('mirrored', 8, hardware.load('dgx1_v100'))
 
 
+def forecast(directory, hardware, num_devices, strategy):
+  """predict.forecast of one strategy on one profile, from the experiment in `directory`."""
+  from configs import definitions
+
+  return predict.forecast(
+    definitions.Prediction(
+      directory=str(directory),
+      hardware=(hardware,),
+      num_devices=num_devices,
+      strategies=(strategy,),
+      options={},
+    )
+  )
+
+
 def write_run(
   directory, name, strategy, devices, batch, parts, workers=1, boundary_ms=None, **fields
 ):
@@ -514,22 +529,13 @@ def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
 def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_path):
   """Every row, the recommendation and prediction.json: no one reads a CPU's compute as a
   V100's (a run whose card does not count its ops' bytes cannot be put on the roofline)."""
-  from configs import definitions
   from reporting import recommendations
 
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
   (tmp_path / 'environment.json').write_text(
     json.dumps({'gpus': [], 'cpu_model': 'AMD EPYC', 'cpu_count': 4, 'cpu_affinity': 2})
   )
-  document = predict.forecast(
-    definitions.Prediction(
-      directory=str(tmp_path),
-      hardware=('dgx1_v100',),
-      num_devices=(1, 64),
-      strategies=('multi_worker_mirrored',),
-      options={},
-    )
-  )
+  document = forecast(tmp_path, 'dgx1_v100', (1, 64), 'multi_worker_mirrored')
   here = 'CPU (AMD EPYC, 2 cores)'
   assert json.loads((tmp_path / predict.FILE).read_text())['source']['compute_measured_on'] == here
   assert [p['compute_measured_on'] for p in document['predictions']] == [here, here]
@@ -780,8 +786,6 @@ def test_a_strategy_module_is_all_predict_needs(tmp_path, monkeypatch):
   cost, registered as the package registers its modules; --predict covers it."""
   import types
 
-  from configs import definitions
-
   module = types.ModuleType('strategies.gossip')
   module.DESCRIPTOR = strategies.Descriptor(
     strategies.ALL_REDUCE_CLUSTER,
@@ -794,15 +798,7 @@ def test_a_strategy_module_is_all_predict_needs(tmp_path, monkeypatch):
   )
   monkeypatch.setitem(strategies._MODULES, 'gossip', module)
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
-  document = predict.forecast(
-    definitions.Prediction(
-      directory=str(tmp_path),
-      hardware=('cpu_10gbe',),
-      num_devices=(1, 8),
-      strategies=('gossip',),
-      options={},
-    )
-  )
+  document = forecast(tmp_path, 'cpu_10gbe', (1, 8), 'gossip')
   eight = document['predictions'][1]
   assert (eight['strategy'], eight['num_devices'], eight['server_nodes']) == ('gossip', 8, 0)
   assert eight['exposed_communication_ms'] == pytest.approx(4e6 / 1.25e9 * 1e3)

@@ -14,6 +14,7 @@ import math
 
 import tensorflow as tf
 
+from prediction import cards
 from training import private_apis
 
 
@@ -217,7 +218,7 @@ def device_traffic(graph, batch, flops):
 
   Every figure None if a shape is not known."""
   if flops is None:
-    return dict.fromkeys(TRAFFIC_FIELDS)
+    return dict.fromkeys(cards.TRAFFIC_FIELDS)
   ops = _ops_run(graph)
   busy = [op for op in ops if op.type not in _FREE]
   matrix = [op for op in busy if op.type in MATRIX_OPS]
@@ -225,9 +226,9 @@ def device_traffic(graph, batch, flops):
   kept = _kept_for_backward(ops)
   elementwise = _fused_bytes([op for op in busy if op.type not in MATRIX_OPS])
   if any(None in s for s in sizes.values()) or elementwise is None:
-    return dict.fromkeys(TRAFFIC_FIELDS)
+    return dict.fromkeys(cards.TRAFFIC_FIELDS)
   if any(size is None for _, size in kept.values()):
-    return dict.fromkeys(TRAFFIC_FIELDS)
+    return dict.fromkeys(cards.TRAFFIC_FIELDS)
   dtypes = collections.Counter()
   for op in matrix:
     dtypes[op.outputs[0].dtype.name] += sum(sizes[op.name])
@@ -319,18 +320,6 @@ def _winograd(op):
 
 def _flops(graph, op):
   return OWN_RULES[op.type](op) if op.type in OWN_RULES else private_apis.op_flops(graph, op)
-
-
-TRAFFIC_FIELDS = (
-  'matrix_flops_per_example',
-  'matrix_bytes_per_example',
-  'winograd_flops_per_example',
-  'elementwise_flops_per_example',
-  'elementwise_bytes_per_example',
-  'activation_bytes_per_example',
-  'activation_bytes_fixed',
-  'compute_dtype',
-)
 
 
 def _ops_run(graph):
