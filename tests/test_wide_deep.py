@@ -163,5 +163,5 @@ def test_a_sharded_run_checkpoints_each_table_whole(sharded_and_whole):
   assert sorted(tables.values()) == [[1000, 8], [4000, 8]], shapes
   assert os.path.basename(checkpoint) == 'ckpt-30'
   assert json.dumps(sharded_and_whole['sharded']['options']) == json.dumps(
-    {'num_ps': 2, 'variable_partitioner': 'fixed_shards'}
+    {'num_ps': 2, 'ps_colocated': False, 'variable_partitioner': 'fixed_shards'}
   )
