@@ -298,3 +298,21 @@ def test_step_evaluations_resume_without_repeats_or_gaps(arrays, tmp_path):
   assert [e['metrics']['loss'] for e in found] == pytest.approx(
     [e['metrics']['loss'] for e in expected], rel=1e-5
   )
+
+
+def test_a_checkpoint_of_another_version_is_refused_saying_what_to_do():
+  """A run state from before the job's metrics were named (train_loss, train_accuracy...):
+  one line naming the checkpoint and the fix, never a TypeError's traceback."""
+  from training import checkpoints
+
+  saved = checkpoints.RunState({'batch_size': 64}).to_json()
+  saved['history'] = {**saved['history'], 'train_loss': [0.5]}
+  with pytest.raises(checkpoints.CheckpointError) as refused:
+    checkpoints.RunState.from_json(saved, 'runs/e/one_device/checkpoints/ckpt-8')
+  assert str(refused.value) == (
+    'checkpoint runs/e/one_device/checkpoints/ckpt-8 was written by another version of run.py '
+    "(its record History.__init__() got an unexpected keyword argument 'train_loss'); it is "
+    'left as it is: train the run again in another --experiment, or with the version that '
+    'wrote it'
+  )
+  assert checkpoints.RunState.from_json(checkpoints.RunState({}).to_json()).step == 0

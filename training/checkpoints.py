@@ -141,14 +141,23 @@ class RunState:
     return dataclasses.asdict(self)
 
   @classmethod
-  def from_json(cls, saved):
-    return cls(
-      **{
-        **saved,
-        'history': results.History(**saved['history']),
-        'epoch_sums': loop.Totals(**saved['epoch_sums']),
-      }
-    )
+  def from_json(cls, saved, path='the checkpoint'):
+    """The state checkpoint `path` saved; CheckpointError for one another version of run.py
+    wrote, whose record holds other fields (a run from before the job's metrics were named)."""
+    try:
+      return cls(
+        **{
+          **saved,
+          'history': results.History(**saved['history']),
+          'epoch_sums': loop.Totals(**saved['epoch_sums']),
+        }
+      )
+    except (TypeError, KeyError) as e:
+      raise CheckpointError(
+        f'checkpoint {path} was written by another version of run.py (its record {e}); it '
+        'is left as it is: train the run again in another --experiment, or with the version '
+        'that wrote it'
+      ) from None
 
 
 def start_or_resume(
@@ -171,7 +180,7 @@ def start_or_resume(
       skipped.append({'checkpoint': storage.basename(path), 'reason': str(e)})
       say(f'{e}; {"trying an older one" if path != paths[-1] else "starting afresh"}')
       continue
-    state = RunState.from_json(saved)
+    state = RunState.from_json(saved, path)
     break
   else:
     restarted = resume and (started_before or os.environ.get(processes.RESTART_ENV))
