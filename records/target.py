@@ -66,10 +66,17 @@ def of_accuracy(value):
   return Target('accuracy', '>=', float(value))
 
 
-def check_reported(target, names, who):
-  """TargetError unless `target`'s metric is among `names`, the metrics `who` reports."""
-  if target.metric not in names:
+def check_reported(target, names, who, given=True):
+  """TargetError unless `target`'s metric is among `names`, the metrics `who` reports; one
+  not `given` (the default, accuracy) is named as such, with the flag that sets another."""
+  if target.metric in names:
+    return
+  if not given:
     raise TargetError(
-      f'--target={target}: {who} reports no metric {target.metric}; name one it reports: '
-      f'{", ".join(names)}'
+      f'{who} reports no metric {target.metric}, which the default target {target} is on; '
+      f'give --target=NAME>=VALUE or NAME<=VALUE on one it reports: {", ".join(names)}'
     )
+  raise TargetError(
+    f'--target={target}: {who} reports no metric {target.metric}; name one it reports: '
+    f'{", ".join(names)}'
+  )

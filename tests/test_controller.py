@@ -544,6 +544,13 @@ def test_a_target_is_parsed_and_compared_in_float32():
   assert not target.parse('accuracy>=0.9').reached(None)
   with pytest.raises(target.TargetError, match='reports no metric auc; name one it reports: loss'):
     target.check_reported(target.parse('auc>=0.8'), ('loss', 'mae'), '--model=m:f')
+  with pytest.raises(target.TargetError) as default:  # A compiled regression, no --target.
+    target.check_reported(target.of_accuracy(0.9), ('loss', 'mae'), '--model=m:f', given=False)
+  assert str(default.value) == (
+    '--model=m:f reports no metric accuracy, which the default target accuracy>=0.9 is on; '
+    'give --target=NAME>=VALUE or NAME<=VALUE on one it reports: loss, mae'
+  )
+  target.check_reported(target.of_accuracy(0.9), ('loss', 'accuracy'), 'm', given=False)
 
 
 def test_under_executions_in_flight_launching_waits_at_each_multiple_of_k(arrays):

@@ -14,6 +14,7 @@ import models
 import strategies
 import user_code
 from configs import cluster_spec
+from configs import definitions
 from orchestration import peers
 from orchestration import processes
 from orchestration import startup_watchdog
@@ -60,7 +61,10 @@ def run(config, tf_config=None, refusal=None, say=print):
   trainer, compute_devices = _build(config, task.spec, task.me, say, task.refusal)
   # Before anything is written: a target on a metric the model does not report is refused.
   target_lib.check_reported(
-    target_lib.parse(config.target), trainer.step.objective.names, f'--model={config.model.model}'
+    target_lib.parse(config.target),
+    trainer.step.objective.names,
+    f'--model={config.model.model}',
+    given=config.target != definitions.RunConfig.target,  # Else the default's, accuracy.
   )
   # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
   # end in the system's reason: named as the disk's, wherever they are written.
