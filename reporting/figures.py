@@ -29,19 +29,9 @@ PER_REPEAT = ('seed', 'repeat', 'repeat_of')
 HARDWARE = ('cpu_model', 'cpu_count', 'cpu_affinity', 'memory_gib', 'gpus')
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
-  metric: str  # A validation metric's name.
-  at_least: bool  # Reached at a value >= `threshold`; else <=.
-  threshold: float
-
-  @property
-  def figure(self):
-    """The name of the figure that holds the metric's final value."""
-    return f'final_validation_{self.metric}'
-
-  def __str__(self):
-    return f'{self.metric}{">=" if self.at_least else "<="}{self.threshold:g}'
+def final(target):
+  """The name of the figure that holds the target metric's final value."""
+  return f'final_validation_{target.metric}'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +40,7 @@ class Run:
   group: str  # The run it repeats (--repeats), or its own name.
   repeat: int  # 1, 2, ... of its group; 0 for a run planned once.
   seed: int
-  target: Target
+  target: target_lib.Target
   figures: dict  # {figure: value, None where there is none (a target not reached)}
   step_time: dict | None  # The step time's spread (training/step_timing.py's step_spread).
   settings: dict  # What it measured with: config.json's settings, less PER_REPEAT.
@@ -80,7 +70,7 @@ def of(record, config=None):
     target=target,
     figures={
       THROUGHPUT: uncertainty.measure(record)['examples_per_second'],
-      target.figure: record[target.figure],
+      final(target): record[final(target)],
       STEPS_TO_TARGET: steps,
       SECONDS_TO_TARGET: seconds,
     },
@@ -97,11 +87,11 @@ def of(record, config=None):
 def seeded(figure, target):
   """Whether the seed decides `figure` (the target metric's value, steps to the target), so
   that two runs of one seed compare paired; timings move with the machine, not the seed."""
-  return figure in (target.figure, STEPS_TO_TARGET)
+  return figure in (final(target), STEPS_TO_TARGET)
 
 
 def higher_is_better(figure, target):
-  return figure not in LOWER_IS_BETTER and (figure != target.figure or target.at_least)
+  return figure not in LOWER_IS_BETTER and (figure != final(target) or target.goal == '>=')
 
 
 def hardware(experiment_dir):
@@ -114,8 +104,8 @@ def _target(recorded):
   """The run's target (result.json's {metric, goal, value}); without one, the validation loss,
   lower being better, with no value to reach."""
   if not recorded:
-    return Target('loss', False, math.nan)
-  return Target(recorded['metric'], recorded['goal'] == '>=', recorded['value'])
+    return target_lib.Target('loss', '<=', math.nan)
+  return target_lib.from_json(recorded)
 
 
 def _to_target(record, target):
@@ -126,11 +116,7 @@ def _to_target(record, target):
   if math.isnan(target.threshold):
     return None, None
   values = record['validation_metrics'].get(target.metric, [])
-  reached = results.time_to_target(
-    {target.metric: values},
-    range(1, len(values) + 1),
-    target_lib.Target(target.metric, '>=' if target.at_least else '<=', target.threshold),
-  )
+  reached = results.time_to_target({target.metric: values}, range(1, len(values) + 1), target)
   if reached is None:
     return None, None
   return reached * record['steps_per_epoch'], record['time_to_target_seconds']

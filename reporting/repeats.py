@@ -51,7 +51,7 @@ def by_group(runs):
 def log_scale(figure, target):
   """Whether `figure` moves by factors (a positive rate, ratio, count or time), so that its
   interval and changes are taken on a log scale; a metric's value is taken as it is."""
-  return figure != target.figure
+  return figure != figures_lib.final(target)
 
 
 def groups(runs):
