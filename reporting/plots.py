@@ -1,10 +1,13 @@
-"""PNG plots of a strategy comparison: throughput, accuracy by epoch and by time, and sweeps.
+"""PNG plots of a strategy comparison: throughput, the target metric by epoch and by time, and
+sweeps.
 
 Drawn with matplotlib's Agg backend so a report builds on headless machines, and without
 TensorFlow so it can be rebuilt and tested without loading it. Every figure is 8x5 inches at
 100 dpi (800x500 pixels) with its legend outside the axes, so ten or so runs stay readable, and
 is closed once saved, so a long sweep leaks no figures.
 """
+
+import re
 
 import matplotlib
 
@@ -30,15 +33,20 @@ N_LABEL = 'N: replicas in sync (workers for parameter_server)'
 THOUSANDS = '{x:,.0f}'
 
 
-def write(rows, histories, out_dir):
+def write(rows, histories, out_dir, metric='accuracy'):
   """Writes the comparison plots as PNG files into out_dir, removing those of an earlier report
-  that have nothing to draw now; returns their paths (sorted)."""
+  that have nothing to draw now (or drew another target's metric); returns their paths
+  (sorted). `metric`: the target's validation metric, each history's `validation_<metric>`."""
   storage.makedirs(out_dir)
+  name = re.sub(r'[^\w.-]', '_', metric)
   plots: dict[str, tuple] = {
     'throughput.png': (_throughput, rows),
-    'accuracy_vs_epoch.png': (_accuracy, rows, histories, False),
-    'accuracy_vs_time.png': (_accuracy, rows, histories, True),
+    f'{name}_vs_epoch.png': (_metric, rows, histories, metric, False),
+    f'{name}_vs_time.png': (_metric, rows, histories, metric, True),
   }
+  for old in storage.listdir(out_dir):
+    if old.endswith(('_vs_epoch.png', '_vs_time.png')) and old not in plots:
+      storage.discard(storage.join(out_dir, old))
   sweeps = {
     'scaling.png': (_scaling, _scaling_lines(rows)),
     'batch_size.png': (
@@ -171,24 +179,24 @@ def _throughput(fig, rows):
   )
 
 
-def _accuracy(fig, rows, histories, by_time):
+def _metric(fig, rows, histories, metric, by_time):
   ax = fig.subplots()
   runs = [r['run'] for r in rows if r['run'] in histories]
   for i, run in enumerate(runs + sorted(set(histories) - set(runs))):
-    accuracy = list(histories[run].get('validation_accuracy') or [])
+    values = list(histories[run].get(f'validation_{metric}') or [])
     x = (
       list(histories[run].get('elapsed_seconds') or [])
       if by_time
-      else list(range(1, len(accuracy) + 1))
+      else list(range(1, len(values) + 1))
     )
-    n = min(len(x), len(accuracy))
-    ax.plot(x[:n], accuracy[:n], label=run, **_style(i))
+    n = min(len(x), len(values))
+    ax.plot(x[:n], values[:n], label=run, **_style(i))
   if not by_time:
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
   ax.set(
     xlabel='wall time since training start (s)' if by_time else 'epoch',
-    ylabel='validation accuracy',
-    title='Validation accuracy by ' + ('wall time' if by_time else 'epoch'),
+    ylabel=f'validation {metric}',
+    title=f'Validation {metric} by ' + ('wall time' if by_time else 'epoch'),
   )
   _legend(fig)
 

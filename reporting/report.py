@@ -3,6 +3,7 @@
 from prediction import predict
 from records import staging
 from records import storage
+from records import target as target_lib
 from reporting import figures
 from reporting import hparams_view
 from reporting import plots
@@ -28,16 +29,17 @@ def build(experiment_dir, target):
       f'{experiment_dir} holds no finished run (a complete result.json); check '
       '--logdir and --experiment'
     )
+  metric = target_lib.parse(target).metric
   histories = {
     run['run']: {
-      'validation_accuracy': run['validation_accuracy'],
+      f'validation_{metric}': run['validation_metrics'].get(metric, []),
       'elapsed_seconds': run['epoch_elapsed_seconds'],
       'gradient_noise_scale': run.get('gradient_noise_scale'),
     }
     for run in runs
     if run['complete']
   }
-  images = plots.write(table, histories, experiment_dir)
+  images = plots.write(table, histories, experiment_dir, metric)
   recorded = figures.load(experiment_dir)  # From result.json: the step time, the repeats.
   step_times.add(table, {run.name: run.step_time for run in recorded})
   across = repeats.section(recorded)

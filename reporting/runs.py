@@ -44,10 +44,8 @@ def per_epoch(result):
     'epoch_examples_per_second': result['epoch_examples_per_second'],
     'epoch_elapsed_seconds': result['epoch_elapsed_seconds'],
     'epoch_startup': result['epoch_startup'],
-    # Every validation metric of the job by name (training/objective.py), per epoch; the
-    # accuracy's also as the plots read it, where the job reports one.
+    # Every validation metric of the job by name (training/objective.py), per epoch.
     'validation_metrics': result['validation_metrics'],
-    'validation_accuracy': result['validation_metrics'].get('accuracy', []),
     'gradient_noise_scale': result.get('gradient_noise_scale'),
   }
 

@@ -151,6 +151,17 @@ def test_missing_or_short_histories_do_not_crash(tmp_path, history):
   assert names(plots.write(rows, {'one_device': history}, str(tmp_path))) == ALWAYS
 
 
+def test_the_target_metric_is_drawn_and_another_metrics_plots_are_removed(tmp_path):
+  """A regression's report draws its target's metric (mae), by epoch and by time, and leaves
+  no accuracy plot of an earlier report of the experiment beside them."""
+  rows = five_strategies()
+  write(rows, tmp_path)  # An earlier report, on accuracy.
+  maes = {r['run']: {'validation_mae': [0.5, 0.3], 'elapsed_seconds': [1.0, 2.0]} for r in rows}
+  written = names(plots.write(rows, maes, str(tmp_path), 'mae'))
+  assert written == ['mae_vs_epoch.png', 'mae_vs_time.png', 'throughput.png']
+  assert sorted(n for n in os.listdir(tmp_path) if n.endswith('.png')) == written
+
+
 def test_ten_runs_leave_no_figure_open(tmp_path):
   before = plt.get_fignums()
   rows = [
