@@ -141,9 +141,7 @@ def run_main(argv):
   except Exception as e:  # pylint: disable=broad-except
     if verbose := logging.get_verbosity() >= 1:  # The traceback, then the same line and status.
       traceback.print_exc()
-    line, status = exit_status.line_and_status(e, verbose)
-    print(line, file=sys.stderr)
-    sys.exit(status)
+    exit_status.leave(*exit_status.line_and_status(e, verbose))
 
 
 if __name__ == '__main__':

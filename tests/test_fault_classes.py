@@ -167,6 +167,7 @@ def run_main(monkeypatch, capsys, error, launched):
 
   monkeypatch.setattr(run, 'main', main)
   monkeypatch.setattr(run.from_flags, 'verbosity_given', lambda: True)
+  monkeypatch.delenv('TF_CONFIG', raising=False)  # A cluster's task leaves with os._exit.
   if launched:
     monkeypatch.setenv(processes.PARENT_PID_ENV, '1')
   else:
@@ -174,6 +175,28 @@ def run_main(monkeypatch, capsys, error, launched):
   with pytest.raises(SystemExit) as status:
     run.run_main(['run.py'])
   return status.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize('tf_config', [None, '{}'])
+def test_a_cluster_task_leaves_with_its_line_and_status_without_finalising(tf_config):
+  """A task of a TF_CONFIG cluster skips the interpreter's finalisation (which beside
+  TensorFlow's gRPC threads sometimes aborted it, status -6): no atexit handler runs; any
+  other process ends as usual."""
+  script = (
+    'import atexit; from orchestration import exit_status; '
+    "atexit.register(print, 'finalised'); exit_status.leave('run.py: refused', 2)"
+  )
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
+  proc = subprocess.run(
+    [sys.executable, '-c', script],
+    capture_output=True,
+    text=True,
+    timeout=60,
+    cwd=ROOT,
+    env={**env, **({'TF_CONFIG': tf_config} if tf_config else {})},
+  )
+  assert (proc.returncode, proc.stderr) == (2, 'run.py: refused\n')
+  assert proc.stdout == ('' if tf_config else 'finalised\n')
 
 
 @pytest.mark.parametrize('launched', [False, True], ids=['by hand', 'by the launcher'])

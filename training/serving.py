@@ -6,7 +6,6 @@ and gone; the coordinator schedules the steps on them (training/loop.py).
 
 import os
 import signal
-import sys
 
 import tensorflow as tf
 
@@ -40,20 +39,10 @@ def serve(config, spec, me, say):
       refused()  # A chief that refused and left between two polls.
     except agreement.Disagreement as e:
       agreement.withdraw(*me, address)
-      _end_at_once(e)
+      exit_status.leave(*exit_status.line_and_status(e, verbose=False))  # A server: os._exit.
     del server
   finally:
     agreement.withdraw(*me, address)
-
-
-def _end_at_once(error):
-  """Ends a refused server with its line and status, without the interpreter's finalisation:
-  a server can never be shut down, and finalising beside its running gRPC threads sometimes
-  aborts the process (SIGABRT, status -6, seen in one clean-clone CI run of three)."""
-  line, status = exit_status.line_and_status(error, verbose=False)
-  print(line, file=sys.stderr, flush=True)
-  sys.stdout.flush()
-  os._exit(status)
 
 
 def _withdraw_on_sigterm(withdraw):
