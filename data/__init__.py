@@ -88,14 +88,10 @@ class Arrays:
     return pipeline.batch_spec(self, batch)
 
   def probe(self, n):
-    """The first `n` training examples, as the pipeline feeds them."""
+    """(features, labels) of the first `n` training examples, as the pipeline feeds them."""
     from data import pipeline
 
-    return pipeline.examples(self, self.x_train[:n])
-
-  def probe_labels(self, n):
-    """The labels of the first `n` training examples."""
-    return self.y_train[:n]
+    return pipeline.examples(self, self.x_train[:n]), self.y_train[:n]
 
   def record(self, steps_per_epoch_flag, pipelines, coordinated):
     """result.json's `input_pipeline` (docs/outputs.md): in memory, sharded by element, and

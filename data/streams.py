@@ -187,16 +187,9 @@ class Streams:
     return features, labels, tf.TensorSpec((batch,), tf.float32)
 
   def probe(self, n):
-    """The features of the first `n` training elements, batched."""
-    return self._first(n)[0]
-
-  def probe_labels(self, n):
-    """The labels of the first `n` training elements, batched."""
-    return self._first(n)[1]
-
-  def _first(self, n):
+    """(features, labels) of the first `n` training elements, batched."""
     ds = pipeline.without_autotune(self._make()[0].take(n).batch(n))
-    return next(iter(ds))
+    return tuple(next(iter(ds))[:2])
 
   def fingerprint(self):
     """What tasks reading their own copy of the data must agree on."""

@@ -46,13 +46,9 @@ def test_probabilities_are_told_from_logits_by_their_sums():
 
   from training import model_outputs
 
-  arrays = tiny_training.arrays()
-
-  def model(outputs):
-    return lambda examples, training: np.asarray(outputs, np.float32)
-
-  assert model_outputs.are_probabilities(model([[0.2, 0.8], [1.0, 0.0]]), arrays)
-  assert not model_outputs.are_probabilities(model([[0.2, 0.7], [1.0, 0.0]]), arrays)
-  assert not model_outputs.are_probabilities(model([[1.5, -0.5], [1.0, 0.0]]), arrays)
+  outputs = lambda values: np.asarray(values, np.float32)
+  assert model_outputs.are_probabilities(outputs([[0.2, 0.8], [1.0, 0.0]]))
+  assert not model_outputs.are_probabilities(outputs([[0.2, 0.7], [1.0, 0.0]]))
+  assert not model_outputs.are_probabilities(outputs([[1.5, -0.5], [1.0, 0.0]]))
   with pytest.raises(ValueError, match='NaN or infinite before any training'):
-    model_outputs.are_probabilities(model([[np.nan, 1.0]]), arrays)
+    model_outputs.are_probabilities(outputs([[np.nan, 1.0]]))

@@ -185,18 +185,17 @@ class Trainer:
     )
     probe = objective_lib.PROBE_EXAMPLES
     try:
-      outputs = self.model(source.probe(probe), training=False)
+      features, labels = source.probe(probe)
+      outputs = self.model(features, training=False)
       probabilities = (
-        False
-        if objective_lib.is_compiled(self.model)
-        else model_outputs.are_probabilities(self.model, source)
+        False if objective_lib.is_compiled(self.model) else model_outputs.are_probabilities(outputs)
       )
     except Exception as e:  # pylint: disable=broad-except  # Whatever the model's code raises.
       raise refuse(
         f'fails on a batch of {probe} training examples: {user_code.message(e)}'
       ) from None
     try:
-      return objective_lib.of(self.model, source.probe_labels(probe), outputs, probabilities)
+      return objective_lib.of(self.model, labels, outputs, probabilities)
     except ValueError as e:
       raise refuse(str(e)) from None
 

@@ -14,17 +14,14 @@ import numpy as np
 import tensorflow as tf
 
 EPSILON = 1e-7  # Probabilities are clipped to it before the log, as Keras' crossentropy clips.
-PROBE_EXAMPLES = 4  # Training examples the model is probed on.
 TOLERANCE = 1e-2  # How far from 1 a sum of probabilities may be (float16 holds 3 digits).
 
 
-def are_probabilities(model, source):
-  """True if `model`'s outputs for the first training examples of `source` (data.Arrays or
-  data/streams.py's Streams, as the input pipeline feeds them) are each a distribution over
+def are_probabilities(outputs):
+  """True if a model's `outputs` for its first training examples are each a distribution over
   the classes: non-negative, summing to 1. Logits never are: a softmax's outputs always are,
   wherever in the model it is. ValueError if they are not finite: no loss can be taken of
   them. False for several outputs (a dict or list): the loss of each is the model's own."""
-  outputs = model(source.probe(PROBE_EXAMPLES), training=False)
   if isinstance(outputs, (dict, list, tuple)):
     return False
   outputs = np.asarray(outputs, np.float64)
