@@ -79,14 +79,13 @@ def read(run_dir, name=None):
   complete = result['status'] == 'complete'
   epochs = result['epochs'] if isinstance(result['epochs'], int) else 1
   count = lambda values: len(values) if isinstance(values, list) else 0
-  every = {key: series[key] for key in EVERY_EPOCH}
+  every = {what: series[key] for key, what in EVERY_EPOCH.items()}
   every.update(
-    {f'validation_{name}': values for name, values in series['validation_metrics'].items()}
+    {f'validation {name}': values for name, values in series['validation_metrics'].items()}
   )
-  named = {**EVERY_EPOCH, **{key: key.replace('_', ' ') for key in every if key not in EVERY_EPOCH}}
   short = [
-    f'{named[key]} of {count(values)} of {epochs} epochs'
-    for key, values in every.items()
+    f'{what} of {count(values)} of {epochs} epochs'
+    for what, values in every.items()
     if complete and count(values) < epochs
   ]
   if short:
