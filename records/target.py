@@ -3,7 +3,8 @@
 Written `NAME>=VALUE` (a metric to raise: accuracy, AUC) or `NAME<=VALUE` (one to lower: loss,
 mean absolute error); `--target_accuracy=X` is `accuracy>=X`. Whether an evaluation reached it
 is compared in float32, the precision TensorBoard stores scalars in: 324/360 is 0.9 exactly,
-its float32 a little less, and a figure read back from an event file agrees.
+its float32 a little less, and the epoch TensorBoard shows reaching it is the one result.json
+names (the report reads result.json alone).
 """
 
 import dataclasses
