@@ -4,8 +4,11 @@ import collections
 import glob
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -135,8 +138,6 @@ def processes_mentioning(text):
 
 def wait_until_gone(text, timeout=30):
   """Waits (bounded) for every process mentioning `text` to end; returns the survivors."""
-  import time
-
   deadline = time.monotonic() + timeout
   while processes_mentioning(text) and time.monotonic() < deadline:
     time.sleep(0.2)
@@ -144,8 +145,7 @@ def wait_until_gone(text, timeout=30):
 
 
 def kill_all(text):
-  import signal
-
+  """SIGKILL to every process mentioning `text` (a test's own directory)."""
   for pid in processes_mentioning(text):
     try:
       os.kill(pid, signal.SIGKILL)
@@ -154,20 +154,21 @@ def kill_all(text):
 
 
 def wait_for_line(proc, prefix, timeout):
-  """Reads `proc`'s stdout until a line starts with `prefix`; bounded by `timeout`."""
-  import selectors
-  import time
-
-  selector = selectors.DefaultSelector()
-  selector.register(proc.stdout, selectors.EVENT_READ)
+  """Reads `proc`'s stdout until a line starts with `prefix`; bounded by `timeout`. The pipe
+  is read unbuffered: select() on a text stream whose buffer already holds the line would wait
+  for more output (a run's whole remaining output, once: the line was seen after it ended)."""
+  fd, pending = proc.stdout.fileno(), b''
   deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    if selector.select(timeout=1):
-      line = proc.stdout.readline()
-      if line.startswith(prefix):
-        return line
-      if not line:
-        break
+  while (left := deadline - time.monotonic()) > 0:
+    if not select.select([fd], [], [], min(left, 1))[0]:
+      continue
+    chunk = os.read(fd, 65536)
+    if not chunk:
+      break
+    *lines, pending = (pending + chunk).split(b'\n')
+    for line in lines:
+      if line.decode(errors='replace').startswith(prefix):
+        return line.decode(errors='replace')
   raise AssertionError(f'no line starting with {prefix!r} within {timeout} s')
 
 
