@@ -103,6 +103,7 @@ class Arrays:
       'sharding': {'training': sharding, 'validation': sharding},
       'steps_per_epoch_from': 'flag' if steps_per_epoch_flag else 'examples',
       'resume': 'restart' if coordinated else 'continue',
+      'unbatched': False,
     }
 
 

@@ -1,11 +1,12 @@
 """A user's own tf.data input pipelines, fed to the replicas as the in-memory arrays are.
 
 `--dataset=module:function` may return `(train, validation)`, two `tf.data.Dataset`s of
-unbatched elements `(features, labels)` or `(features, labels, sample_weights)`: features a
-tensor or a dict of tensors, labels a tensor or a dict (several outputs), each of a fixed
-shape. The user's pipeline reads, parses and shuffles; this module shards it per input
-pipeline, batches it to the per-replica batch, and prefetches, and never holds it in memory:
-a dataset larger than memory streams.
+elements `(features, labels)` or `(features, labels, sample_weights)`: features a tensor or
+a dict of tensors, labels a tensor or a dict (several outputs), each of a fixed shape. A
+pipeline that batches, as one given to Keras' fit() does, is unbatched first (`unbatched` in
+result.json): every strategy is compared at the run's own batch. The user's pipeline reads,
+parses and shuffles; this module shards it per input pipeline, batches it to the per-replica
+batch, and prefetches, and never holds it in memory: a dataset larger than memory streams.
 
 Sharding (`SHARDED_BY`): by file where the dataset reads files and every input pipeline gets
 at least one (tf.data's FILE auto-shard rewrite), else by element (DATA); `off` where there
@@ -44,8 +45,10 @@ class Streams:
 
   def __init__(self, who, make, first=None):
     """`first`: what `make()` already returned, if it was called."""
-    self.who, self._make = who, make
-    train, validation = first or make()
+    self.who, self._make = who, lambda: _unbatched(make())
+    given = first or make()
+    self.unbatched = _batched(given[0])  # Batched by the user's pipeline: unbatched here.
+    train, validation = _unbatched(given)
     self.element_spec, self.weighted = check(who, train, validation)
     self._sharding = {}  # {pipelines: sharding}
     cardinality = int(train.cardinality())
@@ -209,6 +212,7 @@ class Streams:
         'flag' if steps_per_epoch_flag else 'counted' if self.counted else 'cardinality'
       ),
       'resume': 'restart' if coordinated else 'skip',
+      'unbatched': self.unbatched,
     }
 
 
@@ -293,6 +297,21 @@ def _count(ds, integer_labels=False, who=''):
       'the pipeline or its files'
     ) from None
   return int(n), int(top)
+
+
+def _batched(ds):
+  """Whether `ds` batches (as the datasets Keras' fit() takes do): every part of its elements
+  has a first dimension of unknown size."""
+  leaves = tf.nest.flatten(ds.element_spec) if isinstance(ds, tf.data.Dataset) else []
+  return bool(leaves) and all(
+    isinstance(s, tf.TensorSpec) and s.shape.rank and s.shape[0] is None for s in leaves
+  )
+
+
+def _unbatched(splits):
+  """The user's datasets as elements: a batched one is unbatched, as the run batches to the
+  comparison's per-replica batch, the same under every strategy."""
+  return tuple(ds.unbatch() if _batched(ds) else ds for ds in splits)
 
 
 def check(who, train, validation):

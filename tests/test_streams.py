@@ -163,6 +163,7 @@ def test_a_trainer_evaluates_every_example_once_and_records_how(tmp_path):
     'sharding': {'training': 'off', 'validation': 'off'},
     'steps_per_epoch_from': 'counted',
     'resume': 'skip',
+    'unbatched': False,
   }
 
 
@@ -185,7 +186,10 @@ def good():
   ds = tf.data.Dataset.range(40).map(element)
   return ds, ds.take(10)
 def batched():
-  ds = tf.data.Dataset.range(40).map(element).batch(8)
+  ds = tf.data.Dataset.range(40).map(element)
+  return ds.shuffle(40, seed=1).batch(8), ds.take(10).batch(3)
+def ragged():
+  ds = tf.data.Dataset.range(1, 5).map(lambda i: (tf.zeros([i]), i % 2))
   return ds, ds
 def other_validation():
   return tf.data.Dataset.range(4).map(element), tf.data.Dataset.range(4).map(lambda i: (i, i))
@@ -211,8 +215,8 @@ def dict_arrays():
   'function, message',
   [
     (
-      'batched',
-      'gives features of shape float32 (None, 3), not fixed; return unbatched elements (the run '
+      'ragged',
+      'gives features of shape float32 (None,), not fixed; return unbatched elements (the run '
       'batches them) of one shape each (tf.ensure_shape in your map)',
     ),
     (
@@ -242,6 +246,14 @@ def test_user_datasets_and_dict_arrays_load_as_pipelines(module):  # noqa: F811
   fed = data.load(definitions.Data(f'{name}:good'))
   assert fed.train_size == 40 and fed.validation_size == 10 and fed.num_classes == 2
   assert fed.input_shape == (3,) and fed.example_dtype == 'float32'
+  assert not fed.record(None, 1, False)['unbatched']
+  # Batched as for Keras' fit(): unbatched, counted in examples, batched by the run.
+  batched = data.load(definitions.Data(f'{name}:batched'))
+  assert batched.count_training() == 40 and batched.validation_size == 10
+  assert batched.input_shape == (3,) and batched.num_classes == 2
+  assert batched.record(None, 1, False)['unbatched']
+  features, labels, weights = next(iter(batched.train_fn(5)(None)))
+  assert features.shape == (5, 3) and labels.shape == (5,) and weights.shape == (5,)
   arrays = data.load(definitions.Data(f'{name}:dict_arrays'))
   assert arrays.input_shape == {'a': (2,), 'b': ()} and arrays.train_size == 6
 
@@ -312,6 +324,7 @@ def test_tfrecord_pipelines_train_under_the_cluster_strategies(tmp_path):
       'sharding': sharding,
       'steps_per_epoch_from': 'flag',
       'resume': 'restart' if strategy == 'parameter_server' else 'skip',
+      'unbatched': False,
     }
     # Each of the 512 validation examples counted once: a whole number of them right.
     right = result['final_validation_accuracy'] * 512
