@@ -98,9 +98,10 @@ def main(argv):
   if action == 'compare':
     return comparison.show(*from_flags.comparison())
   environ = dict(os.environ)  # As the user started run.py, for the command that resumes it.
-  if action in ('launch', 'in_process') and task_flags.mpi_task():  # TF_CONFIG, and its GPU:
+  started_by = task_flags.launcher() if action in ('launch', 'in_process') else None
+  if started_by == 'mpirun':  # TF_CONFIG, and its GPU:
     os.environ.update(mpi_ranks.environment(*task_flags.mpi_cluster()))
-  elif action in ('launch', 'in_process') and task_flags.slurm_task():
+  elif started_by == 'srun':
     log_filter.quiet_tensorflow()  # SlurmClusterResolver loads TensorFlow.
     os.environ['TF_CONFIG'] = task_flags.slurm_tf_config()  # For TFConfigClusterResolver too.
   tf_config_text = os.environ.get('TF_CONFIG')
@@ -113,7 +114,7 @@ def main(argv):
   experiment, tf_config = (
     task_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
   )
-  resume.export(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ))
+  resume.export(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ, started_by))
   data_dirs = {run.data.data_dir for run in experiment.runs}
   logdir.check(experiment.logdir, experiment.min_free_disk_mb, data_dirs)
   if action == 'report_only':

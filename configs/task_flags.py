@@ -60,9 +60,12 @@ def _one_run(values, where):
   return values.strategies[0]
 
 
-def slurm_task(environ=os.environ, values=FLAGS):
-  """Whether this process is a Slurm step's task, its TF_CONFIG made from Slurm's variables."""
-  return slurm_step.chosen(values.cluster_resolver, environ)
+def launcher(environ=os.environ, values=FLAGS):
+  """What started this process as one task of a cluster whose TF_CONFIG run.py makes from the
+  launcher's variables: 'mpirun' (a rank), 'srun' (a Slurm step's task), or None."""
+  if mpi_launch.chosen(values.cluster_resolver, environ):
+    return 'mpirun'
+  return 'srun' if slurm_step.chosen(values.cluster_resolver, environ) else None
 
 
 def slurm_tf_config(environ=os.environ, values=FLAGS):
@@ -71,11 +74,6 @@ def slurm_tf_config(environ=os.environ, values=FLAGS):
   name, descriptor, options = _launched_strategy(values, 'in a Slurm step')
   jobs = slurm_step.jobs(descriptor.local_jobs, options, int(environ['SLURM_STEP_NUM_TASKS']), name)
   return slurm_step.tf_config(jobs, values.slurm_port_base)
-
-
-def mpi_task(environ=os.environ, values=FLAGS):
-  """Whether this process is a rank of an mpirun launch, its TF_CONFIG made by the ranks."""
-  return mpi_launch.chosen(values.cluster_resolver, environ)
 
 
 MpiCluster = collections.namedtuple('MpiCluster', 'jobs_of computing_jobs startup_timeout')

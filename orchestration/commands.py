@@ -23,10 +23,14 @@ def typed(path):
   return path if relative.startswith(os.pardir) else relative
 
 
-def resume(argv, extra_flags, environ):
+def resume(argv, extra_flags, environ, launcher=None):
   """The command that runs this one again and resumes it: the interpreter and run.py by path,
   its own arguments, `extra_flags` (from_flags.resume_flags: the experiment's name when run.py
-  chose it), and the ENVIRONMENT variables it ran with."""
+  chose it), and the ENVIRONMENT variables it ran with. A task of a cluster that `launcher`
+  (mpirun, srun) started is one of many: the launcher's command starts them all again."""
+  if launcher:
+    adding = f' with {shlex.join(extra_flags)}' if extra_flags else ''
+    return f'the same {launcher} command{adding}'
   setting = [f'{name}={shlex.quote(environ[name])}' for name in ENVIRONMENT if environ.get(name)]
   words = [typed(sys.executable), typed(argv[0]), *argv[1:], *extra_flags]
   return ' '.join([*setting, shlex.join(words)])

@@ -17,6 +17,7 @@ from absl import flags
 
 import run  # noqa: F401  # Defines every flag, as run.py does.
 from configs import from_flags
+from configs import task_flags
 from orchestration import commands
 from orchestration import log_filter
 from records import resume
@@ -165,3 +166,17 @@ def test_after_ctrl_c_the_printed_command_resumes_the_experiment_run_py_named(lo
   result = read_result(runs / experiment / 'one_device')
   assert result['status'] == 'complete' and result['epochs_done'] == 60
   assert [r['step'] for r in result['resumes']] == [stopped['steps_done']]
+
+
+def test_a_task_mpirun_or_srun_started_is_resumed_by_the_same_launch():
+  """One rank's own command line would start a local launcher, not the cluster: a task that
+  mpirun or srun started names the launcher's command, and the experiment run.py chose."""
+  values = parsed('--strategies=multi_worker_mirrored', '--cluster_resolver=mpi')
+  assert task_flags.launcher({}, values) == 'mpirun'
+  values = parsed('--strategies=multi_worker_mirrored')
+  assert task_flags.launcher({}, values) is None  # auto, and no launcher's variables.
+  assert (
+    commands.resume([RUN_PY], ['--experiment=20261128-010203'], {}, 'mpirun')
+    == 'the same mpirun command with --experiment=20261128-010203'
+  )
+  assert commands.resume([RUN_PY], [], {'TF_CONFIG': '{}'}, 'srun') == 'the same srun command'
