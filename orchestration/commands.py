@@ -12,7 +12,7 @@ import shlex
 import sys
 
 # The variables a command line of run.py depends on: given inline, they are part of it.
-ENVIRONMENT = ('PYTHONPATH', 'TF_CONFIG')
+ENVIRONMENT = ('PYTHONPATH',)
 LOG_FILTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'log_filter.py')
 
 
@@ -26,11 +26,13 @@ def typed(path):
 def resume(argv, extra_flags, environ, launcher=None):
   """The command that runs this one again and resumes it: the interpreter and run.py by path,
   its own arguments, `extra_flags` (from_flags.resume_flags: the experiment's name when run.py
-  chose it), and the ENVIRONMENT variables it ran with. A task of a cluster that `launcher`
-  (mpirun, srun) started is one of many: the launcher's command starts them all again."""
-  if launcher:
-    adding = f' with {shlex.join(extra_flags)}' if extra_flags else ''
-    return f'the same {launcher} command{adding}'
+  chose it), and the ENVIRONMENT variables it ran with. A task of a cluster (TF_CONFIG set, or
+  started by `launcher`: mpirun, srun) is one of many: every task is started again."""
+  if launcher or environ.get('TF_CONFIG'):
+    adding = f', adding {shlex.join(extra_flags)}' if extra_flags else ''
+    if launcher:
+      return f'the same {launcher} command{adding}'
+    return f'the same command on every task of the cluster, each with its TF_CONFIG{adding}'
   setting = [f'{name}={shlex.quote(environ[name])}' for name in ENVIRONMENT if environ.get(name)]
   words = [typed(sys.executable), typed(argv[0]), *argv[1:], *extra_flags]
   return ' '.join([*setting, shlex.join(words)])

@@ -177,6 +177,9 @@ def test_a_task_mpirun_or_srun_started_is_resumed_by_the_same_launch():
   assert task_flags.launcher({}, values) is None  # auto, and no launcher's variables.
   assert (
     commands.resume([RUN_PY], ['--experiment=20261128-010203'], {}, 'mpirun')
-    == 'the same mpirun command with --experiment=20261128-010203'
+    == 'the same mpirun command, adding --experiment=20261128-010203'
   )
   assert commands.resume([RUN_PY], [], {'TF_CONFIG': '{}'}, 'srun') == 'the same srun command'
+  assert commands.resume([RUN_PY], ['--experiment=e'], {'TF_CONFIG': '{}'}) == (
+    'the same command on every task of the cluster, each with its TF_CONFIG, adding --experiment=e'
+  )
