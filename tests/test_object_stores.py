@@ -1,9 +1,11 @@
 """`--logdir` on an object store end to end, against local emulators on loopback started and
 stopped by the test: moto's S3 server for `s3://`, gcp-storage-emulator for `gs://` (reached
 through s3fs and gcsfs; TensorFlow's own writers write into a local copy that
-records/staging.py uploads). A run is interrupted mid-training, resumed from the store's
-checkpoint, and reported on and predicted from the store; every kind of file a local run writes
-(TensorFlow's event files, checkpoints and profile among them) must be there."""
+records/staging.py uploads). Both stores go through the same fsspec code (records/storage.py,
+records/staging.py), so the whole scenario runs on S3 alone: a run is interrupted mid-training,
+resumed from the store's checkpoint, and reported on and predicted from the store. On GCS a run
+is written, read back and reported from the store, end to end. Every kind of file a local run
+writes (TensorFlow's event files, checkpoints and profile among them) must be there."""
 
 import fnmatch
 import json
@@ -46,10 +48,11 @@ def _emulator(scheme, port):
   }
 
 
-@pytest.fixture(params=['s3', 'gs'])
+@pytest.fixture
 def bucket(request, monkeypatch, tmp_path):
-  """A new bucket's URL in the store's emulator, which this process and run.py's reach through
-  the environment; the emulator and every process of the run end with the test."""
+  """A new bucket's URL in the emulator of the store the test is parametrized with (indirectly:
+  's3' or 'gs'), which this process and run.py's reach through the environment; the emulator
+  and every process of the run end with the test."""
   port = portpicker.pick_unused_port()
   command, env = _emulator(request.param, port)
   for name, value in env.items():
@@ -96,13 +99,7 @@ def _json(url):
   return json.loads(storage.read_text(url))
 
 
-# The runs of each store's experiment: a single process, and a cluster's (the chief writes, the
-# other worker reads the checkpoints back) on one of them; the last is interrupted. --predict
-# needs the one_device run, with its breakdown.
-RUNS = {'s3': ['one_device', 'multi_worker_mirrored'], 'gs': ['one_device']}
-
-
-def _expected(runs):
+def _expected(runs, predicted=True):
   """What a local run of the experiment writes, as patterns of paths in the experiment."""
   per_run = [
     'config.json',
@@ -121,14 +118,31 @@ def _expected(runs):
     'summary.json',
     '*.png',
     'report/events.out.tfevents.*',
-    'prediction.json',
+    *(['prediction.json'] if predicted else []),
     *[f'{run}/{name}' for run in runs for name in per_run + logs.get(run, [])],
   ]
 
 
+def _assert_whole(experiment, tmp_path, runs, steps_done, predicted=True):
+  """Every file a local run of `runs` writes is in the store's `experiment`; each epoch is
+  once in the event files, across any interruption; the last checkpoint is the last step."""
+  copy = tmp_path / 'copy'
+  files = _copy(experiment, copy)
+  missing = [p for p in _expected(runs, predicted) if not fnmatch.filter(files, p)]
+  assert not missing, files
+  for run in runs:
+    assert_continuous(str(copy / run), 2)
+  assert checkpoint_steps(str(copy / runs[-1]))[-1] == steps_done
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize('bucket', ['s3'], indirect=True)
 def test_a_run_interrupted_resumed_reported_and_predicted_from_the_store(bucket, tmp_path):
-  runs = RUNS[bucket.split('://')[0]]
+  """The whole scenario, on S3 (GCS: the next test): a single process's run, and a cluster's
+  (the chief writes, the other worker reads the checkpoints back), the last interrupted and
+  resumed; the report that the launcher builds with `run.py --report_only` from the store;
+  --predict from the one_device run, with its breakdown."""
+  runs = ['one_device', 'multi_worker_mirrored']
   last = runs[-1]
   logdir, cwd = f'{bucket}/runs', tmp_path / 'cwd'
   cwd.mkdir()
@@ -155,20 +169,43 @@ def test_a_run_interrupted_resumed_reported_and_predicted_from_the_store(bucket,
   assert (result['status'], result['epochs_done']) == ('complete', 2)
   assert [r['step'] for r in result['resumes']] == [stopped['steps_done']]
   assert result['checkpoint'].startswith(f'{experiment}/{last}/checkpoints/ckpt-')
-
-  report = run_py('--report_only', f'--logdir={logdir}', '--experiment=e', cwd=str(cwd))
-  assert report.returncode == 0, report.stderr
-  assert f'Report: {experiment}/summary.md' in report.stdout
+  # The report, which the launcher builds with `run.py --report_only` as a user would.
+  assert f'Report: {experiment}/summary.md' in resumed.stdout
   assert [row['run'] for row in _json(f'{experiment}/summary.json')['rows']] == runs
+
   predicted = run_py('--predict', f'--logdir={logdir}', '--experiment=e', cwd=str(cwd))
   assert predicted.returncode == 0, predicted.stderr
   assert _json(f'{experiment}/prediction.json')
 
-  copy = tmp_path / 'copy'
-  files = _copy(experiment, copy)
-  missing = [p for p in _expected(runs) if not fnmatch.filter(files, p)]
-  assert not missing, files
-  for run in runs:  # Each epoch once in the event files, across the interruption.
-    assert_continuous(str(copy / run), 2)
-  assert checkpoint_steps(str(copy / last))[-1] == result['steps_done']
+  _assert_whole(experiment, tmp_path, runs, result['steps_done'])
+  assert os.listdir(cwd) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('bucket', ['gs'], indirect=True)
+def test_a_run_written_read_back_and_reported_from_the_store(bucket, tmp_path):
+  """GCS's shorter scenario (S3 runs the whole one, above, through the same fsspec code): a
+  one_device run written to the store, its result.json read back from it by the report
+  (`run.py --report_only`, which the launcher starts) and by this test, and every file there."""
+  logdir, cwd = f'{bucket}/runs', tmp_path / 'cwd'
+  cwd.mkdir()
+  experiment = f'{logdir}/e'
+  proc = run_py(
+    '--strategies=one_device',
+    '--epochs=2',
+    '--steps_per_execution=2',
+    '--profile_steps=1,2',
+    f'--logdir={logdir}',
+    '--experiment=e',
+    cwd=str(cwd),
+    timeout=300,
+  )
+  assert proc.returncode == 0, proc.stderr
+  assert wait_until_gone(bucket.split('://')[1]) == []
+  result = _json(f'{experiment}/one_device/result.json')
+  assert (result['status'], result['epochs_done']) == ('complete', 2)
+  assert result['checkpoint'].startswith(f'{experiment}/one_device/checkpoints/ckpt-')
+  assert f'Report: {experiment}/summary.md' in proc.stdout
+  assert [row['run'] for row in _json(f'{experiment}/summary.json')['rows']] == ['one_device']
+  _assert_whole(experiment, tmp_path, ['one_device'], result['steps_done'], predicted=False)
   assert os.listdir(cwd) == []
