@@ -116,30 +116,36 @@ PS_VARIANTS = {  # name: (flags, optimizer, peak learning rate, the rates of epo
 }
 
 
+SYNC_FLAGS = (  # Ghost batch norm, LARS and a warm-up, to 2x the rate of the base batch of 32.
+  '--strategies=mirrored,central_storage,multi_worker_mirrored --epochs=2 --batch_size=64 '
+  '--ghost_batch_size=16 --optimizer=lars --learning_rate=1 --lr_scaling=linear '
+  '--warmup_epochs=1 --lr_schedule=step'
+)
+PS_FLAGS = '--strategies=parameter_server --num_workers=2 --batch_size=128 --epochs=3'
+
+
 @pytest.fixture(scope='module')
-def ps_techniques(tmp_path_factory):
-  """Both techniques' runs under parameter_server, variants of one experiment."""
-  logdir = tmp_path_factory.mktemp('ps')
+def techniques(tmp_path_factory):
+  """Both techniques' runs under parameter_server, and the synchronous strategies' runs of
+  another recipe: variants of one experiment (one launcher and one report for all)."""
+  logdir = tmp_path_factory.mktemp('techniques')
   proc = run_py(
-    '--strategies=parameter_server',
-    '--num_workers=2',
-    '--batch_size=128',
     '--base_batch_size=32',
-    '--epochs=3',
     '--bn_momentum=0.9',
-    *(f'--variant={name}: {flags}' for name, (flags, *_) in PS_VARIANTS.items()),
+    *(f'--variant={name}: {PS_FLAGS} {flags}' for name, (flags, *_) in PS_VARIANTS.items()),
+    f'--variant=sync: {SYNC_FLAGS}',
     f'--logdir={logdir}',
-    '--experiment=ps',
+    '--experiment=techniques',
     timeout=900,
   )
   assert proc.returncode == 0, proc.stderr
-  return logdir / 'ps'
+  return logdir / 'techniques'
 
 
 @pytest.mark.parametrize('name', sorted(PS_VARIANTS))
-def test_techniques_train_under_parameter_server(ps_techniques, name):
+def test_techniques_train_under_parameter_server(techniques, name):
   _, optimizer, peak, expected_lr = PS_VARIANTS[name]
-  result = read_result(ps_techniques / f'{name}-parameter_server')
+  result = read_result(techniques / f'{name}-parameter_server')
   assert (result['optimizer'], result['condition']) == (optimizer, name)
   assert result['peak_learning_rate'] == pytest.approx(peak)
   assert result['steps_per_epoch'] == 1437 // 64
@@ -150,27 +156,10 @@ def test_techniques_train_under_parameter_server(ps_techniques, name):
   np.testing.assert_allclose(result['epoch_learning_rate'][:2], expected_lr, rtol=1e-4)
 
 
-def test_techniques_train_alike_under_every_synchronous_strategy(tmp_path):
+def test_techniques_train_alike_under_every_synchronous_strategy(techniques):
   """Ghost batch norm, LARS and a warm-up: central_storage takes mirrored's very steps."""
-  proc = run_py(
-    '--strategies=mirrored,central_storage,multi_worker_mirrored',
-    '--epochs=2',
-    '--batch_size=64',
-    '--ghost_batch_size=16',
-    '--bn_momentum=0.9',
-    '--optimizer=lars',
-    '--learning_rate=1',
-    '--lr_scaling=linear',
-    '--base_batch_size=32',
-    '--warmup_epochs=1',
-    '--lr_schedule=step',
-    f'--logdir={tmp_path}',
-    '--experiment=sync',
-    timeout=600,
-  )
-  assert proc.returncode == 0, proc.stderr
   runs = {
-    name: read_result(tmp_path / 'sync' / name)
+    name: read_result(techniques / f'sync-{name}')
     for name in ('mirrored', 'central_storage', 'multi_worker_mirrored')
   }
   np.testing.assert_allclose(

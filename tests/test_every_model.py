@@ -19,7 +19,7 @@ other applications cost minutes each to build and trace on 2 cores (all ten were
 with tests/every_model.py; ResNet-50 also end to end in test_run_benchmark_models.py).
 Dropout under every strategy: test_user_code.py's model. Users' models written unlike the
 built-in ones (tests/own_models.py: subclassed, Input-less, ending in a softmax) train under all
-five in a third process. The default cnn trains under every
+five, in the small models' process. The default cnn trains under every
 strategy in test_report.py's default experiment.
 """
 
@@ -41,13 +41,13 @@ STRATEGIES = (
   'parameter_server',
 )
 # The models, in two processes (one TensorFlow start each, not one per model): the small ones
-# under every strategy, and those made of their layers under one_device and mirrored only,
-# without the one-step-per-execution comparison.
+# and the users' (OWN) under every strategy, and those made of their layers under one_device and
+# mirrored only, without the one-step-per-execution comparison.
 SMALL = ('cnn_bn', 'mlp', 'transformer', 'wide_deep')
 MADE_OF_THEM = ('resnet20', 'mobilenet_v2')
 # Users' models as the built-in ones are not (tests/own_models.py): subclassed, a Sequential
-# without an Input (both built by their first batch), and one that ends in a softmax. A third
-# process, under every strategy.
+# without an Input (both built by their first batch), and one that ends in a softmax. Under every
+# strategy, in the small models' process: the same flags, one TensorFlow start fewer.
 OWN = ('own_models:subclassed', 'own_models:sequential', 'own_models:softmax')
 VALIDATION = 16  # Examples tests/every_model.py validates on (its VALIDATION; it loads TensorFlow).
 # Batch norm's moving statistics after four tiny steps make inference meaningless (and may
@@ -59,10 +59,11 @@ WITH_BATCH_NORM = ('cnn_bn', 'resnet20', 'mobilenet_v2')
 def trained():
   """outcomes(model): {strategy: what tests/every_model.py reported of the model's training};
   each of the two processes runs (once) when a test first needs one of its models."""
+  groups = (SMALL + OWN, MADE_OF_THEM)
   runs = {}
 
   def outcomes(model):
-    models = next(group for group in (SMALL, MADE_OF_THEM, OWN) if model in group)
+    models = next(group for group in groups if model in group)
     if models not in runs:
       flags = (
         ['--strategies=one_device,mirrored', '--no-stepwise'] if models == MADE_OF_THEM else []

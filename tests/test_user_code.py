@@ -19,6 +19,7 @@ import user_code
 from configs import definitions
 from tests.conftest import ROOT
 from tests.conftest import RUN_PY
+from tests.conftest import kill_all
 
 _names = itertools.count()
 
@@ -546,30 +547,64 @@ def test_the_examples_keep_their_contract(module, tmp_path):
   assert any(type(layer).__name__ == 'Dropout' for layer in model.layers)
 
 
+# The variants of one experiment (one launcher and one report) that the two tests below read:
+# the examples' model and data (3 epochs), and a subclassed model on the same data, recorded as
+# any other (its checkpoints, model card, gradient noise scale and breakdown). In an experiment
+# named in Cyrillic, which every task's paths carry; letters of any script name an experiment.
+EXPERIMENT = 'ёжик'
+USERS_VARIANTS = {
+  'mine': '--model=my_model:build --epochs=3 --nobreakdown',
+  # One step per execution: executions after the first time the step the breakdown needs.
+  'own': (
+    '--model=own_models:subclassed --epochs=1 --steps_per_epoch=4 --batch_size=16 '
+    '--checkpoint_every_steps=2 --noise_scale --breakdown_steps=1 --steps_per_execution=1'
+  ),
+}
+
+
+@pytest.fixture(scope='module')
+def users_project(tmp_path_factory):
+  """(the user's own directory, not the repository; the experiment's directory; run.py's
+  process): the examples (examples/my_model.py, my_data.py) and tests/own_models.py copied
+  there, trained under every strategy as the variants of USERS_VARIANTS."""
+  from tests.conftest import run_py
+
+  root = tmp_path_factory.mktemp('users')
+  project = root / 'project'
+  project.mkdir()
+  for name in ('my_model.py', 'my_data.py'):
+    shutil.copy(f'{ROOT}/examples/{name}', project / name)
+  shutil.copy(f'{ROOT}/tests/own_models.py', project / 'own_models.py')
+  proc = run_py(
+    '--dataset=my_data:load',
+    '--max_restarts=0',
+    *(f'--variant={name}: {flags}' for name, flags in USERS_VARIANTS.items()),
+    f'--logdir={root}/runs',
+    f'--experiment={EXPERIMENT}',
+    cwd=project,
+    timeout=900,
+    breakdown=True,
+  )
+  try:
+    yield project, root / 'runs' / EXPERIMENT, proc
+  finally:
+    kill_all(str(root))
+
+
 @pytest.mark.slow
-def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strategy(tmp_path):
+def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strategy(
+  users_project, tmp_path
+):
   from tests.conftest import read_result
   from tests.conftest import run_py
   from tests.test_bad_input import assert_one_line_error
 
-  project = tmp_path / 'project'  # A user's own directory, not the repository.
-  project.mkdir()
-  for name in ('my_model.py', 'my_data.py'):
-    shutil.copy(f'{ROOT}/examples/{name}', project / name)
-  proc = run_py(
-    '--model=my_model:build',
-    '--dataset=my_data:load',
-    '--epochs=3',
-    f'--logdir={tmp_path}/runs',
-    '--experiment=mine',
-    cwd=project,
-    timeout=600,
-  )
-  assert proc.returncode == 0, proc.stderr
+  project, experiment, proc = users_project
+  assert proc.returncode == 0, proc.stderr[-3000:]
   for strategy in strategies.names():
-    result = read_result(tmp_path / 'runs' / 'mine' / strategy)
+    result = read_result(experiment / f'mine-{strategy}')
     assert result['model'] == 'my_model:build' and result['dataset'] == 'my_data:load'
-    assert result['status'] == 'complete'
+    assert result['status'] == 'complete' and result['epochs'] == 3
     # Learned something: tumour or not, from 30 standardised features.
     assert result['final_validation_accuracy'] > 0.85, (
       strategy,
@@ -604,40 +639,19 @@ def test_the_batch_norm_flags_are_refused_for_a_user_model():
 
 
 @pytest.mark.slow
-def test_models_without_an_input_train_and_are_recorded_under_every_strategy(tmp_path):
+def test_models_without_an_input_train_and_are_recorded_under_every_strategy(users_project):
   """A subclassed model (its own call()) has no weights until it sees a batch: it is built by
   one, in each strategy's scope, and then trains, checkpoints, and has its model card, gradient
   noise scale and breakdown measured like any other (tests/every_model.py trains it and an
   Input-less Sequential under all five strategies in one process). In an experiment named in
   Cyrillic, which every task's paths carry."""
   from tests.conftest import read_result
-  from tests.conftest import run_py
 
-  project = tmp_path / 'project'
-  project.mkdir()
-  shutil.copy(f'{ROOT}/tests/own_models.py', project / 'own_models.py')
-  shutil.copy(f'{ROOT}/examples/my_data.py', project / 'my_data.py')
-  proc = run_py(
-    '--model=own_models:subclassed',
-    '--dataset=my_data:load',
-    '--epochs=1',
-    '--steps_per_epoch=4',
-    '--batch_size=16',
-    '--checkpoint_every_steps=2',
-    '--noise_scale',
-    '--breakdown_steps=1',
-    '--steps_per_execution=1',  # Executions after the first time the step the breakdown needs.
-    '--max_restarts=0',
-    f'--logdir={tmp_path}/runs',
-    '--experiment=ёжик',  # Letters of any script name an experiment.
-    cwd=project,
-    timeout=600,
-    breakdown=True,
-  )
+  _, experiment, proc = users_project
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert 'restarting' not in proc.stderr
   for strategy in strategies.names():
-    run_dir = tmp_path / 'runs' / 'ёжик' / strategy
+    run_dir = experiment / f'own-{strategy}'
     result = read_result(run_dir)
     assert result['status'] == 'complete' and result['steps_done'] == 4, (strategy, result)
     # The card of the model as built: 30 features -> 16 -> 2 classes.
