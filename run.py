@@ -135,7 +135,7 @@ def run_main(argv):
   if not from_flags.verbosity_given():
     logging.set_verbosity(logging.WARNING)  # Quiet by default; --verbosity=0 shows INFO.
   try:
-    sys.exit(main(argv))
+    exit_status.finish(main(argv))
   except KeyboardInterrupt as e:  # SIGINT, or processes.Interrupted (SIGTERM too).
     print(f'run.py: {processes.first_line(e) or "interrupted"}', file=sys.stderr)
     sys.exit(128 + getattr(e, 'signum', signal.SIGINT))

@@ -1,7 +1,8 @@
-"""How run.py ends on an error: one line on stderr and the exit status that says what kind of
+"""How run.py ends: on an error, one line on stderr and the exit status that says what kind of
 error it was (2: refused input; 1: a fault a rerun may cure; processes.NOT_RESTARTED: a
-launcher's child that a restart would not cure)."""
+launcher's child that a restart would not cure); done, without TensorFlow's teardown."""
 
+import atexit
 import os
 import sys
 
@@ -43,3 +44,17 @@ def leave(line, status):
     sys.stdout.flush()
     os._exit(status)
   sys.exit(status)
+
+
+def finish(status):
+  """Ends a process whose work is done (its files closed, its result written) with `status`.
+  Where TensorFlow was loaded, the interpreter's finalisation is skipped: it took a second or
+  two a process after the result (1.0 s idle, 1.7 s at load 5, on this project's 2-core VM),
+  paid by every run, report and test. atexit handlers run (a user's module's too), the output
+  is flushed, then the process exits."""
+  if 'tensorflow' not in sys.modules:
+    sys.exit(status)
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(status or 0)

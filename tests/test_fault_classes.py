@@ -199,6 +199,23 @@ def test_a_cluster_task_leaves_with_its_line_and_status_without_finalising(tf_co
   assert proc.stdout == ('' if tf_config else 'finalised\n')
 
 
+@pytest.mark.parametrize('tensorflow', [False, True])
+def test_a_finished_process_runs_its_atexit_handlers_and_flushes_its_output(tensorflow):
+  """A process done with its work ends with its status; where TensorFlow was loaded, without
+  the interpreter's finalisation, yet its atexit handlers (a user's module's) still run and
+  nothing it printed is lost."""
+  script = (
+    'import atexit, sys, types; from orchestration import exit_status; '
+    + ("sys.modules['tensorflow'] = types.ModuleType('tensorflow'); " if tensorflow else '')
+    + "atexit.register(print, 'cleaned up'); print('done', end=''); "
+    "print('last', end='', file=sys.stderr); exit_status.finish(3)"
+  )
+  proc = subprocess.run(
+    [sys.executable, '-c', script], capture_output=True, text=True, timeout=60, cwd=ROOT
+  )
+  assert (proc.returncode, proc.stdout, proc.stderr) == (3, 'donecleaned up\n', 'last')
+
+
 @pytest.mark.parametrize('launched', [False, True], ids=['by hand', 'by the launcher'])
 def test_a_full_disk_is_one_line_and_a_fault_not_a_refusal(monkeypatch, capsys, launched):
   """Exit 1 (a fault), never 2 (refused input); the launcher's child says NOT_RESTARTED, as
