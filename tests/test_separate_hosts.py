@@ -66,12 +66,12 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   has seen worker 1 back, however long gRPC's reconnection takes."""
   net = network(4)
   cluster = Cluster(net, [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
-  monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@900')  # Only the chief reports progress.
+  monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@500')  # Only the chief reports progress.
   cluster.start(
     [
       '--strategies=parameter_server',
       '--epochs=2',
-      '--steps_per_epoch=500',
+      '--steps_per_epoch=300',
       *QUICK,
       '--experiment=hosts',
     ]
@@ -83,14 +83,14 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   wait_for_line(cluster, 'chief-0', LOST, timeout=120)
   cluster.net.up(partitioned)
   wait_for_line(cluster, 'chief-0', BACK, timeout=240)
-  wait_until(cluster, 'chief-0', lambda: faults.request(run_dir), 'hold at step 900', 300)
-  assert faults.request(run_dir) == {'task': 'worker-1', 'step': 900}
+  wait_until(cluster, 'chief-0', lambda: faults.request(run_dir), 'hold at step 500', 300)
+  assert faults.request(run_dir) == {'task': 'worker-1', 'step': 500}
   faults.answer(run_dir, killed=False)
   status = cluster.wait(timeout=300, names=['chief-0'])
   stdout, stderr = cluster.stdout('chief-0'), cluster.stderr('chief-0')
   assert status == {'chief-0': 0}, stderr
   result = read_result(run_dir)
-  assert result['status'] == 'complete' and result['steps_done'] == 1000
+  assert result['status'] == 'complete' and result['steps_done'] == 600
   assert result['num_workers'] == 2
   assert result['cluster'] == cluster.spec
   assert sorted(address for job in result['cluster'].values() for address in job) == sorted(
