@@ -1,7 +1,9 @@
 """End to end: the multi-worker strategies on a local cluster and on hand-made TF_CONFIGs."""
 
+import collections
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import portpicker
 import pytest
 
 from tests.conftest import RUN_PY
+from tests.conftest import kill_all
 from tests.conftest import read_result
 from tests.conftest import read_scalars
 from tests.conftest import run_py
@@ -88,20 +91,55 @@ def finish(procs, timeout):
   return outputs
 
 
-def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
-  """A one_device baseline, then a multi_worker_mirrored and a parameter-server cluster started
-  by hand with their own TF_CONFIGs into the same experiment, as a scheduler would run them one
-  job after another: each cluster's chief rebuilds the experiment's report from every run."""
-  quick = ['--epochs=2', '--experiment=hand']
-  proc = run_py('--strategies=one_device', *quick, f'--logdir={logdir}')
-  assert proc.returncode == 0, proc.stderr
+HAND = ['--epochs=2', '--experiment=hand']
+HandExperiment = collections.namedtuple(
+  'HandExperiment', 'logdir baseline mwm_procs mwm_outputs mwm_summary ps_procs ps_outputs'
+)
 
-  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
-  procs = {
-    i: start_task(spec, 'worker', i, ['--strategies=multi_worker_mirrored', *quick], logdir)
-    for i in (1, 0)
-  }
-  outputs = finish(procs, timeout=300)
+
+@pytest.fixture(scope='module')
+def hand_experiment(tmp_path_factory):
+  """A one_device baseline, then a multi_worker_mirrored and a parameter-server cluster started
+  by hand with their own TF_CONFIGs into the same experiment (`HAND`), as a scheduler would run
+  them one job after another; `mwm_summary`: the experiment's summary.json as the first
+  cluster left it. Trained once: its runs are also the checkpoints the refusals below resume."""
+  logdir = tmp_path_factory.mktemp('hand')
+  try:
+    # One process that is the run (no launcher, no report of its own): its cluster's chiefs
+    # report the experiment.
+    baseline = run_py('--strategies=one_device', '--in_process', *HAND, f'--logdir={logdir}')
+
+    spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
+    mwm_procs = {
+      i: start_task(spec, 'worker', i, ['--strategies=multi_worker_mirrored', *HAND], logdir)
+      for i in (1, 0)
+    }
+    mwm_outputs = finish(mwm_procs, timeout=300)
+    summary = logdir / 'hand' / 'summary.json'
+    mwm_summary = json.loads(summary.read_text()) if summary.exists() else None
+
+    spec = {
+      job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
+      for job, n in (('chief', 1), ('worker', 2), ('ps', 1))
+    }
+    ps_procs = {
+      f'{job}-{i}': start_task(spec, job, i, ['--strategies=parameter_server', *HAND], logdir)
+      for job, n in (('ps', 1), ('worker', 2), ('chief', 1))
+      for i in range(n)
+    }
+    ps_outputs = finish(ps_procs, timeout=300)
+  finally:
+    kill_all(str(logdir))
+  return HandExperiment(logdir, baseline, mwm_procs, mwm_outputs, mwm_summary, ps_procs, ps_outputs)
+
+
+def test_hand_started_clusters_of_both_strategies_report_the_experiment(hand_experiment):
+  """The hand-started experiment (`hand_experiment`): each cluster's chief rebuilds the
+  experiment's report from every run."""
+  logdir, baseline = hand_experiment.logdir, hand_experiment.baseline
+  assert baseline.returncode == 0, baseline.stderr
+
+  procs, outputs = hand_experiment.mwm_procs, hand_experiment.mwm_outputs
   for i, proc in procs.items():
     assert proc.returncode == 0, outputs[i][1]
   run_dir = logdir / 'hand' / 'multi_worker_mirrored'
@@ -125,19 +163,10 @@ def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
   assert '[multi_worker_mirrored] epoch 2/2' in outputs[0][0]
   assert f'Report: {logdir / "hand" / "summary.md"}' in outputs[0][0]
   assert 'epoch' not in outputs[1][0] and 'Report' not in outputs[1][0]
-  summary = json.loads((logdir / 'hand' / 'summary.json').read_text())
+  summary = hand_experiment.mwm_summary
   assert [row['run'] for row in summary['rows']] == ['one_device', 'multi_worker_mirrored']
 
-  spec = {
-    job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
-    for job, n in (('chief', 1), ('worker', 2), ('ps', 1))
-  }
-  procs = {
-    f'{job}-{i}': start_task(spec, job, i, ['--strategies=parameter_server', *quick], logdir)
-    for job, n in (('ps', 1), ('worker', 2), ('chief', 1))
-    for i in range(n)
-  }
-  outputs = finish(procs, timeout=300)
+  procs, outputs = hand_experiment.ps_procs, hand_experiment.ps_outputs
   for name, proc in procs.items():
     assert proc.returncode == 0, (name, outputs[name][1])
   result = read_result(logdir / 'hand' / 'parameter_server')
@@ -156,13 +185,26 @@ def test_hand_started_clusters_of_both_strategies_report_the_experiment(logdir):
   assert all(f'| {run} |' in markdown for run in rows)
 
 
+def killed_after_its_checkpoint(hand_experiment, run, logdir):
+  """A copy of the hand-started experiment's finished `run` in `<logdir>/hand`, as if it had
+  been killed after its last checkpoint (its result.json gone); its run directory and the
+  step it would resume at."""
+  trained = hand_experiment.logdir / 'hand' / run
+  assert os.path.exists(trained / 'result.json'), 'the hand-started experiment did not train'
+  run_dir = logdir / 'hand' / run
+  shutil.copytree(trained, run_dir)
+  steps = read_result(run_dir)['steps_done']
+  os.remove(run_dir / 'result.json')
+  return run_dir, steps
+
+
 def test_missing_peer_is_named_after_the_startup_timeout(logdir):
   spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
   proc = start_task(
     spec,
     'worker',
     0,
-    ['--strategies=multi_worker_mirrored', '--epochs=1', '--startup_timeout=10'],
+    ['--strategies=multi_worker_mirrored', '--epochs=1', '--startup_timeout=3'],
     logdir,
   )
   _, stderr = proc.communicate(timeout=120)
@@ -202,65 +244,65 @@ def _one_line_each(outputs):
 def test_tasks_started_with_different_settings_all_refuse(logdir):
   """Two multi_worker_mirrored workers at batch sizes 64 and 32 (which hung in their first
   all-reduce), and a parameter-server worker with other epochs: every task ends with the same
-  line naming each setting and its values, exit status 2, before anything is written."""
-  quick = ['--experiment=differ', '--startup_timeout=120']
+  line naming each setting and its values, exit status 2, before anything is written. The two
+  clusters run at once, each into an experiment of its own (each chief locks its own)."""
+  quick = ['--startup_timeout=120']
   spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
-  args = ['--strategies=multi_worker_mirrored', '--epochs=1', *quick]
-  procs = {
+  args = ['--strategies=multi_worker_mirrored', '--epochs=1', '--experiment=differ', *quick]
+  mwm = {
     i: start_task(spec, 'worker', i, [*args, f'--batch_size={64 // (i + 1)}'], logdir)
     for i in (1, 0)
   }
-  outputs = finish(procs, timeout=300)
-  assert {proc.returncode for proc in procs.values()} == {2}
-  assert set(_one_line_each(outputs).values()) == {
-    'run.py: the tasks of this cluster were started with different settings: worker 1 has '
-    'batch_size=32 where worker 0 has batch_size=64; start every task with the same flags'
-  }
-  assert not os.path.exists(logdir / 'differ')
-
-  spec = {
+  ps_spec = {
     job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
     for job, n in (('chief', 1), ('worker', 1), ('ps', 1))
   }
-  procs = {
+  ps = {
     job: start_task(
-      spec,
+      ps_spec,
       job,
       0,
-      ['--strategies=parameter_server', f'--epochs={2 if job == "worker" else 1}', *quick],
+      [
+        '--strategies=parameter_server',
+        f'--epochs={2 if job == "worker" else 1}',
+        '--experiment=differ_ps',
+        *quick,
+      ],
       logdir,
     )
     for job in ('ps', 'worker', 'chief')
   }
-  outputs = finish(procs, timeout=300)
-  assert {proc.returncode for proc in procs.values()} == {2}, outputs
+  outputs = finish(mwm, timeout=300)
+  assert {proc.returncode for proc in mwm.values()} == {2}, outputs
+  assert set(_one_line_each(outputs).values()) == {
+    'run.py: the tasks of this cluster were started with different settings: worker 1 has '
+    'batch_size=32 where worker 0 has batch_size=64; start every task with the same flags'
+  }
+
+  outputs = finish(ps, timeout=300)
+  assert {proc.returncode for proc in ps.values()} == {2}, outputs
   assert set(_one_line_each(outputs).values()) == {
     'run.py: the tasks of this cluster were started with different settings: worker 0 has '
     'epochs=2 where chief 0 has epochs=1; start every task with the same flags'
   }
-  assert not os.path.exists(logdir / 'differ')
+  assert not os.path.exists(logdir / 'differ') and not os.path.exists(logdir / 'differ_ps')
   left = [  # The servers' settings files (training/agreement.py), removed as they end.
     name
     for name in os.listdir(tempfile.gettempdir())
-    for address in (spec['worker'][0], spec['ps'][0])
+    for address in (ps_spec['worker'][0], ps_spec['ps'][0])
     if name.startswith('run.py-') and f'-{address.rpartition(":")[2]}.' in name
   ]
   assert left == []
 
 
-def test_workers_that_would_resume_at_different_steps_all_refuse(logdir):
+def test_workers_that_would_resume_at_different_steps_all_refuse(hand_experiment, logdir):
   """A run killed after its last checkpoint (its result.json gone), resumed by a cluster whose
   second worker has a --logdir of its own, without the chief's checkpoints: instead of training
   other weights in step with the chief, both refuse naming each one's step."""
-  args = ['--strategies=multi_worker_mirrored', '--epochs=1', '--experiment=r']
-  spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
-  procs = {i: start_task(spec, 'worker', i, args, logdir / 'shared') for i in (1, 0)}
-  outputs = finish(procs, timeout=300)
-  assert {proc.returncode for proc in procs.values()} == {0}, outputs
-  run_dir = logdir / 'shared' / 'r' / 'multi_worker_mirrored'
-  steps = read_result(run_dir)['steps_done']
-  os.remove(run_dir / 'result.json')
-
+  run_dir, steps = killed_after_its_checkpoint(
+    hand_experiment, 'multi_worker_mirrored', logdir / 'shared'
+  )
+  args = ['--strategies=multi_worker_mirrored', *HAND]  # As the run was started.
   spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
   procs = {
     i: start_task(spec, 'worker', i, args, logdir / ('shared' if i == 0 else 'own')) for i in (1, 0)
@@ -268,51 +310,66 @@ def test_workers_that_would_resume_at_different_steps_all_refuse(logdir):
   outputs = finish(procs, timeout=300)
   assert {proc.returncode for proc in procs.values()} == {2}, outputs
   [line] = set(_one_line_each(outputs).values())
-  assert line.startswith(
+  assert steps > 0 and line.startswith(
     'run.py: the tasks of this cluster would start at different steps '
     f'(worker 0 at step {steps}, worker 1 at step 0)'
   )
   assert not os.path.exists(run_dir / 'result.json')
 
 
-def test_parameter_server_servers_end_with_a_chief_that_refuses_its_checkpoint(logdir):
+def test_parameter_server_servers_end_with_a_chief_that_refuses_its_checkpoint(
+  hand_experiment, logdir
+):
   """The settings agree, but the chief refuses the checkpoint it would resume (written with
   another optimizer): its servers end with its line, exit 2, instead of exiting 0 as if the
   run were done (on Kubernetes, serving again for ever)."""
-  quick = ['--strategies=parameter_server', '--epochs=1', '--experiment=ckpt', '--nobreakdown']
-
-  def cluster(*args):
-    spec = {
-      job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(1)]
-      for job in ('chief', 'worker', 'ps')
-    }
-    procs = {job: start_task(spec, job, 0, [*quick, *args], logdir) for job in spec}
-    return procs, finish(procs, timeout=300)
-
-  procs, outputs = cluster()
-  assert {proc.returncode for proc in procs.values()} == {0}, outputs
-  os.remove(logdir / 'ckpt' / 'parameter_server' / 'result.json')  # Killed after its checkpoint.
-  procs, outputs = cluster('--optimizer=sgd')
+  killed_after_its_checkpoint(hand_experiment, 'parameter_server', logdir)
+  args = ['--strategies=parameter_server', *HAND, '--optimizer=sgd']  # Trained with adam.
+  spec = {
+    job: [f'localhost:{portpicker.pick_unused_port()}' for _ in range(n)]
+    for job, n in (('chief', 1), ('worker', 2), ('ps', 1))
+  }
+  procs = {
+    f'{job}-{i}': start_task(spec, job, i, args, logdir)
+    for job, n in (('ps', 1), ('worker', 2), ('chief', 1))
+    for i in range(n)
+  }
+  outputs = finish(procs, timeout=300)
   assert {proc.returncode for proc in procs.values()} == {2}, outputs
   lines = _one_line_each(outputs)
   refusal = "was written with other settings: optimizer='adam' (now 'sgd')"
-  assert refusal in lines['chief']
-  assert (
-    lines['worker']
-    == lines['ps']
-    == lines['chief'].replace('run.py: ', 'run.py: chief 0 refuses: ')
-  )
+  assert refusal in lines['chief-0']
+  servers = {lines[name] for name in ('worker-0', 'worker-1', 'ps-0')}
+  assert servers == {lines['chief-0'].replace('run.py: ', 'run.py: chief 0 refuses: ')}
+
+
+# The launcher's parameter-server clusters below: one worker beside the chief and the servers,
+# a process fewer to load TensorFlow in than the default two workers (which nothing here needs).
+ONE_WORKER = ['--num_workers=1']
 
 
 def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
-  """A TF_CONFIG cluster started into the experiment a local launch is training: both its
-  tasks refuse in one line naming the launch, and the launch trains on undisturbed."""
-  launch = start_long_run('multi_worker_mirrored', logdir, '--experiment=held', epochs=20000)
+  """A TF_CONFIG cluster started into the experiment a local launch holds: both its tasks
+  refuse in one line naming the launch, and the launch trains on undisturbed. Then the launch
+  (a parameter-server cluster) is stopped by SIGTERM, as
+  test_stopping_the_launcher_leaves_no_process stops one by SIGINT. The cluster starts as soon
+  as the launch holds the experiment, while its tasks start too: the launch does not train
+  flat out on the shared cores all the while the cluster loads TensorFlow."""
+  launch = start_long_run(
+    'parameter_server',
+    logdir,
+    '--experiment=held',
+    *ONE_WORKER,
+    '--num_ps=1',
+    '--variable_partitioner=none',
+    once='starting:',  # The launcher's line for its run, said while it holds the experiment.
+  )
   try:
     spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
     args = ['--strategies=multi_worker_mirrored', '--experiment=held', '--startup_timeout=120']
     procs = {i: start_task(spec, 'worker', i, args, logdir) for i in (1, 0)}
     outputs = finish(procs, timeout=300)
+    wait_for_line(launch, '[parameter_server] epoch ', timeout=180)  # An epoch ended, or more.
     assert launch.poll() is None
     launch.send_signal(signal.SIGTERM)
     launch.communicate(timeout=120)
@@ -322,20 +379,25 @@ def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
   [line] = set(_one_line_each(outputs).values())
   assert line.startswith(f'run.py: worker 0 refuses: {logdir / "held"} is being run by another')
   assert f'(pid {launch.pid} on ' in line and line.endswith('or choose another --experiment')
-  assert launch.returncode == 128 + signal.SIGTERM
-  result = read_result(logdir / 'held' / 'multi_worker_mirrored')
-  assert result['status'] == 'interrupted' and result['resumes'] == []
+  result = stopped_cleanly(launch, signal.SIGTERM, logdir, num_ps=1, partitioner='none')
+  assert result['resumes'] == []
 
 
-def start_long_run(strategy, logdir, *args, epochs=200):
-  """A launcher training `strategy` far longer than a test waits, once its first epoch ended."""
+EPOCHS = 20000  # Far more than any test here waits for.
+
+
+def start_long_run(strategy, logdir, *args, once=f'epoch 1/{EPOCHS}:'):
+  """A launcher training `strategy` for EPOCHS epochs, without the step-time breakdown (which
+  none of these tests reads), once it said `[strategy] <once>`: by default, at the end of its
+  first epoch."""
   proc = subprocess.Popen(
     [
       sys.executable,
       RUN_PY,
       f'--strategies={strategy}',
-      f'--epochs={epochs}',
+      f'--epochs={EPOCHS}',
       f'--logdir={logdir}',
+      '--nobreakdown',
       *args,
     ],
     stdin=subprocess.DEVNULL,
@@ -344,7 +406,7 @@ def start_long_run(strategy, logdir, *args, epochs=200):
     text=True,
   )
   try:
-    wait_for_line(proc, f'[{strategy}] epoch 1/{epochs}:', timeout=180)
+    wait_for_line(proc, f'[{strategy}] {once}', timeout=180)
   except BaseException:
     proc.kill()
     proc.communicate(timeout=30)
@@ -352,26 +414,10 @@ def start_long_run(strategy, logdir, *args, epochs=200):
   return proc
 
 
-@pytest.mark.parametrize(
-  'sig, num_ps, partitioner',
-  [
-    pytest.param(signal.SIGTERM, 1, 'none', id='SIGTERM'),
-    # With two servers, and the min_size partitioner, which leaves the cnn's small variables
-    # whole and trains (test_variable_partitioners has a refusal of sharding).
-    pytest.param(signal.SIGINT, 2, 'min_size', id='SIGINT-min_size'),
-  ],
-)
-def test_stopping_the_launcher_leaves_no_process(logdir, sig, num_ps, partitioner):
-  """The coordinator checkpoints and records the run as interrupted before the servers go."""
-  proc = start_long_run(
-    'parameter_server', logdir, f'--num_ps={num_ps}', f'--variable_partitioner={partitioner}'
-  )
-  try:
-    proc.send_signal(sig)
-    proc.wait(timeout=90)
-  finally:
-    proc.kill()
-    proc.communicate(timeout=30)
+def stopped_cleanly(proc, sig, logdir, num_ps, partitioner):
+  """Asserts that launcher `proc` of a parameter-server run, stopped by `sig`, left no process
+  and a checkpoint its coordinator wrote, and recorded the run as interrupted before the
+  servers went; returns its result.json."""
   assert proc.returncode == 128 + sig
   assert wait_until_gone(str(logdir), timeout=30) == []
   [experiment] = os.listdir(logdir)
@@ -382,6 +428,24 @@ def test_stopping_the_launcher_leaves_no_process(logdir, sig, num_ps, partitione
   assert result['flags']['variable_partitioner'] == partitioner
   assert {len(parts) for parts in result['variables'].values()} == {1}  # None sharded.
   assert set(result['ps_bytes']) == {f'ps:{i}' for i in range(num_ps)}  # Round robin.
+  return result
+
+
+def test_stopping_the_launcher_leaves_no_process(logdir):
+  """The coordinator checkpoints and records the run as interrupted before the servers go: on
+  SIGINT here; on SIGTERM, test_a_cluster_into_a_held_experiment_is_refused_on_every_task. With
+  two servers, and the min_size partitioner, which leaves the cnn's small variables whole and
+  trains (test_variable_partitioners has a refusal of sharding)."""
+  proc = start_long_run(
+    'parameter_server', logdir, *ONE_WORKER, '--num_ps=2', '--variable_partitioner=min_size'
+  )
+  try:
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=90)
+  finally:
+    proc.kill()
+    proc.communicate(timeout=30)
+  stopped_cleanly(proc, signal.SIGINT, logdir, num_ps=2, partitioner='min_size')
 
 
 def test_a_failing_worker_stops_the_whole_cluster(logdir):

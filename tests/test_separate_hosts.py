@@ -66,12 +66,12 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   has seen worker 1 back, however long gRPC's reconnection takes."""
   net = network(4)
   cluster = Cluster(net, [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
-  monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@1900')  # Only the chief reports progress.
+  monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@500')  # Only the chief reports progress.
   cluster.start(
     [
       '--strategies=parameter_server',
-      '--epochs=4',
-      '--steps_per_epoch=500',
+      '--epochs=2',
+      '--steps_per_epoch=300',
       *QUICK,
       '--experiment=hosts',
     ]
@@ -83,14 +83,14 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   wait_for_line(cluster, 'chief-0', LOST, timeout=120)
   cluster.net.up(partitioned)
   wait_for_line(cluster, 'chief-0', BACK, timeout=240)
-  wait_until(cluster, 'chief-0', lambda: faults.request(run_dir), 'hold at step 1900', 300)
-  assert faults.request(run_dir) == {'task': 'worker-1', 'step': 1900}
+  wait_until(cluster, 'chief-0', lambda: faults.request(run_dir), 'hold at step 500', 300)
+  assert faults.request(run_dir) == {'task': 'worker-1', 'step': 500}
   faults.answer(run_dir, killed=False)
   status = cluster.wait(timeout=300, names=['chief-0'])
   stdout, stderr = cluster.stdout('chief-0'), cluster.stderr('chief-0')
   assert status == {'chief-0': 0}, stderr
   result = read_result(run_dir)
-  assert result['status'] == 'complete' and result['steps_done'] == 2000
+  assert result['status'] == 'complete' and result['steps_done'] == 600
   assert result['num_workers'] == 2
   assert result['cluster'] == cluster.spec
   assert sorted(address for job in result['cluster'].values() for address in job) == sorted(
@@ -116,7 +116,7 @@ def test_a_partitioned_multi_worker_mirrored_worker_stops_the_run_then_it_resume
   args = [
     '--strategies=multi_worker_mirrored',
     '--epochs=3',
-    '--steps_per_epoch=200',
+    '--steps_per_epoch=120',
     '--checkpoint_every_steps=50',
     *QUICK,
     '--experiment=hosts',
@@ -140,7 +140,7 @@ def test_a_partitioned_multi_worker_mirrored_worker_stops_the_run_then_it_resume
   statuses = cluster.wait(timeout=240)
   assert statuses == {'worker-0': 0, 'worker-1': 0}, cluster.stderr('worker-0')
   result = read_result(run_dir)
-  assert result['status'] == 'complete' and result['steps_done'] == 600
+  assert result['status'] == 'complete' and result['steps_done'] == 360
   assert result['num_workers'] == 2 and result['num_replicas_in_sync'] == 2
   assert result['cluster'] == {'worker': addresses(net)}
   assert result['resumes'] and result['resumes'][0]['step'] >= 50
