@@ -245,14 +245,8 @@ def _sharded(ds, pipelines, index, policy):
 
 # tf.data's datasets that read files, the sources its FILE rewrite shards.
 READERS = frozenset(
-  (
-    'TFRecordDataset',
-    'TFRecordDatasetV2',
-    'TextLineDataset',
-    'FixedLengthRecordDataset',
-    'FixedLengthRecordDatasetV2',
-    'ArrayRecordDataset',
-  )
+  'TFRecordDataset TFRecordDatasetV2 TextLineDataset FixedLengthRecordDataset '
+  'FixedLengthRecordDatasetV2 ArrayRecordDataset'.split()
 )
 
 

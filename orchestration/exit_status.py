@@ -51,8 +51,11 @@ def finish(status):
   Where TensorFlow was loaded, the interpreter's finalisation is skipped: it took a second or
   two a process after the result (1.0 s idle, 1.7 s at load 5, on this project's 2-core VM),
   paid by every run, report and test. atexit handlers run (a user's module's too), the output
-  is flushed, then the process exits."""
-  if 'tensorflow' not in sys.modules:
+  is flushed, then the process exits. Not in a task of a cluster (TF_CONFIG): its peers count
+  on its orderly end (TensorFlow's coordination service's shutdown barrier; under mpirun,
+  MPICH's Hydra ended the other ranks, silently and with status 0, when one left through
+  _exit: the chief mid-report)."""
+  if 'tensorflow' not in sys.modules or 'TF_CONFIG' in os.environ:
     sys.exit(status)
   atexit._run_exitfuncs()  # pylint: disable=protected-access
   sys.stdout.flush()

@@ -199,21 +199,33 @@ def test_a_cluster_task_leaves_with_its_line_and_status_without_finalising(tf_co
   assert proc.stdout == ('' if tf_config else 'finalised\n')
 
 
-@pytest.mark.parametrize('tensorflow', [False, True])
-def test_a_finished_process_runs_its_atexit_handlers_and_flushes_its_output(tensorflow):
+@pytest.mark.parametrize(
+  'tensorflow, tf_config, finalised', [(False, None, True), (True, None, False), (True, '{}', True)]
+)
+def test_a_finished_process_runs_its_atexit_handlers_and_flushes_its_output(
+  tensorflow, tf_config, finalised
+):
   """A process done with its work ends with its status; where TensorFlow was loaded, without
-  the interpreter's finalisation, yet its atexit handlers (a user's module's) still run and
-  nothing it printed is lost."""
+  the interpreter's finalisation (no object is finalised), yet its atexit handlers (a user's
+  module's) still run and nothing it printed is lost; a task of a cluster ends in order."""
   script = (
-    'import atexit, sys, types; from orchestration import exit_status; '
-    + ("sys.modules['tensorflow'] = types.ModuleType('tensorflow'); " if tensorflow else '')
-    + "atexit.register(print, 'cleaned up'); print('done', end=''); "
+    'import atexit, sys, types; from orchestration import exit_status\n'
+    + ("sys.modules['tensorflow'] = types.ModuleType('tensorflow')\n" if tensorflow else '')
+    + "class Held:\n  def __del__(self): print(' finalised', end='')\n"
+    "held = Held(); atexit.register(print, 'cleaned up', end=''); print('done', end='')\n"
     "print('last', end='', file=sys.stderr); exit_status.finish(3)"
   )
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
   proc = subprocess.run(
-    [sys.executable, '-c', script], capture_output=True, text=True, timeout=60, cwd=ROOT
+    [sys.executable, '-c', script],
+    capture_output=True,
+    text=True,
+    timeout=60,
+    cwd=ROOT,
+    env={**env, **({'TF_CONFIG': tf_config} if tf_config else {})},
   )
-  assert (proc.returncode, proc.stdout, proc.stderr) == (3, 'donecleaned up\n', 'last')
+  said = 'donecleaned up' + (' finalised' if finalised else '')
+  assert (proc.returncode, proc.stdout, proc.stderr) == (3, said, 'last')
 
 
 @pytest.mark.parametrize('launched', [False, True], ids=['by hand', 'by the launcher'])
