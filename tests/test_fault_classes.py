@@ -177,6 +177,20 @@ def run_main(monkeypatch, capsys, error, launched):
   return status.value.code, capsys.readouterr().err
 
 
+def python_process(script, tf_config):
+  """Python running `script` from the repository, as a task of a cluster with `tf_config`
+  (TF_CONFIG's text) or, None, as a process of its own; its finished CompletedProcess."""
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
+  return subprocess.run(
+    [sys.executable, '-c', script],
+    capture_output=True,
+    text=True,
+    timeout=60,
+    cwd=ROOT,
+    env={**env, **({'TF_CONFIG': tf_config} if tf_config else {})},
+  )
+
+
 @pytest.mark.parametrize('tf_config', [None, '{}'])
 def test_a_cluster_task_leaves_with_its_line_and_status_without_finalising(tf_config):
   """A task of a TF_CONFIG cluster skips the interpreter's finalisation (which beside
@@ -186,15 +200,7 @@ def test_a_cluster_task_leaves_with_its_line_and_status_without_finalising(tf_co
     'import atexit; from orchestration import exit_status; '
     "atexit.register(print, 'finalised'); exit_status.leave('run.py: refused', 2)"
   )
-  env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
-  proc = subprocess.run(
-    [sys.executable, '-c', script],
-    capture_output=True,
-    text=True,
-    timeout=60,
-    cwd=ROOT,
-    env={**env, **({'TF_CONFIG': tf_config} if tf_config else {})},
-  )
+  proc = python_process(script, tf_config)
   assert (proc.returncode, proc.stderr) == (2, 'run.py: refused\n')
   assert proc.stdout == ('' if tf_config else 'finalised\n')
 
@@ -215,15 +221,7 @@ def test_a_finished_process_runs_its_atexit_handlers_and_flushes_its_output(
     "held = Held(); atexit.register(print, 'cleaned up', end=''); print('done', end='')\n"
     "print('last', end='', file=sys.stderr); exit_status.finish(3)"
   )
-  env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
-  proc = subprocess.run(
-    [sys.executable, '-c', script],
-    capture_output=True,
-    text=True,
-    timeout=60,
-    cwd=ROOT,
-    env={**env, **({'TF_CONFIG': tf_config} if tf_config else {})},
-  )
+  proc = python_process(script, tf_config)
   said = 'donecleaned up' + (' finalised' if finalised else '')
   assert (proc.returncode, proc.stdout, proc.stderr) == (3, said, 'last')
 
