@@ -166,9 +166,9 @@ def wait_for_line(proc, prefix, timeout):
     if not chunk:
       break
     *lines, pending = (pending + chunk).split(b'\n')
-    for line in lines:
-      if line.decode(errors='replace').startswith(prefix):
-        return line.decode(errors='replace')
+    for line in (line.decode(errors='replace') for line in lines):
+      if line.startswith(prefix):
+        return line
   raise AssertionError(f'no line starting with {prefix!r} within {timeout} s')
 
 
