@@ -40,34 +40,51 @@ LAMBDA = (
 )
 # google-research/bert's bert_config.json: (layers, width, heads) by card prefix.
 BERT_SHAPES = {'bert_base': (12, 768, 12), 'bert_large': (24, 1024, 16)}
-# (card, GB of device memory, optimizer, published batch, 'largest' or 'trained', source).
+# (card, (GB of device memory, its generation), optimizer, published batch, 'largest' or
+# 'trained', source).
+TITAN_X = (12, 'pascal')
 BATCHES = [
   *(
-    (f'bert_base_{s}', 12, 'adam', b, 'largest', BERT)
+    (f'bert_base_{s}', TITAN_X, 'adam', b, 'largest', BERT)
     for s, b in ((64, 64), (128, 32), (256, 16), (320, 14), (384, 12), (512, 6))
   ),
-  *((f'bert_large_{s}', 12, 'adam', b, 'largest', BERT) for s, b in ((64, 12), (128, 6), (256, 2))),
   *(
-    (f'{model}_{dtype}', gb, 'momentum', batch, 'trained', LAMBDA.format(precision=p, row=row))
-    for row, gb, p, dtype, batches in (
+    (f'bert_large_{s}', TITAN_X, 'adam', b, 'largest', BERT)
+    for s, b in ((64, 12), (128, 6), (256, 2))
+  ),
+  *(
+    (f'{model}_{dtype}', gpu, 'momentum', batch, 'trained', LAMBDA.format(precision=p, row=row))
+    for row, gpu, p, dtype, batches in (
       (
         'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x',
-        11,
+        (11, 'turing'),
         'fp32',
         'float32',
         (64, 64, 56),
       ),
       (
         'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x',
-        11,
+        (11, 'turing'),
         'fp16',
         'float16',
         (128, 128, 120),
       ),
-      ('3990X-GeForce_RTX_3080_TF1_15_1x', 10, 'fp32', 'float32', (56, 56, 48)),
-      ('Processor-LambdaCloud_1xQuadro_RTX_6000_1x', 24, 'fp32', 'float32', (128, 128, 128)),
-      ('Platinum-Tesla_1xV100-SXM3-32GB_HP16_TF2_2_1x', 32, 'fp32', 'float32', (192, 192, 192)),
-      ('7742-1xA100-SXM4-40GB_TF2_3_1x', 40, 'fp32', 'float32', (224, 224, 224)),
+      ('3990X-GeForce_RTX_3080_TF1_15_1x', (10, 'ampere'), 'fp32', 'float32', (56, 56, 48)),
+      (
+        'Processor-LambdaCloud_1xQuadro_RTX_6000_1x',
+        (24, 'turing'),
+        'fp32',
+        'float32',
+        (128, 128, 128),
+      ),
+      (
+        'Platinum-Tesla_1xV100-SXM3-32GB_HP16_TF2_2_1x',
+        (32, 'volta'),
+        'fp32',
+        'float32',
+        (192, 192, 192),
+      ),
+      ('7742-1xA100-SXM4-40GB_TF2_3_1x', (40, 'ampere'), 'fp32', 'float32', (224, 224, 224)),
     )
     for model, batch in zip(('inception_v3_299', 'resnet50_224', 'vgg16_224'), batches)
   ),
@@ -126,9 +143,11 @@ def memory_claim():
   'largest' figure, also what it says the estimate leaves out (unexplained_gb)."""
   known = cards.load()
   rows, ok = [], True
-  for name, gb, optimizer, published, kind, _ in BATCHES:
+  for name, (gb, generation), optimizer, published, kind, _ in BATCHES:
     card = known.get(name)
-    device = dataclasses.replace(hardware.load('pcie_workstation'), device_memory_gb=gb)
+    device = dataclasses.replace(
+      hardware.load('pcie_workstation'), device_memory_gb=gb, generation=generation
+    )
     card = card and as_published(name, card)
     predicted = card and memory.max_batch(card, device, True, optimizer)
     if predicted is None:

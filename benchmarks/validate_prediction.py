@@ -243,7 +243,7 @@ def main(argv):
     f'--logdir={loopback}',
     '--experiment=local',
     '--num_devices=2',
-    f'--num_ps={NUM_PS}',
+    *PS_OPTIONS,
     f'--strategies={",".join(STRATEGIES)}',
     '--hardware=' + ','.join(os.path.join(work, f'link{rate}.toml') for rate in rates),
     timeout=300,

@@ -46,7 +46,7 @@ DEVICE_FIELDS = {
   'peak_tflops_float16': 'its peak float16 rate (tensor cores where it has them)',
   'peak_tflops_bfloat16': 'its peak bfloat16 rate (tensor cores where it has them)',
   'memory_bandwidth_gbps': "the device memory's bandwidth, GB/s",
-  'device_memory_gb': 'memory of one device, GB of 1e9 bytes',
+  'device_memory_gb': 'memory of one device, in GB as its data sheet gives them (GiB, 2^30 bytes)',
 }
 # Whether the 16-bit and TF32 rates are tensor cores' (Volta and later): a flag, not a number.
 TENSOR_CORES = 'tensor_cores'

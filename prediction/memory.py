@@ -16,11 +16,14 @@ weights it computes with and its gradients, and the optimizer's slots are `elsew
 Optimizer slots per trainable variable: SLOTS (SGD none, momentum and LARS 1, Adam and LAMB 2),
 in the variables' dtype; the card's measured `optimizer_bytes`, where it has them, wins.
 
-What TensorFlow's allocator never gets, taken off the device's memory: the CUDA context
-(CUDA_CONTEXT_BYTES: 430 MB, the figure LLM-PQ's planner measured, tonyzhao-jt/LLM-PQ
-qpipe/_globals.py; it varies with the driver and the GPU) and what TensorFlow's GPU device
-leaves the system of the rest (tensorflow/core/common_runtime/gpu/gpu_device.cc,
-MinSystemMemory: max(300 MiB, 6% of it) on a device of 2 GiB or more). What the estimate
+What TensorFlow's allocator gets of a GPU (`usable_bytes`): the data sheet's GB are GiB (2^30
+bytes), of which CUDA reports VISIBLE_FRACTION (12,196 MiB of a 12 GB TITAN X in nvidia-smi,
+openmm/openmm#2386; 31.74 GiB of a 32 GB V100, liucongg/ChatGLM-Finetuning#73), less the CUDA
+context (CUDA_CONTEXT_BYTES: 430 MB, the figure LLM-PQ's planner measured,
+tonyzhao-jt/LLM-PQ qpipe/_globals.py; it varies with the driver and the GPU), less what
+TensorFlow's GPU device leaves the system (tensorflow/core/common_runtime/gpu/gpu_device.cc,
+MinSystemMemory, TensorFlow 2.x: by compute capability, SYSTEM_RESERVE_MIB; 225 MiB below
+2 GiB). A profile without a GPU generation is host memory: all of it. What the estimate
 leaves out: cuDNN's convolution scratch (chosen per layer at run time, within the allocator's
 memory), the BFC allocator's fragmentation, the temporaries of the backward pass beyond the
 kept activations and the optimizer update's (which come after the activations are freed).
@@ -28,11 +31,21 @@ kept activations and the optimizer update's (which come after the activations ar
 
 import math
 
+GIB = 2**30
+VISIBLE_FRACTION = 0.99
 CUDA_CONTEXT_BYTES = 430e6
-SYSTEM_FRACTION = 0.06
-SYSTEM_MIN_BYTES = 300 * 2**20
+# Compute capability 6.x and before 500 MiB, 7.x 1050, 8.x 1536, later 1800.
+SYSTEM_RESERVE_MIB = {
+  'kepler': 500,
+  'maxwell': 500,
+  'pascal': 500,
+  'volta': 1050,
+  'turing': 1050,
+  'ampere': 1536,
+  'hopper': 1800,
+}
+SMALL_DEVICE_BYTES, SMALL_DEVICE_RESERVE_MIB = 2 * GIB, 225
 SLOTS = {'sgd': 0, 'momentum': 1, 'lars': 1, 'adam': 2, 'lamb': 2}
-GB = 1e9
 
 
 def slots_bytes(card, optimizer):
@@ -64,12 +77,17 @@ def parts(card, batch, variables_on_device, optimizer='adam'):
 
 
 def usable_bytes(profile):
-  """What TensorFlow's allocator gets of a device of `profile` (its memory less the CUDA context
-  and TensorFlow's reserve for the system), or None if the profile gives no memory."""
+  """What TensorFlow's allocator gets of a device of `profile` (see above), or None if the
+  profile gives no memory."""
   if profile.device_memory_gb is None:
     return None
-  free = profile.device_memory_gb * GB - CUDA_CONTEXT_BYTES
-  return free - max(SYSTEM_MIN_BYTES, SYSTEM_FRACTION * free)
+  total = profile.device_memory_gb * GIB
+  if profile.generation not in SYSTEM_RESERVE_MIB:
+    return total
+  free = total * VISIBLE_FRACTION - CUDA_CONTEXT_BYTES
+  small = free < SMALL_DEVICE_BYTES
+  reserve = SMALL_DEVICE_RESERVE_MIB if small else SYSTEM_RESERVE_MIB[profile.generation]
+  return free - reserve * 2**20
 
 
 def max_batch(card, profile, variables_on_device, optimizer='adam'):

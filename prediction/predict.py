@@ -79,9 +79,9 @@ def forecast(config, card_of=None):
       else {'reason': reason}
     ),
     'memory_reserved': {
+      'visible_fraction': memory.VISIBLE_FRACTION,
       'cuda_context_bytes': memory.CUDA_CONTEXT_BYTES,
-      'system_fraction': memory.SYSTEM_FRACTION,
-      'system_min_bytes': memory.SYSTEM_MIN_BYTES,
+      'system_reserve_mib': memory.SYSTEM_RESERVE_MIB,
     },
     'predictions': [
       {

@@ -57,10 +57,11 @@ def rows(path=PUBLISHED):
         options={
           'parameter_device': row['parameter_device'],
           **{name: kind(row[name]) for name, kind in PS_COLUMNS.items() if row.get(name)},
-          # tf_cnn_benchmarks (TensorFlow 1) placed variables by bytes, not in turn, and moved
-          # them over TensorFlow 1's gRPC (strategies/parameter_server.py).
+          # tf_cnn_benchmarks (TensorFlow 1) placed variables by bytes, not in turn, moved
+          # them over TensorFlow 1's gRPC and stepped its workers together
+          # (strategies/parameter_server.py).
           **(
-            {'ps_placement': 'greedy', 'transport': 'tf1_grpc'}
+            {'ps_placement': 'greedy', 'transport': 'tf1_grpc', 'synchronous': True}
             if row.get('variable_update')
             else {}
           ),

@@ -69,9 +69,10 @@ def _refuse(config):
 
 
 def _communication(n, work, hw, options):
-  """Each worker pulls the variables and pushes its gradients, one phase after the other
-  (synchronous steps); each ps task carries every worker's share of what it holds, placed as
-  TensorFlow places it (strategies/_ps_placement.py). The busiest link bounds each phase: a
+  """Each worker pulls the variables and pushes its gradients, one after the other; each ps
+  task carries every worker's share of what it holds, placed as TensorFlow places it
+  (strategies/_ps_placement.py), its pulls and pushes on the two directions of its links (one
+  phase after the other only where the workers step together). The busiest link bounds: a
   ps task's node's, or a worker node's (its workers' bytes to the ps tasks elsewhere, and
   beside a colocated ps task the other workers' bytes to it). A worker of several devices
   sums their gradients first, through host memory. Without a network (max_nodes = 1) the ps
@@ -93,6 +94,11 @@ def _communication(n, work, hw, options):
   # The first ps tasks run beside workers, one a node; the others on nodes of their own.
   colocated = min(nodes, options['num_ps']) if options['ps_colocated'] else 0
   link = _alpha_beta.node_link(hw)
+  # Synchronous steps (TensorFlow 1's, `synchronous`, not a flag) pull together, then push
+  # together: the phases follow one another on every link. ParameterServerStrategy's workers
+  # step on their own, so one worker's pull meets another's push on a full-duplex link.
+  synchronous = options.get('synchronous', False)
+  combine = sum if synchronous else max
   loads = {}  # {link: seconds of the pull phase and the push phase}
   for task, (pull, push) in enumerate(zip(pulls, pushes)):
     beside = local if task < colocated else 0
@@ -101,9 +107,12 @@ def _communication(n, work, hw, options):
       max(beside * (work.parameter_bytes - pull), remote * pull),
       max(beside * (work.gradient_bytes - push), remote * push),
     )
-    loads[f'ps:{task}'] = _alpha_beta.seconds(sum(phases), link)
-  if colocated < nodes:  # A node of workers alone.
-    loads['worker node'] = _alpha_beta.seconds(local * both, link)
+    loads[f'ps:{task}'] = _alpha_beta.seconds(combine(phases), link)
+  if colocated < nodes:  # A node of workers alone: each worker pulls, then pushes.
+    pushes_meet_pulls = local * max(work.gradient_bytes, work.parameter_bytes)
+    loads['worker node'] = _alpha_beta.seconds(
+      local * both if synchronous else max(both, pushes_meet_pulls), link
+    )
   busiest = max(loads, key=loads.__getitem__)
   # A ps task's links bound the step where they carry more than every other node's.
   others = [seconds for name, seconds in loads.items() if name != busiest] or [0.0]

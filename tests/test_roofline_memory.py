@@ -79,17 +79,25 @@ def test_memory_splits_into_weights_gradients_slots_and_activations():
 
 
 def test_the_largest_batch_that_fits_leaves_the_cuda_context_and_tensorflows_reserve():
-  v100 = hardware.load('dgx1_v100')  # 16 GB: 15.57 GB after the CUDA context, 6% to the system.
-  usable = (16e9 - 430e6) * 0.94
+  # 16 GB are GiB, 99% of them visible; less the CUDA context and 1050 MiB on a Volta.
+  v100 = hardware.load('dgx1_v100')
+  usable = 16 * 2**30 * 0.99 - 430e6 - 1050 * 2**20
   assert memory.usable_bytes(v100) == pytest.approx(usable)
   biggest = memory.max_batch(CARD, v100, True, 'sgd')  # 0.8 GB fixed, 100 MB an example.
-  assert biggest == int((usable - 0.8e9) / 1e8) == 138
+  assert biggest == int((usable - 0.8e9) / 1e8) == 146
   assert memory.estimate(CARD, biggest, v100, True, 'sgd')['fits']
   assert not memory.estimate(CARD, biggest + 1, v100, True, 'sgd')['fits']
-  # Below 5.4 GB free, 6% is less than TensorFlow's floor of 300 MiB.
-  small = dataclasses.replace(v100, device_memory_gb=4.0)
-  assert memory.usable_bytes(small) == pytest.approx(4e9 - 430e6 - 300 * 2**20)
+  # TensorFlow's reserve follows the compute capability: 500 MiB on a Pascal, 1536 on an Ampere.
+  for generation, mib in (('pascal', 500), ('ampere', 1536), ('hopper', 1800)):
+    gpu = dataclasses.replace(v100, generation=generation)
+    assert memory.usable_bytes(gpu) == pytest.approx(usable + (1050 - mib) * 2**20)
+  # Below 2 GiB free, 225 MiB.
+  small = dataclasses.replace(v100, device_memory_gb=2.0)
+  assert memory.usable_bytes(small) == pytest.approx(2 * 2**30 * 0.99 - 430e6 - 225 * 2**20)
   assert memory.max_batch(CARD, dataclasses.replace(v100, device_memory_gb=1.0), True) == 0
+  # A profile without a GPU generation holds host memory: all of it.
+  host = dataclasses.replace(v100, generation='')
+  assert memory.usable_bytes(host) == 16 * 2**30
 
 
 def test_bert_is_checked_with_what_its_dropout_keeps():
