@@ -60,33 +60,35 @@ BATCHES = [
         (11, 'turing'),
         'fp32',
         'float32',
-        (64, 64, 56),
+        (64, 64, 56, 32),
       ),
       (
         'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x',
         (11, 'turing'),
         'fp16',
         'float16',
-        (128, 128, 120),
+        (128, 128, 120, 64),
       ),
-      ('3990X-GeForce_RTX_3080_TF1_15_1x', (10, 'ampere'), 'fp32', 'float32', (56, 56, 48)),
+      ('3990X-GeForce_RTX_3080_TF1_15_1x', (10, 'ampere'), 'fp32', 'float32', (56, 56, 48, 24)),
       (
         'Processor-LambdaCloud_1xQuadro_RTX_6000_1x',
         (24, 'turing'),
         'fp32',
         'float32',
-        (128, 128, 128),
+        (128, 128, 128, 64),
       ),
       (
         'Platinum-Tesla_1xV100-SXM3-32GB_HP16_TF2_2_1x',
         (32, 'volta'),
         'fp32',
         'float32',
-        (192, 192, 192),
+        (192, 192, 192, 96),
       ),
-      ('7742-1xA100-SXM4-40GB_TF2_3_1x', (40, 'ampere'), 'fp32', 'float32', (224, 224, 224)),
+      ('7742-1xA100-SXM4-40GB_TF2_3_1x', (40, 'ampere'), 'fp32', 'float32', (224, 224, 224, 112)),
     )
-    for model, batch in zip(('inception_v3_299', 'resnet50_224', 'vgg16_224'), batches)
+    for model, batch in zip(
+      ('inception_v3_299', 'resnet50_224', 'vgg16_224', 'resnet152_224'), batches
+    )
   ),
 ]
 

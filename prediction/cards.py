@@ -46,6 +46,14 @@ CARDS = {
     '--mixed_precision=mixed_float16',
     *_IMAGES,
   ],
+  'resnet101_224_float32': ['--model=resnet101', '--image_shape=224,224,3', *_IMAGES],
+  'resnet152_224_float32': ['--model=resnet152', '--image_shape=224,224,3', *_IMAGES],
+  'resnet152_224_float16': [
+    '--model=resnet152',
+    '--image_shape=224,224,3',
+    '--mixed_precision=mixed_float16',
+    *_IMAGES,
+  ],
   'inception_v3_299_float32': ['--model=inception_v3', '--image_shape=299,299,3', *_IMAGES],
   'inception_v3_299_float16': [
     '--model=inception_v3',

@@ -13,6 +13,8 @@ BENCHMARK_NAMES = [
   'efficientnet_b0',
   'inception_v3',
   'mobilenet_v2',
+  'resnet101',
+  'resnet152',
   'resnet50',
   'transformer',
   'vgg16',
@@ -35,7 +37,7 @@ def test_unknown_model_raises_value_error_listing_names():
     ValueError,
     match=re.escape(
       "unknown model 'vgg'; choose from cnn, cnn_bn, efficientnet_b0, inception_v3, mlp, "
-      'mobilenet_v2, resnet20, resnet50, transformer, vgg16'
+      'mobilenet_v2, resnet101, resnet152, resnet20, resnet50, transformer, vgg16'
     ),
   ):
     models.build('vgg', (8, 8, 1), 10)
