@@ -9,7 +9,8 @@ figures: prints the tables and exits 1 when a claim fails.
   a median absolute error of at most 20%, none beyond 40%.
 - Memory: prediction/memory.py's largest per-device batch against published batches (BATCHES):
   "largest batch that fits" figures (google-research/bert's), each within 35%; and batches
-  tf_cnn_benchmarks trained at on GPUs of a given memory (Lambda's), which must fit: the
+  tf_cnn_benchmarks trained at on GPUs of a given memory (Lambda's, and TensorFlow's 2017
+  benchmarks page's), which must fit: the
   predicted largest at least 65% of them. BERT is this project's transformer of BERT's layers,
   width, heads and vocabulary, with what BERT's dropout keeps added (bert_dropout_bytes).
 """
@@ -40,6 +41,10 @@ LAMBDA = (
 )
 # google-research/bert's bert_config.json: (layers, width, heads) by card prefix.
 BERT_SHAPES = {'bert_base': (12, 768, 12), 'bert_large': (24, 1024, 16)}
+TF_PAGE = (
+  'tensorflow/tensorflow tensorflow/docs_src/performance/benchmarks.md (May 2017), {gpu}: the '
+  'batch per GPU tf_cnn_benchmarks trained at, sgd, TF 1.1-era'
+)
 # (card, (GB of device memory, its generation), optimizer, published batch, 'largest' or
 # 'trained', source).
 TITAN_X = (12, 'pascal')
@@ -51,6 +56,16 @@ BATCHES = [
   *(
     (f'bert_large_{s}', TITAN_X, 'adam', b, 'largest', BERT)
     for s, b in ((64, 12), (128, 6), (256, 2))
+  ),
+  *(
+    (f'{model}_float32', gpu, 'sgd', batch, 'trained', TF_PAGE.format(gpu=name))
+    for name, gpu, batches in (
+      ('DGX-1 P100 16 GB', (16, 'pascal'), (64, 64, 64, 64)),
+      ('Google Compute Engine K80, 12 GB a GPU', (12, 'kepler'), (64, 32, 32, 64)),
+    )
+    for model, batch in zip(
+      ('resnet50_224', 'resnet152_224', 'vgg16_224', 'inception_v3_299'), batches
+    )
   ),
   *(
     (f'{model}_{dtype}', gpu, 'momentum', batch, 'trained', LAMBDA.format(precision=p, row=row))
