@@ -20,6 +20,8 @@ from training import model_card  # noqa: E402  pylint: disable=wrong-import-posi
 PUBLISHED = {
   'vgg16': ('vgg16', (224, 224, 3)),
   'resnet50': ('resnet50', (224, 224, 3)),
+  'resnet101': ('resnet101', (224, 224, 3)),
+  'resnet152': ('resnet152', (224, 224, 3)),
   'inception3': ('inception_v3', (299, 299, 3)),
 }
 OUTPUT = os.path.join(ROOT, 'prediction', 'published_variables.json')

@@ -44,11 +44,14 @@ def test_every_published_row_is_predicted_within_15_percent():
 def test_published_parameter_servers_are_predicted_within_15_percent_median_35_at_most():
   """The ETH/CSCS study's Inception V3 runs (Piz Daint, one P100 a node; p2.8xlarge, eight
   K80 an instance summed before the ps tasks), ps tasks beside the workers, as many as each
-  point states: placed by bytes as TensorFlow 1 placed them."""
+  point states: placed by bytes as TensorFlow 1 placed them. Held out (fitted on by nothing):
+  TensorFlow's May 2017 page's p2.8xlarge runs of ResNet-152 and Inception V3."""
   compared, median, most, kept = validation.parameter_server_claim(validation.compare())
-  assert len(compared) == 14
+  assert len(compared) == 22
   assert kept and median <= 0.15 and most <= 0.35, validation.markdown(compared)
-  assert (round(median, 3), round(most, 3)) == (0.028, 0.324)
+  assert (round(median, 3), round(most, 3)) == (0.03, 0.324)
+  held_out = [abs(r['error']) for r in compared if r['set'] == validation.HELD_OUT]
+  assert len(held_out) == 8 and max(held_out) < 0.15
   # 128 nodes of Piz Daint: 116 ps tasks, one of them holding the 8 MB logits kernel whole.
   last = compared[6]
   assert (last['hardware'], last['num_devices'], last['limiting']) == (
@@ -61,22 +64,22 @@ def test_published_parameter_servers_are_predicted_within_15_percent_median_35_a
 
 def test_horovods_parameter_server_rows_are_an_open_check_apart_from_the_claim():
   """Horovod's 2017 README (16 Pascal GPUs on 25 GbE, TensorFlow 1.3 over gRPC, every GPU a
-  worker, 4 ps tasks assumed): Inception V3 and ResNet-101 predicted within 22%, VGG-16 at
+  worker, 4 ps tasks assumed): Inception V3 and ResNet-101 predicted within 18%, VGG-16 at
   +57% even with TensorFlow 1's gRPC bound on its 411 MB fc6 kernel (docs/prediction.md); the
   claim above is kept on the other rows alone."""
   compared, median, most, met = validation.parameter_server_claim(
-    validation.compare(), validation.OPEN
+    validation.compare(), (validation.OPEN,)
   )
   errors = {(r['model'], r['parameter_device']): round(r['error'], 3) for r in compared}
   assert errors == {
     ('inception3', ''): 0.089,
     ('inception3', 'cpu'): -0.07,
-    ('resnet101', ''): 0.215,
-    ('resnet101', 'cpu'): -0.003,
+    ('resnet101', ''): 0.175,
+    ('resnet101', 'cpu'): -0.035,
     ('vgg16', ''): 0.574,
     ('vgg16', 'cpu'): 0.479,
   }
-  assert (round(median, 3), round(most, 3), met) == (0.152, 0.574, False)
+  assert (round(median, 3), round(most, 3), met) == (0.132, 0.574, False)
   # Placed by bytes on 4 ps tasks, fc6's ps task carries 76% of VGG-16's bytes; its 411 MB
   # kernel, pulled and pushed at TensorFlow 1's 100 MB/s for large tensors, bounds the step:
   # 8.2 s of transfers and 0.49 s of compute for 1,024 images.
