@@ -45,6 +45,18 @@ TF_PAGE = (
   'tensorflow/tensorflow tensorflow/docs_src/performance/benchmarks.md (May 2017), {gpu}: the '
   'batch per GPU tf_cnn_benchmarks trained at, sgd, TF 1.1-era'
 )
+RTX_2080_TI = 'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x'
+V100_32GB = 'Platinum-Tesla_1xV100-SXM3-32GB_HP16_TF2_2_1x'
+# Lambda's rows: (row, (GB, generation), precision, batches of Inception V3, ResNet-50, VGG-16
+# and ResNet-152).
+LAMBDA_ROWS = (
+  (RTX_2080_TI, (11, 'turing'), 'fp32', (64, 64, 56, 32)),
+  (RTX_2080_TI, (11, 'turing'), 'fp16', (128, 128, 120, 64)),
+  ('3990X-GeForce_RTX_3080_TF1_15_1x', (10, 'ampere'), 'fp32', (56, 56, 48, 24)),
+  ('Processor-LambdaCloud_1xQuadro_RTX_6000_1x', (24, 'turing'), 'fp32', (128, 128, 128, 64)),
+  (V100_32GB, (32, 'volta'), 'fp32', (192, 192, 192, 96)),
+  ('7742-1xA100-SXM4-40GB_TF2_3_1x', (40, 'ampere'), 'fp32', (224, 224, 224, 112)),
+)
 # (card, (GB of device memory, its generation), optimizer, published batch, 'largest' or
 # 'trained', source).
 TITAN_X = (12, 'pascal')
@@ -69,38 +81,8 @@ BATCHES = [
   ),
   *(
     (f'{model}_{dtype}', gpu, 'momentum', batch, 'trained', LAMBDA.format(precision=p, row=row))
-    for row, gpu, p, dtype, batches in (
-      (
-        'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x',
-        (11, 'turing'),
-        'fp32',
-        'float32',
-        (64, 64, 56, 32),
-      ),
-      (
-        'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x',
-        (11, 'turing'),
-        'fp16',
-        'float16',
-        (128, 128, 120, 64),
-      ),
-      ('3990X-GeForce_RTX_3080_TF1_15_1x', (10, 'ampere'), 'fp32', 'float32', (56, 56, 48, 24)),
-      (
-        'Processor-LambdaCloud_1xQuadro_RTX_6000_1x',
-        (24, 'turing'),
-        'fp32',
-        'float32',
-        (128, 128, 128, 64),
-      ),
-      (
-        'Platinum-Tesla_1xV100-SXM3-32GB_HP16_TF2_2_1x',
-        (32, 'volta'),
-        'fp32',
-        'float32',
-        (192, 192, 192, 96),
-      ),
-      ('7742-1xA100-SXM4-40GB_TF2_3_1x', (40, 'ampere'), 'fp32', 'float32', (224, 224, 224, 112)),
-    )
+    for row, gpu, p, batches in LAMBDA_ROWS
+    for dtype in ['float16' if p == 'fp16' else 'float32']
     for model, batch in zip(
       ('inception_v3_299', 'resnet50_224', 'vgg16_224', 'resnet152_224'), batches
     )
