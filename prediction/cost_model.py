@@ -35,6 +35,7 @@ the backward pass, so it has none either. tests/test_prediction.py checks the fi
 """
 
 import dataclasses
+import math
 
 import strategies
 from configs import from_flags
@@ -99,7 +100,11 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP, alternatives=True):
   examples = n * w.per_device_batch / step * 1e3
   communicated = {max(stages, key=stages.__getitem__): exposed} if exposed else {}
   one = _one_device_step(w)
-  single = w.per_device_batch / sum(one.values()) * 1e3
+  # One device alone on this hardware, its node's input rate capping it as it caps n devices:
+  # where the input binds even one device, n devices speed it up by 1x, not by less.
+  single = min(
+    w.per_device_batch / sum(one.values()) * 1e3, w.input_examples_per_second or math.inf
+  )
   ceiling = w.input_examples_per_second * hw.nodes(n) if w.input_examples_per_second else None
   if ceiling and ceiling < examples:
     examples, limiting = ceiling, 'input'

@@ -409,6 +409,19 @@ def test_a_prediction_adds_up_and_knows_what_limits_it():
   assert cost_model.applies('mirrored', 8, hardware.load('dgx1_v100'))
 
 
+def test_where_the_input_caps_one_device_the_speed_up_is_over_that_device_capped():
+  """A device computing 100 examples in 10 ms, fed 1,500 a second: alone it runs at 1,500, so
+  8 on one node (one node's input) speed it up by 1x, 12.5% efficiency; 32 nodes by 32x."""
+  tiny = cost_model.Workload(100, 10.0, 1e3, 1e3, 0.0, input_examples_per_second=1500)
+  alone = cost_model.predict('one_device', 1, tiny, hardware.load('dgx1_v100'), {})
+  assert (alone['speedup'], alone['limiting']) == (pytest.approx(1.0), 'input')
+  node = cost_model.predict('mirrored', 8, tiny, hardware.load('dgx1_v100'), {})
+  assert node['speedup'] == pytest.approx(1.0)
+  assert node['scaling_efficiency'] == pytest.approx(1 / 8)
+  nodes = cost_model.predict('multi_worker_mirrored', 32, tiny, hardware.load('cpu_10gbe'), {})
+  assert nodes['speedup'] == pytest.approx(32.0)
+
+
 def forecast(directory, hardware, num_devices, strategy):
   """predict.forecast of one strategy on one profile, from the experiment in `directory`."""
   from configs import definitions
