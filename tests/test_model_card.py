@@ -94,6 +94,17 @@ def flops_by_op(run):
   }
 
 
+def test_a_batched_product_with_an_adjoint_operand_counts_its_inner_dimension():
+  """A kernel's gradient on a sequence (Keras' EinsumDense, a Dense on 3-D inputs) is a
+  batched product whose first operand is adjoint: 6 positions summed for each of the 8 x 3
+  outputs of 4 batches. tf.profiler's rule reads the width (8) as the inner dimension."""
+  import tensorflow as tf
+
+  product = tf.function(lambda a, b: tf.linalg.matmul(a, b, adjoint_a=True))
+  graph = product.get_concrete_function(tf.TensorSpec((4, 6, 8)), tf.TensorSpec((4, 6, 3))).graph
+  assert model_card.count_flops(graph) == {'BatchMatMulV2': 2 * 4 * 8 * 3 * 6}
+
+
 def test_attention_and_convolution_gradients_are_counted_exactly():
   """tf.profiler has no rule for einsums (attention) nor depthwise convolutions' gradients, and
   misjudges a strided convolution's."""

@@ -130,6 +130,18 @@ def _einsum_flops(op):
   return 2 * math.prod(sizes.values())
 
 
+def _batch_matmul_flops(op):
+  """2 FLOPs per multiply-add of a batched matrix product, its inner dimension read through
+  `adj_x`. (tf.profiler's rule reads a `transpose_a` that BatchMatMul does not have, so where
+  the first operand is adjoint, as in a Dense layer's kernel gradient on a sequence, it takes
+  the wrong dimension: the model width for the sequence length.)"""
+  a, output = op.inputs[0].shape, op.outputs[0].shape
+  if not (a.is_fully_defined() and output.is_fully_defined()):
+    raise ValueError(f'{op.name} has a shape that is not fully defined')
+  inner = a[-2] if op.get_attr('adj_x') else a[-1]
+  return 2 * output.num_elements() * inner
+
+
 def _convolution_gradient(taps):
   """The rule for a convolution's input or filter gradient: the multiply-adds of its forward
   pass, 2 FLOPs per output-gradient element and filter tap, `taps(kernel shape)` taps each.
@@ -151,6 +163,9 @@ _CONVOLUTION = _convolution_gradient(lambda kernel: kernel[0] * kernel[1] * kern
 _DEPTHWISE = _convolution_gradient(lambda kernel: kernel[0] * kernel[1])
 OWN_RULES = {
   'Einsum': _einsum_flops,
+  'BatchMatMul': _batch_matmul_flops,
+  'BatchMatMulV2': _batch_matmul_flops,
+  'BatchMatMulV3': _batch_matmul_flops,
   'Conv2DBackpropInput': _CONVOLUTION,
   'Conv2DBackpropFilter': _CONVOLUTION,
   'DepthwiseConv2dNativeBackpropInput': _DEPTHWISE,
