@@ -47,6 +47,7 @@ TF_PAGE = (
 )
 RTX_2080_TI = 'Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt_TF1_15_1x'
 V100_32GB = 'Platinum-Tesla_1xV100-SXM3-32GB_HP16_TF2_2_1x'
+DTYPES = {'fp32': 'float32', 'fp16': 'float16'}  # Lambda's precisions, as the cards name them.
 # Lambda's rows: (row, (GB, generation), precision, batches of Inception V3, ResNet-50, VGG-16
 # and ResNet-152).
 LAMBDA_ROWS = (
@@ -80,9 +81,8 @@ BATCHES = [
     )
   ),
   *(
-    (f'{model}_{dtype}', gpu, 'momentum', batch, 'trained', LAMBDA.format(precision=p, row=row))
+    (f'{model}_{DTYPES[p]}', gpu, 'momentum', batch, 'trained', LAMBDA.format(precision=p, row=row))
     for row, gpu, p, batches in LAMBDA_ROWS
-    for dtype in ['float16' if p == 'fp16' else 'float32']
     for model, batch in zip(
       ('inception_v3_299', 'resnet50_224', 'vgg16_224', 'resnet152_224'), batches
     )

@@ -31,7 +31,8 @@ kept activations and the optimizer update's (which come after the activations ar
 
 import math
 
-GIB = 2**30
+MIB = 2**20
+GIB = 1024 * MIB
 VISIBLE_FRACTION = 0.99
 CUDA_CONTEXT_BYTES = 430e6
 # Compute capability 6.x and before 500 MiB, 7.x 1050, 8.x 1536, later 1800.
@@ -87,7 +88,7 @@ def usable_bytes(profile):
   free = total * VISIBLE_FRACTION - CUDA_CONTEXT_BYTES
   small = free < SMALL_DEVICE_BYTES
   reserve = SMALL_DEVICE_RESERVE_MIB if small else SYSTEM_RESERVE_MIB[profile.generation]
-  return free - reserve * 2**20
+  return free - reserve * MIB
 
 
 def max_batch(card, profile, variables_on_device, optimizer='adam'):
