@@ -69,11 +69,16 @@ flags.DEFINE_bool(
 
 def _define_hyperparameters():
   """A flag for each hyperparameter a model or dataset module declares (declarations/): an
-  integer, or a comma list of integers, within its bounds; its help says whose it is."""
+  integer, a float, or a comma list of integers, within its bounds; its help says whose it is."""
   declared_by = {name: models.hyperparameters(name) for name in models.names()}
   declared_by |= {name: data.hyperparameters(name) for name in data.names()}
   for name, declared in declarations.merged(declared_by).items():
     least, most = declared['least'], declared.get('most')
+    if isinstance(declared['default'], float):
+      flags.DEFINE_float(
+        name, declared['default'], declared['help'], lower_bound=least, upper_bound=most
+      )
+      continue
     if not isinstance(declared['default'], tuple):
       flags.DEFINE_integer(
         name, declared['default'], declared['help'], lower_bound=least, upper_bound=most

@@ -11,9 +11,10 @@ name (configs/flags.py defines them) whose value reaches the module:
     'image_shape': {'default': (28, 28, 1), 'least': 1, 'help': 'height,width,channels.'},
   }
 
-`default` an integer or a tuple of integers (a comma list flag); `least` and, optionally,
-`most` bound each integer. Modules that take the same hyperparameter (a data set's vocabulary
-and the model that embeds it) declare it with the same default and bounds: one flag sets both.
+`default` an integer, a float (`'dropout': {'default': 0.0, 'least': 0.0, 'most': 0.9, ...}`)
+or a tuple of integers (a comma list flag); `least` and, optionally, `most` bound each number.
+Modules that take the same hyperparameter (a data set's vocabulary and the model that embeds
+it) declare it with the same default and bounds: one flag sets both.
 """
 
 import ast

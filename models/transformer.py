@@ -2,7 +2,9 @@
 
 Token and learned position embeddings, `num_layers` post-norm blocks of self-attention and an
 MLP (4 x d_model wide), each with a residual and LayerNormalization, then the mean over the
-sequence and the logits. Its normalization is LayerNorm, per example: --batch_norm and
+sequence and the logits. --dropout drops out as BERT does (Devlin et al. 2019, its modeling.py):
+the attention probabilities, and the embeddings and each block's attention and MLP outputs
+before their residual. Its normalization is LayerNorm, per example: --batch_norm and
 --ghost_batch_size are refused for it rather than ignored.
 """
 
@@ -31,6 +33,13 @@ HYPERPARAMETERS = {
     'least': 1,
     'help': 'attention heads, each d_model / num_heads wide.',
   },
+  'dropout': {
+    'default': 0.0,
+    'least': 0.0,
+    'most': 0.9,
+    'help': "rate of BERT's dropout (0.1 in BERT): attention probabilities, embeddings, block "
+    'outputs.',
+  },
 }
 
 
@@ -46,7 +55,9 @@ class PositionEmbedding(layers.Layer):
     return inputs + ops.cast(self.positions, inputs.dtype)
 
 
-def build(input_shape, num_classes, normalization, vocab_size, num_layers, d_model, num_heads):
+def build(
+  input_shape, num_classes, normalization, vocab_size, num_layers, d_model, num_heads, dropout
+):
   if len(input_shape) != 1:
     raise ValueError(
       f'--model=transformer reads sequences of token ids, not examples of shape '
@@ -54,10 +65,15 @@ def build(input_shape, num_classes, normalization, vocab_size, num_layers, d_mod
     )
   tokens = keras.Input(input_shape, dtype='int32')
   x = PositionEmbedding()(layers.Embedding(vocab_size, d_model)(tokens))
+  x = _dropped(x, dropout)
   for _ in range(num_layers):
-    attention = layers.MultiHeadAttention(num_heads, d_model // num_heads)(x, x)
-    x = layers.LayerNormalization()(x + attention)
+    attention = layers.MultiHeadAttention(num_heads, d_model // num_heads, dropout=dropout)(x, x)
+    x = layers.LayerNormalization()(x + _dropped(attention, dropout))
     mlp = layers.Dense(d_model)(layers.Dense(4 * d_model, activation='gelu')(x))
-    x = layers.LayerNormalization()(x + mlp)
+    x = layers.LayerNormalization()(x + _dropped(mlp, dropout))
   x = layers.GlobalAveragePooling1D()(x)
   return keras.Model(tokens, layers.Dense(num_classes)(x), name='transformer')
+
+
+def _dropped(x, rate):
+  return layers.Dropout(rate)(x) if rate else x

@@ -14,10 +14,15 @@ CARD_BATCH = 64
 _IMAGES = ['--dataset=synthetic', '--num_classes=1000', f'--per_device_batch={CARD_BATCH}']
 
 
-def _bert(layers, width, heads, seq_len):
+def _bert(layers, width, heads, seq_len, *extra):
   """google-research/bert's BERT-Base (12, 768, 12) or -Large (24, 1024, 16) as this project's
-  transformer: its vocabulary of 30,522 word pieces, 4 x width wide MLPs, Adam."""
+  transformer: its vocabulary of 30,522 word pieces, 4 x width wide MLPs, Adam; `extra` flags.
+
+  The cards named by model and length alone are the memory checks' (no dropout: what BERT's
+  dropout keeps is added by benchmarks/roofline_check.py as TensorFlow 1.11 kept it); those
+  named by precision too are the compute checks' (NVIDIA's BERT-Large), with BERT's dropout."""
   return [
+    *extra,
     '--model=transformer',
     '--dataset=synthetic_tokens',
     '--num_classes=2',
@@ -63,6 +68,13 @@ CARDS = {
   ],
   **{f'bert_base_{s}': _bert(12, 768, 12, s) for s in (64, 128, 256, 320, 384, 512)},
   **{f'bert_large_{s}': _bert(24, 1024, 16, s) for s in (64, 128, 256)},
+  **{f'bert_large_{s}_float32': _bert(24, 1024, 16, s, '--dropout=0.1') for s in (128, 384, 512)},
+  **{
+    f'bert_large_{s}_float16': _bert(
+      24, 1024, 16, s, '--dropout=0.1', '--mixed_precision=mixed_float16'
+    )
+    for s in (128, 384, 512)
+  },
 }
 
 # What the model card traces of a step's arithmetic and memory traffic (training/model_card.py
@@ -71,6 +83,8 @@ TRAFFIC_FIELDS = (
   'matrix_flops_per_example',
   'matrix_bytes_per_example',
   'winograd_flops_per_example',
+  'product_flops_per_example',
+  'product_bytes_per_example',
   'elementwise_flops_per_example',
   'elementwise_bytes_per_example',
   'activation_bytes_per_example',

@@ -1,29 +1,36 @@
-"""One device's step on a device you do not have: a roofline of the model card's two kinds of
-work on the hardware profile's device (Paleo, Qi et al., ICLR 2017: layer by layer from a
-device's peak at a fitted fraction of it; Williams et al. 2009 for the roofline).
+"""One device's step on a device you do not have: a roofline of the model card's kinds of work
+on the hardware profile's device (Paleo, Qi et al., ICLR 2017: layer by layer from a device's
+peak at a fitted fraction of it; Williams et al. 2009 for the roofline).
 
-  matrix time      = max((matrix FLOPs - w + w / WINOGRAD) / (matrix peak x its fraction),
-                         matrix bytes / (memory bandwidth x MEMORY))
+  convolution time = max((convolution FLOPs - w + w / WINOGRAD) / (matrix peak x its fraction),
+                         convolution bytes / (memory bandwidth x MEMORY))
                      w: the FLOPs of 3x3 convolutions of stride 1, which cuDNN computes with
                      fewer multiplications (Winograd; on CUDA cores only: w = 0 on tensor cores)
+  product time     = max(matrix product FLOPs / (matrix peak x the products' fraction),
+                         matrix product bytes / (memory bandwidth x MEMORY))
   elementwise time = max(elementwise FLOPs / (float32 peak x CUDA_CORES),
                          elementwise bytes / (memory bandwidth x MEMORY))
-  step             = batch x (matrix time + elementwise time) per example
+  step             = batch x (convolution + product + elementwise time) per example
 
-The matrix ops (matrix products, dense convolutions and their gradients) run at the rate of
-the card's precision: float32 at the TF32 tensor-core rate where the device has one (TensorFlow
-turns TF32 on by default on Ampere and later: `tf.config.experimental.
-enable_tensor_float_32_execution`), float16 and bfloat16 at theirs, on tensor cores at the
-TENSOR_CORES fraction of the device's generation, else at its CUDA_CORES fraction; a precision
-the device has no rate for runs at its float32 rate. Every other op is bound by memory, at the
+The matrix ops (dense convolutions and matrix products, with their gradients) run at the rate
+of the card's precision: float32 at the TF32 tensor-core rate where the device has one
+(TensorFlow turns TF32 on by default on Ampere and later: `tf.config.experimental.
+enable_tensor_float_32_execution`), float16 and bfloat16 at theirs, on tensor cores where the
+device has them, else on CUDA cores; a precision the device has no rate for runs at its float32
+rate. Convolutions (cuDNN's) and matrix products (cuBLAS's: a transformer's work) reach
+different fractions of that peak, each per generation and kind of core: convolutions CUDA_CORES
+or TENSOR_CORES, products PRODUCTS or PRODUCTS_TENSOR. Every other op is bound by memory, at the
 MEMORY fraction.
 
-The constants (CUDA_CORES per generation, TENSOR_CORES per generation, MEMORY, WINOGRAD) were
-fitted ONCE by `fit` on the rows of prediction/published.csv marked `fit` (least squares of
-the log ratios of predicted to published throughput, grid of 0.01), never per case; a
-generation without fitted rows takes the latest fitted one before it (Hopper takes Ampere's
-tensor cores and Volta's CUDA cores). The other single-device rows are held out and predicted
-with them (prediction/validation.py, docs/prediction.md).
+The constants were fitted ONCE by prediction/validation.py:fit_roofline on the rows of
+prediction/published.csv marked `fit` (least squares of the log ratios of predicted to
+published throughput, grid of 0.01), never per case: first the convolutions' fractions, MEMORY
+and WINOGRAD on the rows whose work is mostly convolutions (CNNs), then the products' fractions
+on the rows whose work is mostly products (BERT), the first held fixed. A generation without
+fitted rows takes the latest fitted one before it (Hopper takes Ampere's tensor cores and
+Volta's CUDA cores; a generation before any fitted one the earliest fitted). The other
+single-device rows are held out and predicted with them (prediction/validation.py,
+docs/prediction.md).
 """
 
 import dataclasses
@@ -37,9 +44,12 @@ from prediction import hardware
 # rows takes the latest fitted one before it: Ampere and Hopper take Volta's).
 CUDA_CORES = {'kepler': 0.2, 'pascal': 0.37, 'volta': 0.53}
 # Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
-TENSOR_CORES = {'volta': 0.32, 'ampere': 0.22}
-MEMORY = 0.32
+TENSOR_CORES = {'volta': 0.32, 'ampere': 0.23}
+MEMORY = 0.31
 WINOGRAD = 4.0
+# Matrix products' fractions of the same peaks, on CUDA cores and on tensor cores.
+PRODUCTS = {'volta': 0.73}
+PRODUCTS_TENSOR = {'volta': 0.48, 'ampere': 0.42}
 
 
 class RooflineError(ValueError):
@@ -55,12 +65,23 @@ class Fractions:
   tensor_ampere: float = TENSOR_CORES['ampere']
   memory: float = MEMORY
   winograd: float = WINOGRAD
+  products_volta: float = PRODUCTS['volta']
+  products_tensor_volta: float = PRODUCTS_TENSOR['volta']
+  products_tensor_ampere: float = PRODUCTS_TENSOR['ampere']
 
   def cuda_cores(self, generation):
     return self._of(generation, '')
 
   def tensor_cores(self, generation):
     return self._of(generation, 'tensor_')
+
+  def products(self, generation, tensor):
+    """The matrix products' fraction on tensor cores or CUDA cores; the convolutions' where
+    none is fitted (the first stage of the fit, on CNNs, whose products are their classifier)."""
+    prefix = 'products_tensor_' if tensor else 'products_'
+    if not any(getattr(self, prefix + g, 0.0) for g in hardware.GENERATIONS):
+      return self.tensor_cores(generation) if tensor else self.cuda_cores(generation)
+    return self._of(generation, prefix)
 
   def _of(self, generation, prefix):
     """The fraction `prefix`<generation>: its own if fitted, else the latest fitted
@@ -78,6 +99,8 @@ CARD_FIELDS = (
   'matrix_flops_per_example',
   'matrix_bytes_per_example',
   'winograd_flops_per_example',
+  'product_flops_per_example',
+  'product_bytes_per_example',
   'elementwise_flops_per_example',
   'elementwise_bytes_per_example',
   'compute_dtype',
@@ -113,8 +136,9 @@ def missing(profile, card):
 
 
 def step_ms(card, batch, profile, fractions=None, tf32=True):
-  """{'compute_ms': one device's step at `batch`, 'matrix_ms', 'elementwise_ms', 'bound':
-  what bounds the larger part ('compute' or 'memory'), 'peak_tflops', 'tensor_cores'}."""
+  """{'compute_ms': one device's step at `batch`, 'convolutions_ms', 'products_ms',
+  'elementwise_ms': its parts, 'bound': what bounds the largest part ('compute' or 'memory'),
+  'peak_tflops', 'tensor_cores'}."""
   why = missing(profile, card)
   if why:
     raise RooflineError(why)
@@ -123,21 +147,28 @@ def step_ms(card, batch, profile, fractions=None, tf32=True):
   bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory
   cuda = fractions.cuda_cores(profile.generation)
   winograd = 0.0 if tensor else card['winograd_flops_per_example']
-  matrix = (
-    (card['matrix_flops_per_example'] - winograd + winograd / fractions.winograd)
-    / (peak * 1e12 * (fractions.tensor_cores(profile.generation) if tensor else cuda)),
-    card['matrix_bytes_per_example'] / bandwidth,
-  )
-  elementwise = (
-    card['elementwise_flops_per_example'] / (profile.peak_tflops_float32 * 1e12 * cuda),
-    card['elementwise_bytes_per_example'] / bandwidth,
-  )
-  larger = max(matrix, elementwise, key=max)
+  convolution_flops = card['matrix_flops_per_example'] - card['product_flops_per_example']
+  parts = {
+    'convolutions_ms': (
+      (convolution_flops - winograd + winograd / fractions.winograd)
+      / (peak * 1e12 * (fractions.tensor_cores(profile.generation) if tensor else cuda)),
+      (card['matrix_bytes_per_example'] - card['product_bytes_per_example']) / bandwidth,
+    ),
+    'products_ms': (
+      card['product_flops_per_example']
+      / (peak * 1e12 * fractions.products(profile.generation, tensor)),
+      card['product_bytes_per_example'] / bandwidth,
+    ),
+    'elementwise_ms': (
+      card['elementwise_flops_per_example'] / (profile.peak_tflops_float32 * 1e12 * cuda),
+      card['elementwise_bytes_per_example'] / bandwidth,
+    ),
+  }
+  largest = max(parts.values(), key=max)
   return {
-    'compute_ms': batch * (max(matrix) + max(elementwise)) * 1e3,
-    'matrix_ms': batch * max(matrix) * 1e3,
-    'elementwise_ms': batch * max(elementwise) * 1e3,
-    'bound': 'compute' if larger[0] >= larger[1] else 'memory',
+    'compute_ms': batch * sum(map(max, parts.values())) * 1e3,
+    **{name: batch * max(part) * 1e3 for name, part in parts.items()},
+    'bound': 'compute' if largest[0] >= largest[1] else 'memory',
     'peak_tflops': peak,
     'tensor_cores': tensor,
   }
@@ -147,33 +178,49 @@ def examples_per_second(card, batch, profile, fractions=None, tf32=True):
   return batch / step_ms(card, batch, profile, fractions, tf32)['compute_ms'] * 1e3
 
 
-def fit(observations, grid=0.01, most=4.0):
+def mostly_products(card):
+  """Whether most of the card's matrix FLOPs are matrix products (a transformer), not
+  convolutions: which stage of the fit its rows fit."""
+  return card['product_flops_per_example'] > card['matrix_flops_per_example'] / 2
+
+
+def fit(observations, grid=0.01, most=4.0, start=None):
   """The Fractions minimising the squared log ratios of predicted to published examples per
   second over `observations` ((card, batch, profile, tf32, published) tuples): each fraction
   on a grid of `grid` in (0, `most`], WINOGRAD in [1, `most`] (Winograd's F(4x4, 3x3) saves at
   most 4x), by coordinate descent from the grid's middle until none moves: how the constants
-  were chosen, once. A generation's CUDA-core fraction is fitted only if some observation is
-  of that generation, its tensor-core fraction only if some of them runs on tensor cores
-  (else 0: not fitted, Fractions takes the nearest fitted generation's)."""
+  were chosen, once.
+
+  Without `start`, the convolutions' fractions, MEMORY and WINOGRAD (the products left
+  unfitted: they run at the convolutions' fractions); with it, only the products' fractions,
+  the others `start`'s. A generation's fraction is fitted only if some observation is of that
+  generation on that kind of core (else 0: not fitted, Fractions takes the nearest fitted
+  generation's)."""
   steps = [round(i * grid, 10) for i in range(1, round(most / grid) + 1)]
-  generations = {profile.generation for _, _, profile, _, _ in observations}
-  on_tensor = {
-    profile.generation
+  cores = {
+    (profile.generation, matrix_rate(profile, card['compute_dtype'], tf32)[1])
     for card, _, profile, tf32, _ in observations
-    if matrix_rate(profile, card['compute_dtype'], tf32)[1]
   }
-  ranges = {
-    **{g: steps for g in CUDA_CORES if g in generations},
-    **{f'tensor_{g}': steps for g in TENSOR_CORES if g in on_tensor},
-    'memory': steps,
-    'winograd': [v for v in steps if v >= 1],
-  }
+  if start is None:
+    ranges = {
+      **{g: steps for g in CUDA_CORES if any(generation == g for generation, _ in cores)},
+      **{f'tensor_{g}': steps for g in TENSOR_CORES if (g, True) in cores},
+      'memory': steps,
+      'winograd': [v for v in steps if v >= 1],
+    }
+  else:
+    ranges = {
+      **{f'products_{g}': steps for g in PRODUCTS if (g, False) in cores},
+      **{f'products_tensor_{g}': steps for g in PRODUCTS_TENSOR if (g, True) in cores},
+    }
   loss = lambda f: sum(
     math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
     for card, batch, profile, tf32, published in observations
   )
   fields = [f.name for f in dataclasses.fields(Fractions)]
-  best = Fractions(**{n: (1.0 if n == 'winograd' else 0.5) if n in ranges else 0.0 for n in fields})
+  middle = lambda n: (1.0 if n == 'winograd' else 0.5) if n in ranges else 0.0
+  best = Fractions(**{n: middle(n) for n in fields}) if start is None else start
+  best = dataclasses.replace(best, **{n: middle(n) for n in ranges})
   while True:
     before = best
     for name, values in ranges.items():

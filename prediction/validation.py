@@ -158,9 +158,12 @@ def fit_overlap(table=None):
 
 
 def _card_name(row):
-  """The card of a single-device row: its model at the published input size and precision."""
-  size = 299 if row['model'] == 'inception_v3' else 224
+  """The card of a single-device row: its model at the published input size (an image's side;
+  a transformer's row names its sequence length in its model, bert_large_128) and precision."""
   dtype = 'float16' if row['precision'] == 'float16' else 'float32'
+  if row['model'].startswith('bert'):
+    return f'{row["model"]}_{dtype}'
+  size = 299 if row['model'] == 'inception_v3' else 224
   return f'{row["model"]}_{size}_{dtype}'
 
 
@@ -198,16 +201,19 @@ def single_device(table=None, fractions=None):
 
 
 def fit_roofline(table=None):
-  """roofline.fit on the single-device rows marked `fit`: how its fractions were chosen, once."""
+  """roofline.fit on the single-device rows marked `fit`, how its fractions were chosen, once:
+  the convolutions' fractions, MEMORY and WINOGRAD on the rows whose work is mostly
+  convolutions, then the products' on those whose work is mostly products, the first held."""
   table = rows() if table is None else table
   model_cards = cards.load()
-  return roofline.fit(
-    [
-      _observation(r, model_cards)
-      for r in table
-      if r['strategy'] == 'one_device' and r['set'] == 'fit'
-    ]
-  )
+  observations = [
+    _observation(r, model_cards)
+    for r in table
+    if r['strategy'] == 'one_device' and r['set'] == 'fit'
+  ]
+  products = [o for o in observations if roofline.mostly_products(o[0])]
+  first = roofline.fit([o for o in observations if o not in products])
+  return roofline.fit(products, start=first)
 
 
 def single_device_markdown(compared):

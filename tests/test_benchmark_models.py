@@ -182,6 +182,32 @@ def test_transformer_layout_and_logits():
   assert logits.shape == (4, 3) and np.isfinite(logits).all()
 
 
+def test_the_transformers_dropout_is_berts():
+  """--dropout drops out the attention probabilities, the embeddings and each block's two
+  outputs (BERT's places); in training only, and not at all by default."""
+  import keras
+
+  tokens = np.random.default_rng(0).integers(0, 50, (4, 16))
+  sizes = dict(vocab_size=50, num_layers=2, d_model=8, num_heads=2)
+  dropped = models.build('transformer', [16], 3, dropout=0.5, **sizes)
+  assert [layer.rate for layer in dropped.layers if isinstance(layer, keras.layers.Dropout)] == [
+    0.5
+  ] * 5
+  assert [
+    layer.get_config()['dropout']
+    for layer in dropped.layers
+    if isinstance(layer, keras.layers.MultiHeadAttention)
+  ] == [0.5] * 2
+  inference = np.asarray(dropped(tokens, training=False))
+  assert np.array_equal(inference, np.asarray(dropped(tokens, training=False)))
+  assert not np.allclose(inference, np.asarray(dropped(tokens, training=True)))
+  plain = models.build('transformer', [16], 3, **sizes)
+  assert not any(isinstance(layer, keras.layers.Dropout) for layer in plain.layers)
+  assert np.array_equal(
+    np.asarray(plain(tokens, training=True)), np.asarray(plain(tokens, training=False))
+  )
+
+
 def test_other_models_ignore_the_transformer_sizes():
   model = models.build('cnn', (8, 8, 1), 10, vocab_size=50, num_layers=3, d_model=8)
   assert model.output_shape == (None, 10)
@@ -218,6 +244,7 @@ def test_a_runs_sizes_are_the_hyperparameters_its_model_declares():
     'num_layers',
     'd_model',
     'num_heads',
+    'dropout',
   ]
   assert models.hyperparameters('cnn') == models.hyperparameters('my_model:build') == {}
   transformer = definitions.RunConfig(
@@ -229,6 +256,7 @@ def test_a_runs_sizes_are_the_hyperparameters_its_model_declares():
     'num_layers': 3,
     'd_model': 64,
     'num_heads': 4,
+    'dropout': 0.0,
   }
   assert definitions.RunConfig(model=definitions.Model('resnet20')).model_sizes == {}
 

@@ -76,6 +76,10 @@ def test_cnn_flops_per_example_match_a_hand_count(digits):
     == by_op['Conv2D'] * 2 + by_op['Conv2DBackpropInput'] + by_op['MatMul']
   )
   assert card['winograd_flops_per_example'] == 2 * 2 * (conv1 + conv2) + 2 * conv2
+  # Of it the matrix products (cuBLAS's, at their own fraction of the peak): the dense layers,
+  # reading their inputs, kernels and output gradients and writing their outputs.
+  assert card['product_flops_per_example'] == by_op['MatMul'] == 3 * 2 * (dense1 + dense2)
+  assert 0 < card['product_bytes_per_example'] < card['matrix_bytes_per_example']
   assert card['compute_dtype'] == 'float32'
   # Kept for the backward pass, per example, in float32 bytes: the input, both convolutions'
   # ReLU outputs and pooled outputs, the dense ReLU output, the loss's backprop and weight.

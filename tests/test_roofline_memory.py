@@ -18,6 +18,8 @@ CARD = {
   'matrix_flops_per_example': 1e9,
   'matrix_bytes_per_example': 1e6,
   'winograd_flops_per_example': 0.0,
+  'product_flops_per_example': 0.0,
+  'product_bytes_per_example': 0.0,
   'elementwise_flops_per_example': 1e6,
   'elementwise_bytes_per_example': 1e7,
   'compute_dtype': 'float32',
@@ -28,7 +30,15 @@ CARD = {
   'activation_bytes_per_example': 1e8,
   'activation_bytes_fixed': 0,
 }
-HALF = roofline.Fractions(volta=0.5, tensor_volta=0.25, tensor_ampere=0.25, memory=0.5)
+HALF = roofline.Fractions(
+  volta=0.5,
+  tensor_volta=0.25,
+  tensor_ampere=0.25,
+  memory=0.5,
+  products_volta=0.8,
+  products_tensor_volta=0.4,
+  products_tensor_ampere=0.4,
+)
 
 
 def test_the_roofline_adds_the_matrix_and_the_elementwise_time_on_the_profiles_device():
@@ -47,6 +57,31 @@ def test_the_roofline_adds_the_matrix_and_the_elementwise_time_on_the_profiles_d
   # float16 on a K80, which has no rate for it, runs at its float32 rate.
   k80 = roofline.matrix_rate(hardware.load('gce_k80'), 'float16')
   assert k80 == (4.37, False)
+
+
+def test_matrix_products_run_at_their_own_fraction_of_the_peak():
+  # Of the 1 GFLOP, 0.6 are matrix products (a transformer's), 0.4 convolutions.
+  card = {**CARD, 'product_flops_per_example': 6e8, 'product_bytes_per_example': 5e5}
+  step = roofline.step_ms(card, 100, hardware.load('dgx1_v100'), HALF)
+  assert step['convolutions_ms'] == pytest.approx(100 * 4e8 / (15.7e12 * 0.5) * 1e3)
+  assert step['products_ms'] == pytest.approx(100 * 6e8 / (15.7e12 * 0.8) * 1e3)
+  assert step['compute_ms'] == pytest.approx(
+    step['convolutions_ms'] + step['products_ms'] + step['elementwise_ms']
+  )
+  # float16 on tensor cores: the products' tensor-core fraction; a Hopper takes the Ampere's.
+  half = {**card, 'compute_dtype': 'float16'}
+  h100 = hardware.load('hgx_h100')
+  step = roofline.step_ms(half, 100, h100, HALF)
+  assert step['tensor_cores']
+  assert step['products_ms'] == pytest.approx(
+    100 * 6e8 / (h100.peak_tflops_float16 * 1e12 * 0.4) * 1e3
+  )
+  # Where no products' fraction is fitted (the fit's first stage), the convolutions' is used.
+  unfitted = dataclasses.replace(
+    HALF, products_volta=0.0, products_tensor_volta=0.0, products_tensor_ampere=0.0
+  )
+  assert unfitted.products('volta', False) == 0.5 and unfitted.products('ampere', True) == 0.25
+  assert HALF.products('pascal', False) == 0.8  # Before any fitted: the earliest fitted.
 
 
 def test_a_profile_without_rates_or_a_card_without_bytes_is_refused_by_name():

@@ -190,6 +190,9 @@ MATRIX_OPS = frozenset(
     'Conv3DBackpropFilterV2',
   }
 )
+# The MATRIX_OPS that are matrix products (cuBLAS's on a GPU), not convolutions (cuDNN's): they
+# reach another fraction of the device's peak (prediction/roofline.py).
+PRODUCT_OPS = frozenset({'MatMul', 'BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3', 'Einsum'})
 # Ops that move no bytes of their own: a view of their input, a constant, a handle, a shape.
 _FREE = frozenset(
   {
@@ -219,7 +222,8 @@ def device_traffic(graph, batch, flops):
     written (inputs and outputs, in their own dtypes: the run's precision) of the MATRIX_OPS;
     `winograd_flops_per_example` those of them that are 3x3 convolutions of stride 1, which
     cuDNN computes with fewer multiplications (Winograd's minimal filtering, Lavin and Gray
-    2016);
+    2016); `product_flops_per_example`, `product_bytes_per_example` those of them that are
+    PRODUCT_OPS (a transformer's work, a CNN's classifier);
   - `elementwise_flops_per_example`, `elementwise_bytes_per_example`: the same of every other
     op that moves bytes (activations, normalisations, pooling, losses), its bytes counted as if
     each chain of such ops between matrix ops ran as one kernel (read its inputs once, write
@@ -249,9 +253,13 @@ def device_traffic(graph, batch, flops):
     dtypes[op.outputs[0].dtype.name] += sum(sizes[op.name])
   per_batch = sum(size for t, size in kept.values() if t.shape.rank and t.shape[0] == batch)
   matrix_flops = sum(v for k, v in flops.items() if k in MATRIX_OPS)
+  products = [op for op in matrix if op.type in PRODUCT_OPS]
   return {
     'matrix_flops_per_example': float(matrix_flops) / batch,
     'matrix_bytes_per_example': sum(map(sum, sizes.values())) / batch,
+    'product_flops_per_example': float(sum(v for k, v in flops.items() if k in PRODUCT_OPS))
+    / batch,
+    'product_bytes_per_example': sum(sum(sizes[op.name]) for op in products) / batch,
     'winograd_flops_per_example': float(sum(_flops(graph, op) for op in matrix if _winograd(op)))
     / batch,
     'elementwise_flops_per_example': float(sum(flops.values()) - matrix_flops) / batch,
