@@ -97,11 +97,12 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
     addresses(net)
   )
   assert result['retried_steps'] > 0
-  # No screens of gRPC errors: a line when the worker is lost (and one if it comes back).
+  # No screens of gRPC errors: a line when the worker is lost and one when it is back. The
+  # coordinator may lose it again just after it is back (an execution sent while gRPC was
+  # still reconnecting, seen on a loaded machine): each time, one line each.
   assert stderr.strip() == '', stderr
   reports = [line for line in stdout.splitlines() if 'worker 1' in line]
-  assert [line for line in reports if 'lost' in line] == [LOST], stdout
-  assert [line for line in reports if 'back' in line] == [BACK], stdout
+  assert reports and reports == [LOST, BACK] * (len(reports) // 2), stdout
   # The servers notice the chief has gone and leave by themselves.
   assert cluster.wait(timeout=60) == dict.fromkeys(cluster.procs, 0)
   assert f'worker 1 serving at {cluster.spec["worker"][1]}' in cluster.stdout('worker-1')
