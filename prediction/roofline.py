@@ -8,6 +8,8 @@ peak at a fitted fraction of it; Williams et al. 2009 for the roofline).
                      fewer multiplications (Winograd; on CUDA cores only: w = 0 on tensor cores)
   product time     = max(matrix product FLOPs / (matrix peak x the products' fraction),
                          matrix product bytes / (memory bandwidth x MEMORY))
+                     bytes: an example's own, and the step's (weights read, their gradients
+                     written) over the batch
   elementwise time = max(elementwise FLOPs / (float32 peak x CUDA_CORES),
                          elementwise bytes / (memory bandwidth x MEMORY))
   step             = batch x (convolution + product + elementwise time) per example
@@ -44,12 +46,12 @@ from prediction import hardware
 # rows takes the latest fitted one before it: Ampere and Hopper take Volta's).
 CUDA_CORES = {'kepler': 0.2, 'pascal': 0.37, 'volta': 0.53}
 # Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
-TENSOR_CORES = {'volta': 0.32, 'ampere': 0.23}
-MEMORY = 0.31
+TENSOR_CORES = {'volta': 0.31, 'ampere': 0.22}
+MEMORY = 0.32
 WINOGRAD = 4.0
 # Matrix products' fractions of the same peaks, on CUDA cores and on tensor cores.
 PRODUCTS = {'volta': 0.73}
-PRODUCTS_TENSOR = {'volta': 0.48, 'ampere': 0.42}
+PRODUCTS_TENSOR = {'volta': 0.42, 'ampere': 0.45}
 
 
 class RooflineError(ValueError):
@@ -98,11 +100,14 @@ FITTED = Fractions()
 CARD_FIELDS = (
   'matrix_flops_per_example',
   'matrix_bytes_per_example',
+  'matrix_bytes_per_step',
   'winograd_flops_per_example',
   'product_flops_per_example',
   'product_bytes_per_example',
+  'product_bytes_per_step',
   'elementwise_flops_per_example',
   'elementwise_bytes_per_example',
+  'elementwise_bytes_per_step',
   'compute_dtype',
 )
 
@@ -148,20 +153,22 @@ def step_ms(card, batch, profile, fractions=None, tf32=True):
   cuda = fractions.cuda_cores(profile.generation)
   winograd = 0.0 if tensor else card['winograd_flops_per_example']
   convolution_flops = card['matrix_flops_per_example'] - card['product_flops_per_example']
+  # What an example moves at `batch`: its own bytes and its share of the step's (weights).
+  moved = lambda kind: card[f'{kind}_bytes_per_example'] + card[f'{kind}_bytes_per_step'] / batch
   parts = {
     'convolutions_ms': (
       (convolution_flops - winograd + winograd / fractions.winograd)
       / (peak * 1e12 * (fractions.tensor_cores(profile.generation) if tensor else cuda)),
-      (card['matrix_bytes_per_example'] - card['product_bytes_per_example']) / bandwidth,
+      (moved('matrix') - moved('product')) / bandwidth,
     ),
     'products_ms': (
       card['product_flops_per_example']
       / (peak * 1e12 * fractions.products(profile.generation, tensor)),
-      card['product_bytes_per_example'] / bandwidth,
+      moved('product') / bandwidth,
     ),
     'elementwise_ms': (
       card['elementwise_flops_per_example'] / (profile.peak_tflops_float32 * 1e12 * cuda),
-      card['elementwise_bytes_per_example'] / bandwidth,
+      moved('elementwise') / bandwidth,
     ),
   }
   largest = max(parts.values(), key=max)

@@ -81,6 +81,12 @@ def test_cnn_flops_per_example_match_a_hand_count(digits):
   # reading their inputs, kernels and output gradients and writing their outputs.
   assert card['product_flops_per_example'] == by_op['MatMul'] == 3 * 2 * (dense1 + dense2)
   assert 0 < card['product_bytes_per_example'] < card['matrix_bytes_per_example']
+  # What a step moves whatever its batch, spread over the batch by the roofline: each kernel
+  # read by its forward pass and its input gradient (conv1's never runs), its gradient
+  # written; and the convolution gradients' 4-integer shape vectors.
+  k1, k2, w1, w2 = 3 * 3 * 1 * 32, 3 * 3 * 32 * 64, dense1, dense2
+  assert card['matrix_bytes_per_step'] == 4 * (2 * k1 + 3 * k2 + 3 * w1 + 3 * w2) + 3 * 16
+  assert card['product_bytes_per_step'] == 4 * 3 * (w1 + w2)
   assert card['compute_dtype'] == 'float32'
   # Kept for the backward pass, per example, in float32 bytes: the input, both convolutions'
   # ReLU outputs and pooled outputs, the dense ReLU output, the loss's backprop and weight.

@@ -17,6 +17,9 @@ from prediction import workload
 CARD = {
   'matrix_flops_per_example': 1e9,
   'matrix_bytes_per_example': 1e6,
+  'matrix_bytes_per_step': 0.0,
+  'product_bytes_per_step': 0.0,
+  'elementwise_bytes_per_step': 0.0,
   'winograd_flops_per_example': 0.0,
   'product_flops_per_example': 0.0,
   'product_bytes_per_example': 0.0,
@@ -68,6 +71,15 @@ def test_matrix_products_run_at_their_own_fraction_of_the_peak():
   assert step['compute_ms'] == pytest.approx(
     step['convolutions_ms'] + step['products_ms'] + step['elementwise_ms']
   )
+  # A step's own bytes (weights read, gradients written) are spread over its batch: 400 MB of
+  # them make the products memory bound at a batch of 2, not at 100.
+  weights = {**card, 'product_bytes_per_step': 4e8, 'matrix_bytes_per_step': 4e8}
+  assert roofline.step_ms(weights, 100, hardware.load('dgx1_v100'), HALF)[
+    'products_ms'
+  ] == pytest.approx(100 * 6e8 / (15.7e12 * 0.8) * 1e3)
+  small = roofline.step_ms(weights, 2, hardware.load('dgx1_v100'), HALF)
+  assert small['products_ms'] == pytest.approx(2 * (5e5 + 4e8 / 2) / (900e9 * 0.5) * 1e3)
+  assert small['bound'] == 'memory'
   # float16 on tensor cores: the products' tensor-core fraction; a Hopper takes the Ampere's.
   half = {**card, 'compute_dtype': 'float16'}
   h100 = hardware.load('hgx_h100')

@@ -51,9 +51,14 @@ _VIEWS = frozenset({'Identity', 'Reshape', 'Squeeze', 'ExpandDims', 'StopGradien
 BACKWARD = 'gradient_tape/'  # The name scope of the gradient ops tf.GradientTape adds.
 
 
-def measure(graph, batch, flops):
+def measure(graph, batch, flops, variable_shapes=()):
   """What one replica's step asks of a device, per example at the traced batch `batch`, from
-  `graph` and its FLOPs by op type (op_flops.count):
+  `graph`, its FLOPs by op type (op_flops.count) and the shapes of the trainable variables
+  whose gradients it returns (`variable_shapes`).
+
+  Each `*_bytes_per_example` is what grows with the batch; `*_bytes_per_step` what a step
+  moves whatever its batch (a layer's weights read, their gradients written: per_step), which
+  a step of B examples spreads over B (prediction/roofline.py).
 
   - `matrix_flops_per_example`, `matrix_bytes_per_example`: the FLOPs and the bytes read and
     written (inputs and outputs, in their own dtypes: the run's precision) of the MATRIX_OPS;
@@ -78,31 +83,39 @@ def measure(graph, batch, flops):
   ops = op_flops.ops_run(graph)
   busy = [op for op in ops if op.type not in _FREE]
   matrix = [op for op in busy if op.type in MATRIX_OPS]
-  sizes = {op.name: [_moved(t) for t in _data(op.inputs) + _data(op.outputs)] for op in matrix}
+  step = per_step(graph, variable_shapes)
+  sizes = {op.name: [(_moved(t), t.name in step) for t in _tensors(op)] for op in matrix}
   kept = _kept_for_backward(ops)
-  elementwise = _fused_bytes([op for op in busy if op.type not in MATRIX_OPS])
-  if any(None in s for s in sizes.values()) or elementwise is None:
+  elementwise = _fused_bytes([op for op in busy if op.type not in MATRIX_OPS], step)
+  if any(None in dict(s) for s in sizes.values()) or elementwise is None:
     return dict.fromkeys(cards.TRAFFIC_FIELDS)
   if any(size is None for _, size in kept.values()):
     return dict.fromkeys(cards.TRAFFIC_FIELDS)
   dtypes = collections.Counter()
   for op in matrix:
-    dtypes[op.outputs[0].dtype.name] += sum(sizes[op.name])
+    dtypes[op.outputs[0].dtype.name] += sum(size for size, _ in sizes[op.name])
   per_batch = sum(size for t, size in kept.values() if t.shape.rank and t.shape[0] == batch)
   matrix_flops = sum(v for k, v in flops.items() if k in MATRIX_OPS)
   products = [op for op in matrix if op.type in PRODUCT_OPS]
+
+  def moved(of, fixed):
+    return sum(size for op in of for size, stepwise in sizes[op.name] if stepwise == fixed)
+
   return {
     'matrix_flops_per_example': float(matrix_flops) / batch,
-    'matrix_bytes_per_example': sum(map(sum, sizes.values())) / batch,
+    'matrix_bytes_per_example': moved(matrix, False) / batch,
+    'matrix_bytes_per_step': moved(matrix, True),
     'product_flops_per_example': float(sum(v for k, v in flops.items() if k in PRODUCT_OPS))
     / batch,
-    'product_bytes_per_example': sum(sum(sizes[op.name]) for op in products) / batch,
+    'product_bytes_per_example': moved(products, False) / batch,
+    'product_bytes_per_step': moved(products, True),
     'winograd_flops_per_example': float(
       sum(op_flops.of(graph, op) for op in matrix if _winograd(op))
     )
     / batch,
     'elementwise_flops_per_example': float(sum(flops.values()) - matrix_flops) / batch,
-    'elementwise_bytes_per_example': elementwise / batch,
+    'elementwise_bytes_per_example': elementwise[False] / batch,
+    'elementwise_bytes_per_step': elementwise[True],
     'activation_bytes_per_example': per_batch / batch,
     'activation_bytes_fixed': sum(size for _, size in kept.values()) - per_batch,
     'compute_dtype': dtypes.most_common(1)[0][0] if dtypes else 'float32',
@@ -111,6 +124,37 @@ def measure(graph, batch, flops):
 
 def _data(tensors):
   return [t for t in tensors if t.dtype != tf.resource]
+
+
+def _tensors(op):
+  return _data(op.inputs) + _data(op.outputs)
+
+
+def per_step(graph, variable_shapes):
+  """The names of `graph`'s tensors a step moves whatever its batch: the variables' values
+  (read, through views and casts), constants and shapes, and the variables' gradients on their
+  way out (reaching the step's
+  outputs through views, casts and sums, in a variable's shape: an embedding's gradient rows,
+  one per lookup, grow with the batch)."""
+  shapes = {tuple(shape) for shape in variable_shapes}
+  found = set()
+  for op in graph.get_operations():
+    for t in _data(op.outputs):
+      source = _storage(t)
+      while source.op.type == 'Cast':
+        source = _storage(source.op.inputs[0])
+      if source.op.type in ('ReadVariableOp', 'Const', 'Shape', 'ShapeN'):
+        found.add(t.name)
+  pending = [t for t in graph.outputs if t.shape.rank and tuple(t.shape.as_list()) in shapes]
+  while pending:
+    t = pending.pop()
+    if t.name not in found:
+      found.add(t.name)
+      if t.op.type in _VIEWS | {'Cast'} and t.op.inputs:
+        pending.append(t.op.inputs[0])
+      elif t.op.type == 'AddN':
+        pending += t.op.inputs
+  return found
 
 
 def _kept_for_backward(ops):
@@ -125,9 +169,10 @@ def _kept_for_backward(ops):
   return kept
 
 
-def _fused_bytes(ops):
-  """The bytes `ops` (elementwise) move if each connected chain of them ran as one kernel:
-  the distinct tensors entering a chain and those leaving it. None if a size is unknown."""
+def _fused_bytes(ops, per_step_names):
+  """{per step: bytes} `ops` (elementwise) move if each connected chain of them ran as one
+  kernel: the distinct tensors entering a chain and those leaving it, those of
+  `per_step_names` (True) apart from the others (False). None if a size is unknown."""
   chain = {op.name: op.name for op in ops}
 
   def root(name):
@@ -152,8 +197,13 @@ def _fused_bytes(ops):
       readers = _consumers(t)
       if not readers or any(c.name not in chain or root(c.name) != mine for c in readers):
         leaving.add((t.name, _moved(t)))  # Read outside its chain, or an output of the step.
-  sizes = [size for *_, size in entering] + [size for _, size in leaving]
-  return None if None in sizes else sum(sizes)
+  moved = [(name, size) for _, name, size in entering] + list(leaving)
+  if any(size is None for _, size in moved):
+    return None
+  return {
+    fixed: sum(size for name, size in moved if (name in per_step_names) == fixed)
+    for fixed in (False, True)
+  }
 
 
 def _consumers(tensor):

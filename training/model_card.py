@@ -30,7 +30,9 @@ def measure(trainer):
   model, batch = trainer.model, trainer.batching.per_replica_batch_size
   step = trace_step(trainer)
   flops = op_flops.count(step.graph)
-  traffic = device_traffic.measure(step.graph, batch, flops)
+  traffic = device_traffic.measure(
+    step.graph, batch, flops, [v.shape for v in model.trainable_variables]
+  )
   gradients = step.structured_outputs[0]
   sparse = [
     (g, v) for g, v in zip(gradients, model.trainable_variables) if isinstance(g, tf.IndexedSlices)
