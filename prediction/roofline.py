@@ -110,6 +110,15 @@ CARD_FIELDS = (
   'elementwise_bytes_per_step',
   'compute_dtype',
 )
+# Those a card traced before 2026-11-28 lacks (an earlier run's result.json): read as 0, the
+# card as it was (every matrix op a convolution, every byte per example as traced).
+ADDED_FIELDS = (
+  'matrix_bytes_per_step',
+  'product_flops_per_example',
+  'product_bytes_per_example',
+  'product_bytes_per_step',
+  'elementwise_bytes_per_step',
+)
 
 
 def matrix_rate(profile, dtype, tf32=True):
@@ -132,7 +141,7 @@ def missing(profile, card):
       f'{profile.name} gives no peak_tflops_float32, memory_bandwidth_gbps and generation of '
       'its device (the roofline is fitted on GPUs only)'
     )
-  if any(card.get(field) is None for field in CARD_FIELDS):
+  if any(card.get(f) is None for f in CARD_FIELDS if f in card or f not in ADDED_FIELDS):
     return (
       "the model card lacks the bytes its ops move (a run's card from before they were "
       'counted, or a shape not known when traced)'
@@ -147,6 +156,7 @@ def step_ms(card, batch, profile, fractions=None, tf32=True):
   why = missing(profile, card)
   if why:
     raise RooflineError(why)
+  card = {**dict.fromkeys(ADDED_FIELDS, 0.0), **card}
   fractions = fractions or FITTED
   peak, tensor = matrix_rate(profile, card['compute_dtype'], tf32)
   bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory

@@ -179,14 +179,18 @@ def recommendations(document):
 
 def _bound_by_one_server(predictions):
   """' At N devices, S is bound by one ps task (...): what its other flags would predict.'
-  for the most devices where a prediction names alternatives (its `instead`), else ''."""
-  bound = [p for p in predictions if p.get('instead')]
+  for the most devices where a prediction names alternatives (its `instead`) that predict
+  more, else '' (where the input bounds every placement alike, none is named)."""
+  better = lambda p: {
+    label: examples
+    for label, examples in (p.get('instead') or {}).items()
+    if examples > p['examples_per_second']
+  }
+  bound = [p for p in predictions if better(p)]
   if not bound:
     return ''
   p = max(bound, key=lambda p: (p['num_devices'], p['examples_per_second']))
-  others = ', '.join(
-    f'{label} {examples:,.0f} examples/s' for label, examples in p['instead'].items()
-  )
+  others = ', '.join(f'{label} {examples:,.0f} examples/s' for label, examples in better(p).items())
   return (
     f' At {p["num_devices"]} devices {p["strategy"]} is bound by one ps task '
     f"({p['busiest_ps']} carries {p['busiest_ps_share']:.0%} of each step's bytes) at "

@@ -847,3 +847,11 @@ def test_the_report_says_when_one_ps_task_bounds_the_step_and_what_would_not():
     f'{sixteen["instead"]["--variable_partitioner=fixed_shards"]:,.0f} examples/s.'
   )
   assert 'ps:2 (82%)' in predict.table(document['predictions'])
+  # Where the input bounds every placement alike (40 images/s a node), no ps task is named:
+  # more of them would predict no more.
+  starved = dataclasses.replace(vgg16(), input_examples_per_second=40.0)
+  document['predictions'] = cost_model.predict_all(
+    ['parameter_server'], (1, 16), starved, hw, {'num_ps': 4}
+  )
+  assert document['predictions'][1]['limiting'] == 'input'
+  assert 'bound by one ps task' not in recommendations.recommendations(document)[0]

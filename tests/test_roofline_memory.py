@@ -96,6 +96,15 @@ def test_matrix_products_run_at_their_own_fraction_of_the_peak():
   assert HALF.products('pascal', False) == 0.8  # Before any fitted: the earliest fitted.
 
 
+def test_a_card_from_before_products_and_per_step_bytes_is_read_as_it_was():
+  """An earlier run's result.json has no product or per-step fields: its matrix work is read
+  as convolutions, its bytes as traced, and --predict from it still uses the roofline."""
+  v100 = hardware.load('dgx1_v100')
+  earlier = {k: v for k, v in CARD.items() if k not in roofline.ADDED_FIELDS}
+  assert roofline.missing(v100, earlier) is None
+  assert roofline.step_ms(earlier, 100, v100, HALF) == roofline.step_ms(CARD, 100, v100, HALF)
+
+
 def test_a_profile_without_rates_or_a_card_without_bytes_is_refused_by_name():
   cpu = hardware.load('cpu_10gbe')
   assert 'cpu_10gbe gives no peak_tflops_float32' in roofline.missing(cpu, CARD)
