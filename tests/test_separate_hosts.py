@@ -101,7 +101,11 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   # coordinator may lose it again just after it is back (an execution sent while gRPC was
   # still reconnecting, seen on a loaded machine): each time, one line each.
   assert stderr.strip() == '', stderr
-  reports = [line for line in stdout.splitlines() if 'worker 1' in line]
+  reports = [
+    line
+    for line in stdout.splitlines()
+    if 'worker 1' in line and ('lost' in line or 'back' in line)
+  ]
   assert reports and reports == [LOST, BACK] * (len(reports) // 2), stdout
   # The servers notice the chief has gone and leave by themselves.
   assert cluster.wait(timeout=60) == dict.fromkeys(cluster.procs, 0)
