@@ -44,14 +44,14 @@ from prediction import hardware
 # that the fit gives them).
 # CUDA cores' fraction of the float32 peak, per generation fitted (a generation without fitted
 # rows takes the latest fitted one before it: Ampere and Hopper take Volta's).
-CUDA_CORES = {'kepler': 0.2, 'pascal': 0.37, 'volta': 0.53}
+CUDA_CORES = {'kepler': 0.2, 'pascal': 0.37, 'volta': 0.53, 'turing': 0.4, 'ampere': 0.53}
 # Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
-TENSOR_CORES = {'volta': 0.31, 'ampere': 0.22}
-MEMORY = 0.32
+TENSOR_CORES = {'volta': 0.31, 'turing': 0.19, 'ampere': 0.22}
+MEMORY = 0.31
 WINOGRAD = 4.0
 # Matrix products' fractions of the same peaks, on CUDA cores and on tensor cores.
 PRODUCTS = {'volta': 0.73}
-PRODUCTS_TENSOR = {'volta': 0.42, 'ampere': 0.45}
+PRODUCTS_TENSOR = {'volta': 0.43, 'ampere': 0.46}
 
 
 class RooflineError(ValueError):
@@ -63,7 +63,10 @@ class Fractions:
   kepler: float = CUDA_CORES['kepler']
   pascal: float = CUDA_CORES['pascal']
   volta: float = CUDA_CORES['volta']
+  turing: float = CUDA_CORES['turing']
+  ampere: float = CUDA_CORES['ampere']
   tensor_volta: float = TENSOR_CORES['volta']
+  tensor_turing: float = TENSOR_CORES['turing']
   tensor_ampere: float = TENSOR_CORES['ampere']
   memory: float = MEMORY
   winograd: float = WINOGRAD

@@ -119,6 +119,7 @@ def test_every_profile_has_every_field_and_a_source_for_each():
     'dgx_a100',
     'gce_k80',
     'hgx_h100',
+    'lambda_rtx6000',
     'pascal_25gbe',
     'pcie_workstation',
     'piz_daint',
