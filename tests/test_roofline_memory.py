@@ -169,6 +169,30 @@ def test_bert_is_checked_with_what_its_dropout_keeps():
   assert roofline_check.as_published('resnet50_224_float32', card) is card
 
 
+def test_nvidias_bert_large_batches_bound_the_largest_predicted_from_both_sides():
+  """A batch NVIDIA's README says ran out of memory is above the largest predicted; NVIDIA's
+  cards carry BERT's dropout as traced, not added by hand."""
+  from benchmarks import roofline_check
+  from prediction import cards
+
+  known = cards.load()
+  out_of_memory = [b for b in roofline_check.BATCHES if b[4] == 'out of memory']
+  assert [(b[0], b[3]) for b in out_of_memory] == [
+    ('bert_large_128_float32', 64),
+    ('bert_large_384_float32', 24),
+    ('bert_large_512_float32', 16),
+    ('bert_large_384_float32', 32),
+  ]
+  for name, (gb, generation), optimizer, batch, _, _ in out_of_memory:
+    assert roofline_check.as_published(name, known[name]) is known[name]
+    device = dataclasses.replace(
+      hardware.load('dgx1_v100'), device_memory_gb=gb, generation=generation
+    )
+    largest = memory.max_batch(known[name], device, True, optimizer)
+    trained = [b[3] for b in roofline_check.BATCHES if b[0] == name and b[1][0] == gb][0]
+    assert trained <= largest < batch
+
+
 def test_device_fields_are_checked_like_the_link_fields(tmp_path):
   text = '\n'.join(f'{f} = 1' for f in hardware.FIELDS)
   for bad in ('-3.0', 'nan', '"fast"'):
