@@ -366,16 +366,18 @@ def test_a_cluster_into_a_held_experiment_is_refused_on_every_task(logdir):
   )
   try:
     spec = {'worker': [f'localhost:{portpicker.pick_unused_port()}' for _ in range(2)]}
-    args = ['--strategies=multi_worker_mirrored', '--experiment=held', '--startup_timeout=120']
+    # Its tasks meet before they refuse: on a machine loaded by the launch and other tests that
+    # has taken over 120 s, so the meeting may take 240.
+    args = ['--strategies=multi_worker_mirrored', '--experiment=held', '--startup_timeout=240']
     procs = {i: start_task(spec, 'worker', i, args, logdir) for i in (1, 0)}
-    outputs = finish(procs, timeout=300)
+    outputs = finish(procs, timeout=400)
     wait_for_line(launch, '[parameter_server] epoch ', timeout=180)  # An epoch ended, or more.
     assert launch.poll() is None
     launch.send_signal(signal.SIGTERM)
     launch.communicate(timeout=120)
   finally:
     launch.kill()
-  assert {proc.returncode for proc in procs.values()} == {2}
+  assert {proc.returncode for proc in procs.values()} == {2}, outputs
   [line] = set(_one_line_each(outputs).values())
   assert line.startswith(f'run.py: worker 0 refuses: {logdir / "held"} is being run by another')
   assert f'(pid {launch.pid} on ' in line and line.endswith('or choose another --experiment')
