@@ -133,9 +133,8 @@ def _tensors(op):
 def per_step(graph, variable_shapes):
   """The names of `graph`'s tensors a step moves whatever its batch: the variables' values
   (read, through views and casts), constants and shapes, and the variables' gradients on their
-  way out (reaching the step's
-  outputs through views, casts and sums, in a variable's shape: an embedding's gradient rows,
-  one per lookup, grow with the batch)."""
+  way out (reaching the step's outputs through views, casts and sums, in a variable's shape:
+  an embedding's gradient rows, one per lookup, grow with the batch)."""
   shapes = {tuple(shape) for shape in variable_shapes}
   found = set()
   for op in graph.get_operations():
