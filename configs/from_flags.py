@@ -22,6 +22,7 @@ import strategies
 import user_code
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
+from configs import hyperparameters
 from configs import names
 from configs import noise_scale_of
 from configs import plan
@@ -58,6 +59,7 @@ def experiment(values=FLAGS):
   logdir = _logdir(values)
   directory = storage.join(logdir, name)
   runs = plan.repeated(_runs(values, directory), values.repeats)
+  hyperparameters.check_taken(hyperparameters.given(values), runs)
   _check_user_code(runs)
   twice = sorted({run.name for run in runs if [r.name for r in runs].count(run.name) > 1})
   if twice:
@@ -171,9 +173,9 @@ def _card_run(values, directory):
     values.dataset = 'synthetic'
   if values.lr_scaling != 'noise':
     values.noise_scale_of = ''  # --predict's N, not a learning-rate rule of the traced run.
-  return plan.plan(_base(values, directory), ('one_device',), [1], [1], [values.per_device_batch])[
-    0
-  ]
+  [run] = plan.plan(_base(values, directory), ('one_device',), [1], [1], [values.per_device_batch])
+  hyperparameters.check_taken(hyperparameters.given(values), [run])
+  return run
 
 
 def _check_name(flag, name):
@@ -229,7 +231,9 @@ def _runs(values, directory):
     variant = copy.deepcopy(values)
     try:
       variant([sys.argv[0], *args])
-      runs += plan.in_variant(_plan(variant, directory), name)
+      mine = plan.in_variant(_plan(variant, directory), name)
+      hyperparameters.check_taken(hyperparameters.given_in(args), mine)
+      runs += mine
     except (flags.Error, ValueError) as e:
       raise ValueError(f'--variant={name}: {e}') from None
   return runs

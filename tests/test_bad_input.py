@@ -171,6 +171,7 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
     (['--dataset=synthetic', '--num_classes=3000000000'], ['--num_classes', '2147483647']),
     (['--vocab_size=3000000000'], ['--vocab_size', '2147483647']),
     (['--strategies=one_device,one_device'], ['run one_device more than once', 'once']),
+    (['--model=cnn', '--dropout=0.2'], ['--dropout is a hyperparameter of', 'drop it']),
     (['--strategies=one_device', '--batch_size=64,64'], ['run one_device-b64 more than once']),
   ],
 )

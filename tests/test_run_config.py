@@ -227,6 +227,46 @@ def test_flags_map_onto_the_run_config(experiment, tmp_path):
   assert run.flags['strategies'] == 'one_device' and run.flags['run_name'] == 'one_device'
 
 
+def test_a_hyperparameter_no_run_takes_is_refused(experiment, parse, tmp_path):
+  """--dropout with --model=cnn would change nothing: refused in one line naming who takes
+  it; one that some variant's model takes is kept, one a variant gives its own model that
+  does not take it is refused for that variant; --predict from a model card likewise."""
+  from configs import from_flags
+
+  with pytest.raises(ValueError) as refused:
+    experiment('--model=cnn', '--dropout=0.2')
+  assert str(refused.value) == (
+    '--dropout is a hyperparameter of --model=transformer, not of --model=cnn '
+    '--dataset=digits: it would change nothing; drop it, or choose a model or data set that '
+    'takes it'
+  )
+  with pytest.raises(ValueError, match='--num_classes is a hyperparameter of --dataset=synthetic'):
+    experiment('--dataset=digits', '--num_classes=5')
+  runs = experiment(
+    '--variant=a: --model=cnn', '--variant=b: --model=transformer', '--num_layers=3'
+  ).runs
+  assert {run.model.model: run.model.hyperparameters.get('num_layers') for run in runs} == {
+    'cnn': None,
+    'transformer': 3,
+  }
+  with pytest.raises(ValueError, match='^--variant=a: --num_layers is a hyperparameter'):
+    experiment('--variant=a: --model=cnn --num_layers=3', '--variant=b: --model=transformer')
+  with pytest.raises(ValueError, match='--num_layers is a hyperparameter of --model=transformer'):
+    from_flags.prediction(
+      parse(
+        f'--logdir={tmp_path}',
+        '--predict',
+        '--model=resnet50',
+        '--per_device_batch=8',
+        '--num_layers=3',
+      )
+    )
+  assert (
+    experiment('--model=transformer', '--dropout=0.1').runs[0].model.hyperparameters['dropout']
+    == 0.1
+  )
+
+
 def test_thread_flags_are_none_unless_given(experiment):
   assert experiment('--strategies=one_device').runs[0].performance.intra_op_threads is None
   given = (
