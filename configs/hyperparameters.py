@@ -7,7 +7,7 @@ import models
 
 def owners():
   """{hyperparameter: the flags of the models and data sets that declare it}."""
-  found = {}
+  found: dict[str, list[str]] = {}
   for name in models.names():
     for hyperparameter in models.hyperparameters(name):
       found.setdefault(hyperparameter, []).append(f'--model={name}')
