@@ -1,12 +1,16 @@
 """Which of the models' and data sets' hyperparameter flags a run takes: one given that no run
 of the experiment takes would change nothing (--dropout with --model=cnn), and is refused."""
 
+import functools
+
 import data
 import models
 
 
+@functools.cache
 def owners():
-  """{hyperparameter: the flags of the models and data sets that declare it}."""
+  """{hyperparameter: the flags of the models and data sets that declare it} (read it, never
+  change it: it is cached)."""
   found: dict[str, list[str]] = {}
   for name in models.names():
     for hyperparameter in models.hyperparameters(name):

@@ -29,8 +29,8 @@ prediction/published.csv marked `fit` (least squares of the log ratios of predic
 published throughput, grid of 0.01), never per case: first the convolutions' fractions, MEMORY
 and WINOGRAD on the rows whose work is mostly convolutions (CNNs), then the products' fractions
 on the rows whose work is mostly products (BERT), the first held fixed. A generation without
-fitted rows takes the latest fitted one before it (Hopper takes Ampere's tensor cores and
-Volta's CUDA cores; a generation before any fitted one the earliest fitted). The other
+fitted rows takes the latest fitted one before it (Hopper takes Ampere's; a generation before
+any fitted one the earliest fitted). The other
 single-device rows are held out and predicted with them (prediction/validation.py,
 docs/prediction.md).
 """
@@ -43,7 +43,7 @@ from prediction import hardware
 # Fitted by `fit` on the `fit` rows of prediction/published.csv (tests/test_roofline.py checks
 # that the fit gives them).
 # CUDA cores' fraction of the float32 peak, per generation fitted (a generation without fitted
-# rows takes the latest fitted one before it: Ampere and Hopper take Volta's).
+# rows takes the latest fitted one before it: Hopper takes Ampere's).
 CUDA_CORES = {'kepler': 0.2, 'pascal': 0.37, 'volta': 0.53, 'turing': 0.4, 'ampere': 0.53}
 # Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
 TENSOR_CORES = {'volta': 0.31, 'turing': 0.19, 'ampere': 0.22}

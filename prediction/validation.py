@@ -211,9 +211,9 @@ def fit_roofline(table=None):
     for r in table
     if r['strategy'] == 'one_device' and r['set'] == 'fit'
   ]
+  convolutions = [o for o in observations if not roofline.mostly_products(o[0])]
   products = [o for o in observations if roofline.mostly_products(o[0])]
-  first = roofline.fit([o for o in observations if o not in products])
-  return roofline.fit(products, start=first)
+  return roofline.fit(products, start=roofline.fit(convolutions))
 
 
 def single_device_markdown(compared):
