@@ -5,6 +5,7 @@ import functools
 
 import data
 import models
+from configs import plan
 
 
 @functools.cache
@@ -28,7 +29,7 @@ def given(values):
 
 def given_in(args):
   """The hyperparameter flags the command-line `args` give ('--dropout=0.1': dropout)."""
-  named = {arg.lstrip('-').split('=')[0] for arg in args if arg.startswith('--')}
+  named = {plan.flag_name(arg) for arg in args}
   return [name for name in owners() if name in named]
 
 

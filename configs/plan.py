@@ -144,7 +144,7 @@ def parse_variant(spec):
   except ValueError as e:
     raise ValueError(f'--variant={name}: {e}') from None
   for arg in args:
-    flag = arg[2:].split('=', 1)[0]
+    flag = flag_name(arg)
     if not arg.startswith('--'):
       raise ValueError(f'--variant={name}: {arg!r} is not a flag; give --flag=value')
     if flag.removeprefix('no') in NOT_IN_VARIANT:
@@ -152,6 +152,11 @@ def parse_variant(spec):
         f'--variant={name}: --{flag} cannot be set per variant; set it once for the study'
       )
   return name, args
+
+
+def flag_name(arg):
+  """The flag a command-line argument sets: '--dropout=0.1' -> 'dropout'."""
+  return arg[2:].split('=', 1)[0]
 
 
 def in_variant(runs, name):
