@@ -87,7 +87,7 @@ def measure(graph, batch, flops, variable_shapes=()):
   sizes = {op.name: [(_moved(t), t.name in step) for t in _tensors(op)] for op in matrix}
   kept = _kept_for_backward(ops)
   elementwise = _fused_bytes([op for op in busy if op.type not in MATRIX_OPS], step)
-  if any(None in dict(s) for s in sizes.values()) or elementwise is None:
+  if any(size is None for s in sizes.values() for size, _ in s) or elementwise is None:
     return dict.fromkeys(cards.TRAFFIC_FIELDS)
   if any(size is None for _, size in kept.values()):
     return dict.fromkeys(cards.TRAFFIC_FIELDS)
