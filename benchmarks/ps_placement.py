@@ -1,6 +1,7 @@
 """Parameter servers as TensorFlow places them: the published parameter-server points
 predicted (prediction/published.csv, the claim: median error at most 15%, none beyond 35%),
-the open check apart from it (Horovod's 2017 README, whose VGG-16 the model misses), and
+the open check apart from it (Horovod's 2017 README on 16 and 64 GPUs, its ps count assumed;
+the model misses its rows with variables on the ps tasks' GPUs at 64), and
 what VGG-16's variables put on each of 4 ps tasks with and without a partitioner.
 
   .venv/bin/python benchmarks/ps_placement.py [--plot=ps_loads.png]

@@ -130,9 +130,9 @@ def compare(table=None, overlap=cost_model.OVERLAP):
 
 # The claim on the published parameter-server points (their 1-GPU rows are the given figure).
 PS_MEDIAN_ERROR, PS_MAX_ERROR = 0.15, 0.35
-# The `set` of published parameter-server rows the model does not predict yet (Horovod's
-# 2017 README: VGG-16 through TensorFlow 1.3's gRPC), checked apart from the claim it keeps;
-# docs/prediction.md says why they miss.
+# The `set` of published parameter-server rows whose setup is partly assumed (Horovod's 2017
+# README: the ps count), checked apart from the claim it keeps; docs/prediction.md says where
+# they miss.
 OPEN = 'open'
 # The `set` of published rows added after the model's constants were fitted, fitted on by none.
 HELD_OUT = 'held_out'

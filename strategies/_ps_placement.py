@@ -35,10 +35,10 @@ def shards(size, rows, num_ps, partitioner, min_shard_bytes):
   return max(1, min(rows, num_ps, wanted))
 
 
-def loads(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
-  """([bytes held], {kind: [bytes moved]}) of each ps task: `variables` are (bytes, rows,
-  kind) in creation order; a shard holds and moves its share of rows."""
-  held, moved = [0.0] * num_ps, {kind: [0.0] * num_ps for kind in (DENSE, SPARSE)}
+def pieces(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
+  """(ps task, bytes, kind) of each variable or shard, in creation order: `variables` are
+  (bytes, rows, kind); a shard holds its share of rows."""
+  held = [0.0] * num_ps
   turn = 0
   for size, rows, kind in variables:
     count = shards(size, rows, num_ps, partitioner, min_shard_bytes)
@@ -46,18 +46,25 @@ def loads(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
       part = (rows // count + (index < rows % count)) / rows if count > 1 else 1.0
       task = turn % num_ps if rule == ROUND_ROBIN else held.index(min(held))
       held[task] += size * part
-      if kind != FROZEN:
-        moved[kind][task] += size * part
+      yield task, size * part, kind
       turn += 1
+
+
+def loads(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
+  """([bytes held], {kind: [bytes moved]}) of each ps task."""
+  held, moved = [0.0] * num_ps, {kind: [0.0] * num_ps for kind in (DENSE, SPARSE)}
+  for task, size, kind in pieces(variables, num_ps, partitioner, min_shard_bytes, rule):
+    held[task] += size
+    if kind != FROZEN:
+      moved[kind][task] += size
   return held, moved
 
 
-def largest_message(variables, num_ps, partitioner, min_shard_bytes):
-  """Bytes of the largest dense variable or shard: what one transfer moves whole."""
-  pieces = [
-    size * math.ceil(rows / count) / rows if count > 1 else size
-    for size, rows, kind in variables
-    if kind == DENSE
-    for count in [shards(size, rows, num_ps, partitioner, min_shard_bytes)]
-  ]
-  return max(pieces, default=0.0)
+def large(variables, num_ps, partitioner, min_shard_bytes, rule, threshold):
+  """Bytes of each ps task's dense variables and shards of at least `threshold` bytes: what it
+  moves in transfers that large, one transfer a piece."""
+  out = [0.0] * num_ps
+  for task, size, kind in pieces(variables, num_ps, partitioner, min_shard_bytes, rule):
+    if kind == DENSE and size >= threshold:
+      out[task] += size
+  return out

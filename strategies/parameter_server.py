@@ -36,13 +36,22 @@ flags.DEFINE_bool(
 )
 
 
-# TensorFlow 1.3 and before (the published rows prediction/validation.py checks), whose gRPC
-# moved one large tensor slowly: one RecvTensor reached 520 MB/s at 128 MB, "degrading below
-# 100 MB/second for larger messages" (tensorflow/tensorflow#6256, #6116; the cause
-# grpc/grpc#8975, fixed by TensorFlow's gRPC upgrade of August 2017). `transport` (not a flag)
-# TF1_GRPC bounds such a transfer at that rate; TensorFlow 2's gRPC has no such bound.
+# TensorFlow 1.3 and before (the published rows prediction/validation.py checks; `transport`,
+# not a flag, TF1_GRPC): a process completed every RPC it made in one polling thread
+# (tensorflow/core/distributed_runtime/rpc/grpc_worker_cache.cc, GrpcWorkerCache: "TODO(mrry):
+# Investigate possible performance improvements by replacing this thread with a threadpool"),
+# and a large tensor arrived through it slowly: 569 MB/s for one of 128 MB
+# (tensorflow/tensorflow#6256, benchmark_grpc_recv.py --data_mb=128, worker to worker; the
+# cause, one slice taken at a time from a large message, grpc/grpc#8975; fixed by TensorFlow's
+# gRPC upgrade of August 2017, tensorflow/tensorflow#6116). A tensor crosses by the receiver's
+# RecvTensor call: a worker pulls a variable, a ps task pulls every worker's gradient of it. So
+# the pieces of at least TF1_GRPC_LARGE_MESSAGE_BYTES arrive one after another, at most at that
+# rate: at a worker its own pulls, at a ps task every worker's gradients of what it holds.
+# Smaller tensors are not bounded so (no rate is published for them). TensorFlow 2 completes
+# RPCs on several threads and has no such bound.
 TF1_GRPC = 'tf1_grpc'
-TF1_GRPC_LARGE_MESSAGE_BYTES, TF1_GRPC_LARGE_MESSAGE_GBPS = 128e6, 0.1
+TF1_GRPC_LARGE_MESSAGE_BYTES, TF1_GRPC_LARGE_MESSAGE_GBPS = 128e6, 0.569
+GRPC_THREAD = 'large tensors through one gRPC thread'
 
 
 def _refuse(config):
@@ -75,8 +84,9 @@ def _communication(n, work, hw, options):
   phase after the other only where the workers step together). The busiest link bounds: a
   ps task's node's, or a worker node's (its workers' bytes to the ps tasks elsewhere, and
   beside a colocated ps task the other workers' bytes to it). A worker of several devices
-  sums their gradients first, through host memory. Without a network (max_nodes = 1) the ps
-  tasks sit in host memory, as central storage on the CPU."""
+  sums their gradients first, through host memory. Over TensorFlow 1's gRPC a phase takes at
+  least its large pieces' seconds through one thread (TF1_GRPC). Without a network (max_nodes
+  = 1) the ps tasks sit in host memory, as central storage on the CPU."""
   both = work.gradient_bytes + work.parameter_bytes
   if hw.max_nodes == 1:
     return _alpha_beta.through_host(n, both, hw), {}
@@ -99,15 +109,20 @@ def _communication(n, work, hw, options):
   # step on their own, so one worker's pull meets another's push on a full-duplex link.
   synchronous = options.get('synchronous', False)
   combine = sum if synchronous else max
+  worker_thread, ps_threads = _grpc_thread_seconds(work, options, workers)
   loads = {}  # {link: seconds of the pull phase and the push phase}
+  threaded = set()  # The ps tasks whose gRPC thread is slower than their links.
   for task, (pull, push) in enumerate(zip(pulls, pushes)):
     beside = local if task < colocated else 0
     remote = workers - beside
-    phases = (
-      max(beside * (work.parameter_bytes - pull), remote * pull),
-      max(beside * (work.gradient_bytes - push), remote * push),
+    links = (
+      _alpha_beta.seconds(max(beside * (work.parameter_bytes - pull), remote * pull), link),
+      _alpha_beta.seconds(max(beside * (work.gradient_bytes - push), remote * push), link),
     )
-    loads[f'ps:{task}'] = _alpha_beta.seconds(combine(phases), link)
+    threads = (worker_thread, ps_threads[task])
+    if combine(threads) > combine(links):
+      threaded.add(f'ps:{task}')
+    loads[f'ps:{task}'] = combine(map(max, links, threads))
   if colocated < nodes:  # A node of workers alone: each worker pulls, then pushes.
     pushes_meet_pulls = local * max(work.gradient_bytes, work.parameter_bytes)
     loads['worker node'] = _alpha_beta.seconds(
@@ -117,11 +132,7 @@ def _communication(n, work, hw, options):
   # A ps task's links bound the step where they carry more than every other node's.
   others = [seconds for name, seconds in loads.items() if name != busiest] or [0.0]
   bound = busiest != 'worker node' and loads[busiest] > 1.05 * min(others)
-  stage = 'ps bandwidth' if bound else 'network'
-  # A worker's largest tensor, pulled and then pushed in one transfer each.
-  message = 2 * _large_message_seconds(work, options)
-  if message > loads[busiest]:
-    stage, loads[busiest] = 'one large tensor over gRPC', message
+  stage = GRPC_THREAD if busiest in threaded else 'ps bandwidth' if bound else 'network'
   stages = {stage: loads[busiest] + 2 * hw.network_latency_us * 1e-6}
   if per_worker > 1:
     stages |= _alpha_beta.through_host(per_worker, both, hw)
@@ -132,16 +143,24 @@ def _communication(n, work, hw, options):
   return stages, notes
 
 
-def _large_message_seconds(work, options):
-  """Seconds of one transfer of the largest tensor where the transport bounds it (TF1_GRPC)."""
+def _grpc_thread_seconds(work, options, workers):
+  """(a worker's, [each ps task's]) seconds of large tensors through one gRPC thread (TF1_GRPC,
+  above): a worker's pulls of them, a ps task's `workers` gradients of those it holds."""
+  num_ps = options['num_ps']
   if options.get('transport') != TF1_GRPC:
-    return 0.0
-  largest = _ps_placement.largest_message(
-    work.variables, options['num_ps'], options['variable_partitioner'], MIN_SHARD_BYTES
+    return 0.0, [0.0] * num_ps
+  held = _ps_placement.large(
+    work.variables,
+    num_ps,
+    options['variable_partitioner'],
+    MIN_SHARD_BYTES,
+    options.get('ps_placement', _ps_placement.ROUND_ROBIN),
+    TF1_GRPC_LARGE_MESSAGE_BYTES,
   )
-  if largest <= TF1_GRPC_LARGE_MESSAGE_BYTES:
-    return 0.0
-  return _alpha_beta.seconds(largest, TF1_GRPC_LARGE_MESSAGE_GBPS)
+  rate = TF1_GRPC_LARGE_MESSAGE_GBPS
+  return _alpha_beta.seconds(sum(held), rate), [
+    _alpha_beta.seconds(workers * size, rate) for size in held
+  ]
 
 
 def _per_task(work, options):
