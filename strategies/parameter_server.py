@@ -143,20 +143,26 @@ def _communication(n, work, hw, options):
   return stages, notes
 
 
+def _placement(work, options):
+  """The arguments of strategies/_ps_placement.py's rules for this run: its variables, ps
+  tasks, partitioner, and `ps_placement` (not a flag; 'greedy' places as TensorFlow 1 did, for
+  the published rows prediction/validation.py checks)."""
+  return (
+    work.variables,
+    options['num_ps'],
+    options['variable_partitioner'],
+    MIN_SHARD_BYTES,
+    options.get('ps_placement', _ps_placement.ROUND_ROBIN),
+  )
+
+
 def _grpc_thread_seconds(work, options, workers):
   """(a worker's, [each ps task's]) seconds of large tensors through one gRPC thread (TF1_GRPC,
   above): a worker's pulls of them, a ps task's `workers` gradients of those it holds."""
   num_ps = options['num_ps']
   if options.get('transport') != TF1_GRPC:
     return 0.0, [0.0] * num_ps
-  held = _ps_placement.large(
-    work.variables,
-    num_ps,
-    options['variable_partitioner'],
-    MIN_SHARD_BYTES,
-    options.get('ps_placement', _ps_placement.ROUND_ROBIN),
-    TF1_GRPC_LARGE_MESSAGE_BYTES,
-  )
+  held = _ps_placement.large(*_placement(work, options), TF1_GRPC_LARGE_MESSAGE_BYTES)
   rate = TF1_GRPC_LARGE_MESSAGE_GBPS
   return _alpha_beta.seconds(sum(held), rate), [
     _alpha_beta.seconds(workers * size, rate) for size in held
@@ -167,16 +173,9 @@ def _per_task(work, options):
   """([bytes pulled], [bytes pushed], [share of the step's bytes]) of each ps task, per
   worker and step: the dense part spread as the variables are placed, an embedding table's
   rows as its shards hold it; without the variables' sizes (a card from before they were
-  recorded), evenly. `ps_placement` (not a flag) 'greedy' places them as TensorFlow 1 did,
-  for the published rows prediction/validation.py checks."""
+  recorded), evenly."""
   num_ps = options['num_ps']
-  _, moved = _ps_placement.loads(
-    work.variables,
-    num_ps,
-    options['variable_partitioner'],
-    MIN_SHARD_BYTES,
-    options.get('ps_placement', _ps_placement.ROUND_ROBIN),
-  )
+  _, moved = _ps_placement.loads(*_placement(work, options))
   even = [1 / num_ps] * num_ps
   fraction = {
     kind: [m / sum(parts) for m in parts] if sum(parts) else even for kind, parts in moved.items()
