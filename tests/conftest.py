@@ -8,6 +8,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -88,6 +89,18 @@ DEFAULT_STRATEGIES = (
 DefaultExperiment = collections.namedtuple(
   'DefaultExperiment', 'proc experiment url cwd left_running'
 )
+
+
+@pytest.fixture(scope='session', autouse=True)
+def temporary_files(tmp_path_factory):
+  """The temporary files of the suite's processes and their children (TensorFlow's autograph
+  sources, a task's checkpoint scratch) in the session's own directory, which pytest removes
+  a few sessions later: processes the tests kill, and a cluster's tasks that leave through
+  os._exit (orchestration/exit_status.py), do not remove theirs; /tmp kept about 300 a run."""
+  path = str(tmp_path_factory.mktemp('tmp'))
+  os.environ['TMPDIR'] = path
+  tempfile.tempdir = None  # Read TMPDIR again.
+  yield path
 
 
 @pytest.fixture(scope='session')

@@ -9,6 +9,7 @@ A fresh process per test: the benchmark's absl flags must not meet run.py's in p
 import json
 import subprocess
 import sys
+import tempfile
 
 from tests.conftest import ROOT
 
@@ -38,14 +39,22 @@ finally:
 
 
 def sweep(*flags, distortion=None):
-  proc = subprocess.run(
-    [sys.executable, '-c', STAND_IN, json.dumps(distortion or {}), *flags],
-    capture_output=True,
-    text=True,
-    timeout=120,
-    cwd=ROOT,
-    stdin=subprocess.DEVNULL,
-  )
+  with tempfile.TemporaryDirectory() as workdir:  # The stand-in writes nothing there.
+    proc = subprocess.run(
+      [
+        sys.executable,
+        '-c',
+        STAND_IN,
+        json.dumps(distortion or {}),
+        f'--workdir={workdir}',
+        *flags,
+      ],
+      capture_output=True,
+      text=True,
+      timeout=120,
+      cwd=ROOT,
+      stdin=subprocess.DEVNULL,
+    )
   table, calls = proc.stdout.split('CALLS ')
   return proc, table, json.loads(calls)
 
