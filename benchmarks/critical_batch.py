@@ -193,6 +193,7 @@ def main(argv):
     print('give one --learning_rates per model and at least two --batch_sizes', file=sys.stderr)
     return 2
   workdir = FLAGS.workdir or tempfile.mkdtemp(prefix='critical_batch_')
+  print(f'runs in {workdir}', flush=True)
   report, broken = {}, []
   for model, rate in zip(models, rates):
     try:

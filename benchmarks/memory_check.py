@@ -46,6 +46,7 @@ CASES = [
 def main(argv):
   del argv
   work = FLAGS.workdir or tempfile.mkdtemp(prefix='memory_check-')
+  print(f'runs in {work}', flush=True)
   rows = []
   for name, given in CASES:
     subprocess.run(
