@@ -219,6 +219,11 @@ class Network:
   def up(self, host):
     ip('link', 'set', host.link, 'up')
 
+  def unreachable(self, host, other, cut=True):
+    """Cuts `host` off `other` alone (cut=False mends it): a route in `host` that says no
+    route to `other`'s address, as a link or router failing between the two does."""
+    ip('-n', host.namespace, 'route', 'add' if cut else 'del', 'unreachable', f'{other.address}/32')
+
   def limit(self, host, rate, latency='200ms'):
     """Limits `host`'s link to `rate` (tc's units: 100mbit is 1e8 bit/s) in both directions:
     a token bucket (tbf qdisc) on the egress of each end of its veth pair, the host side for

@@ -14,6 +14,15 @@ CUT_OFF = tf.errors.UnavailableError(
   '/tensorflow.eager.EagerService/RunComponentFunction: failed to connect [Op:Identity] name: ',
 )
 
+# A worker's call to the ps failed, as the chief hears of it (seen after a partition).
+PS_CALL_FAILED = tf.errors.UnavailableError(
+  None,
+  None,
+  'failed to connect to all addresses; No route to host\nAdditional GRPC error information '
+  'from remote target /job:ps/replica:0/task:0/device:CPU:0 while calling '
+  '/tensorflow.eager.EagerService/RunComponentFunction',
+)
+
 
 class RemoteValue:
   """A scheduled execution's result whose first `failures` copies fail with `error`."""
@@ -64,3 +73,34 @@ def test_other_errors_are_raised_at_once(error):
   with pytest.raises(type(error)):
     execution.Scheduled(remote, patience=60, poll_seconds=0).fetch()
   assert remote.fetches == 1
+
+
+def test_a_worker_cut_off_from_a_ps_that_answers_runs_its_execution_again(monkeypatch):
+  """TensorFlow takes any failed call from a worker to a ps for the ps lost, and ends the run
+  at the third; here the ps is lost only if it does not answer this task either, or once no
+  execution has returned for `patience` seconds. Each execution run again is counted."""
+  import json
+  import socket
+
+  monkeypatch.setattr(tf.distribute.coordinator, 'ClusterCoordinator', lambda strategy: None)
+  monkeypatch.setattr(execution.private_apis, 'judge_ps_failures', lambda *args: None)
+
+  def executor(ps):
+    cluster = {'chief': ['localhost:1'], 'worker': ['localhost:2'], 'ps': [ps]}
+    monkeypatch.setenv('TF_CONFIG', json.dumps({'cluster': cluster, 'task': {'type': 'chief'}}))
+    return execution.Coordinated(None, 2, patience=60, poll_seconds=0)
+
+  with socket.socket() as listening:
+    listening.bind(('localhost', 0))
+    listening.listen()
+    answering = executor(f'localhost:{listening.getsockname()[1]}')
+    assert answering._worker_cut_off_from_ps(PS_CALL_FAILED)
+    answering._returned -= 61  # No result for longer than the patience: the ps is lost.
+    assert not answering._worker_cut_off_from_ps(PS_CALL_FAILED)
+    answering._result_returned()
+    assert answering._worker_cut_off_from_ps(PS_CALL_FAILED)
+    assert answering.rerun_executions == 2
+    address = f'localhost:{listening.getsockname()[1]}'
+  silent = executor(address)  # Nothing listens there now: the ps is lost.
+  assert not silent._worker_cut_off_from_ps(PS_CALL_FAILED)
+  assert silent.rerun_executions == 0

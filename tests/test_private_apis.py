@@ -31,6 +31,52 @@ def test_each_private_api_is_there():
   assert [float(v) for v in updated] == [3.0, 3.0]  # The mean's total |1 - 0| x 3 and count.
 
 
+def test_a_coordinator_asks_whether_a_ps_failure_is_passing():
+  """The coordinator's own judgement of a worker's failed call to a ps is still where
+  judge_ps_failures puts its own first (training/execution.py); on the worker's thread, a
+  passing one has the worker's resources made again."""
+  import ast
+  import threading
+  import types
+
+  import tensorflow as tf
+  from tensorflow.python.distribute.coordinator import cluster_coordinator
+
+  from training import private_apis
+
+  assert callable(cluster_coordinator.Cluster._record_and_ignore_transient_ps_failure)
+  assert callable(cluster_coordinator.Worker._on_worker_recovery)
+  with open(cluster_coordinator.__file__) as f:
+    names = [n.value for n in ast.walk(ast.parse(f.read())) if isinstance(n, ast.Constant)]
+  assert f'{private_apis.WORKER_THREAD}%d' in names  # The worker threads' names.
+  asked, own, remade = [], [], []
+  worker = types.SimpleNamespace(worker_index=1, _on_worker_recovery=lambda: remade.append(1))
+  cluster = types.SimpleNamespace(
+    workers=[worker], _record_and_ignore_transient_ps_failure=own.append
+  )
+  private_apis.judge_ps_failures(types.SimpleNamespace(_cluster=cluster), asked.append)
+  judge = cluster._record_and_ignore_transient_ps_failure
+  ps = tf.errors.UnavailableError(
+    None, None, 'Additional GRPC error information from remote target /job:ps/replica:0/task:0'
+  )
+  worker_error = tf.errors.UnavailableError(
+    None, None, 'remote target /job:worker/replica:0/task:1'
+  )
+  results = []
+  on_worker_thread = lambda: results.extend([judge(ps), judge(worker_error)])
+  thread = threading.Thread(target=on_worker_thread, name=f'{private_apis.WORKER_THREAD}1')
+  thread.start()
+  thread.join()
+  assert asked == [ps] and own == [ps, worker_error] and remade == []  # Asked, then TensorFlow.
+  private_apis.judge_ps_failures(types.SimpleNamespace(_cluster=cluster), lambda error: True)
+  judge = cluster._record_and_ignore_transient_ps_failure
+  results = []
+  thread = threading.Thread(target=on_worker_thread, name=f'{private_apis.WORKER_THREAD}1')
+  thread.start()
+  thread.join()
+  assert results[0] is True and remade == [1]  # Passing: the worker's resources made again.
+
+
 def test_a_missing_api_is_named():
   from training import private_apis
 

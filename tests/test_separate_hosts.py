@@ -112,6 +112,37 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   assert f'worker 1 serving at {cluster.spec["worker"][1]}' in cluster.stdout('worker-1')
 
 
+def test_a_worker_cut_off_from_the_ps_alone_runs_its_steps_again(network, logdir):
+  """Worker 1 cannot reach the ps for a while (no route between the two), while the ps answers
+  the chief: TensorFlow would take each of worker 1's failed calls for the ps lost and end the
+  run at the third (within milliseconds); the chief runs worker 1's executions again instead,
+  worker 0 carries on meanwhile, and the run completes once the route is back."""
+  net = network(4)
+  cluster = Cluster(net, [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
+  cluster.start(
+    [
+      '--strategies=parameter_server',
+      '--epochs=1',
+      '--steps_per_epoch=400',
+      *QUICK,
+      '--experiment=ps',
+    ]
+  )
+  run_dir = logdir / 'ps' / 'parameter_server'
+  wait_for_progress(cluster, 'chief-0', run_dir, 100, timeout=180)
+  worker, ps = cluster.hosts['worker', 1], cluster.hosts['ps', 0]
+  net.unreachable(worker, ps)
+  wait_for_progress(cluster, 'chief-0', run_dir, 200, timeout=120)  # On worker 0.
+  net.unreachable(worker, ps, cut=False)
+  status = cluster.wait(timeout=300, names=['chief-0'])
+  assert status == {'chief-0': 0}, cluster.stderr('chief-0')
+  assert cluster.stderr('chief-0').strip() == ''
+  result = read_result(run_dir)
+  assert result['status'] == 'complete' and result['steps_done'] == 400
+  assert result['retried_steps'] > 0  # Worker 1's executions while it was cut off.
+  assert cluster.wait(timeout=60) == dict.fromkeys(cluster.procs, 0)
+
+
 def test_a_partitioned_multi_worker_mirrored_worker_stops_the_run_then_it_resumes(network, logdir):
   """A multi_worker_mirrored cluster on two hosts. Worker 1's host is cut off until the
   coordination service's heartbeats have stopped both workers (about 10 s here); the checkpoint

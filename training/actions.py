@@ -128,9 +128,11 @@ class Checkpoints(controller_lib.Action):
     state.checkpoint_seconds += seconds
 
   def retried_steps(self):
-    """Steps lost with a parameter-server worker and run again, over every attempt."""
-    lost = self.lost_executions
-    return self._retried_before + (lost.count * self.steps_per_execution if lost else 0)
+    """Steps lost with a parameter-server worker, or cut off from a ps with it, and run again,
+    over every attempt."""
+    lost = self.lost_executions.count if self.lost_executions else 0
+    again = lost + self.trainer.executor.rerun_executions
+    return self._retried_before + again * self.steps_per_execution
 
   def late_results(self):
     """Results fetched from a parameter-server worker once it was back from being cut off,

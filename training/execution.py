@@ -4,8 +4,9 @@ The loop, the evaluation and the breakdown hand their `tf.function`s to an execu
 ask which strategy they run under. `InPlace` calls a function here (its steps run on this
 task's devices, or, under an all-reduce cluster, on every task together). `Coordinated`
 schedules it through a `ClusterCoordinator` on whichever worker is free; a worker lost
-mid-execution has its execution retried on another, and a result whose worker is cut off on
-its way here is fetched once that worker is back.
+mid-execution has its execution retried on another, a result whose worker is cut off on its
+way here is fetched once that worker is back, and an execution whose worker cannot reach a
+parameter server that still answers here runs again.
 """
 
 import time
@@ -13,6 +14,7 @@ import time
 import tensorflow as tf
 
 from data import pipeline
+from orchestration import peers
 from training import private_apis
 
 # The errors of a peer task gone or cut off. A result's copy from its worker (the
@@ -44,6 +46,7 @@ class InPlace:
   coordinated = False
   in_flight = 1  # Executions under way at once.
   late_results = 0  # Results fetched once their worker, cut off, was back (Coordinated's).
+  rerun_executions = 0  # Run again once their worker's call to a ps had failed (Coordinated's).
 
   def __init__(self, strategy):
     self.strategy = strategy
@@ -77,10 +80,13 @@ class Scheduled:
   run. The worker still holds the result when it is back, so the copy is tried again until
   then, for at most `patience` seconds (after that, the worker is lost to the run, as before)."""
 
-  def __init__(self, remote_value, patience, poll_seconds=1.0, on_late=lambda: None):
+  def __init__(
+    self, remote_value, patience, poll_seconds=1.0, on_late=lambda: None, on_result=lambda: None
+  ):
     self._remote_value = remote_value
     self._patience, self._poll_seconds = patience, poll_seconds
     self._on_late = on_late  # Told of a result fetched once its worker was back: a fault survived.
+    self._on_result = on_result  # Told of every result fetched.
 
   def fetch(self):
     deadline = time.monotonic() + self._patience
@@ -96,21 +102,53 @@ class Scheduled:
         continue
       if cut_off:
         self._on_late()
+      self._on_result()
       return result
 
 
 class Coordinated(InPlace):
   """Schedules executions on the workers of a parameter-server cluster: a few per worker in
-  flight at any time, so a stop takes effect soon."""
+  flight at any time, so a stop takes effect soon.
+
+  A worker's call to a ps that fails (UnavailableError naming /job:ps) is, to TensorFlow, the
+  ps lost, and at the third naming one ps in the whole run it ends the run. Yet a worker back from a
+  partition fails in that way every execution it is given until its own channel to the ps has
+  reconnected: gRPC fails fast while that channel waits out its reconnection back-off, and the
+  coordinator hands the worker the next execution at once, three within milliseconds. Here the
+  ps is lost only when it does not answer this task either: while every ps answers and
+  executions still return (some within `patience` seconds), the execution runs again after a
+  pause of `poll_seconds` (on that worker's thread of the coordinator; the others go on)."""
 
   coordinated = True
 
-  def __init__(self, strategy, num_workers, patience):
+  def __init__(self, strategy, num_workers, patience, poll_seconds=1.0):
     super().__init__(strategy)
     self.patience = patience  # How long a worker may be cut off with a result on it.
     self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     self.in_flight = 4 * num_workers
-    self.late_results = 0
+    self.late_results = self.rerun_executions = 0
+    # The ps tasks' addresses, from TF_CONFIG, as the strategy read them (it keeps no resolver).
+    spec = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().as_dict()
+    self._ps = spec.get('ps', [])
+    self._poll_seconds = poll_seconds
+    self._returned = time.monotonic()  # When an execution's result last came back.
+    private_apis.judge_ps_failures(self.coordinator, self._worker_cut_off_from_ps)
+
+  def _worker_cut_off_from_ps(self, error):
+    """True (after a pause) when `error`, an execution's failed call from its worker to a ps,
+    is the worker's link failing, not the ps: every ps answers here and executions still
+    return; False leaves it to TensorFlow (the ps lost)."""
+    del error  # Whichever ps it names: each is probed.
+    if time.monotonic() - self._returned > self.patience:
+      return False
+    if not all(peers.answers(address) for address in self._ps):
+      return False
+    time.sleep(self._poll_seconds)
+    self.rerun_executions += 1
+    return True
+
+  def _result_returned(self):
+    self._returned = time.monotonic()
 
   def distribute(self, dataset_fn):
     return iter(
@@ -121,7 +159,10 @@ class Coordinated(InPlace):
 
   def launch(self, function, *args):
     return Scheduled(
-      self.coordinator.schedule(function, args=args), self.patience, on_late=self._count_late
+      self.coordinator.schedule(function, args=args),
+      self.patience,
+      on_late=self._count_late,
+      on_result=self._result_returned,
     )
 
   def _count_late(self):

@@ -87,6 +87,52 @@ def per_device_datasets_without_autotune(without_autotune):
   _multi_device_iterator_ops._create_device_dataset = patched  # pylint: disable=protected-access
 
 
+PS_FAILURES = (
+  'tensorflow.python.distribute.coordinator.cluster_coordinator: _is_ps_failure, '
+  'Cluster._record_and_ignore_transient_ps_failure, Worker._on_worker_recovery and its '
+  'thread WorkerClosureProcessingLoop-N'
+)
+WORKER_THREAD = 'WorkerClosureProcessingLoop-'  # The coordinator's thread for each worker.
+
+
+def judge_ps_failures(coordinator, passing):
+  """Makes `coordinator` (a ClusterCoordinator) ask `passing(error)` whether an execution's
+  error that TensorFlow takes for a parameter server's failure (an UnavailableError or
+  AbortedError whose text names /job:ps: any of a worker's calls to a ps that failed) is a
+  passing one. If so, the worker's resources (its iterators) are made again before it runs
+  anything else, as after a worker's recovery: the failed execution was cancelled mid-step,
+  and an iterator cancelled in a `next` has ended for good ("End of sequence" at the next
+  execution); then the execution is put back in the queue and runs again, as TensorFlow does
+  with the passing failures it tolerates itself. Otherwise TensorFlow decides, as before: it
+  tolerates two such errors per ps over the whole run (TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES,
+  its only knob, a count) and raises the third to the caller, however briefly the worker was
+  cut off from the ps: a worker back from a partition fails every execution it is given at
+  once (gRPC fails fast while its channel to the ps waits to reconnect), three within
+  milliseconds. No public API reaches that decision."""
+  import threading
+
+  from tensorflow.python.distribute.coordinator import cluster_coordinator as _coordinator
+
+  is_ps_failure = _require(_coordinator, '_is_ps_failure', PS_FAILURES)
+  cluster = _require(coordinator, '_cluster', PS_FAILURES)
+  own = _require(cluster, '_record_and_ignore_transient_ps_failure', PS_FAILURES)
+  workers = {
+    f'{WORKER_THREAD}{worker.worker_index}': _require(worker, '_on_worker_recovery', PS_FAILURES)
+    for worker in _require(cluster, 'workers', PS_FAILURES)
+  }
+
+  def judge(error):
+    # Called on the failed execution's worker's own thread, which runs the resources queued
+    # for that worker before the next execution.
+    remake_resources = workers.get(threading.current_thread().name)
+    if remake_resources and is_ps_failure(error) and passing(error):
+      remake_resources()
+      return True
+    return own(error)
+
+  cluster._record_and_ignore_transient_ps_failure = judge  # pylint: disable=protected-access
+
+
 COORDINATION = 'tensorflow.python.eager.context.context() config key-values and barriers'
 
 
