@@ -67,7 +67,7 @@ CARDS = {
     *_IMAGES,
   ],
   **{f'bert_base_{s}': _bert(12, 768, 12, s) for s in (64, 128, 256, 320, 384, 512)},
-  **{f'bert_large_{s}': _bert(24, 1024, 16, s) for s in (64, 128, 256)},
+  **{f'bert_large_{s}': _bert(24, 1024, 16, s) for s in (64, 128, 256, 320, 384)},
   **{f'bert_large_{s}_float32': _bert(24, 1024, 16, s, '--dropout=0.1') for s in (128, 384, 512)},
   **{
     f'bert_large_{s}_float16': _bert(

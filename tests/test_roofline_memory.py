@@ -176,7 +176,9 @@ def test_nvidias_bert_large_batches_bound_the_largest_predicted_from_both_sides(
   from prediction import cards
 
   known = cards.load()
-  out_of_memory = [b for b in roofline_check.BATCHES if b[4] == 'out of memory']
+  out_of_memory = [
+    b for b in roofline_check.BATCHES if b[4] == 'out of memory' and b[5] != roofline_check.BERT
+  ]
   assert [(b[0], b[3]) for b in out_of_memory] == [
     ('bert_large_128_float32', 64),
     ('bert_large_384_float32', 24),
