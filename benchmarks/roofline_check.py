@@ -12,9 +12,10 @@ figures: prints the tables and exits 1 when a claim fails.
   tf_cnn_benchmarks trained at on GPUs of a given memory (Lambda's, and TensorFlow's 2017
   benchmarks page's, NVIDIA's BERT-Large), which must fit: the predicted largest at least 65%
   of them; and batches that ran out of memory (NVIDIA's BERT README's notes, google-research's
-  "0"), which the predicted largest must be below. google-research's BERT is this project's transformer of BERT's
-  layers, width, heads and vocabulary, with what TensorFlow 1.11's dropout kept added
-  (bert_dropout_bytes); NVIDIA's BERT-Large cards have the transformer's own dropout.
+  "0"), which the predicted largest must be below. google-research's BERT is this project's
+  transformer of BERT's layers, width, heads and vocabulary, with what TensorFlow 1.11's
+  dropout kept added (bert_dropout_bytes); NVIDIA's BERT-Large cards have the transformer's own
+  dropout.
 """
 
 import dataclasses

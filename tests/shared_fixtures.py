@@ -34,7 +34,9 @@ def key(item, name):
 
 @functools.cache
 def _fixtures(module):
-  """{name: shared} of the fixtures `module` declares; shared: scope='module' or 'session'."""
+  """{name: shared} of the fixtures `module` declares; shared: scope='module' or 'session',
+  and not autouse (every test uses one of those, and each worker makes its own: grouping by it
+  would send the whole suite to one worker)."""
   found = {}
   for node in ast.parse(inspect.getsource(module)).body:
     if not isinstance(node, ast.FunctionDef):
@@ -42,10 +44,10 @@ def _fixtures(module):
     for decorator in node.decorator_list:
       call = decorator if isinstance(decorator, ast.Call) else None
       if ast.unparse(call.func if call else decorator) in ('pytest.fixture', 'fixture'):
-        found[node.name] = any(
-          k.arg == 'scope'
-          and isinstance(k.value, ast.Constant)
-          and k.value.value in ('module', 'session')
+        given = {
+          k.arg: k.value.value
           for k in (call.keywords if call else [])
-        )
+          if isinstance(k.value, ast.Constant)
+        }
+        found[node.name] = given.get('scope') in ('module', 'session') and not given.get('autouse')
   return found

@@ -1,6 +1,6 @@
 """tests/workers.py on a small suite of its own, run by pytest-xdist as pytest.ini runs ours:
-the tests that share a module- or session-scoped fixture land on one worker, and a fixture a
-module overrides is that module's own."""
+the tests that share a module- or session-scoped fixture land on one worker, a fixture a
+module overrides is that module's own, and an autouse one groups nothing."""
 
 import collections
 import os
@@ -20,6 +20,10 @@ SUITE = {
         @pytest.fixture(scope='session')
         def trained():
           return 'once per session'
+
+        @pytest.fixture(scope='session', autouse=True)
+        def everywhere():  # Every test's, made on each worker: no group.
+          return 'once per worker'
 
         @pytest.fixture
         def cheap(table):  # Function-scoped, on top of a module-scoped one.
