@@ -128,8 +128,8 @@ def test_a_checkpoint_is_called_damaged_only_when_it_is(tmp_path, monkeypatch):
 
 def test_an_error_in_a_cluster_is_a_lost_peer_only_when_a_peer_is_lost(tmp_path):
   """Every peer answering and an error that is not a peer's (a bug, bad data): that error,
-  as it is, not "a peer task lost"; a peer's error (UnavailableError) or a silent peer: the
-  lost peer."""
+  as it is, not "a peer task lost"; a peer's error (UnavailableError, or one that says it lost
+  its state) or a silent peer: the lost peer."""
   import socket
   import types
 
@@ -151,6 +151,13 @@ def test_an_error_in_a_cluster_is_a_lost_peer_only_when_a_peer_is_lost(tmp_path)
     assert lost(bug) is bug
     assert str(lost(tf.errors.UnavailableError(None, None, 'Socket closed'))) == (
       '[multi_worker_mirrored] a peer task lost at step 22 (UnavailableError)'
+    )
+    # A peer that no longer holds a function of the run lost its state: a restart cures it.
+    forgot = tf.errors.InvalidArgumentError(
+      None, None, "Op type not registered 'while_cond_true_1628' in binary running on worker-1"
+    )
+    assert str(lost(forgot)) == (
+      '[multi_worker_mirrored] a peer task lost at step 22 (InvalidArgumentError)'
     )
   finally:
     listening.close()

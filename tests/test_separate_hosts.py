@@ -58,26 +58,33 @@ LOST = '[parameter_server] worker 1 lost: its steps are retried on the other wor
 BACK = '[parameter_server] worker 1 is back'
 
 
-def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir, monkeypatch):
-  """A parameter-server cluster on four hosts; worker 1's host is cut off mid-run until the
-  chief has found it lost: its lost executions run again on worker 0, the chief finds it again
-  once it is back, and the run completes on the four hosts. Each step waits for what the chief
-  says, not for a time: near its end the chief holds (orchestration/faults.py) until the test
-  has seen worker 1 back, however long gRPC's reconnection takes."""
+def parameter_server_past_step_100(network, logdir, epochs, steps):
+  """A chief, two workers and a ps on four hosts of a new network, training for `epochs` of
+  `steps`: (network, cluster, run directory) once the chief is past step 100."""
   net = network(4)
   cluster = Cluster(net, [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
-  monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@500')  # Only the chief reports progress.
   cluster.start(
     [
       '--strategies=parameter_server',
-      '--epochs=2',
-      '--steps_per_epoch=300',
+      f'--epochs={epochs}',
+      f'--steps_per_epoch={steps}',
       *QUICK,
       '--experiment=hosts',
     ]
   )
   run_dir = logdir / 'hosts' / 'parameter_server'
   wait_for_progress(cluster, 'chief-0', run_dir, 100, timeout=180)
+  return net, cluster, run_dir
+
+
+def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir, monkeypatch):
+  """A parameter-server cluster on four hosts; worker 1's host is cut off mid-run until the
+  chief has found it lost: its lost executions run again on worker 0, the chief finds it again
+  once it is back, and the run completes on the four hosts. Each step waits for what the chief
+  says, not for a time: near its end the chief holds (orchestration/faults.py) until the test
+  has seen worker 1 back, however long gRPC's reconnection takes."""
+  monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@500')  # Only the chief reports progress.
+  net, cluster, run_dir = parameter_server_past_step_100(network, logdir, epochs=2, steps=300)
   partitioned = cluster.hosts['worker', 1]
   cluster.net.down(partitioned)
   wait_for_line(cluster, 'chief-0', LOST, timeout=120)
@@ -117,19 +124,7 @@ def test_a_worker_cut_off_from_the_ps_alone_runs_its_steps_again(network, logdir
   the chief: TensorFlow would take each of worker 1's failed calls for the ps lost and end the
   run at the third (within milliseconds); the chief runs worker 1's executions again instead,
   worker 0 carries on meanwhile, and the run completes once the route is back."""
-  net = network(4)
-  cluster = Cluster(net, [('chief', 1), ('worker', 2), ('ps', 1)], logdir)
-  cluster.start(
-    [
-      '--strategies=parameter_server',
-      '--epochs=1',
-      '--steps_per_epoch=400',
-      *QUICK,
-      '--experiment=ps',
-    ]
-  )
-  run_dir = logdir / 'ps' / 'parameter_server'
-  wait_for_progress(cluster, 'chief-0', run_dir, 100, timeout=180)
+  net, cluster, run_dir = parameter_server_past_step_100(network, logdir, epochs=1, steps=400)
   worker, ps = cluster.hosts['worker', 1], cluster.hosts['ps', 0]
   net.unreachable(worker, ps)
   wait_for_progress(cluster, 'chief-0', run_dir, 200, timeout=120)  # On worker 0.

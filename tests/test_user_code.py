@@ -704,3 +704,5 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
     None, None, 'Unable to find the relevant tensor remote_handle'
   )
   assert not refused_values.refused(lost)
+  forgot = tf.errors.InvalidArgumentError(None, None, "Op type not registered 'while_cond_true_1'")
+  assert not refused_values.refused(forgot)

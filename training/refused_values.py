@@ -9,13 +9,17 @@ import re
 import tensorflow as tf
 
 # What InvalidArgumentError says when a cluster's peer lost its state (restarted), not a value:
-# ClusterCoordinator counts these as a worker's failure (its _is_worker_failure).
+# ClusterCoordinator counts the first ones as a worker's failure (its _is_worker_failure); the
+# last, a function of the run the peer no longer holds, it raises (seen once, a
+# parameter-server worker just back from a partition: "Op type not registered
+# 'while_cond_true_1628'").
 LOST_STATE = (
   'unknown device',
   'primary device is not remote',
   'remote_handle',
   'context_id',
   'context with id',
+  'op type not registered',
 )
 # TensorFlow's lines around an op's own message.
 _NOT_OWN = ('Graph execution error', 'Detected at', '[', 'root error', '0 successful', '0 derived')
@@ -28,9 +32,12 @@ _NODE = re.compile(r'Detected at node (\S+)|\{\{node ([^}]+)\}\}')
 
 def refused(error):
   """True for an op's refusal of a value it was given, which a rerun repeats."""
-  return isinstance(error, tf.errors.InvalidArgumentError) and not any(
-    marker in str(error).lower() for marker in LOST_STATE
-  )
+  return isinstance(error, tf.errors.InvalidArgumentError) and not lost_state(error)
+
+
+def lost_state(error):
+  """True for a cluster peer's error that says it lost its state (a restart cures it)."""
+  return any(marker in str(error).lower() for marker in LOST_STATE)
 
 
 def describe(error):

@@ -35,16 +35,21 @@ def kept(config):
 
 
 def lost_peer(config, trainer, state, error, spec, me):
-  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer); one
-  for a chief that finished, not lost (training/agreement.py); or `error` itself when every
-  peer answers and it is not a peer's error (not a lost peer, then, but whatever it says)."""
+  """The error for a peer task lost mid-training (a parameter server, an all-reduce peer), or
+  one that lost its state; one for a chief that finished, not lost (training/agreement.py); or
+  `error` itself when every peer answers and it is not a peer's error (not a lost peer, then,
+  but whatever it says)."""
   finished = not trainer.executor.coordinated and agreement.finished_chief(
     config, spec, me, state.step
   )
   if finished:
     return agreement.Disagreement(finished)
   silent = peers.silent_peers(spec, me)
-  if not silent and not isinstance(error, execution.PEER_ERRORS):
+  if (
+    not silent
+    and not isinstance(error, execution.PEER_ERRORS)
+    and not refused_values.lost_state(error)
+  ):
     return error
   who = ', '.join(silent) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
