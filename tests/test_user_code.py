@@ -706,3 +706,5 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
   assert not refused_values.refused(lost)
   forgot = tf.errors.InvalidArgumentError(None, None, "Op type not registered 'while_cond_true_1'")
   assert not refused_values.refused(forgot)
+  no_kernel = "Op type not registered 'Addons>Resampler' in binary running on worker-1"
+  assert refused_values.refused(tf.errors.InvalidArgumentError(None, None, no_kernel))

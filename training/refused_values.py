@@ -9,18 +9,19 @@ import re
 import tensorflow as tf
 
 # What InvalidArgumentError says when a cluster's peer lost its state (restarted), not a value:
-# ClusterCoordinator counts the first ones as a worker's failure (its _is_worker_failure); the
-# last, a function of the run the peer no longer holds, it raises (seen once, a
-# parameter-server worker just back from a partition: "Op type not registered
-# 'while_cond_true_1628'").
+# ClusterCoordinator counts these as a worker's failure (its _is_worker_failure).
 LOST_STATE = (
   'unknown device',
   'primary device is not remote',
   'remote_handle',
   'context_id',
   'context with id',
-  'op type not registered',
 )
+# And a function of the run the peer no longer holds, which ClusterCoordinator raises (seen
+# once, a parameter-server worker just back from a partition): a function's name ends in its
+# number ("Op type not registered 'while_cond_true_1628'"); an op's missing kernel does not
+# ('Addons>Resampler' on a worker without the library: no restart cures that).
+_LOST_FUNCTION = re.compile(r"op type not registered '[^']*_\d+'")
 # TensorFlow's lines around an op's own message.
 _NOT_OWN = ('Graph execution error', 'Detected at', '[', 'root error', '0 successful', '0 derived')
 _FUNCTION_NODE = re.compile(r'^\{\{function_node [^}]*\}\}\s*')
@@ -37,7 +38,8 @@ def refused(error):
 
 def lost_state(error):
   """True for a cluster peer's error that says it lost its state (a restart cures it)."""
-  return any(marker in str(error).lower() for marker in LOST_STATE)
+  text = str(error).lower()
+  return any(marker in text for marker in LOST_STATE) or bool(_LOST_FUNCTION.search(text))
 
 
 def describe(error):
