@@ -125,7 +125,7 @@ def recoveries(runs):
       for key, what in (
         ('restarts', 'restart(s)'),
         ('redone_steps', 'step(s) redone'),
-        ('retried_steps', 'step(s) retried on another worker'),
+        ('retried_steps', 'step(s) run again (their worker lost or cut off from a ps)'),
         ('late_results', "result(s) fetched once their worker's link was back"),
         ('resumed', 'resume(s) after an interruption'),
       )

@@ -75,6 +75,16 @@ def test_a_coordinator_asks_whether_a_ps_failure_is_passing():
   thread.start()
   thread.join()
   assert results[0] is True and remade == [1]  # Passing: the worker's resources made again.
+  # A worker lacking a function of the run: asked too (TensorFlow would raise it at once).
+  lacking = tf.errors.InvalidArgumentError(None, None, "Op type not registered 'while_cond_1'")
+  asked = []
+  private_apis.judge_ps_failures(types.SimpleNamespace(_cluster=cluster), asked.append)
+  judge = cluster._record_and_ignore_transient_ps_failure
+  on_worker_thread = lambda: results.extend([judge(lacking)])
+  thread = threading.Thread(target=on_worker_thread, name=f'{private_apis.WORKER_THREAD}1')
+  thread.start()
+  thread.join()
+  assert asked == [lacking]
 
 
 def test_a_missing_api_is_named():

@@ -108,10 +108,15 @@ def judge_ps_failures(coordinator, passing):
   its only knob, a count) and raises the third to the caller, however briefly the worker was
   cut off from the ps: a worker back from a partition fails every execution it is given at
   once (gRPC fails fast while its channel to the ps waits to reconnect), three within
-  milliseconds. No public API reaches that decision."""
+  milliseconds. No public API reaches that decision. The same for an execution that fails on
+  a worker lacking a function of the run (InvalidArgumentError "Op type not registered
+  'while_cond_true_1628'", seen once on a worker just back from a partition), which TensorFlow
+  raises at once: put back, another worker runs it."""
   import threading
 
   from tensorflow.python.distribute.coordinator import cluster_coordinator as _coordinator
+
+  from training import refused_values
 
   is_ps_failure = _require(_coordinator, '_is_ps_failure', PS_FAILURES)
   cluster = _require(coordinator, '_cluster', PS_FAILURES)
@@ -125,7 +130,8 @@ def judge_ps_failures(coordinator, passing):
     # Called on the failed execution's worker's own thread, which runs the resources queued
     # for that worker before the next execution.
     remake_resources = workers.get(threading.current_thread().name)
-    if remake_resources and is_ps_failure(error) and passing(error):
+    judged = is_ps_failure(error) or refused_values.lost_function(error)
+    if remake_resources and judged and passing(error):
       remake_resources()
       return True
     return own(error)

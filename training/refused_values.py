@@ -38,8 +38,12 @@ def refused(error):
 
 def lost_state(error):
   """True for a cluster peer's error that says it lost its state (a restart cures it)."""
-  text = str(error).lower()
-  return any(marker in text for marker in LOST_STATE) or bool(_LOST_FUNCTION.search(text))
+  return any(marker in str(error).lower() for marker in LOST_STATE) or lost_function(error)
+
+
+def lost_function(error):
+  """True for a peer's error that says it lacks a function of the run."""
+  return bool(_LOST_FUNCTION.search(str(error).lower()))
 
 
 def describe(error):
