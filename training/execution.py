@@ -135,9 +135,9 @@ class Coordinated(InPlace):
     private_apis.judge_ps_failures(self.coordinator, self._worker_cut_off_from_ps)
 
   def _worker_cut_off_from_ps(self, error):
-    """True (after a pause) when `error`, an execution's failed call from its worker to a ps,
-    is the worker's link failing, not the ps: every ps answers here and executions still
-    return; False leaves it to TensorFlow (the ps lost)."""
+    """True (after a pause) when `error`, an execution's failed call from its worker to a ps
+    (or its worker's lack of a function of the run), is the worker's, not the ps's: every ps
+    answers here and executions still return; False leaves it to TensorFlow (the ps lost)."""
     del error  # Whichever ps it names: each is probed.
     if time.monotonic() - self._returned > self.patience:
       return False
