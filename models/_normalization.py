@@ -11,20 +11,7 @@ import keras
 from keras import ops
 
 
-class BatchNormalization(keras.layers.BatchNormalization):
-  """Keras' BatchNormalization with moving statistics averaged over the replicas in sync.
-
-  Keras 3 creates them with aggregation "none", which CentralStorageStrategy refuses to update
-  inside a replica ("You must specify an aggregation method"); "mean" is what tf.keras used.
-  """
-
-  def add_weight(self, *args, trainable=True, **kwargs):
-    if not trainable:
-      kwargs['aggregation'] = 'mean'
-    return super().add_weight(*args, trainable=trainable, **kwargs)
-
-
-class GhostBatchNormalization(BatchNormalization):
+class GhostBatchNormalization(keras.layers.BatchNormalization):
   """BatchNormalization (channels last) over virtual batches of `virtual_batch_size` examples."""
 
   def __init__(self, virtual_batch_size, **kwargs):
@@ -65,4 +52,4 @@ def factory(ghost_batch_size=0, momentum=0.99):
   keyword arguments (axis, epsilon...) go to the layer, so an architecture keeps its own."""
   if ghost_batch_size:
     return lambda **kwargs: GhostBatchNormalization(ghost_batch_size, momentum=momentum, **kwargs)
-  return lambda **kwargs: BatchNormalization(momentum=momentum, **kwargs)
+  return lambda **kwargs: keras.layers.BatchNormalization(momentum=momentum, **kwargs)

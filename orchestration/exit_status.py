@@ -11,6 +11,14 @@ import user_code
 from orchestration import peers
 from orchestration import processes
 from records import storage
+from records import target
+
+# TensorFlow's errors of a connection or a peer, which a restart may cure (training/execution.py's
+# PEER_ERRORS, by name: this module loads no TensorFlow).
+TRANSIENT_ERRORS = ('UnavailableError', 'AbortedError', 'CancelledError', 'DeadlineExceededError')
+# Refusals of what every run of a comparison shares (the user's code, the data, the target): a
+# launcher's child says so with processes.REFUSED_EVERY_RUN, and the comparison ends there.
+EVERY_RUN = (user_code.UserCodeError, data.DatasetError, target.TargetError)
 
 
 def line_and_status(error, verbose):
@@ -18,17 +26,36 @@ def line_and_status(error, verbose):
   names its type, and says how to see the traceback unless `verbose` showed it."""
   expected = isinstance(error, (ValueError, data.DatasetError, processes.TaskError))
   line = user_code.message(error).removeprefix(f'{type(error).__name__}: ')
-  if not (expected or isinstance(error, (peers.PeerLost, storage.CannotWrite))):
+  if not (expected or isinstance(error, (peers.PeerLost, storage.CannotWrite, RunFailed))):
     hint = '' if verbose else ' (--verbosity=1 shows the traceback)'
     line = f'{type(error).__name__}: {line}{hint}'
-  return f'run.py: {line}', 2 if expected else _fault_status(error)
+  if not expected:
+    return f'run.py: {line}', _fault_status(error)
+  every_run = isinstance(error, EVERY_RUN) and processes.PARENT_PID_ENV in os.environ
+  return f'run.py: {line}', processes.REFUSED_EVERY_RUN if every_run else 2
+
+
+class RunFailed(RuntimeError):
+  """The run failed in a way the same run repeats (an op of the model or a probe that cannot
+  run, the tool's own code), as opposed to a lost peer; the message says what failed."""
+
+
+def may_pass(error):
+  """True for a fault a restart may cure: a lost peer or process, the network, the system (an
+  OSError); not an error of the model, the data, a probe or the tool's own code (a TypeError,
+  TensorFlow's InvalidArgumentError or UnimplementedError), which the same run repeats."""
+  return isinstance(error, (peers.PeerLost, OSError)) or (
+    type(error).__module__.startswith('tensorflow') and type(error).__name__ in TRANSIENT_ERRORS
+  )
 
 
 def _fault_status(error):
-  """1, for a fault a rerun may cure (unexpected, a lost peer: a restart may help); but the
-  storage refusing writes is not cured by restarting into it, so a child of the launcher
-  says so with processes.NOT_RESTARTED, which the launcher does not restart (and exits 1)."""
-  if isinstance(error, storage.CannotWrite) and processes.PARENT_PID_ENV in os.environ:
+  """1, for a fault a rerun may cure (a lost peer: a restart may help); a launcher's child says
+  processes.NOT_RESTARTED, which the launcher does not restart (and exits 1), for what a
+  restart repeats: the storage refusing writes (until someone acts), an error the same run
+  raises again (`may_pass`)."""
+  repeats = isinstance(error, storage.CannotWrite) or not may_pass(error)
+  if repeats and processes.PARENT_PID_ENV in os.environ:
     return processes.NOT_RESTARTED
   return 1
 

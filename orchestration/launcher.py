@@ -277,7 +277,7 @@ def exit_status(errors):
   run.py does for bad input; else 1."""
   if not errors:
     return 0
-  return 2 if all(error.returncode == 2 for error in errors) else 1
+  return 2 if all(e.returncode in (2, processes.REFUSED_EVERY_RUN) for e in errors) else 1
 
 
 def launch(experiment):
@@ -321,6 +321,8 @@ def launch(experiment):
         run_files.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
       elif error and earlier is not None and error.returncode == 2:
         run_files.restore_config(run.run_dir, earlier)  # Refused: the run stays as it was.
+    if error and error.returncode == processes.REFUSED_EVERY_RUN and i == 1:
+      return 2  # Its line said why; every other run would say the same.
     rows.append(
       {'run': run.name, 'strategy': run.distribution.strategy, 'error': str(error)}
       if error

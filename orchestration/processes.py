@@ -21,6 +21,9 @@ RESTART_ENV = 'STRATEGY_COMPARISON_RESTART'  # Set in the tasks of a run the lau
 # A child's exit status for a fault no restart cures until someone acts (a full disk): the
 # launcher does not restart it (TaskError.died is False) and exits 1 for it.
 NOT_RESTARTED = 3
+# A child's exit status for a refusal every run of the comparison would give (the user's code,
+# the data, the target): the launcher starts no further run and exits 2.
+REFUSED_EVERY_RUN = 4
 _PR_SET_PDEATHSIG = 1
 TERMINATE_GRACE_SECONDS = 10
 POLL_SECONDS = 0.25

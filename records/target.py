@@ -67,6 +67,16 @@ def of_accuracy(value):
   return Target('accuracy', '>=', float(value))
 
 
+def default_for(default, names):
+  """The `default` target (on accuracy) for a model reporting `names`: on `accuracy`, or on
+  the metric its compile named as an accuracy (`sparse_categorical_accuracy`, an output's
+  `department_accuracy`), at the default's value; None if it reports none."""
+  accuracies = [n for n in names if n == default.metric] or [
+    n for n in names if n.endswith(default.metric)
+  ]
+  return dataclasses.replace(default, metric=accuracies[0]) if accuracies else None
+
+
 def check_reported(target, names, who, given=True):
   """TargetError unless `target`'s metric is among `names`, the metrics `who` reports; one
   not `given` (the default, accuracy) is named as such, with the flag that sets another."""

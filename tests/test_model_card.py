@@ -250,8 +250,6 @@ def test_measuring_changes_nothing_of_training():
   """Batch norm's statistics, dropout's seeds, weights and losses: the same with the card."""
   import keras
 
-  from models import _normalization
-
   examples = tiny_training.arrays()
 
   def model():
@@ -259,7 +257,7 @@ def test_measuring_changes_nothing_of_training():
       [
         keras.Input((8, 8, 1)),
         keras.layers.Conv2D(4, 3),
-        _normalization.BatchNormalization(),
+        keras.layers.BatchNormalization(),
         keras.layers.Flatten(),
         keras.layers.Dropout(0.5),
         keras.layers.Dense(2),

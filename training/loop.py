@@ -126,8 +126,9 @@ class Trainer:
       if strategy.num_replicas_in_sync < 2
       else None
     )
-    with strategy.scope(), tf.variable_creator_scope(_seed_states_follow_the_first_replica):
-      self.model = self.builders.model()
+    with strategy.scope():
+      with tf.variable_creator_scope(_state_updated_in_replicas):
+        self.model = self.builders.model()
       # What the optimizer updates: the trainable variables, a sharded one as its shards.
       variables = shards.expand(self.model.trainable_variables)
       shards.save_whole(self.model)
@@ -379,14 +380,21 @@ class Trainer:
     return steps
 
 
-def _seed_states_follow_the_first_replica(next_creator, **kwargs):
-  """Keras' random layers (Dropout, ...) advance a seed state inside the step, a variable with
-  aggregation "none", which central storage cannot assign from a replica (its
-  AggregatingVariable asks how to aggregate; keras-team/keras#20612 fixed only mirroring).
-  Every replica computes the same next state, so the first replica's value is the value."""
-  if 'seed_generator_state' in (kwargs.get('name') or '') and kwargs.get('aggregation') in (
+def _state_updated_in_replicas(next_creator, **kwargs):
+  """The model's non-trainable state that its layers assign inside the step (Keras'
+  BatchNormalization's moving statistics, a user's running mean or counter, the random layers'
+  seed state) has aggregation "none" in Keras 3, which central storage cannot assign from a
+  replica (its AggregatingVariable asks how to aggregate: keras-team/keras#20612 fixed only
+  mirroring). It is given what tf.keras gave BatchNormalization's statistics: floats the mean
+  over the replicas; other dtypes (a seed, a counter, which every replica computes alike) the
+  first replica's value. The same under every strategy, so every one trains the same model."""
+  if not kwargs.get('trainable', True) and kwargs.get('aggregation') in (
     None,
     tf.VariableAggregation.NONE,
   ):
-    kwargs['aggregation'] = tf.VariableAggregation.ONLY_FIRST_REPLICA
+    dtype = kwargs.get('dtype')
+    floating = dtype is not None and tf.as_dtype(dtype).is_floating
+    kwargs['aggregation'] = (
+      tf.VariableAggregation.MEAN if floating else tf.VariableAggregation.ONLY_FIRST_REPLICA
+    )
   return next_creator(**kwargs)

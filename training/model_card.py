@@ -13,12 +13,17 @@ import math
 
 import tensorflow as tf
 
+from prediction import cards
 from training import device_traffic
 from training import op_flops
+from training import probes as probes_lib
 
 
-def measure(trainer):
-  """The card of `trainer`'s model at its per-replica batch, the figures result.json holds.
+def measure(trainer, step=None, probes=None):
+  """The card of `trainer`'s model at its per-replica batch, the figures result.json holds;
+  `step` its traced step (`trace_step`'s, traced here if not given). What cannot be taken of
+  the traced step is None, left out by `probes` (training/probes.py) with why; the weights'
+  and optimizer's sizes are always there.
 
   `gradient_bytes_per_step` counts a sparse gradient (tf.IndexedSlices, from an embedding
   lookup) by its `values`: one row per lookup in the batch, repeated rows included, as
@@ -27,31 +32,49 @@ def measure(trainer):
   those rows of. It or `flops_per_example` is None if the traced shapes are not all known (a
   model with data-dependent shapes).
   """
-  model, batch = trainer.model, trainer.batching.per_replica_batch_size
-  step = trace_step(trainer)
-  flops = op_flops.count(step.graph)
-  traffic = device_traffic.measure(
-    step.graph, batch, flops, [v.shape for v in model.trainable_variables]
-  )
+  model, step = trainer.model, step or trace_step(trainer)
+  probes = probes or probes_lib.Probes()
   gradients = step.structured_outputs[0]
   sparse = [
     (g, v) for g, v in zip(gradients, model.trainable_variables) if isinstance(g, tf.IndexedSlices)
   ]
+  traced = probes.attempt("the model card's traced figures", _traced, trainer, step, sparse)
   return {
     'model_parameters': sum(math.prod(w.shape) for w in model.weights),
     'trainable_parameters': sum(math.prod(w.shape) for w in model.trainable_weights),
     'trainable_bytes': sum(
       math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.trainable_variables
     ),
-    'gradient_bytes_per_step': gradient_bytes(gradients),
-    'sparse_gradient_bytes_per_step': gradient_bytes([g for g, _ in sparse]),
     'sparse_variable_bytes': sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for _, v in sparse),
-    'flops_per_example': None if flops is None else float(sum(flops.values())) / batch,
     'variable_sizes': variable_sizes(model, {id(v) for _, v in sparse}),
     'weight_bytes': sum(math.prod(w.shape) * tf.as_dtype(w.dtype).size for w in model.weights),
     'optimizer_bytes': sum(
       math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in trainer.step.optimizer.variables
     ),
+    **(traced or dict.fromkeys(TRACED_FIELDS)),
+  }
+
+
+# The card's figures taken of the traced step's graph.
+TRACED_FIELDS = (
+  'gradient_bytes_per_step',
+  'sparse_gradient_bytes_per_step',
+  'flops_per_example',
+  *cards.TRAFFIC_FIELDS,
+)
+
+
+def _traced(trainer, step, sparse):
+  """The card's TRACED_FIELDS, of `step`'s graph and gradients."""
+  batch = trainer.batching.per_replica_batch_size
+  flops = op_flops.count(step.graph)
+  traffic = device_traffic.measure(
+    step.graph, batch, flops, [v.shape for v in trainer.model.trainable_variables]
+  )
+  return {
+    'gradient_bytes_per_step': gradient_bytes(step.structured_outputs[0]),
+    'sparse_gradient_bytes_per_step': gradient_bytes([g for g, _ in sparse]),
+    'flops_per_example': None if flops is None else float(sum(flops.values())) / batch,
     **traffic,
   }
 

@@ -1,6 +1,9 @@
 """The errors a run ends with when it cannot go on: where it stopped, which checkpoint is kept,
 and what to do (a diverged loss, data the model refuses, a lost or finished peer)."""
 
+import tensorflow as tf
+
+from orchestration import exit_status
 from orchestration import peers
 from records import resume
 from training import agreement
@@ -25,6 +28,18 @@ def rejected(config, error):
     f'--dataset={config.data.dataset}: {refused_values.describe(error)}; make every value fit '
     'the model (token ids below its Embedding input_dim, for one): a rerun would fail the '
     f'same way. {kept(config)}'
+  )
+
+
+def repeated(config, error):
+  """`error` itself where a restart may cure it (a lost peer, a connection); else the error
+  for an op that failed in a way the same run repeats (exit_status.RunFailed: not restarted),
+  in one line: TensorFlow's own and the node's."""
+  if exit_status.may_pass(error) or not isinstance(error, tf.errors.OpError):
+    return error
+  return exit_status.RunFailed(
+    f'[{config.name}] {type(error).__name__}: {refused_values.describe(error)}; the same run '
+    f'fails the same way, so it is not restarted. {kept(config)}'
   )
 
 

@@ -2,6 +2,7 @@
 through the controller and its actions, and records it (the chief does)."""
 
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -34,6 +35,7 @@ from training import loop
 from training import model_card
 from training import outcome
 from training import peak_memory
+from training import probes as probes_lib
 from training import profiling
 from training import refused_values
 from training import run_errors
@@ -60,11 +62,12 @@ def run(config, tf_config=None, refusal=None, say=print):
   task.memory_before = peak_memory.start()
   trainer, compute_devices = _build(config, task.spec, task.me, say, task.refusal)
   # Before anything is written: a target on a metric the model does not report is refused.
+  given = config.target != definitions.RunConfig.target  # Else the default's, accuracy.
+  names = trainer.step.objective.names
+  if not given and (accuracy := target_lib.default_for(target_lib.parse(config.target), names)):
+    config = dataclasses.replace(config, target=str(accuracy))  # Its own accuracy's name.
   target_lib.check_reported(
-    target_lib.parse(config.target),
-    trainer.step.objective.names,
-    f'--model={config.model.model}',
-    given=config.target != definitions.RunConfig.target,  # Else the default's, accuracy.
+    target_lib.parse(config.target), names, f'--model={config.model.model}', given
   )
   # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
   # end in the system's reason: named as the disk's, wherever they are written.
@@ -80,14 +83,16 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
     config.model.ghost_batch_size, trainer.batching.per_replica_batch_size
   )
   checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), task.writes)
-  state, card = _start(config, task, trainer, checkpointer, say)
+  probes = probes_lib.Probes(lambda line: say(f'[{config.name}] {line}'))
+  state, card = _start(config, task, trainer, checkpointer, probes, say)
   say = task.start_record(state, say)
   writers = event_files.Writers(config.run_dir if task.writes else None)
-  recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card)
+  recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card, probes)
   recorder.memory_before = task.memory_before  # What its peak memory is measured from.
   _announce(config, trainer, compute_devices, state, say)
   try:
-    breakdown = step_timing.traced_parts(config, trainer, say)  # Before the run's clock starts.
+    # Before the run's clock starts.
+    breakdown = step_timing.traced_parts(config, trainer, probes, say)
     saver, controller = _controller(
       config, trainer, state, checkpointer, writers, stop, say, task.writes
     )
@@ -95,7 +100,7 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
     if controller.train():
       _interrupt(config, controller, saver, stop, recorder)
     parts = step_timing.run_breakdown(
-      config, breakdown, time.perf_counter() - started, controller.state.history, say
+      config, breakdown, time.perf_counter() - started, controller.state.history, probes, say
     )
     return recorder.write('complete', controller, saver, parts)
   except loop.NonFiniteLoss as e:
@@ -103,15 +108,17 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
   except tf.errors.OpError as e:
     if refused_values.refused(e):  # The same data fails the same way: never restarted.
       raise run_errors.rejected(config, e) from None
-    if not task.spec or storage.refusal(e):  # The storage's refusal is named by `run`.
+    if storage.refusal(e):  # The storage's refusal is named by `run`.
       raise
-    raise run_errors.lost_peer(config, trainer, state, e, task.spec, task.me) from None
+    if task.spec:
+      e = run_errors.lost_peer(config, trainer, state, e, task.spec, task.me)
+    raise run_errors.repeated(config, e) from None
   finally:
     checkpointer.close()
     writers.close()
 
 
-def _start(config, task, trainer, checkpointer, say):
+def _start(config, task, trainer, checkpointer, probes, say):
   """The run's state, resumed or fresh, and (for the chief) its model card; in a cluster whose
   tasks all step, once every task can start, and at the same step (training/agreement.py)."""
   in_step = task.spec and not trainer.executor.coordinated
@@ -127,7 +134,8 @@ def _start(config, task, trainer, checkpointer, say):
     )
     if task.writes:
       say(f'[{config.name}] tracing the step: the model card')
-    card = _card(config, trainer) if task.writes else None  # Traced, not run: nothing changes.
+    # Traced, not run: nothing changes.
+    card = _card(config, trainer, probes) if task.writes else None
   except ValueError as e:  # A checkpoint or a model refused: the others end with it.
     if in_step:
       agreement.check_start(config, task.spec, task.me, None, e)  # Raises.
@@ -183,8 +191,8 @@ class _Recorder:
   """The run's record: the text and HParams (with the model card) at the start; result.json at the
   end, or when interrupted. A task that does not record writes nothing."""
 
-  def __init__(self, config, trainer, writers, tf_config, compute_devices, card):
-    self.config, self.trainer, self.writers = config, trainer, writers
+  def __init__(self, config, trainer, writers, tf_config, compute_devices, card, probes):
+    self.config, self.trainer, self.writers, self.probes = config, trainer, writers, probes
     self.tf_config, self.compute_devices, self.card = tf_config, compute_devices, card
     self.writes = writers.run_dir is not None
     self.started = time.time()  # Orders the report's runs.
@@ -211,9 +219,11 @@ class _Recorder:
     )
     if status == 'complete':
       self.writers.final(config.epochs - 1, outcome.final_metrics(result))
+    memory = self.probes.attempt('the peak memory', peak_memory.measure, self.memory_before)
     record = {
       **result,
-      **peak_memory.measure(self.memory_before),
+      **(memory or {'peak_memory_bytes': None, 'peak_memory_measures': 'not measured'}),
+      'left_out': self.probes.left_out,
       'started': self.started,
       **self.writers.shown(),
     }
@@ -276,19 +286,20 @@ def card(config):
   """The model card (training/model_card.py) of run `config`, built in this process as the run
   would build it, traced and never trained: what --predict from a model predicts with."""
   trainer, _ = _build(config, None, None, print)
-  return _card(config, trainer)
+  return _card(config, trainer, probes_lib.Probes(print))
 
 
-def _card(config, trainer):
-  """The model card, traced before the run writes anything: a model that cannot be traced
-  fails the same way every time (its code, not a lost peer), so it is refused in one line
-  carrying the error's own message, exit status 2, never restarted."""
+def _card(config, trainer, probes):
+  """The model card, traced before the run writes anything. A step that cannot be traced
+  fails the same way every time (its code, not a lost peer): refused in one line with the
+  error's own message, exit status 2, never restarted; the rest is `probes`' to leave out."""
   try:
-    return model_card.measure(trainer)
+    step = model_card.trace_step(trainer)
   except Exception as e:  # pylint: disable=broad-except  # Whatever the model's code raises.
     raise user_code.UserCodeError(
       f'[{config.name}] --model={config.model.model} cannot be traced: {user_code.message(e)}'
     ) from None
+  return model_card.measure(trainer, step, probes)
 
 
 def _build(config, spec, me, say, refusal=None):
