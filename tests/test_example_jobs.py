@@ -1,0 +1,135 @@
+"""Jobs shaped like the best-known Keras examples (examples/: structured data with preprocessing
+layers, text with TextVectorization in the model, a time-series CNN with BatchNormalization,
+several inputs and outputs from dicts of arrays, a subclassed model with its own stateful
+layer, loss and metric) train with default flags, the breakdown included; and what the tool
+adds around the training never fails it."""
+
+import os
+
+import pytest
+
+from orchestration import exit_status
+from orchestration import processes
+from tests.conftest import ROOT
+from tests.conftest import read_result
+from tests.conftest import run_py
+
+EXAMPLES = os.path.join(ROOT, 'examples')
+
+# Each under the strategy it once failed under (or the hardest for it), one epoch: every
+# strategy runs each of them in benchmarks/metric_parity.py and docs/own-model.md's table.
+JOBS = [
+  ('text_classification', 'parameter_server', 'accuracy'),
+  ('timeseries_classification', 'central_storage', 'sparse_categorical_accuracy'),
+  ('subclassed_model', 'central_storage', 'f1'),
+  ('structured_data', 'multi_worker_mirrored', 'accuracy'),
+  ('multi_output', 'mirrored', 'department_accuracy'),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('job, strategy, metric', JOBS)
+def test_an_example_job_trains_with_defaults_and_its_breakdown(job, strategy, metric, tmp_path):
+  proc = run_py(
+    f'--model={job}:build',
+    f'--dataset={job}:load',
+    f'--strategies={strategy}',
+    '--epochs=1',
+    f'--logdir={tmp_path}',
+    '--experiment=job',
+    breakdown=True,
+    cwd=EXAMPLES,
+    env={**os.environ, 'EXAMPLE_DATA_DIR': str(tmp_path / 'data')},
+    timeout=400,
+  )
+  assert proc.returncode == 0, proc.stderr
+  assert 'Traceback' not in proc.stderr and 'restarting' not in proc.stderr, proc.stderr
+  result = read_result(tmp_path / 'job' / strategy)
+  assert result['status'] == 'complete'
+  assert result['left_out'] == {}, result['left_out']
+  breakdown = result['breakdown']
+  assert all(breakdown[part] > 0 for part in ('input_ms', 'compute_ms', 'communication_ms'))
+  # The default target, on the model's own accuracy (a name of its compile's).
+  assert result['target']['metric'] == (metric if 'accuracy' in metric else 'accuracy')
+  assert 0 < result['validation_metrics'][metric][-1] <= 1
+
+
+def test_a_probe_that_raises_is_left_out_saying_why_and_the_run_goes_on():
+  from training import probes
+
+  said = []
+  run = probes.Probes(said.append)
+  assert run.attempt('the peak memory', lambda: {'peak_memory_bytes': 5}) == {
+    'peak_memory_bytes': 5
+  }
+
+  def broken():
+    raise TypeError('no shape for a string')
+
+  assert run.attempt('the breakdown', broken) is None
+  assert run.left_out == {'the breakdown': 'TypeError: no shape for a string'}
+  assert said == [
+    'the breakdown left out, not measured for this model: TypeError: no shape for a string'
+  ]
+
+
+class UnimplementedError(Exception):
+  """Named and placed as TensorFlow's, without loading TensorFlow."""
+
+  __module__ = 'tensorflow.python.framework.errors_impl'
+
+
+class UnavailableError(Exception):
+  __module__ = UnimplementedError.__module__
+
+
+@pytest.mark.parametrize(
+  'error, status',
+  [
+    (TypeError('a probe or user code'), processes.NOT_RESTARTED),  # Repeats: never restarted.
+    (UnimplementedError('Cast string to float is not supported'), processes.NOT_RESTARTED),
+    (exit_status.RunFailed('an op the same run fails again'), processes.NOT_RESTARTED),
+    (UnavailableError('a peer went away'), 1),  # A restart may cure these.
+    (ConnectionResetError('the network'), 1),
+    (ValueError('refused input'), 2),
+  ],
+)
+def test_only_faults_a_restart_may_cure_are_restarted(error, status, monkeypatch):
+  monkeypatch.setenv(processes.PARENT_PID_ENV, str(os.getpid()))
+  assert exit_status.line_and_status(error, verbose=False)[1] == status
+  monkeypatch.delenv(processes.PARENT_PID_ENV)
+  alone = 1 if status == processes.NOT_RESTARTED else status  # No launcher: no status 3.
+  assert exit_status.line_and_status(error, verbose=False)[1] == alone
+
+
+def test_a_target_no_run_can_reach_ends_the_comparison_at_its_first_run(tmp_path):
+  proc = run_py(
+    '--strategies=one_device,mirrored,central_storage',
+    '--target=nosuchmetric>=0.5',
+    f'--logdir={tmp_path}',
+    '--experiment=typo',
+    '--epochs=1',
+  )
+  assert proc.returncode == 2, proc.stderr
+  refusals = [line for line in proc.stderr.splitlines() if line.startswith('run.py:')]
+  assert refusals == [
+    'run.py: --target=nosuchmetric>=0.5: --model=cnn reports no metric nosuchmetric; '
+    'name one it reports: loss, accuracy'
+  ], proc.stderr
+  assert '=== mirrored' not in proc.stdout
+  assert not os.path.exists(tmp_path / 'typo'), os.listdir(tmp_path / 'typo')
+
+
+def test_the_default_target_follows_a_models_own_accuracy_name():
+  from records import target
+
+  default = target.parse('accuracy>=0.9')
+  assert str(target.default_for(default, ['loss', 'accuracy', 'auc'])) == 'accuracy>=0.9'
+  assert (
+    str(target.default_for(default, ['loss', 'sparse_categorical_accuracy']))
+    == 'sparse_categorical_accuracy>=0.9'
+  )
+  assert str(target.default_for(default, ['loss', 'priority_mae', 'department_accuracy'])) == (
+    'department_accuracy>=0.9'
+  )
+  assert target.default_for(default, ['loss', 'mae']) is None
