@@ -1,4 +1,4 @@
-"""Dataset registry: every module of this package but the two helpers (HELPERS) is a dataset,
+"""Dataset registry: every module of this package but the helpers (HELPERS) is a dataset,
 named after its file.
 
 A dataset module defines `load(options, seed) -> Arrays`, `options` being the run's
@@ -12,8 +12,10 @@ A user's own dataset is named `package.module:function` instead: `function()` re
 `(x_train, y_train), (x_val, y_val)` as `keras.datasets`' `load_data()` does: examples of any
 shape (images, feature vectors, token ids) and integer labels 0..num_classes-1, the classes
 counted from the labels (see examples/my_data.py). uint8 examples are scaled by 1/255, others
-are used as they are. It may instead return two tf.data pipelines, `(train, validation)`, or
-arrays whose features are a dict: data/streams.py feeds those.
+are used as they are; float labels of whole numbers are class numbers too. It may instead
+return any other form Keras' `model.fit` takes (data/fit_forms.py: arrays of several inputs or
+outputs, of strings, sample weights; tf.data pipelines; PyDatasets): data/streams.py feeds
+those.
 """
 
 import dataclasses
@@ -107,9 +109,9 @@ class Arrays:
     }
 
 
-# Modules that serve the datasets: the input pipeline, the reader of keras.datasets' files, and
-# a user's own tf.data pipelines.
-HELPERS = ('pipeline', 'keras_format', 'streams')
+# Modules that serve the datasets: the input pipeline, the reader of keras.datasets' files, a
+# user's own tf.data pipelines, and the other forms of a user's data fit takes.
+HELPERS = ('pipeline', 'keras_format', 'streams', 'fit_forms')
 
 
 def names():
@@ -138,9 +140,9 @@ def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0):
   name = options.dataset
   if user_code.is_spec(name):
     returned = user_code.call(name, 'dataset')
-    from data import streams  # TensorFlow: a user's tf.data pipelines, or dict features.
+    from data import fit_forms  # TensorFlow: tf.data pipelines, any form but plain arrays.
 
-    fed = streams.from_user(name, returned, seed)
+    fed = fit_forms.from_user(name, returned, seed)
     arrays = from_user(name, returned) if fed is None else None
   elif name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
@@ -169,7 +171,16 @@ def shape_text(input_shape):
   """An example's shape as text: '28x28x1'; for a dict of features, 'dense:4,ids:2'."""
   if isinstance(input_shape, dict):
     return ','.join(f'{name}:{shape_text(shape)}' for name, shape in input_shape.items())
+  if not is_shape(input_shape):  # A tuple of several inputs' shapes: '0:10,1:50'.
+    return ','.join(f'{i}:{shape_text(shape)}' for i, shape in enumerate(input_shape))
   return 'x'.join(map(str, input_shape))
+
+
+def is_shape(input_shape):
+  """Whether `input_shape` is one example's shape (a tuple of sizes), not several inputs'."""
+  return not isinstance(input_shape, dict) and all(
+    isinstance(size, int) or size is None for size in input_shape
+  )
 
 
 def named(name):
@@ -260,6 +271,11 @@ def _listed(values, most=5):
   return shown + (f' and {len(values) - most} more' if len(values) > most else '')
 
 
+def _classes_of_floats(y):
+  whole = y.dtype.kind == 'f' and y.size and np.all(np.mod(y, 1) == 0)
+  return y.astype(np.int64) if whole else y
+
+
 def from_user(spec, returned):
   """The Arrays of what a user's dataset function returned; DatasetError naming the problem.
   Its classes are those of its training labels: validation labels beyond them are refused."""
@@ -280,6 +296,8 @@ def from_user(spec, returned):
     raise refuse(f'returned examples or labels that make no array ({e})') from None
   # Labels of shape (N, 1), as keras.datasets.cifar10 returns them: one label per example.
   y_train, y_val = (y[:, 0] if y.ndim == 2 and y.shape[1:] == (1,) else y for y in (y_train, y_val))
+  # Float labels of whole numbers are class numbers, as Keras' sparse losses take them.
+  y_train, y_val = (_classes_of_floats(y) for y in (y_train, y_val))
   for split, x, y in (('training', x_train, y_train), ('validation', x_val, y_val)):
     if not len(x) or len(x) != len(y):
       raise refuse(f'returned {len(x)} {split} examples and {len(y)} labels')

@@ -1,8 +1,10 @@
 """A user's own tf.data input pipelines, fed to the replicas as the in-memory arrays are.
 
 `--dataset=module:function` may return `(train, validation)`, two `tf.data.Dataset`s of
-elements `(features, labels)` or `(features, labels, sample_weights)`: features a tensor or
-a dict of tensors, labels a tensor or a dict (several outputs), each of a fixed shape. A
+elements `(features, labels)` or `(features, labels, sample_weights)`: features and labels
+each a tensor, or a dict or tuple of them (several inputs, several outputs), of fixed shapes.
+The other forms Keras' fit() takes (arrays of several inputs or outputs, of strings, sample
+weights, a PyDataset) come here as tf.data pipelines too (data/fit_forms.py). A
 pipeline that batches, as one given to Keras' fit() does, is unbatched first (`unbatched` in
 result.json): every strategy is compared at the run's own batch. The user's pipeline reads,
 parses and shuffles; this module shards it per input pipeline, batches it to the per-replica
@@ -24,7 +26,6 @@ deterministic (seeded shuffles).
 
 import math
 
-import numpy as np
 import tensorflow as tf
 
 import data
@@ -42,6 +43,7 @@ class Streams:
   value per element, the largest label read + 1, else the label's width (a regression's 1)."""
 
   source = 'tf.data'
+  digest = None  # Of in-memory arrays (data/fit_forms.py): the tasks' copies must agree.
 
   def __init__(self, who, make, first=None):
     """`first`: what `make()` already returned, if it was called."""
@@ -201,7 +203,7 @@ class Streams:
       'validation_examples': self.validation_size,
       'classes': self.num_classes,
       'element_spec': repr(self.element_spec),
-    }
+    } | ({'data_digest': self.digest} if self.digest else {})
 
   def record(self, steps_per_epoch_flag, pipelines, coordinated):
     """result.json's `input_pipeline`: where the data came from and how it was fed."""
@@ -321,11 +323,8 @@ def check(who, train, validation):
   if not isinstance(spec, tuple) or len(spec) not in (2, 3):
     raise _refused(who, f'gives elements {_described(spec)}')
   for part, value in zip(('features', 'labels'), spec):
-    leaves = tf.nest.flatten(value)
-    simple = isinstance(value, tf.TensorSpec) or (
-      isinstance(value, dict) and all(isinstance(v, tf.TensorSpec) for v in value.values())
-    )
-    if not simple or not leaves:
+    leaves = tf.nest.flatten(value)  # A tensor, or a dict or tuple of them (nested).
+    if not leaves or not all(isinstance(s, tf.TensorSpec) for s in leaves):
       raise _refused(who, f'gives {part} {_described(value)}')
     unknown = [s for s in leaves if not s.shape.is_fully_defined()]
     if unknown:
@@ -348,7 +347,7 @@ def check(who, train, validation):
 def _refused(who, problem):
   return data.DatasetError(
     f'{who} {problem}; give unbatched elements (features, labels) or (features, labels, '
-    'sample_weights): features a tensor or a dict of tensors, labels a tensor or a dict'
+    'sample_weights): features and labels each a tensor, or a dict or tuple of tensors'
   )
 
 
@@ -365,35 +364,3 @@ def _described(value):
   if isinstance(value, tuple):
     return '(' + ', '.join(map(_described, value)) + ')'
   return type(value).__name__
-
-
-def from_arrays(who, train, validation, seed):
-  """Streams of in-memory arrays whose features are a dict ({name: array}), shuffled afresh
-  each pass (seeded), as arrays with one tensor of features are."""
-
-  def make():
-    n = len(next(iter(train[0].values())))
-    return (
-      tf.data.Dataset.from_tensor_slices(train).shuffle(n, seed=seed),
-      tf.data.Dataset.from_tensor_slices(validation),
-    )
-
-  return Streams(who, make)
-
-
-def from_user(spec, returned, seed=0):
-  """Streams of what `--dataset=spec` returned, datasets or arrays with dict features; None
-  for anything else (the arrays contract, data.from_user, says what is wrong)."""
-  who = data.named(spec)
-  try:
-    train, validation = returned
-  except (TypeError, ValueError):
-    return None
-  if isinstance(train, tf.data.Dataset) or isinstance(validation, tf.data.Dataset):
-    return Streams(who, lambda: user_code.call(spec, 'dataset'), (train, validation))
-  if all(isinstance(split, tuple) and split and isinstance(split[0], dict) for split in returned):
-    arrays = [
-      ({k: np.asarray(v) for k, v in x.items()}, *map(np.asarray, rest)) for x, *rest in returned
-    ]
-    return from_arrays(who, *arrays, seed)
-  return None

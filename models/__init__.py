@@ -27,6 +27,7 @@ import os
 import pkgutil
 import warnings
 
+import data
 import declarations
 import user_code
 
@@ -61,10 +62,16 @@ def build(
     return _user_model(name, shape, num_classes, input_dtype)
   if name not in names():
     raise ValueError(f'unknown model {name!r}; choose from {", ".join(names())}')
-  if isinstance(input_shape, dict):
+  if isinstance(input_shape, dict) or not data.is_shape(input_shape):
     raise ValueError(
-      f'--model={name} takes one tensor of features, not a dict of them '
-      f'({", ".join(input_shape)}); give --model=module:function, a model of those inputs'
+      f'--model={name} takes one tensor of features, not a '
+      f'{type(input_shape).__name__} of them ({", ".join(map(str, input_shape))}); give '
+      '--model=module:function, a model of those inputs'
+    )
+  if input_dtype == 'string':
+    raise ValueError(
+      f'--model={name} takes numbers, not strings; give --model=module:function, a model that '
+      'takes strings (a StringLookup or TextVectorization layer), or give numeric features'
     )
   check(name, input_shape, batch_norm, ghost_batch_size)
   from models import _normalization  # Loads Keras: only where a model is built.
@@ -203,14 +210,14 @@ def _outputs(spec, model, input_shape, input_dtype):
       return outputs
   except Exception:  # pylint: disable=broad-except  # Some calls need a real batch: tried next.
     pass
-  zeros = lambda shape, dtype, name: np.zeros((2, *shape), dtype)
+  zeros = lambda shape, dtype, name: np.zeros((2, *shape), 'U1' if dtype == 'string' else dtype)
   try:
     return model(_batch(input_shape, input_dtype, zeros), training=False)
   except Exception as e:  # pylint: disable=broad-except  # Whatever the user's model raises.
-    if isinstance(input_shape, dict):
-      given = ', '.join(f'{k!r}: {input_dtype[k]} {v}' for k, v in input_shape.items())
+    if not data.is_shape(input_shape):
+      given = _described(input_shape, input_dtype)
       raise user_code.UserCodeError(
-        f"--model={spec} cannot be called on a batch of the dataset's features {{{given}}}: "
+        f"--model={spec} cannot be called on a batch of the dataset's features {given}: "
         f"{user_code.message(e)}; make the model's inputs match the dataset's features"
       ) from None
     raise user_code.UserCodeError(
@@ -219,8 +226,21 @@ def _outputs(spec, model, input_shape, input_dtype):
     ) from None
 
 
-def _batch(input_shape, input_dtype, make):
-  """`make(shape, dtype, name)` of the examples' features, or a dict of them by name."""
+def _batch(input_shape, input_dtype, make, name=None):
+  """`make(shape, dtype, name)` of the examples' features, or a dict (by name) or tuple of
+  them, nested."""
   if isinstance(input_shape, dict):
-    return {k: make(shape, input_dtype[k], k) for k, shape in input_shape.items()}
-  return make(input_shape, input_dtype, None)
+    return {k: _batch(shape, input_dtype[k], make, k) for k, shape in input_shape.items()}
+  if not data.is_shape(input_shape):
+    return tuple(_batch(*both, make) for both in zip(input_shape, input_dtype))
+  return make(input_shape, input_dtype, name)
+
+
+def _described(input_shape, input_dtype):
+  """Features in a line: {'a': float32 (2,), 'b': (int64 (), int64 ())}."""
+  if isinstance(input_shape, dict):
+    parts = (f'{k!r}: {_described(v, input_dtype[k])}' for k, v in input_shape.items())
+    return '{' + ', '.join(parts) + '}'
+  if not data.is_shape(input_shape):
+    return '(' + ', '.join(map(_described, input_shape, input_dtype)) + ')'
+  return f'{input_dtype} {input_shape}'

@@ -227,7 +227,7 @@ def dict_arrays():
     (
       'not_a_pair',
       'gives elements int64 (); give unbatched elements (features, labels) or (features, '
-      'labels, sample_weights): features a tensor or a dict of tensors, labels a tensor or a dict',
+      'labels, sample_weights): features and labels each a tensor, or a dict or tuple of tensors',
     ),
     ('one_dataset', 'returned a validation ndarray, not a tf.data.Dataset; give unbatched'),
     ('empty', 'returned an empty validation dataset; give it examples'),
@@ -369,3 +369,178 @@ def test_the_tfrecord_example_writes_its_shards_once_and_reads_them_back(tmp_pat
   assert fed.sharding(2) == {'training': 'file', 'validation': 'file'}
   data.load(definitions.Data('tfrecord_data:regression'))  # Read again, not rewritten.
   assert os.path.getmtime(tmp_path / 'records' / 'regression' / shards[0]) == written
+
+
+FORMS = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+rng = np.random.default_rng(0)
+a, b = rng.random((24, 2)), np.arange(24)  # float64 and int64 features, as users give them.
+c, r, w = np.arange(24) % 3, rng.random((24, 1)).astype(np.float32), np.linspace(0.5, 2, 24)
+DICTS = ({'a': a, 'b': b}, {'c': c, 'r': r})
+def cut(part, at):
+  if isinstance(part, dict):
+    return {k: cut(v, at) for k, v in part.items()}
+  if isinstance(part, (list, tuple)):
+    return type(part)(cut(v, at) for v in part)
+  return part[at]
+train = lambda *parts: tuple(cut(p, slice(16)) for p in parts)
+val = lambda *parts: tuple(cut(p, slice(16, None)) for p in parts)
+def dicts():
+  return train(*DICTS), val(*DICTS)
+def lists():  # fit(x=[x1, x2]); float labels of whole numbers are classes, as fit takes them.
+  return train([a, b], c.astype(np.float32)), val((a, b), c.astype(np.float32))
+def triples():  # (x, y, sample_weight); validation without weights: each weighs 1.
+  return train(a, c, w), val(a, c)
+def pipeline():  # The same dicts as a batched tf.data pipeline, as fit takes one.
+  ds = lambda s: tf.data.Dataset.from_tensor_slices(s).batch(5)
+  return ds(train(*DICTS)), ds(val(*DICTS))
+class Batches(keras.utils.PyDataset):
+  ends = 0
+  def __init__(self, parts):
+    super().__init__()
+    self.parts = parts
+  def __len__(self):
+    return -(-len(self.parts[0]) // 5)
+  def __getitem__(self, i):
+    return tuple(p[i * 5 : (i + 1) * 5] for p in self.parts)
+  def on_epoch_end(self):
+    Batches.ends += 1
+def pydataset():
+  return Batches(train(a, c, w)), Batches(val(a, c, w))
+def strings():  # A string column among numbers, as in Keras' structured-data examples.
+  thal = np.array(['fixed', 'normal', 'reversible'] * 8, dtype=object)
+  return train({'thal': thal, 'age': a[:, 0]}, c), val({'thal': thal, 'age': a[:, 0]}, c)
+def regression():
+  return train(a, r), val(a, r)
+def nan_label():
+  labels = {'c': c, 'r': np.where(np.arange(24)[:, None] == 20, np.nan, r)}
+  return train(DICTS[0], labels), val(DICTS[0], labels)
+def negative():
+  return train([a, b], c - 1), val([a, b], c)
+def uneven():
+  return ({'a': a, 'b': b[:20]}, c), ({'a': a, 'b': b}, c)
+"""
+
+
+def _elements(fed, split):
+  """The elements of `split`, in their order, as numpy: dicts and tuples kept."""
+  return list(fed._make()[split == 'validation'].as_numpy_iterator())
+
+
+def _close(found, expected):
+  import tensorflow as tf
+
+  tf.nest.assert_same_structure(found, expected)
+  for x, y in zip(tf.nest.flatten(found), tf.nest.flatten(expected)):
+    np.testing.assert_allclose(x, y, rtol=1e-6)
+
+
+def test_every_form_fit_takes_gives_the_same_elements_and_counts_classes(module):  # noqa: F811
+  """Dicts of arrays for inputs and outputs, lists and tuples of arrays, (x, y, w) triples,
+  float class labels, batched tf.data pipelines and PyDatasets: each loads and yields the
+  same examples, one per element."""
+  import tensorflow as tf
+
+  name = module(FORMS)
+  load = lambda f: data.load(definitions.Data(f'{name}:{f}'))
+  rng = np.random.default_rng(0)
+  a, b = rng.random((24, 2)), np.arange(24)
+  c, r, w = np.arange(24) % 3, rng.random((24, 1)).astype(np.float32), np.linspace(0.5, 2, 24)
+  dicts = load('dicts')
+  assert dicts.num_classes is None and not dicts.weighted  # Several outputs: the model says.
+  assert dicts.input_shape == {'a': (2,), 'b': ()} and dicts.train_size == 16
+  assert dicts.example_dtype == {'a': 'float32', 'b': 'int64'}  # Floats as fit feeds them.
+  expected = [({'a': a[i], 'b': b[i]}, {'c': c[i], 'r': r[i]}) for i in range(16, 24)]
+  _close(_elements(dicts, 'validation'), expected)
+  shuffled = _elements(dicts, 'training')
+  assert sorted(e[0]['b'] for e in shuffled) == list(range(16))
+  assert 'data_digest' in dicts.fingerprint()
+  pipeline = load('pipeline')
+  assert pipeline.record(None, 1, False)['unbatched'] and pipeline.num_classes is None
+  _close(_elements(pipeline, 'validation'), expected)
+  assert pipeline.input_shape == dicts.input_shape
+  lists = load('lists')
+  assert lists.input_shape == ((2,), ()) and lists.num_classes == 3
+  assert data.shape_text(lists.input_shape) == '0:2,1:'
+  _close(_elements(lists, 'validation'), [((a[i], b[i]), c[i]) for i in range(16, 24)])
+  assert lists.element_spec[1] == tf.TensorSpec((), tf.int32)  # Whole floats: class numbers.
+  triples = load('triples')
+  assert triples.weighted and triples.num_classes == 3 and triples.input_shape == (2,)
+  _close(_elements(triples, 'validation'), [(a[i], c[i], 1.0) for i in range(16, 24)])
+  features, labels, weights = next(iter(triples.train_fn(16)(None)))
+  order = np.argsort(features[:, 0].numpy())
+  np.testing.assert_allclose(np.sort(weights), np.sort(w[:16]), rtol=1e-6)
+  np.testing.assert_array_equal(labels.numpy()[order], c[:16][np.argsort(a[:16, 0])])
+  py = load('pydataset')
+  assert py.weighted and py.num_classes == 3 and py.record(None, 1, False)['unbatched']
+  assert py.validation_size == 8 and py.count_training() == 16
+  _close(_elements(py, 'validation'), [(a[i], c[i], w[i]) for i in range(16, 24)])
+  # Batches in an order of the seed, as fit shuffles them: the same in every process.
+  passes = [[e[0][0] for e in _elements(py, 'training')] for _ in range(2)]
+  assert passes[0] == passes[1] and sorted(passes[0]) == sorted(a[:16, 0].astype(np.float32))
+  regression = load('regression')
+  assert regression.num_classes == 1 and regression.element_spec[1].dtype == tf.float32
+
+
+def test_strings_among_features_are_fed_as_strings_a_built_in_model_refuses_them(module):  # noqa: F811
+  import models
+
+  name = module(FORMS)
+  fed = data.load(definitions.Data(f'{name}:strings'))
+  assert fed.example_dtype == {'thal': 'string', 'age': 'float32'} and fed.num_classes == 3
+  assert _elements(fed, 'validation')[0][0]['thal'] == b'normal'
+  with pytest.raises(ValueError, match='--model=mlp takes numbers, not strings'):
+    models.build('mlp', (), 3, input_dtype='string')
+  with pytest.raises(ValueError, match='--model=cnn takes one tensor of features, not a tuple'):
+    models.build('cnn', ((2,), ()), 3)
+
+
+@pytest.mark.parametrize(
+  'function, message',
+  [
+    ('nan_label', ": 1 validation labels 'r' hold NaN or infinite values (the first is example 4)"),
+    ('negative', ' returned labels from -1: give classes numbered from 0'),
+    ('uneven', " returned training data of different lengths: 24 features 'a', 20 features 'b'"),
+  ],
+)
+def test_arrays_of_any_form_are_checked_as_arrays_are(module, function, message):  # noqa: F811
+  name = module(FORMS)
+  with pytest.raises(data.DatasetError) as e:
+    data.load(definitions.Data(f'{name}:{function}'))
+  assert str(e.value).startswith(f'--dataset={name}:{function}{message}'), str(e.value)
+
+
+def test_a_model_of_dicts_in_and_out_trains_on_dicts_of_arrays(module):  # noqa: F811
+  """Two named inputs, two named outputs compiled with a loss each, loss_weights and a metric
+  each, fed dicts of arrays: it trains, and judges the whole validation set."""
+  import keras
+  import tensorflow as tf
+
+  def build():
+    a, b = keras.Input((2,), name='a'), keras.Input((), name='b', dtype='int64')
+    ids = keras.layers.Embedding(24, 4)(b)
+    hidden = keras.layers.Dense(8, activation='relu')(keras.layers.concatenate([a, ids]))
+    outputs = {
+      'c': keras.layers.Dense(3, name='c')(hidden),
+      'r': keras.layers.Dense(1, name='r')(hidden),
+    }
+    model = keras.Model({'a': a, 'b': b}, outputs)
+    model.compile(
+      loss={'c': keras.losses.SparseCategoricalCrossentropy(from_logits=True), 'r': 'mse'},
+      loss_weights={'c': 1.0, 'r': 0.5},
+      metrics={'c': ['accuracy'], 'r': ['mae']},
+    )
+    return model
+
+  fed = data.load(definitions.Data(f'{module(FORMS)}:dicts'))
+  run = tiny_training.make_trainer(tf.distribute.OneDeviceStrategy('/cpu:0'), fed, build, 4)
+  first, _ = run.train_epoch(4, 4)
+  second, _ = run.train_epoch(4, 4, first_step=5)
+  assert first.examples == second.examples == 16
+  assert run.metrics(second)['loss'] < run.metrics(first)['loss']
+  judged = run.evaluate()  # Each output judged by its own metric, by Keras' names.
+  assert set(judged) == {'loss', 'c_accuracy', 'r_mae'} and np.isfinite(judged['loss'])
+  assert run.validation_totals().examples == 8

@@ -396,8 +396,7 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
   'function, message',
   [
     ('uneven', 'returned 40 training examples and 39 labels'),
-    ('strings', 'training examples of dtype <U1'),
-    ('float_labels', 'training labels of dtype float64'),
+    ('float_labels', 'labels from 0 to 0: give at least two classes'),  # Whole: classes.
     ('negative', 'labels from -1 to 1'),
     ('one_class', 'labels from 0 to 0: give at least two classes'),
     ('shapes', 'training examples of shape (2,) and validation examples of shape (3,)'),
@@ -419,6 +418,13 @@ def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, messag
     )
     and '\n' not in text
   )
+
+
+def test_strings_are_features_fit_takes_fed_as_strings(module):
+  """As Keras' fit takes them, for a model with its own StringLookup: not refused (a built-in
+  model refuses them, models.build)."""
+  fed = data.load(definitions.Data(f'{module(DATA)}:strings'))
+  assert fed.example_dtype == 'string' and fed.input_shape == (1,) and fed.num_classes == 1
 
 
 def test_a_user_function_that_exits_is_one_line_naming_the_flag(module):
