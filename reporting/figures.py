@@ -84,6 +84,16 @@ def of(record, config=None):
   )
 
 
+def final_metrics(record):
+  """{name: final validation value} of every metric a run's result.json records (its
+  final_validation_<name>, else the series' last value); None where there is none."""
+  series = record.get('validation_metrics') or {}
+  return {
+    name: record.get(f'final_validation_{name}', (values or [None])[-1])
+    for name, values in series.items()
+  }
+
+
 def seeded(figure, target):
   """Whether the seed decides `figure` (the target metric's value, steps to the target), so
   that two runs of one seed compare paired; timings move with the machine, not the seed."""

@@ -12,6 +12,7 @@ import statistics
 
 from records import tables
 from reporting import figures as figures_lib
+from reporting import parity
 from reporting import summary
 from reporting import uncertainty
 
@@ -225,18 +226,27 @@ def _kind(by_repeat):
   return run.settings.get('model'), run.settings.get('dataset')
 
 
+def metric_parity(runs):
+  """reporting/parity.py's judgement: each group's final metrics against its baseline's."""
+  members = by_group(runs)
+  _, base_of = with_scaling(runs)
+  return parity.judge(members, {name: base_of[group[0].name] for name, group in members.items()})
+
+
 def section(runs):
-  """The across-repeats part of the summary: {'groups', 'differences', 'notes', 'markdown'
-  (lines), 'console' (text), 'csv' (summary_repeats.csv's text)}."""
+  """The across-repeats part of the summary: {'groups', 'differences', 'metric_parity',
+  'notes', 'markdown' (lines), 'console' (text), 'csv' (summary_repeats.csv's text)}."""
   table = groups(runs)
   pairs = differences(runs)
+  same = metric_parity(runs)
   if all(row['repeats'] == 1 for row in table):
     return {
       'groups': table,
       'differences': pairs,
-      'notes': [ONE_RUN_EACH],
+      'metric_parity': same,
+      'notes': [ONE_RUN_EACH, parity.ONE_RUN_EACH],
       'markdown': [],
-      'console': ONE_RUN_EACH,
+      'console': f'{ONE_RUN_EACH}\n{parity.ONE_RUN_EACH}',
       'csv': csv_text(table),
     }
   header, cells = rendered(table)
@@ -252,13 +262,17 @@ def section(runs):
     '',
     *[f'- {line}' for line in said],
     '',
+    *parity.markdown(same),
   ]
+  equal = parity.lines(same)
   console = '\n'.join(
     ['Across repeats (median [95% interval]):', tables.render(header, cells), *said]
+    + (['Metric parity (mean ± std over the seeds; Holm-adjusted p):', *equal] if equal else [])
   )
   return {
     'groups': table,
     'differences': pairs,
+    'metric_parity': same,
     'notes': [],
     'markdown': lines,
     'console': console,

@@ -224,7 +224,9 @@ def write(experiment_dir, table, said, target, plots=(), closing=(), across=None
       'notes': said,
       'rows': table,
       'convergence': convergence(table),
-      'repeats': {key: across[key] for key in ('groups', 'differences')},
+      'repeats': {
+        key: across[key] for key in ('groups', 'differences', 'metric_parity') if key in across
+      },
     },
   )
   text = io.StringIO(newline='')

@@ -1,6 +1,7 @@
 """Repeats (--repeats) and the statistics across them, on fixed numbers with known intervals."""
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -9,7 +10,9 @@ from configs import definitions
 from configs import dry_run
 from configs import plan
 from reporting import figures
+from reporting import parity
 from reporting import repeats
+from reporting import summary
 from reporting import uncertainty
 
 
@@ -181,7 +184,7 @@ def test_ranking_says_which_differences_are_significant():
 
 def test_one_run_per_configuration_says_no_interval_is_available():
   section = repeats.section(runs([1000], [600]))
-  assert section['notes'] == [repeats.ONE_RUN_EACH]
+  assert section['notes'] == [repeats.ONE_RUN_EACH, parity.ONE_RUN_EACH]
   assert 'no interval is available' in repeats.ONE_RUN_EACH
   assert section['markdown'] == []
   row = next(row for row in section['groups'] if row['run'] == 'mirrored')
@@ -195,3 +198,101 @@ def test_the_section_shows_the_table_and_the_ranking():
   assert '## Across repeats' in text and 'Student-t' in text and 'paired by round' in text
   assert '| mirrored | 3 | 600 [' in text
   assert 'Across repeats' in section['console'] and 'significantly faster' in section['console']
+
+
+def parity_runs(by_strategy):
+  """Runs of each strategy, one per (accuracy, loss) given: repeat k with seed k - 1."""
+  found = []
+  for strategy, values in by_strategy.items():
+    for k, (accuracy, loss) in enumerate(values, 1):
+      replicas = 1 if strategy == 'one_device' else 2
+      record = result(f'{strategy}-rep{k}', strategy, k, 1000.0, strategy, replicas, accuracy)
+      record['validation_metrics']['loss'] = [1.0, 0.5, loss]
+      record['final_validation_loss'] = loss
+      found.append(figures.of(record, definitions.RunConfig().to_json()))
+  return found
+
+
+BASELINE = [(0.950, 0.20), (0.953, 0.21), (0.947, 0.19)]
+
+
+def test_welch_p_values_match_the_t_table():
+  # The tabulated 97.5th percentiles are where the two-sided p is 0.05.
+  for df, t in ((1, 12.706), (4, 2.776), (10, 2.228)):
+    assert parity.t_p_value(t, df) == pytest.approx(0.05, abs=1e-4)
+  # [1, 2, 3] against [4, 5, 6]: t = -3 / sqrt(2/3), 4 degrees of freedom, p = 0.02131.
+  found = parity.welch([1, 2, 3], [4, 5, 6])
+  assert (found['t'], found['df'], found['p']) == pytest.approx((-3.6742, 4, 0.02131), abs=1e-4)
+  assert parity.welch([1], [4, 5, 6])['p'] is None
+  assert parity.welch([2, 2], [2, 2])['p'] == 1 and parity.welch([2, 2], [3, 3])['p'] == 0
+  assert parity.welch([1, math.nan], [4, 5, 6])['p'] is None  # A diverged run is not noise.
+
+
+def test_holm_adjusts_for_the_number_of_comparisons():
+  assert parity.holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
+  assert parity.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+
+
+def test_equal_distributions_are_within_seed_noise():
+  same = [(0.951, 0.205), (0.949, 0.195), (0.952, 0.2)]
+  found = repeats.metric_parity(parity_runs({'one_device': BASELINE, 'mirrored': same}))
+  assert found['version'] == 1 and found['judged'] and found['comparisons'] == 2
+  assert [(r['run'], r['baseline'], r['metric']) for r in found['rows']] == [
+    ('mirrored', 'one_device', 'accuracy'),
+    ('mirrored', 'one_device', 'loss'),
+  ]
+  assert {r['verdict'] for r in found['rows']} == {parity.WITHIN}
+  assert all(r['p_adjusted'] > 0.5 for r in found['rows'])
+  assert found['rows'][0]['values'] == [0.951, 0.949, 0.952]
+
+
+def test_a_clearly_shifted_metric_differs_beyond_seed_noise():
+  shifted = [(0.900, 0.20), (0.905, 0.21), (0.897, 0.19)]  # Accuracy lower by 16 std, loss same.
+  runs = parity_runs({'one_device': BASELINE, 'mirrored': BASELINE, 'central_storage': shifted})
+  rows = {(r['run'], r['metric']): r for r in repeats.metric_parity(runs)['rows']}
+  assert rows['central_storage', 'accuracy']['verdict'] == parity.DIFFERS
+  assert rows['central_storage', 'accuracy']['p_adjusted'] < 0.01
+  assert rows['central_storage', 'accuracy']['difference'] == pytest.approx(-0.0493, abs=1e-4)
+  assert rows['central_storage', 'loss']['verdict'] == parity.WITHIN
+  assert rows['mirrored', 'accuracy']['verdict'] == parity.WITHIN
+  # Holm over the 4 comparisons: the smallest p is multiplied by 4.
+  raw = rows['central_storage', 'accuracy']['p']
+  assert rows['central_storage', 'accuracy']['p_adjusted'] == pytest.approx(4 * raw)
+
+
+def test_without_a_one_device_run_the_first_strategy_is_the_baseline():
+  runs = parity_runs({'mirrored': BASELINE, 'central_storage': BASELINE})
+  for run, started in zip(runs, ('2', '4', '6', '1', '3', '5')):
+    run.record['started'] = started  # central_storage started first, in each round.
+  rows = repeats.metric_parity(runs)['rows']
+  assert {(r['run'], r['baseline']) for r in rows} == {('mirrored', 'central_storage')}
+
+
+def test_one_run_each_cannot_judge_parity():
+  section = repeats.section(parity_runs({'one_device': BASELINE[:1], 'mirrored': BASELINE[:1]}))
+  assert section['notes'] == [repeats.ONE_RUN_EACH, parity.ONE_RUN_EACH]
+  assert 'cannot be judged from one run each' in section['console']
+  found = section['metric_parity']
+  assert not found['judged'] and found['note'] == parity.ONE_RUN_EACH
+  assert {r['verdict'] for r in found['rows']} == {parity.CANNOT}
+  assert parity.lines(found) == [parity.ONE_RUN_EACH]
+
+
+def test_the_section_and_summary_json_state_parity_per_strategy_and_metric(tmp_path):
+  shifted = [(0.900, 0.20), (0.905, 0.21), (0.897, 0.19)]
+  section = repeats.section(parity_runs({'one_device': BASELINE, 'mirrored': shifted}))
+  text = '\n'.join(section['markdown'])
+  assert "Welch's t-test" in text and 'Holm' in text
+  assert (
+    '- mirrored: accuracy 0.901 ± 0.004 vs one_device 0.950 ± 0.003 — differs beyond seed '
+    'noise (p=0.00'
+  ) in text
+  assert (
+    'mirrored: loss 0.200 ± 0.010 vs one_device 0.200 ± 0.010 — within seed noise (p=1)'
+  ) in section['console']
+  summary.write(str(tmp_path), [], [], 'accuracy>=0.9', across=section)
+  written = json.loads((tmp_path / 'summary.json').read_text())['repeats']
+  assert set(written) == {'groups', 'differences', 'metric_parity'}
+  assert written['metric_parity']['version'] == parity.VERSION
+  assert [r['verdict'] for r in written['metric_parity']['rows']] == [parity.DIFFERS, parity.WITHIN]
+  assert 'differs beyond seed noise' in (tmp_path / 'summary.md').read_text()
