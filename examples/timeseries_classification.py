@@ -23,7 +23,7 @@ def _write(scratch):
   frequency = np.where(labels == 1, 3.0, 5.0)[:, None]
   phase = rng.random((EXAMPLES, 1)) * 6
   waves = np.sin(np.linspace(0, 2 * np.pi, STEPS)[None] * frequency + phase)
-  waves += rng.normal(0, 0.8, (EXAMPLES, STEPS))
+  waves += rng.normal(0, 0.5, (EXAMPLES, STEPS))
   with open(scratch, 'wb') as f:
     np.savez(f, x=waves[..., None].astype(np.float32), y=labels)
 
@@ -37,7 +37,8 @@ def load():
 def build(input_shape, num_classes):
   x = inputs = keras.Input(input_shape)
   for _ in range(3):
-    x = layers.ReLU()(layers.BatchNormalization()(layers.Conv1D(32, 3, padding='same')(x)))
+    x = layers.Conv1D(32, 3, padding='same')(x)
+    x = layers.ReLU()(layers.BatchNormalization(momentum=0.9)(x))
   outputs = layers.Dense(num_classes, activation='softmax')(layers.GlobalAveragePooling1D()(x))
   model = keras.Model(inputs, outputs, name='timeseries_classification')
   model.compile(

@@ -18,11 +18,22 @@ class ReportError(ValueError):
   pass
 
 
+def _reported(target, runs):
+  """`target`, or, where no run reports its metric (the default's accuracy, of a model whose
+  accuracy has its own name), the target the runs recorded (training/task.py chose it)."""
+  metric = target_lib.parse(target).metric
+  recorded = [run['target'] for run in runs if run.get('target')]
+  if recorded and not any(metric in run.get('validation_metrics', {}) for run in runs):
+    return str(target_lib.from_json(recorded[0]))
+  return target
+
+
 def build(experiment_dir, target):
   """Writes summary.{md,csv,json}, the PNG plots and `<experiment>/report` event files."""
   if not storage.isdir(experiment_dir):
     raise ReportError(f'{experiment_dir} does not exist; check --logdir and --experiment')
   runs = run_records.load(experiment_dir)
+  target = _reported(target, runs)
   table = summary.rows(runs, target)
   if not table:
     raise ReportError(

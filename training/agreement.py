@@ -69,9 +69,11 @@ def data_fingerprint(arrays):
   if not isinstance(arrays, data.Arrays):
     return arrays.fingerprint()
   digest = hashlib.blake2b(digest_size=8)
-  for array in (arrays.x_train, arrays.y_train, arrays.x_validation, arrays.y_validation):
+  splits = (arrays.x_train, arrays.y_train, arrays.x_validation, arrays.y_validation)
+  for array in map(np.asarray, tf.nest.flatten(splits)):  # Dicts of arrays too.
     digest.update(str((array.dtype.str, array.shape)).encode())
-    digest.update(np.ascontiguousarray(array).data)
+    # Python objects (strings of a table's column) by their text; numbers by their bytes.
+    digest.update(array.astype(str).tobytes() if array.dtype == object else array.tobytes())
   return {
     'training_examples': arrays.train_size,
     'validation_examples': len(arrays.x_validation),

@@ -124,10 +124,16 @@ class Compiled:
 
   def _align(self, labels, outputs):
     """`labels` in the structure of `outputs`: a dict of labels by output name for a model
-    with a list of outputs."""
+    with a list of outputs; a label of one value per example, which the data's labels are
+    (the pipeline keeps one class number per example), as its output's single column, (B, 1):
+    the shape the user's own (N, 1) labels had, which `fit` gives a loss or metric of their
+    own as it is (Keras' built-in ones align the two ranks themselves)."""
     if isinstance(outputs, (list, tuple)) and isinstance(labels, dict) and self._output_names:
-      return [labels[name] for name in self._output_names]
-    return labels
+      labels = [labels[name] for name in self._output_names]
+    try:
+      return tf.nest.map_structure(_as_column, labels, outputs)
+    except (TypeError, ValueError):  # Structures that differ: the loss's paths pick from each.
+      return labels
 
   def per_example(self, labels, outputs):
     """Each example's loss: every output's, averaged over its values, times its weight."""
@@ -198,6 +204,14 @@ class Compiled:
             'it with a metric whose state is a sum (Mean, AUC, Precision, ...), or drop it'
           )
       offset += count
+
+
+def _as_column(label, output):
+  """`label` (B,) as (B, 1) beside an `output` of shape (B, 1); else as it is."""
+  label = tf.convert_to_tensor(label)
+  if label.shape.rank == 1 and output.shape.rank == 2 and output.shape[-1] == 1:
+    return label[:, None]
+  return label
 
 
 def _at(structure, path):
