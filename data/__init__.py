@@ -130,17 +130,22 @@ def hyperparameters(name):
   return declarations.constants(path).get('HYPERPARAMETERS', {})
 
 
-def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0):
+def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0, remote_pipelines=False):
   """The Arrays of the dataset `options` (a configs.definitions.Data) names, checked to hold
   only what a model can take (`check`; under `mixed_precision` mixed_float16, what a model
   computing in float16 can: `check_range`), its hyperparameters not given taking their
   defaults; or a user's tf.data pipelines (data/streams.py), not read ahead but, without
   `steps_per_epoch`, for the length of a training pass that is unknown (counted: one
-  streaming pass)."""
+  streaming pass). With `remote_pipelines` (a parameter-server coordinator's, whose workers run
+  the pipelines as graphs, where no Python generator runs), a user's PyDataset is read once
+  into arrays."""
   name = options.dataset
   if user_code.is_spec(name):
     returned = user_code.call(name, 'dataset')
     from data import fit_forms  # TensorFlow: tf.data pipelines, any form but plain arrays.
+
+    if remote_pipelines:
+      returned = fit_forms.in_memory(named(name), returned)
 
     fed = fit_forms.from_user(name, returned, seed)
     arrays = from_user(name, returned) if fed is None else None

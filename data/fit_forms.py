@@ -11,7 +11,8 @@ Streams, the route of a user's own tf.data pipeline, so that every strategy feed
   triples. Float arrays are fed as float32, as fit's arrays are (Keras casts them to floatx);
 - `keras.utils.PyDataset`s, whose batches `(x, y)` or `(x, y, w)` are read in order (no
   worker threads) by a generator: a batched pipeline, unbatched and batched again by the run,
-  as a batched tf.data pipeline is. Each process calls the user's function for its own.
+  as a batched tf.data pipeline is. Each process calls the user's function for its own. Under
+  parameter servers, whose workers run no Python generator, it is read into arrays first.
 
 A list of arrays is several inputs, as in fit; a list of numbers or of lists is one array.
 The arrays are checked when loaded, as data.Arrays are: NaN or infinity anywhere, lengths that
@@ -245,6 +246,29 @@ def _from_py_dataset(who, name, py_dataset, seed):
   if batches is None:
     ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
   return ds
+
+
+def in_memory(who, returned):
+  """`returned` with each PyDataset read once, its batches in order, into one `(x, y[, w])` of
+  arrays; DatasetError for an endless one, which cannot be."""
+  import keras
+
+  splits = []
+  for name, split in zip(('training', 'validation'), returned):
+    if isinstance(split, keras.utils.PyDataset):
+      try:
+        count = split.num_batches
+      except NotImplementedError:
+        count = None
+      if count is None:
+        raise data.DatasetError(
+          f"{who}: its {name} PyDataset has no number of batches: parameter_server's workers "
+          'read their pipelines as graphs, so it is read into memory first; give it a length'
+        )
+      batches = [_batch(who, name, split[i]) for i in range(count)]
+      split = tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches)
+    splits.append(split)
+  return tuple(splits)
 
 
 def _batch(who, name, batch):

@@ -481,6 +481,10 @@ def test_every_form_fit_takes_gives_the_same_elements_and_counts_classes(module)
   # Batches in an order of the seed, as fit shuffles them: the same in every process.
   passes = [[e[0][0] for e in _elements(py, 'training')] for _ in range(2)]
   assert passes[0] == passes[1] and sorted(passes[0]) == sorted(a[:16, 0].astype(np.float32))
+  # Under parameter servers (no Python generator on their workers): read once into arrays.
+  remote = data.load(definitions.Data(f'{name}:pydataset'), remote_pipelines=True)
+  assert remote.weighted and remote.num_classes == 3 and remote.count_training() == 16
+  _close(_elements(remote, 'validation'), [(a[i], c[i], w[i]) for i in range(16, 24)])
   regression = load('regression')
   assert regression.num_classes == 1 and regression.element_spec[1].dtype == tf.float32
 

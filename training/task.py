@@ -91,8 +91,7 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
   recorder.memory_before = task.memory_before  # What its peak memory is measured from.
   _announce(config, trainer, compute_devices, state, say)
   try:
-    # Before the run's clock starts.
-    breakdown = step_timing.traced_parts(config, trainer, probes, say)
+    breakdown = step_timing.traced_parts(config, trainer, probes, say)  # Before the clock.
     saver, controller = _controller(
       config, trainer, state, checkpointer, writers, stop, say, task.writes
     )
@@ -328,7 +327,8 @@ def _build(config, spec, me, say, refusal=None):
       compute_devices, config.distribution.options
     )
   try:  # After the strategy (a tf.data pipeline starts the runtime), outside the watchdog.
-    source = data.load(config.data, config.seed, perf.mixed_precision, config.steps_per_epoch)
+    options = (config.data, config.seed, perf.mixed_precision, config.steps_per_epoch)
+    source = data.load(*options, remote_pipelines=descriptor.coordinated)
   except (ValueError, data.DatasetError) as e:  # Every task of a cluster ends with it.
     if not spec:
       raise
