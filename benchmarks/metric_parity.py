@@ -14,7 +14,9 @@ job's comparisons); this script reads that judgement from summary.json
 
 Jobs: `default`, the project's default (the cnn on the bundled digits, run.py's defaults);
 `clicks`, a user's job (examples/click_model.py on examples/tfrecord_data.py's TFRecord
-clicks, a compiled model with a named AUC, run from examples/ as a user runs it).
+clicks, a compiled model with a named AUC, run from examples/ as a user runs it); and, by
+name with --jobs, the five jobs shaped like Keras' own examples (examples/: structured_data,
+text_classification, timeseries_classification, multi_output, subclassed_model).
 
 Exit status 1 when any strategy's metric differs beyond seed noise, cannot be judged, or a
 strategy is missing from the report (a run that failed); 2 when run.py refuses its flags.
@@ -45,15 +47,27 @@ STRATEGIES = (
   'parameter_server',
 )
 # Each job: (the directory run.py starts in, its flags beyond the benchmark's).
+EXAMPLES = os.path.join(ROOT, 'examples')
 JOBS = {
   'default': (ROOT, []),
   'clicks': (
-    os.path.join(ROOT, 'examples'),
+    EXAMPLES,
     ['--model=click_model:build', '--dataset=tfrecord_data:clicks', '--target=auc>=0.75'],
   ),
+  # The jobs shaped like Keras' own examples (docs/own-model.md), with their defaults.
+  **{
+    job: (EXAMPLES, [f'--model={job}:build', f'--dataset={job}:load'])
+    for job in (
+      'structured_data',
+      'text_classification',
+      'timeseries_classification',
+      'multi_output',
+      'subclassed_model',
+    )
+  },
 }
 
-flags.DEFINE_list('jobs', list(JOBS), f'Jobs to train: {", ".join(JOBS)}.')
+flags.DEFINE_list('jobs', ['default', 'clicks'], f'Jobs to train: {", ".join(JOBS)}.')
 flags.DEFINE_integer('repeats', 3, 'Seeds per strategy (run.py --repeats).', lower_bound=2)
 flags.DEFINE_integer('epochs', 0, "Epochs of every run; 0: run.py's default.", lower_bound=0)
 flags.DEFINE_string('workdir', '', 'A directory for the runs; default: a new temporary one.')
