@@ -6,14 +6,17 @@ Each run is a child process (or a localhost cluster of them) started with its <r
 with TF_CONFIG set, in a Slurm step or under mpirun, run.py is one task of a cluster.
 """
 
-from orchestration import processes
+from orchestration import interrupts
 
-# First of all, before the imports that take a while: a child of the launcher goes with it from
-# its first moment (a launcher killed while this child starts up takes it along at once).
+# First of all, before the imports that take a while: a Ctrl-C or SIGTERM ends run.py at any
+# moment (not an importer's: its signals are its own), and a child goes with its launcher.
+if __name__ == '__main__':
+  interrupts.catch()
+from orchestration import processes  # noqa: E402
+
 processes.die_with_parent()
 
 import os
-import signal
 import sys
 import traceback
 
@@ -114,9 +117,9 @@ def main(argv):
   experiment, tf_config = (
     task_flags.task(tf_config_text) if one_task else (from_flags.experiment(), None)
   )
+  logdir.check_experiment(experiment)  # Before anything is written.
+  experiment = from_flags.claimed(experiment, cluster=bool(tf_config))  # A name of its own.
   resume.export(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ, started_by))
-  data_dirs = {run.data.data_dir for run in experiment.runs}
-  logdir.check(experiment.logdir, experiment.min_free_disk_mb, data_dirs)
   if action == 'report_only':
     report(experiment)
     return 0
@@ -125,7 +128,6 @@ def main(argv):
       if run_task(experiment.runs[0], tf_config, refusal) and tf_config:  # A cluster's chief:
         report(experiment)  # the report of every run in the experiment.
     return 0
-  processes.raise_on_signals()
   with experiment_lock.hold(experiment.directory):
     return launcher.launch(experiment)
 
@@ -134,15 +136,13 @@ def run_main(argv):
   """main, with expected errors as one line on stderr (a traceback only with --verbosity=1)."""
   if not from_flags.verbosity_given():
     logging.set_verbosity(logging.WARNING)  # Quiet by default; --verbosity=0 shows INFO.
-  try:
-    exit_status.finish(main(argv))
-  except KeyboardInterrupt as e:  # SIGINT, or processes.Interrupted (SIGTERM too).
-    print(f'run.py: {processes.first_line(e) or "interrupted"}', file=sys.stderr)
-    sys.exit(128 + getattr(e, 'signum', signal.SIGINT))
-  except Exception as e:  # pylint: disable=broad-except
-    if verbose := logging.get_verbosity() >= 1:  # The traceback, then the same line and status.
-      traceback.print_exc()
-    exit_status.leave(*exit_status.line_and_status(e, verbose))
+  with interrupts.raising():  # SIGINT, SIGTERM: their line, exit status 130, 143.
+    try:
+      exit_status.finish(main(argv))
+    except Exception as e:  # pylint: disable=broad-except
+      if verbose := logging.get_verbosity() >= 1:  # The traceback, then the same line, status.
+        traceback.print_exc()
+      exit_status.leave(*exit_status.line_and_status(e, verbose))
 
 
 if __name__ == '__main__':

@@ -12,7 +12,6 @@ import dataclasses
 import math
 import os
 import sys
-import time
 
 from absl import flags
 
@@ -27,6 +26,7 @@ from configs import names
 from configs import noise_scale_of
 from configs import plan
 from records import files
+from records import paths
 from records import storage
 from records import target as target_lib
 
@@ -46,9 +46,10 @@ def verbosity_given(values=FLAGS):
   return values['verbosity'].present
 
 
-def experiment(values=FLAGS):
-  """The experiment the flags describe; ValueError (ConfigError) for one that cannot run."""
-  name = values.experiment or time.strftime('%Y%m%d-%H%M%S')
+def experiment(values=FLAGS, name=None):
+  """The experiment the flags describe (named `name` when --experiment is not given: default
+  the time, as `claimed` makes it unique); ValueError (ConfigError) for one that cannot run."""
+  name = values.experiment or name or names.stamp()
   if values.report_only and not values.experiment:
     raise ValueError('--report_only needs --experiment: the experiment to report on')
   if values['max_regression'].present and not values.compare:
@@ -59,6 +60,9 @@ def experiment(values=FLAGS):
   logdir = _logdir(values)
   directory = storage.join(logdir, name)
   runs = plan.repeated(_runs(values, directory), values.repeats)
+  for path in (directory, *{run.run_dir for run in runs}):
+    if (local := storage.local_path(path)) is not None:
+      paths.check('--experiment', name, local)  # The links there, as --logdir's.
   hyperparameters.check_taken(hyperparameters.given(values), runs)
   _check_user_code(runs)
   twice = sorted({run.name for run in runs if [r.name for r in runs].count(run.name) > 1})
@@ -79,6 +83,17 @@ def experiment(values=FLAGS):
     repeats=values.repeats,
     verbosity=values.verbosity if verbosity_given(values) else None,
   )
+
+
+def claimed(planned, cluster=False, values=FLAGS):
+  """Experiment `planned` under a name no other launch has: its directory claimed, with a
+  suffix when a launch of the same second took the name (configs/names.py). A name given is
+  the user's, and the tasks of a cluster must agree on theirs: both are kept as they are."""
+  if values.experiment or cluster:
+    return planned
+  given = storage.basename(planned.directory)
+  name = names.claim(planned.logdir, given)
+  return planned if name == given else experiment(values, name)
 
 
 def resume_flags(experiment, values=FLAGS):
@@ -124,7 +139,7 @@ def prediction(values=FLAGS):
     )
   _check_name('experiment', values.experiment)
   _check_finite(values)
-  directory = storage.join(_logdir(values), values.experiment or time.strftime('%Y%m%d-%H%M%S'))
+  directory = storage.join(_logdir(values), values.experiment or names.stamp())
   # The strategies' own flags, and the devices a worker sums before a parameter server.
   options = {'gpus_per_worker': values.gpus_per_worker or 1}
   for name in values.strategies:
@@ -203,7 +218,10 @@ def _logdir(values):
     )
   if why := storage.unusable(values.logdir):
     raise ValueError(f'--logdir={values.logdir} cannot be used: {why}')
-  return values.logdir if storage.is_url(values.logdir) else os.path.expanduser(values.logdir)
+  logdir = values.logdir if storage.is_url(values.logdir) else os.path.expanduser(values.logdir)
+  if (local := storage.local_path(logdir)) is not None:
+    paths.check('--logdir', values.logdir, local)  # Its links; made only by a launch.
+  return logdir
 
 
 def child_run(values=FLAGS):

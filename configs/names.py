@@ -2,7 +2,12 @@
 script, digits and a few marks (`ёжик`, `実験-2`, `lamb.v2`), never a path out of it, and only
 what this machine's file-system encoding can write."""
 
+import itertools
+import os
 import sys
+import time
+
+from records import storage
 
 
 def allowed(marks='_.-'):
@@ -26,3 +31,29 @@ def problem(text, marks='_.-'):
       'UTF-8 locale (LANG=C.UTF-8) or use ASCII letters'
     )
   return None
+
+
+def stamp(now=None):
+  """The time to the second, the default name of an experiment before it is claimed."""
+  return time.strftime('%Y%m%d-%H%M%S', time.localtime(now))
+
+
+def claim(logdir, name):
+  """`name`, or `name`-2, -3, ... when it is taken: the first whose directory in `logdir` this
+  call creates (os.mkdir: of two launches in the same second, one creates each name). On an
+  object store, which has no such claim, the first not there."""
+  local = storage.local_path(logdir)
+  if local is not None:
+    os.makedirs(local, exist_ok=True)
+  for n in itertools.count(1):
+    candidate = name if n == 1 else f'{name}-{n}'
+    if local is None:
+      if not storage.exists(storage.join(logdir, candidate)):
+        return candidate
+      continue
+    try:
+      os.mkdir(os.path.join(local, candidate))
+      return candidate
+    except FileExistsError:
+      continue
+  raise AssertionError('unreachable')

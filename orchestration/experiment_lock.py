@@ -5,18 +5,20 @@ peers (training/agreement.py).
 
 Locally and on `file://` URLs the lock is an advisory file lock (fcntl.flock) on
 `<experiment>/.launch.lock`, which the kernel lets go when its process ends, however it ends;
-the file names the holder (host, pid, start time) for the launch refused. On an object store
-(gs://, s3://), which has no lock, it is a lease object at the same path that the holder renews
-every RENEW_SECONDS: best effort, since two launches that look within the same moment may both
-find it free, and one that is taken over after LEASE_SECONDS without a renewal (a launcher
-stopped for that long) carries on unaware.
+the file names the holder (host, pid, start time, command) for the launch refused. On an
+object store (gs://, s3://), which has no lock, it is a lease object at the same path that the
+holder renews every RENEW_SECONDS: best effort, since two launches that look within the same
+moment may both find it free, and one that is taken over after LEASE_SECONDS without a
+renewal (a launcher stopped for that long) carries on unaware.
 """
 
 import contextlib
 import fcntl
 import json
 import os
+import shlex
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -27,6 +29,7 @@ from records import storage
 NAME = '.launch.lock'
 LEASE_SECONDS = 300.0  # A lease not renewed for this long is taken to be its dead holder's.
 RENEW_SECONDS = 60.0
+COMMAND_CHARS = 300  # Of the holder's command line, in a refusal.
 
 
 class Held(ValueError):
@@ -38,8 +41,8 @@ def hold(experiment_dir, say=print):
   """Holds the lock on `experiment_dir` for the block; Held if another launch does. On the way
   out the lock goes, and the experiment directory too if nothing else was written there."""
   lock = _lock(experiment_dir)
-  lock.acquire(say)
-  with _held(lock, experiment_dir):
+  with _held(lock, experiment_dir):  # Let go of also when a signal comes while it is taken.
+    lock.acquire(say)
     yield
 
 
@@ -83,17 +86,27 @@ def _held(lock, experiment_dir):
 
 
 def _holder():
-  return {'host': socket.gethostname(), 'pid': os.getpid(), 'started': time.time()}
+  return {
+    'host': socket.gethostname(),
+    'pid': os.getpid(),
+    'started': time.time(),
+    'command': shlex.join(sys.argv)[: 10 * COMMAND_CHARS],  # Read back whole.
+  }
 
 
 def describe(holder):
-  """'pid 123 on host-a since 2025-01-01 12:00:00', from what a lock holds."""
+  """'pid 123 on host-a since 2025-01-01 12:00:00: run.py --epochs=3', from what a lock
+  holds (a lock of an earlier version has no command)."""
   started = holder.get('started')
   since = (
     time.strftime(' since %Y-%m-%d %H:%M:%S', time.localtime(started))
     if isinstance(started, (int, float))
     else ''
   )
+  command = holder.get('command')
+  if isinstance(command, str) and command:
+    cut = command[:COMMAND_CHARS] + ('...' if len(command) > COMMAND_CHARS else '')
+    since += f': {" ".join(cut.split())}'  # One line, whatever the arguments held.
   return f'pid {holder.get("pid", "?")} on {holder.get("host", "an unknown host")}{since}'
 
 
@@ -135,25 +148,28 @@ class _FileLock:
       try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
       except BlockingIOError:
-        holder = _parse(os.pread(fd, 4096, 0).decode(errors='replace'))
+        holder = _parse(os.pread(fd, 16384, 0).decode(errors='replace'))
         os.close(fd)
         raise _refusal(self.directory, holder) from None
+      self.fd = fd  # Locked: released (the file removed) however this ends.
       if not _same_file(fd, self.path):  # Its holder removed it as we opened it: again.
+        self.fd = None
         os.close(fd)
         continue
-      left = _parse(os.pread(fd, 4096, 0).decode(errors='replace'))
+      left = _parse(os.pread(fd, 16384, 0).decode(errors='replace'))
       if left:
         say(_taken_over(self.directory, left, 'which is no longer running'))
       os.ftruncate(fd, 0)
       os.pwrite(fd, json.dumps(_holder()).encode(), 0)
-      self.fd = fd
 
   def release(self):
-    """Removed while still locked, so that no other launch locks a file that is going."""
+    """Removed while still locked, so that no other launch locks a file that is going; a
+    lock not taken (another launch's) is left alone."""
+    if self.fd is None:
+      return
     with contextlib.suppress(FileNotFoundError):
       os.remove(self.path)
-    if self.fd is not None:
-      os.close(self.fd)
+    os.close(self.fd)
     self.fd = None
 
 

@@ -10,21 +10,38 @@ import os
 import shutil
 import tempfile
 
+from records import paths
 from records import storage
 
 PROBE = '.write-probe'
 
 
-def check(logdir, min_free_disk_mb, data_dirs=()):
-  """Raises ValueError unless `logdir` can be created and written with the space asked for."""
+def check_experiment(experiment):
+  """`check` of the experiment's --logdir, --data_dir and its directories in the logdir."""
+  name = storage.basename(experiment.directory)
+  directories = [experiment.directory, *(run.run_dir for run in experiment.runs)]
+  data_dirs = {run.data.data_dir for run in experiment.runs}
+  check(experiment.logdir, experiment.min_free_disk_mb, data_dirs, name, directories)
+
+
+def check(logdir, min_free_disk_mb, data_dirs=(), experiment='', directories=()):
+  """Raises ValueError unless `logdir` can be created and written with the space asked for.
+  Symbolic links on it and on `directories` (of --experiment `experiment`) are followed: the
+  missing target of one made, a loop refused (records/paths.py)."""
   for data_dir in data_dirs:
+    if data_dir:
+      paths.check('--data_dir', data_dir, data_dir, must_exist=True)
     if data_dir and not os.path.isdir(data_dir):
       raise ValueError(f'--data_dir={data_dir} is not a directory')
   local = storage.local_path(logdir)  # A scheme it can be is configs/from_flags.py's check.
   if local is None:
     _probe_object_store(logdir)
-  else:
-    _check_local(logdir, local, min_free_disk_mb)
+    return
+  paths.check('--logdir', logdir, local, create=True)
+  _check_local(logdir, local, min_free_disk_mb)
+  for directory in directories:
+    if (inside := storage.local_path(directory)) is not None:
+      paths.check('--experiment', experiment, inside, create=True)
 
 
 def _probe_object_store(logdir):

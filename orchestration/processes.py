@@ -16,7 +16,9 @@ import sys
 import threading
 import time
 
-PARENT_PID_ENV = 'STRATEGY_COMPARISON_PARENT_PID'
+from orchestration import interrupts
+
+PARENT_PID_ENV = interrupts.PARENT_PID_ENV
 RESTART_ENV = 'STRATEGY_COMPARISON_RESTART'  # Set in the tasks of a run the launcher restarted.
 # A child's exit status for a fault no restart cures until someone acts (a full disk): the
 # launcher does not restart it (TaskError.died is False) and exits 1 for it.
@@ -52,12 +54,7 @@ class TaskError(Exception):
     )
 
 
-class Interrupted(KeyboardInterrupt):
-  """SIGINT or SIGTERM stopped the program; its exit status is 128 + the signal's number."""
-
-  def __init__(self, signum, message='interrupted'):
-    super().__init__(message)
-    self.signum = signum
+Interrupted = interrupts.Interrupted  # SIGINT or SIGTERM; exit status 128 + its number.
 
 
 def raise_on_signals():

@@ -85,8 +85,10 @@ def test_a_finished_run_without_its_config_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize('url', [False, True])
-def test_a_second_launch_is_refused_naming_the_holder(tmp_path, url):
+def test_a_second_launch_is_refused_naming_the_holder(tmp_path, url, monkeypatch):
+  """Which launch holds it: its pid, host, start and command, in the refusal's one line."""
   experiment = f'file://{tmp_path}/exp' if url else str(tmp_path / 'exp')
+  monkeypatch.setattr(sys, 'argv', ['run.py', '--epochs=3', '--note=a\nb'])
   with experiment_lock.hold(experiment):
     with pytest.raises(experiment_lock.Held) as raised:
       with experiment_lock.hold(experiment):
@@ -96,8 +98,43 @@ def test_a_second_launch_is_refused_naming_the_holder(tmp_path, url):
     f'{experiment} is being run by another launch (pid {os.getpid()} on '
     f'{socket.gethostname()} since '
   )
-  assert str(raised.value).endswith('wait for it to end, or choose another --experiment')
+  assert str(raised.value).endswith(
+    ": run.py --epochs=3 '--note=a b'); wait for it to end, or choose another --experiment"
+  )
+  assert '\n' not in str(raised.value)
   assert not (tmp_path / 'exp').exists()  # Nothing else was written: nothing is left.
+
+
+def test_a_lock_of_a_long_command_names_its_start(tmp_path, monkeypatch):
+  monkeypatch.setattr(
+    sys, 'argv', ['run.py', *[f'--variant=v{i}: --epochs={i}' for i in range(99)]]
+  )
+  with experiment_lock.hold(str(tmp_path / 'exp')):
+    with pytest.raises(
+      experiment_lock.Held, match=r": run.py '--variant=v0: --epochs=0' .*\.\.\.\)"
+    ):
+      with experiment_lock.hold(str(tmp_path / 'exp')):
+        pytest.fail('held twice')
+
+
+def test_a_signal_while_the_lock_is_taken_leaves_nothing(tmp_path, monkeypatch):
+  """Interrupted mid-acquire (a Ctrl-C): the lock file goes with the empty directory; a lock
+  another launch holds is never removed by the launch it refused."""
+
+  def interrupted(fd, data, offset):
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(os, 'pwrite', interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    with experiment_lock.hold(str(tmp_path / 'exp')):
+      pytest.fail('held')
+  assert not (tmp_path / 'exp').exists()
+  monkeypatch.undo()
+  with experiment_lock.hold(str(tmp_path / 'exp')):
+    with pytest.raises(experiment_lock.Held):
+      with experiment_lock.hold(str(tmp_path / 'exp')):
+        pytest.fail('held twice')
+    assert (tmp_path / 'exp' / experiment_lock.NAME).exists()
 
 
 def test_a_lock_left_by_a_dead_launch_is_taken_over(tmp_path, capsys):
