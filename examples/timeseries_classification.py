@@ -20,10 +20,10 @@ EXAMPLES, STEPS, TRAINING = 2400, 128, 2000
 def _write(scratch):
   rng = np.random.default_rng(0)
   labels = rng.integers(0, 2, EXAMPLES)
-  frequency = np.where(labels == 1, 3.0, 5.0)[:, None]
+  frequency = np.where(labels == 1, 2.0, 6.0)[:, None]
   phase = rng.random((EXAMPLES, 1)) * 6
   waves = np.sin(np.linspace(0, 2 * np.pi, STEPS)[None] * frequency + phase)
-  waves += rng.normal(0, 0.5, (EXAMPLES, STEPS))
+  waves += rng.normal(0, 0.3, (EXAMPLES, STEPS))
   with open(scratch, 'wb') as f:
     np.savez(f, x=waves[..., None].astype(np.float32), y=labels)
 
