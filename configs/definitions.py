@@ -186,6 +186,7 @@ class Prediction:
   predict_from: str = ''  # The run steps to target come from; '': chosen among the experiment's.
   noise_scale_of: str = ''  # A noise scale (examples) overriding the run's measured one.
   target: str | None = None  # None: each measured run's own (--target and --target_accuracy unset).
+  tf32: bool = True  # float32 matrix work as TF32 where the device has it (--tf32).
 
 
 def _from_dict(cls, saved):

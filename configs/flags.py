@@ -455,6 +455,14 @@ flags.DEFINE_bool(
   "roofline of the card on the profile's device, or --device_examples_per_second where "
   'given; writes prediction.json and prediction.png into the experiment and trains nothing.',
 )
+flags.DEFINE_bool(
+  'tf32',
+  True,
+  'Run float32 matrix products and convolutions as TF32 on tensor cores where the GPU has '
+  "them (Ampere and later; TensorFlow's default since 2.4, "
+  'tf.config.experimental.enable_tensor_float_32_execution); --notf32 keeps them float32. '
+  '--predict predicts with the same choice.',
+)
 flags.DEFINE_list(
   'hardware',
   'dgx1_v100',

@@ -120,9 +120,8 @@ def dry_run(values=FLAGS):
 
 def prediction(values=FLAGS):
   """What --predict is asked for (configs/definitions.py's Prediction)."""
-  from_card = values['device_examples_per_second'].present or (
-    values['model'].present and not values.experiment
-  )
+  # A --model given is predicted from its card; --experiment then names the output.
+  from_card = values['device_examples_per_second'].present or values['model'].present
   if not from_card and not values.experiment:
     raise ValueError(
       '--predict needs --experiment (a measured experiment to predict from), or '
@@ -158,6 +157,7 @@ def prediction(values=FLAGS):
     target=target(values)
     if values['target'].present or values['target_accuracy'].present
     else None,
+    tf32=values.tf32,
   )
 
 

@@ -55,6 +55,11 @@ DEVICE = 'device'
 # Its architecture generation, oldest first: the roofline's CUDA-core fraction is fitted per
 # generation (prediction/roofline.py).
 GENERATION = 'generation'
+# Its product line: tensor-core rates differ by it, not only by generation (NVIDIA's Turing and
+# GA102 whitepapers: a GeForce card's float16 products with float32 accumulation run at half
+# its float16-accumulation rate, a workstation's or data-centre part's at the full rate).
+PRODUCT_LINE = 'product_line'
+PRODUCT_LINES = ('datacenter', 'workstation', 'geforce')
 GENERATIONS = ('kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'hopper')
 
 
@@ -79,6 +84,7 @@ class Profile:
   device: str = ''
   generation: str = ''
   tensor_cores: bool = False
+  product_line: str = 'datacenter'
   peak_tflops_float32: float | None = None
   peak_tflops_tf32: float | None = None
   peak_tflops_float16: float | None = None
@@ -169,5 +175,14 @@ def parse(values, name, given):
       f'--hardware={given}: {GENERATION} = {values[GENERATION]!r} is not one of '
       f'{", ".join(GENERATIONS)}; fix it'
     )
-  device = {f: values[f] for f in (*DEVICE_FIELDS, TENSOR_CORES, DEVICE, GENERATION) if f in values}
+  if values.get(PRODUCT_LINE, PRODUCT_LINES[0]) not in PRODUCT_LINES:
+    raise ProfileError(
+      f'--hardware={given}: {PRODUCT_LINE} = {values[PRODUCT_LINE]!r} is not one of '
+      f'{", ".join(PRODUCT_LINES)}; fix it'
+    )
+  device = {
+    f: values[f]
+    for f in (*DEVICE_FIELDS, TENSOR_CORES, DEVICE, GENERATION, PRODUCT_LINE)
+    if f in values
+  }
   return Profile(name=name, **{field: values[field] for field in FIELDS}, **device)

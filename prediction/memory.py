@@ -2,7 +2,8 @@
 the parts of a training step's memory from its graph), and the largest batch that fits.
 
   on each device = weights + gradients + optimizer slots (where the variables live on it)
-                   + activations kept for the backward pass (per example x batch, plus the
+                   + activations kept for the backward pass (per example x batch x KEPT, what
+                   TensorFlow's fused kernels keep of the Keras trace's count, plus the
                    batch-independent ones: a float16 copy of a weight, say)
   fits           = on each device <= usable_bytes: the device's memory less the CUDA context
                    (CUDA_CONTEXT_BYTES) less what TensorFlow leaves the system
@@ -47,6 +48,33 @@ SYSTEM_RESERVE_MIB = {
 }
 SMALL_DEVICE_BYTES, SMALL_DEVICE_RESERVE_MIB = 2 * GIB, 225
 SLOTS = {'sgd': 0, 'momentum': 1, 'lars': 1, 'adam': 2, 'lamb': 2}
+# What TensorFlow's kernels keep for the backward pass, as a fraction of what the card's trace
+# of this project's Keras model counts, by the card's main work and precision ('mixed': float16
+# or bfloat16). The trace counts Keras 3's unfused batch norm (its normalised copy kept beside
+# its input) and, in mixed precision, the float32 copies its BatchNormalization, softmax and
+# LayerNormalization make of float16 inputs; tf_cnn_benchmarks' and TensorFlow's fused batch
+# norm keeps its input and per-channel statistics only, at the compute dtype. Each is the
+# largest round value at which every published trained-at batch fits (benchmarks/
+# roofline_check.py prints each row's margin), not a fit per case; a product-bound model's
+# float32 stays as traced (the BERT out-of-memory batches are predicted not to fit).
+KEPT = {
+  ('convolutions', 'float32'): 0.7,
+  ('convolutions', 'mixed'): 0.55,
+  ('products', 'float32'): 1.0,
+  ('products', 'mixed'): 0.9,
+}
+
+
+def kept_fraction(card):
+  """KEPT for `card`: 1 for a card without the products' FLOPs (a run's of before 2026-11-28)."""
+  if card.get('product_flops_per_example') is None or not card.get('matrix_flops_per_example'):
+    return 1.0
+  kind = (
+    'products'
+    if card['product_flops_per_example'] > card['matrix_flops_per_example'] / 2
+    else 'convolutions'
+  )
+  return KEPT[kind, 'float32' if card.get('compute_dtype', 'float32') == 'float32' else 'mixed']
 
 
 def slots_bytes(card, optimizer):
@@ -61,7 +89,7 @@ def parts(card, batch, variables_on_device, optimizer='adam'):
   the parameter device or ps tasks instead (`elsewhere_bytes`)."""
   weights = card.get('weight_bytes') or card['trainable_bytes']
   slots = slots_bytes(card, optimizer)
-  activations = card['activation_bytes_per_example'] * batch + (
+  activations = kept_fraction(card) * card['activation_bytes_per_example'] * batch + (
     card.get('activation_bytes_fixed') or 0
   )
   on_device = {
@@ -98,7 +126,8 @@ def max_batch(card, profile, variables_on_device, optimizer='adam'):
   if usable is None or not card.get('activation_bytes_per_example'):
     return None
   fixed = parts(card, 0, variables_on_device, optimizer)['memory_per_device_bytes']
-  return max(0, math.floor((usable - fixed) / card['activation_bytes_per_example']))
+  per_example = kept_fraction(card) * card['activation_bytes_per_example']
+  return max(0, math.floor((usable - fixed) / per_example))
 
 
 def estimate(card, batch, profile, variables_on_device, optimizer='adam'):

@@ -60,6 +60,7 @@ def forecast(config, card_of=None):
     }
   computes = {p.name: _compute(config, card, work, p, source) for p in profiles}
   source['time_to_target_from'] = chosen.run if chosen else None
+  source['tf32'] = config.tf32  # --tf32: float32 matrix work as TF32 where the device has it.
   document = {
     'source': source,
     'overlap': cost_model.OVERLAP,
@@ -121,7 +122,7 @@ def _compute(config, card, work, profile, source):
   measured_on = source.get('compute_measured_on')
   why = roofline.missing(profile, card)
   if why is None and not (measured_on and profile.device and profile.device in measured_on):
-    step = roofline.step_ms(card, work.per_device_batch, profile)
+    step = roofline.step_ms(card, work.per_device_batch, profile, tf32=config.tf32)
     measured = {
       key: {part: ms for part, ms in parts.items() if part != 'compute_ms'}
       for key, parts in work.measured.items()

@@ -44,14 +44,19 @@ from prediction import hardware
 # that the fit gives them).
 # CUDA cores' fraction of the float32 peak, per generation fitted (a generation without fitted
 # rows takes the latest fitted one before it: Hopper takes Ampere's).
-CUDA_CORES = {'kepler': 0.2, 'pascal': 0.37, 'volta': 0.53, 'turing': 0.4, 'ampere': 0.53}
+CUDA_CORES = {'kepler': 0.19, 'pascal': 0.36, 'volta': 0.48, 'turing': 0.36, 'ampere': 0.49}
 # Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
-TENSOR_CORES = {'volta': 0.31, 'turing': 0.19, 'ampere': 0.22}
-MEMORY = 0.31
+TENSOR_CORES = {'volta': 0.45, 'turing': 0.26, 'ampere': 0.34}
+MEMORY = 0.46
 WINOGRAD = 4.0
+# NVIDIA's Turing (TU102, 2018, Table 1/Appendix A) and Ampere GA102 (2020, Table 3)
+# whitepapers: GeForce cards run float16 tensor products with float32 accumulation at half
+# their float16-accumulation rate (RTX 2080 Ti 53.8 against 107.6 TFLOPS; RTX 3090 71 against
+# 142); Quadro/RTX workstation and data-centre parts at the full rate.
+GEFORCE_FLOAT32_ACCUMULATE = 0.5
 # Matrix products' fractions of the same peaks, on CUDA cores and on tensor cores.
-PRODUCTS = {'volta': 0.73}
-PRODUCTS_TENSOR = {'volta': 0.43, 'ampere': 0.46}
+PRODUCTS = {'volta': 0.69}
+PRODUCTS_TENSOR = {'volta': 0.57, 'ampere': 0.75}
 
 
 class RooflineError(ValueError):
@@ -126,10 +131,16 @@ ADDED_FIELDS = (
 
 def matrix_rate(profile, dtype, tf32=True):
   """(TFLOP/s, on tensor cores) of the matrix ops at `dtype` on `profile`'s device; `tf32`:
-  whether float32 runs as TF32 where the device has it (TensorFlow's default since 2.4)."""
+  whether float32 runs as TF32 where the device has it (TensorFlow's default since 2.4, off
+  by --notf32 as by `tf.config.experimental.enable_tensor_float_32_execution(False)`).
+  float16 runs with float32 accumulation, as Keras' mixed precision does: on a GeForce card
+  at GEFORCE_FLOAT32_ACCUMULATE of the data sheet's float16 rate (hardware.PRODUCT_LINE)."""
+  half = profile.peak_tflops_float16
+  if half is not None and profile.tensor_cores and profile.product_line == 'geforce':
+    half *= GEFORCE_FLOAT32_ACCUMULATE
   rate = {
     'float32': profile.peak_tflops_tf32 if tf32 else None,
-    'float16': profile.peak_tflops_float16,
+    'float16': half,
     'bfloat16': profile.peak_tflops_bfloat16,
   }.get(dtype)
   if rate is None:
@@ -155,7 +166,13 @@ def missing(profile, card):
 def step_ms(card, batch, profile, fractions=None, tf32=True):
   """{'compute_ms': one device's step at `batch`, 'convolutions_ms', 'products_ms',
   'elementwise_ms': its parts, 'bound': what bounds the largest part ('compute' or 'memory'),
-  'peak_tflops', 'tensor_cores'}."""
+  'peak_tflops', 'tensor_cores'}.
+
+  On CUDA cores a kind of work takes the larger of its arithmetic and its memory time; on
+  tensor cores their sum: the fitted fractions of a tensor-core peak are high enough that the
+  kernels' own traffic shows (an A100 is bound by it where a GeForce card of a quarter of its
+  tensor rate is not). float32 as TF32 takes the faster of the tensor-core and the CUDA-core
+  time, as cuDNN's and cuBLAS's heuristics choose."""
   why = missing(profile, card)
   if why:
     raise RooflineError(why)
@@ -164,31 +181,50 @@ def step_ms(card, batch, profile, fractions=None, tf32=True):
   peak, tensor = matrix_rate(profile, card['compute_dtype'], tf32)
   bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory
   cuda = fractions.cuda_cores(profile.generation)
-  winograd = 0.0 if tensor else card['winograd_flops_per_example']
   convolution_flops = card['matrix_flops_per_example'] - card['product_flops_per_example']
   # What an example moves at `batch`: its own bytes and its share of the step's (weights).
   moved = lambda kind: card[f'{kind}_bytes_per_example'] + card[f'{kind}_bytes_per_step'] / batch
+
+  def timed(arithmetic, memory, on_tensor_cores):
+    """(time, arithmetic, memory) per example: their sum on tensor cores, else the larger."""
+    return (arithmetic + memory if on_tensor_cores else max(arithmetic, memory), arithmetic, memory)
+
+  def matrix(rate, on_tensor_cores):
+    """The convolutions' and the products' timed() at `rate`."""
+    winograd = 0.0 if on_tensor_cores else card['winograd_flops_per_example']
+    conv = fractions.tensor_cores(profile.generation) if on_tensor_cores else cuda
+    products = fractions.products(profile.generation, on_tensor_cores)
+    return (
+      timed(
+        (convolution_flops - winograd + winograd / fractions.winograd) / (rate * 1e12 * conv),
+        (moved('matrix') - moved('product')) / bandwidth,
+        on_tensor_cores,
+      ),
+      timed(
+        card['product_flops_per_example'] / (rate * 1e12 * products),
+        moved('product') / bandwidth,
+        on_tensor_cores,
+      ),
+    )
+
+  convolutions, products = matrix(peak, tensor)
+  if tensor and card['compute_dtype'] == 'float32':  # TF32: cuDNN may keep CUDA cores.
+    on_cuda = matrix(profile.peak_tflops_float32, False)
+    convolutions, products = min(convolutions, on_cuda[0]), min(products, on_cuda[1])
   parts = {
-    'convolutions_ms': (
-      (convolution_flops - winograd + winograd / fractions.winograd)
-      / (peak * 1e12 * (fractions.tensor_cores(profile.generation) if tensor else cuda)),
-      (moved('matrix') - moved('product')) / bandwidth,
-    ),
-    'products_ms': (
-      card['product_flops_per_example']
-      / (peak * 1e12 * fractions.products(profile.generation, tensor)),
-      moved('product') / bandwidth,
-    ),
-    'elementwise_ms': (
+    'convolutions_ms': convolutions,
+    'products_ms': products,
+    'elementwise_ms': timed(
       card['elementwise_flops_per_example'] / (profile.peak_tflops_float32 * 1e12 * cuda),
       moved('elementwise') / bandwidth,
+      False,
     ),
   }
-  largest = max(parts.values(), key=max)
+  largest = max(parts.values())
   return {
-    'compute_ms': batch * sum(map(max, parts.values())) * 1e3,
-    **{name: batch * max(part) * 1e3 for name, part in parts.items()},
-    'bound': 'compute' if largest[0] >= largest[1] else 'memory',
+    'compute_ms': batch * sum(part[0] for part in parts.values()) * 1e3,
+    **{name: batch * part[0] * 1e3 for name, part in parts.items()},
+    'bound': 'compute' if largest[1] >= largest[2] else 'memory',
     'peak_tflops': peak,
     'tensor_cores': tensor,
   }
@@ -207,7 +243,7 @@ def mostly_products(card):
 def fit(observations, grid=0.01, most=4.0, start=None):
   """The Fractions minimising the squared log ratios of predicted to published examples per
   second over `observations` ((card, batch, profile, tf32, published) tuples): each fraction
-  on a grid of `grid` in (0, `most`], WINOGRAD in [1, `most`] (Winograd's F(4x4, 3x3) saves at
+  on a grid of `grid` in (0, 1], WINOGRAD in [1, `most`] (Winograd's F(4x4, 3x3) saves at
   most 4x), by coordinate descent from the grid's middle until none moves: how the constants
   were chosen, once.
 
@@ -216,7 +252,8 @@ def fit(observations, grid=0.01, most=4.0, start=None):
   the others `start`'s. A generation's fraction is fitted only if some observation is of that
   generation on that kind of core (else 0: not fitted, Fractions takes the nearest fitted
   generation's)."""
-  steps = [round(i * grid, 10) for i in range(1, round(most / grid) + 1)]
+  steps = [round(i * grid, 10) for i in range(1, round(1 / grid) + 1)]  # A fraction: at most 1.
+  winograd_steps = [round(1 + i * grid, 10) for i in range(round((most - 1) / grid) + 1)]
   cores = {
     (profile.generation, matrix_rate(profile, card['compute_dtype'], tf32)[1])
     for card, _, profile, tf32, _ in observations
@@ -226,7 +263,7 @@ def fit(observations, grid=0.01, most=4.0, start=None):
       **{g: steps for g in CUDA_CORES if any(generation == g for generation, _ in cores)},
       **{f'tensor_{g}': steps for g in TENSOR_CORES if (g, True) in cores},
       'memory': steps,
-      'winograd': [v for v in steps if v >= 1],
+      'winograd': winograd_steps,
     }
   else:
     ranges = {

@@ -85,8 +85,9 @@ def test_matrix_products_run_at_their_own_fraction_of_the_peak():
   h100 = hardware.load('hgx_h100')
   step = roofline.step_ms(half, 100, h100, HALF)
   assert step['tensor_cores']
+  # On tensor cores the arithmetic and the kernels' own traffic add up.
   assert step['products_ms'] == pytest.approx(
-    100 * 6e8 / (h100.peak_tflops_float16 * 1e12 * 0.4) * 1e3
+    100 * (6e8 / (h100.peak_tflops_float16 * 1e12 * 0.4) + 5e5 / (3350e9 * 0.5)) * 1e3
   )
   # Where no products' fraction is fitted (the fit's first stage), the convolutions' is used.
   unfitted = dataclasses.replace(
@@ -124,8 +125,10 @@ def test_memory_splits_into_weights_gradients_slots_and_activations():
   mirrored = memory.estimate(CARD, 64, v100, True, 'adam')
   assert mirrored['weights_bytes'] == mirrored['gradients_bytes'] == 4e8
   assert mirrored['optimizer_slots_bytes'] == 8e8  # Adam: 2 slots a variable.
-  assert mirrored['activations_bytes'] == 64 * 1e8
-  assert mirrored['memory_per_device_bytes'] == 1.6e9 + 6.4e9
+  # A float32 CNN's card: TensorFlow's fused kernels keep KEPT of what the trace counts.
+  assert memory.kept_fraction(CARD) == memory.KEPT['convolutions', 'float32'] == 0.7
+  assert mirrored['activations_bytes'] == pytest.approx(0.7 * 64 * 1e8)
+  assert mirrored['memory_per_device_bytes'] == pytest.approx(1.6e9 + 0.7 * 6.4e9)
   assert mirrored['fits'] and mirrored['elsewhere_bytes'] == 0
   # On a parameter device or ps tasks the variables and slots sit there instead.
   ps = memory.estimate(CARD, 64, v100, False, 'momentum')
@@ -139,8 +142,8 @@ def test_the_largest_batch_that_fits_leaves_the_cuda_context_and_tensorflows_res
   v100 = hardware.load('dgx1_v100')
   usable = 16 * 2**30 * 0.99 - 430e6 - 1050 * 2**20
   assert memory.usable_bytes(v100) == pytest.approx(usable)
-  biggest = memory.max_batch(CARD, v100, True, 'sgd')  # 0.8 GB fixed, 100 MB an example.
-  assert biggest == int((usable - 0.8e9) / 1e8) == 146
+  biggest = memory.max_batch(CARD, v100, True, 'sgd')  # 0.8 GB fixed, 70 MB an example kept.
+  assert biggest == int((usable - 0.8e9) / 0.7e8) == 209
   assert memory.estimate(CARD, biggest, v100, True, 'sgd')['fits']
   assert not memory.estimate(CARD, biggest + 1, v100, True, 'sgd')['fits']
   # TensorFlow's reserve follows the compute capability: 500 MiB on a Pascal, 1536 on an Ampere.
@@ -214,13 +217,13 @@ def test_predict_says_where_each_profiles_compute_comes_from():
   """The roofline where the profile has its device's rates; the figure given where given; a
   model card on a profile without rates is refused, naming the flag that would do."""
   work = workload.from_card(CARD, 64)
-  no_figure = types.SimpleNamespace(device_examples_per_second=0.0)
+  no_figure = types.SimpleNamespace(device_examples_per_second=0.0, tf32=True)
   on_v100, said = predict._compute(no_figure, CARD, work, hardware.load('dgx1_v100'), {})
   assert on_v100.compute_ms == pytest.approx(
     roofline.step_ms(CARD, 64, hardware.load('dgx1_v100'))['compute_ms']
   )
   assert said == {'compute_from': 'roofline on Tesla V100 SXM2 16 GB (compute bound)'}
-  given = types.SimpleNamespace(device_examples_per_second=100.0)
+  given = types.SimpleNamespace(device_examples_per_second=100.0, tf32=True)
   assert predict._compute(given, CARD, work, hardware.load('cpu_10gbe'), {})[1] == {
     'compute_from': 'given (--device_examples_per_second)'
   }
@@ -262,3 +265,77 @@ def test_a_batch_that_fits_nowhere_is_never_recommended_and_the_largest_that_fit
     'On dgx1_v100, nothing is recommended: a per-device batch of 512 fits on no configuration '
     'predicted (prediction/memory.py); the largest that fit: mirrored 132, parameter_server 140.'
   )
+
+
+def test_activations_kept_follow_the_work_and_the_precision():
+  """Mixed precision keeps less than a float32 CNN; a transformer's float32 as traced; an old
+  card without the products' FLOPs as traced."""
+  transformer = {**CARD, 'product_flops_per_example': 9e8}
+  assert memory.kept_fraction(transformer) == 1.0
+  assert memory.kept_fraction({**transformer, 'compute_dtype': 'float16'}) == 0.9
+  assert memory.kept_fraction({**CARD, 'compute_dtype': 'bfloat16'}) == 0.55
+  assert memory.kept_fraction({k: v for k, v in CARD.items() if 'product' not in k}) == 1.0
+
+
+def test_geforce_cards_multiply_float16_at_half_rate_with_float32_accumulation():
+  """The same Turing chip as a Quadro and as a GeForce card: the GeForce's float16 products
+  (Keras accumulates in float32) at half its data sheet's float16 rate; its TF32 and float32
+  as given. An unknown product line is refused."""
+  quadro = hardware.load('lambda_rtx6000')
+  geforce = dataclasses.replace(quadro, product_line='geforce')
+  assert roofline.matrix_rate(quadro, 'float16') == (130.5, True)
+  assert roofline.matrix_rate(geforce, 'float16') == (65.25, True)
+  assert roofline.matrix_rate(geforce, 'float32') == (16.3, False)
+  half = {**CARD, 'compute_dtype': 'float16'}
+  assert (
+    roofline.step_ms(half, 64, geforce, HALF)['convolutions_ms']
+    > roofline.step_ms(half, 64, quadro, HALF)['convolutions_ms']
+  )
+  values = {f: 1 for f in hardware.FIELDS} | {'product_line': 'gaming'}
+  with pytest.raises(hardware.ProfileError, match='product_line'):
+    hardware.parse(values, 'x', 'x')
+
+
+def test_tf32_takes_the_faster_of_tensor_and_cuda_cores_and_can_be_turned_off():
+  """cuDNN picks the faster kernel: an Ampere card whose TF32 rate is no faster than its
+  float32 one (a GeForce RTX 3090's: 35.6 and 35.6 TFLOPS) keeps its CUDA cores' time; with
+  --notf32 every float32 card does."""
+  a100 = hardware.load('dgx_a100')
+  as_geforce = dataclasses.replace(a100, peak_tflops_tf32=35.6, peak_tflops_float32=35.6)
+  on = roofline.step_ms(CARD, 64, as_geforce, HALF)
+  off = roofline.step_ms(CARD, 64, as_geforce, HALF, tf32=False)
+  assert on['convolutions_ms'] == pytest.approx(off['convolutions_ms'])
+  fast = roofline.step_ms(CARD, 64, a100, HALF)
+  assert (
+    fast['convolutions_ms'] < roofline.step_ms(CARD, 64, a100, HALF, tf32=False)['convolutions_ms']
+  )
+
+
+def test_notf32_reaches_the_prediction_from_the_flags_and_an_experiment_names_a_card_prediction(
+  tmp_path,
+):
+  """--predict --model=... --experiment=NAME predicts from the card into NAME (it looked for a
+  measured experiment and refused); --notf32 slows float32 on an A100 as it slows the run."""
+  import copy
+
+  from absl import flags
+
+  import run  # noqa: F401  # Defines every flag.
+  from configs import from_flags
+
+  def prediction(*args):
+    values = copy.deepcopy(flags.FLAGS)
+    values(['run.py', f'--logdir={tmp_path}', '--predict', '--model=resnet50', *args])
+    return from_flags.prediction(values)
+
+  on = prediction('--per_device_batch=8', '--experiment=mine')
+  assert on.run is not None and on.directory.endswith('mine') and on.tf32
+  off = prediction('--per_device_batch=8', '--experiment=mine', '--notf32')
+  assert not off.tf32
+  work, a100 = workload.from_card(CARD, 64), hardware.load('dgx_a100')
+  ms = lambda tf32: (
+    predict._compute(
+      types.SimpleNamespace(device_examples_per_second=0.0, tf32=tf32), CARD, work, a100, {}
+    )[0].compute_ms
+  )
+  assert ms(False) > ms(True)

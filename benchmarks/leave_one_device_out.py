@@ -1,0 +1,117 @@
+"""The error --predict will make on a GPU it has never seen, estimated the way it will be judged:
+leave-one-device-out on the project's own published rows (prediction/published.csv). For each
+GPU, the roofline's fractions are fitted (validation.fit_roofline) on the single-device rows of
+every other GPU, and that GPU's rows predicted; the table, by precision, model and GPU, gives
+median and 90th-percentile |error|. Then the scaling ratio (N GPUs over 1) of every multi-GPU
+row, predicted from its own 1-GPU figure (the cost model's only fitted constant, OVERLAP, is 0
+whichever rows fit it). Exits 1 when a claim fails.
+
+  .venv/bin/python benchmarks/leave_one_device_out.py
+
+Our GPUs are one per generation (K80, P100, V100, Quadro RTX 6000, A100), so leaving one out
+leaves its generation's fractions to the nearest fitted generation's: this is the error on a
+new generation, harsher than on a new card of a fitted one.
+"""
+
+import os
+import re
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from prediction import cards  # pylint: disable=wrong-import-position
+from prediction import roofline  # pylint: disable=wrong-import-position
+from prediction import validation  # pylint: disable=wrong-import-position
+from records import tables  # pylint: disable=wrong-import-position
+
+MEDIAN, P90, SCALING_MEDIAN = 0.10, 0.25, 0.08
+PRECISIONS = {'float32': ('float32', 'tf32'), 'mixed': ('float16', 'bfloat16')}
+
+
+def gpu(profile):
+  """The GPU a profile's device is, whatever its form factor (SXM2 or PCIe, board or cloud)."""
+  found = re.search(r'\b([KPVAH]\d{2,3})\b', profile.device)
+  return found.group(1) if found else profile.device
+
+
+def p90(values):
+  ordered = sorted(values)
+  return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
+def held_out_errors(table=None):
+  """Each single-device row with its error when its GPU's rows fitted nothing."""
+  table = validation.rows() if table is None else table
+  model_cards = cards.load()
+  single = [r for r in table if r['strategy'] == 'one_device']
+  devices = {id(r): gpu(validation._observation(r, model_cards)[2]) for r in single}
+  out = []
+  for left_out in sorted(set(devices.values())):
+    rest = [r for r in table if r['strategy'] != 'one_device' or devices[id(r)] != left_out]
+    fractions = validation.fit_roofline(rest)
+    for row in single:
+      if devices[id(row)] == left_out:
+        card, batch, profile, tf32, published = validation._observation(row, model_cards)
+        predicted = roofline.examples_per_second(card, batch, profile, fractions, tf32)
+        out.append({**row, 'gpu': left_out, 'error': predicted / published - 1})
+  return out
+
+
+def scaling_errors():
+  """The error of each multi-GPU row's predicted speed-up over its group's 1-GPU row."""
+  compared = validation.compare()
+  ones = {validation._group(r): r for r in compared if r['num_devices'] == 1}
+  return [
+    {
+      **r,
+      'error': (r['predicted'] / one['predicted'])
+      / (r['images_per_second'] / one['images_per_second'])
+      - 1,
+    }
+    for r in compared
+    if r['num_devices'] > 1 and (one := ones.get(validation._group(r)))
+  ]
+
+
+def summary(label, errors):
+  absolute = [abs(e) for e in errors]
+  return [
+    label,
+    str(len(errors)),
+    f'{statistics.median(absolute):.1%}',
+    f'{p90(absolute):.1%}',
+    f'{statistics.median(errors):+.1%}',
+  ]
+
+
+def main():
+  errors = held_out_errors()
+  rows, ok = [], True
+  for name, precisions in PRECISIONS.items():
+    mine = [r['error'] for r in errors if r['precision'] in precisions]
+    rows.append(summary(name, mine))
+    absolute = [abs(e) for e in mine]
+    ok = ok and statistics.median(absolute) <= MEDIAN and p90(absolute) <= P90
+  for key in ('gpu', 'model'):
+    for value in sorted({r[key] for r in errors}):
+      rows.append(summary(f'{key} {value}', [r['error'] for r in errors if r[key] == value]))
+  scaling = scaling_errors()
+  for n in sorted({r['num_devices'] for r in scaling}):
+    rows.append(
+      summary(f'scaling 1 to {n}', [r['error'] for r in scaling if r['num_devices'] == n])
+    )
+  rows.append(summary('scaling, all', [r['error'] for r in scaling]))
+  header = ['rows', 'n', 'median |error|', 'p90 |error|', 'median error']
+  print(tables.render(header, rows, markdown=True))
+  scaling_ok = statistics.median(abs(r['error']) for r in scaling) <= SCALING_MEDIAN
+  print(
+    f'\nleave-one-device-out claim (median <= {MEDIAN:.0%}, p90 <= {P90:.0%} for float32 and '
+    f'mixed each) holds: {ok}; scaling (median <= {SCALING_MEDIAN:.0%}) holds: {scaling_ok}'
+  )
+  return 0 if ok and scaling_ok else 1
+
+
+if __name__ == '__main__':
+  sys.exit(main())
