@@ -60,6 +60,7 @@ def experiment(values=FLAGS, name=None):
   logdir = _logdir(values)
   directory = storage.join(logdir, name)
   runs = plan.repeated(_runs(values, directory), values.repeats)
+  plan.check_lengths(name, runs)
   for path in (directory, *{run.run_dir for run in runs}):
     if (local := storage.local_path(path)) is not None:
       paths.check('--experiment', name, local)  # The links there, as --logdir's.

@@ -18,6 +18,7 @@ config.json, resumed on its own), and `repeat_of` tells the report which runs be
 import dataclasses
 import itertools
 import shlex
+import sys
 
 import strategies
 from configs import names
@@ -197,3 +198,21 @@ def repeated(runs, repeats):
     for k in range(1, repeats + 1)
     for run in runs
   ]
+
+
+NAME_BYTES = 255  # The longest name of a file or directory Linux' file systems take (NAME_MAX).
+
+
+def check_lengths(experiment, runs):
+  """ValueError naming the flag when the experiment's or a run's directory name is longer than a
+  file system takes: a 300-character --run_name failed at its mkdir (OSError 36) after the
+  experiment's directory was made. A run's name holds its --variant's and its repeat's."""
+  for flag, name in (('--experiment', experiment), *(('--run_name', run.name) for run in runs)):
+    size = len(name.encode(sys.getfilesystemencoding(), errors='replace'))
+    if size > NAME_BYTES:
+      what = 'experiment' if flag == '--experiment' else 'run'
+      fix = flag if flag == '--experiment' else '--run_name or --variant name'
+      raise ValueError(
+        f'the {what} name {name[:40]}... is {size} bytes long; a directory name takes at most '
+        f'{NAME_BYTES} on this file system: give a shorter {fix}'
+      )

@@ -276,6 +276,31 @@ def _listed(values, most=5):
   return shown + (f' and {len(values) - most} more' if len(values) > most else '')
 
 
+# Classes are counted from the largest label: beyond the examples and ten times the distinct
+# labels, most classes would have no example (an id or a stray label, not a class number), and
+# their logits alone can exhaust memory (a label 2e9 asked for 2e9 logits per example).
+SPARSE = 10
+
+
+def check_classes(who, top, examples, distinct):
+  """DatasetError naming `who` when labels that run to `top` make far more classes than the
+  `examples` labelled and the `distinct()` values they hold (called only then)."""
+  classes = top + 1
+  if classes <= examples or classes <= SPARSE * (seen := distinct()):
+    return
+  raise DatasetError(
+    f'{who}: labels run to {top} for {seen} distinct values in {examples} examples: {classes} '
+    'classes (the largest label + 1), nearly all without an example; number the classes 0 to '
+    f'{seen - 1} (np.unique(labels, return_inverse=True)) or fix the stray labels'
+  )
+
+
+def _number(value):
+  """A label as a message shows it: 2000000000, 1e+30, 2.5."""
+  exact = float(value).is_integer() and abs(float(value)) < 2**53
+  return str(int(value)) if exact else f'{float(value):g}'
+
+
 def _classes_of_floats(y):
   whole = y.dtype.kind == 'f' and y.size and np.all(np.mod(y, 1) == 0)
   return y.astype(np.int64) if whole else y
@@ -301,6 +326,16 @@ def from_user(spec, returned):
     raise refuse(f'returned examples or labels that make no array ({e})') from None
   # Labels of shape (N, 1), as keras.datasets.cifar10 returns them: one label per example.
   y_train, y_val = (y[:, 0] if y.ndim == 2 and y.shape[1:] == (1,) else y for y in (y_train, y_val))
+  numeric = [y for y in (y_train, y_val) if y.dtype.kind in 'iuf' and y.size]
+  if numeric:  # Before a cast: 1e30 would be int64's least, and the pipeline's labels int32.
+    low, high = min(y.min() for y in numeric), max(y.max() for y in numeric)
+    if high > np.iinfo(np.int32).max:
+      raise refuse(f'returned labels up to {_number(high)}, beyond int32')
+    if low < 0:
+      raise refuse(
+        f'returned labels from {_number(low)} to {_number(high)}: give at least two classes, '
+        'numbered from 0'
+      )
   # Float labels of whole numbers are class numbers, as Keras' sparse losses take them.
   y_train, y_val = (_classes_of_floats(y) for y in (y_train, y_val))
   for split, x, y in (('training', x_train, y_train), ('validation', x_val, y_val)):
@@ -322,14 +357,13 @@ def from_user(spec, returned):
       f'examples of shape {x_val.shape[1:]}'
     )
   labels = np.concatenate([y_train, y_val])
-  if labels.max() > np.iinfo(np.int32).max:  # The pipeline's labels are int32.
-    raise refuse(f'returned labels up to {labels.max()}, beyond int32')
   num_classes = int(y_train.max()) + 1
-  if labels.min() < 0 or num_classes < 2:
+  if num_classes < 2:
     raise refuse(
       f'returned labels from {labels.min()} to {labels.max()}: give at least two '
       'classes, numbered from 0'
     )
+  check_classes(named(spec), int(labels.max()), len(labels), lambda: len(np.unique(labels)))
   unseen = np.unique(y_val[y_val >= num_classes])
   if len(unseen):
     raise DatasetError(

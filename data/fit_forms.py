@@ -168,6 +168,15 @@ def _class_labels(who, splits):
   low = min(int(y.min()) for y in labels)
   if low < 0:
     raise data.DatasetError(f'{who} returned labels from {low}: give classes numbered from 0')
+  high = max(labels[0].max(), labels[1].max())
+  if high > np.iinfo(np.int32).max:  # The pipeline's labels are int32.
+    raise data.DatasetError(
+      f'{who} returned labels up to {data._number(high)}, beyond int32; number the classes '  # pylint: disable=protected-access
+      'from 0'
+    )
+  data.check_classes(
+    who, int(high), sum(map(len, labels)), lambda: len(np.unique(np.concatenate(labels)))
+  )
   top = int(labels[0].max())
   unseen = np.unique(labels[1][labels[1] > top])
   if len(unseen):

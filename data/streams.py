@@ -68,6 +68,7 @@ class Streams:
     if not self.validation_size:
       raise data.DatasetError(f'{who} returned an empty validation dataset; give it examples')
     self._largest_label = top
+    self._check_classes()
 
   @property
   def features_spec(self):
@@ -96,6 +97,19 @@ class Streams:
       return labels.shape[-1] if labels.shape.rank else 1
     return None  # Several outputs: the model says what each holds.
 
+  def _check_classes(self):
+    """Refuses labels that make far more classes than examples and distinct labels
+    (data.check_classes), read again in a pass of their own only when they might."""
+    examples = self.validation_size + (self.train_size or 0)
+    if not self._integer_labels or self._largest_label < examples:
+      return
+    train, validation = self._make()
+    labels = validation if self.endless else validation.concatenate(train)
+    labels = pipeline.without_autotune(labels).map(lambda *e: tf.cast(e[1], tf.int64))
+    n, top = _count(labels.map(lambda label: ((), label)), True, self.who)
+    distinct = lambda: int(labels.unique().reduce(tf.constant(0, tf.int64), lambda k, _: k + 1))
+    data.check_classes(self.who, top, n, distinct)
+
   def count_training(self):
     """The training examples of one pass, counted once (streaming), when unknown; DatasetError
     for an endless training dataset, which has no pass to count."""
@@ -109,6 +123,7 @@ class Streams:
       self.train_size, top = _count(self._make()[0], self._integer_labels, self.who)
       self._largest_label = max(self._largest_label, top)
       self.counted = True
+      self._check_classes()
     return self.train_size
 
   def sharding(self, pipelines):

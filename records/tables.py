@@ -4,8 +4,9 @@
 def render(header, rows, markdown=False):
   """`rows` of cell strings under `header`: a Markdown pipe table, or plain text with the
   first column left-aligned and the figures right-aligned."""
-  if markdown:
-    line = lambda cells: '| ' + ' | '.join(cells) + ' |'
+  if markdown:  # A name's '|' (a run's, a metric's) would end its cell; a newline, its row.
+    cell = lambda c: c.replace('|', '\\|').replace('\n', ' ')
+    line = lambda cells: '| ' + ' | '.join(map(cell, cells)) + ' |'
     return '\n'.join([line(header), '|' + '---|' * len(header), *map(line, rows)])
   widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
   fmt = lambda r: '  '.join(

@@ -13,7 +13,9 @@ import re
 
 import numpy as np
 
-_FORM = re.compile(r'\s*([^<>=\s]+)\s*(>=|<=)\s*(\S+)\s*')
+# NAME is all before the last >= or <=: a metric's name may hold spaces, '<' or '=' (Keras
+# names metrics as the user wrote them: '_acc 1/x', 'f1<=macro').
+_FORM = re.compile(r'\s*(\S.*?)\s*(>=|<=)\s*([^<>=\s]+)\s*')
 GOALS = {'>=': 'at least', '<=': 'at most'}
 
 

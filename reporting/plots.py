@@ -7,6 +7,7 @@ TensorFlow so it can be rebuilt and tested without loading it. Every figure is 8
 is closed once saved, so a long sweep leaks no figures.
 """
 
+import hashlib
 import re
 
 import matplotlib
@@ -38,7 +39,7 @@ def write(rows, histories, out_dir, metric='accuracy'):
   that have nothing to draw now (or drew another target's metric); returns their paths
   (sorted). `metric`: the target's validation metric, each history's `validation_<metric>`."""
   storage.makedirs(out_dir)
-  name = re.sub(r'[^\w.-]', '_', metric)
+  name = file_name(metric)
   plots: dict[str, tuple] = {
     'throughput.png': (_throughput, rows),
     f'{name}_vs_epoch.png': (_metric, rows, histories, metric, False),
@@ -82,6 +83,17 @@ def write(rows, histories, out_dir, metric='accuracy'):
       finally:
         plt.close(fig)
   return sorted(paths)
+
+
+def file_name(metric):
+  """`metric` as the start of a file name: its letters, digits, '.' and '-', the rest '_';
+  cut to 100 bytes with a digest of the whole, as file systems take 255 (a 300-character or
+  100-ideograph name was OSError 36, 'File name too long')."""
+  name = re.sub(r'[^\w.-]', '_', metric)
+  if len(name.encode()) <= 100:
+    return name
+  digest = hashlib.blake2b(metric.encode(), digest_size=4).hexdigest()
+  return f'{name.encode()[:90].decode(errors="ignore")}_{digest}'
 
 
 _n = summary.parallel_units  # N of the scaling-efficiency formula.

@@ -9,6 +9,7 @@ import keras
 
 import models
 from training import optimizers
+from training import private_apis
 from training import schedules
 
 
@@ -26,6 +27,9 @@ def of(config, arrays):
   """The builders of run `config` (a RunConfig) on `arrays` (data.Arrays)."""
   model, schedule = config.model, config.schedule
   loss_scale = config.performance.mixed_precision == 'mixed_float16'
+  # A user's model names its model, layers and metrics as it likes; TensorFlow's graph scopes
+  # take only some names (training/private_apis.py).
+  private_apis.scopes_tensorflow_takes()
   return Builders(
     model=lambda: models.build(
       model.model,

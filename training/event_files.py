@@ -11,6 +11,7 @@ from tensorboard.plugins.hparams import api as hp
 from records import run_files
 from records import staging
 from records import storage
+from records import tables
 
 
 def clear(run_dir):
@@ -104,9 +105,9 @@ class Writers:
     }
 
   def text(self, flag_values, devices):
-    rows = '\n'.join(f'| --{name} | {value} |' for name, value in sorted(flag_values.items()))
+    rows = [[f'--{name}', str(value)] for name, value in sorted(flag_values.items())]
     with self._train.as_default(step=0):
-      tf.summary.text('flags', f'| flag | value |\n|---|---|\n{rows}')
+      tf.summary.text('flags', tables.render(['flag', 'value'], rows, markdown=True))
       tf.summary.text('devices', '\n'.join(f'* {d}' for d in devices))
     self._flush(self._train)
 

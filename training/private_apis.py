@@ -5,6 +5,8 @@ tests/test_private_apis.py, which checks each) fails naming the API, instead of 
 silently wrong somewhere else. BUILD.md lists them.
 """
 
+import re
+
 import tensorflow as tf
 from tensorflow.python.data.ops import multi_device_iterator_ops as _multi_device_iterator_ops
 from tensorflow.python.framework import ops as _tf_ops
@@ -212,3 +214,44 @@ def stateless_update(compiled_metrics, state, labels, outputs, weights, mask):
           metric.update_state(true, predicted, weight)
   updated = [scope.get_current_value(variable) for variable, _ in mapping]
   return [value if new is None else new for new, (_, value) in zip(updated, mapping)]
+
+
+KERAS_SCOPE = 'keras.src.backend.tensorflow.core.name_scope and its _tf_name_scope'
+# What a tf.name_scope at a graph's root takes (tensorflow/python/framework/ops.py); deeper
+# ones take a leading '_', '-' or '>' too.
+_ROOT_SCOPE = re.compile(r'[A-Za-z0-9.][A-Za-z0-9_.>-]*')
+
+
+def scope_name(name):
+  """The name a TensorFlow graph's scope takes for Keras' `name` (a model's, layer's, metric's
+  or loss's): itself where TensorFlow takes it; else each character it refuses as '_', with
+  those it refuses first dropped ('_sub' is 'sub', '模型' is 'scope'). Only the graph's op names
+  change: Keras' own names (variable paths, metrics, dict inputs) stay the user's."""
+  if _ROOT_SCOPE.fullmatch(name):
+    return name
+  return re.sub(r'[^A-Za-z0-9_.>-]', '_', name).lstrip('_>-') or 'scope'
+
+
+def scopes_tensorflow_takes():
+  """Makes every name scope Keras opens in a traced function take `scope_name(name)`. Keras'
+  TensorFlow backend opens `tf.name_scope(layer.name)` as it is, which a graph refuses unless
+  it is ASCII letters, digits and `_.->` not led by `_` (a class `_Sub` is the model `__sub`),
+  though Keras accepts any name but `/` (a metric's `/` it turns into '>' itself): a model
+  Keras builds eagerly was refused at its first traced step. No public hook reaches that scope."""
+  from keras.src.backend.tensorflow import core as _keras_tf_core
+
+  scope = _require(_keras_tf_core, 'name_scope', KERAS_SCOPE)
+  if getattr(scope.__init__, 'takes_any_name', False):
+    return
+  keras_init = scope.__init__
+
+  def __init__(self, name, **kwargs):  # noqa: N807
+    if isinstance(name, str):
+      name = name.replace('/', '>')  # A loss's name reaches it as given.
+    keras_init(self, name, **kwargs)
+    _require(self, '_tf_name_scope', KERAS_SCOPE)
+    if isinstance(name, str) and scope_name(name) != name:
+      self._tf_name_scope = tf.name_scope(scope_name(name))
+
+  __init__.takes_any_name = True
+  scope.__init__ = __init__
