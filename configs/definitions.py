@@ -77,6 +77,7 @@ class Performance:
   breakdown: bool = True  # where a step's time goes: its parts timed after training
   breakdown_steps: int = 20
   noise_scale: bool = True  # the gradient noise scale, measured while training
+  tf32: bool = True  # float32 matrix work as TF32 on GPUs that have it (TensorFlow's default)
 
 
 @dataclasses.dataclass(frozen=True)

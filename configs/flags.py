@@ -506,7 +506,7 @@ flags.DEFINE_bool(
   'Run float32 matrix products and convolutions as TF32 on tensor cores where the GPU has '
   "them (Ampere and later; TensorFlow's default since 2.4, "
   'tf.config.experimental.enable_tensor_float_32_execution); --notf32 keeps them float32. '
-  '--predict predicts with the same choice.',
+  'Training and --predict both follow it.',
 )
 flags.DEFINE_list(
   'hardware',

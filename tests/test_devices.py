@@ -22,3 +22,16 @@ def test_cluster_tasks_compute_on_one_cpu(monkeypatch):
   monkeypatch.setattr(tf.config, 'list_physical_devices', lambda kind=None: [])
   assert devices.configure(0, split_cpu=False) == ['/cpu:0']
   assert devices.configure(3, split_cpu=False) == ['/cpu:0']
+
+
+def test_tf32_follows_the_flag_as_predict_assumes_it():
+  """--notf32 turns TensorFlow's TF32 off for the run (on by default, as TensorFlow has it)."""
+  from configs import definitions
+
+  try:
+    devices.set_runtime(definitions.Performance(tf32=False))
+    assert not tf.config.experimental.tensor_float_32_execution_enabled()
+    devices.set_runtime(definitions.Performance())
+    assert tf.config.experimental.tensor_float_32_execution_enabled()
+  finally:
+    tf.config.experimental.enable_tensor_float_32_execution(True)

@@ -16,12 +16,15 @@ class DeviceError(ValueError):
   pass
 
 
-def set_threads(intra_op, inter_op):
-  """TensorFlow's thread pools (0: TensorFlow's choice); must precede any TensorFlow op."""
-  if intra_op:
-    tf.config.threading.set_intra_op_parallelism_threads(intra_op)
-  if inter_op:
-    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+def set_runtime(performance):
+  """TensorFlow's thread pools (0 or None: TensorFlow's choice), which must precede any
+  TensorFlow op, and whether float32 matrix work runs as TF32 on GPUs that have it (--tf32,
+  TensorFlow's default), as --predict assumes."""
+  if performance.intra_op_threads:
+    tf.config.threading.set_intra_op_parallelism_threads(performance.intra_op_threads)
+  if performance.inter_op_threads:
+    tf.config.threading.set_inter_op_parallelism_threads(performance.inter_op_threads)
+  tf.config.experimental.enable_tensor_float_32_execution(performance.tf32)
 
 
 def configure(num_replicas, split_cpu=True):
