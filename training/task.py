@@ -304,7 +304,7 @@ def _card(config, trainer, probes):
 def _build(config, spec, me, say, refusal=None):
   """The devices, the strategy, the data and the Trainer (once a cluster's tasks agree)."""
   descriptor, perf = config.distribution.descriptor, config.performance
-  devices.set_threads(perf.intra_op_threads or 0, perf.inter_op_threads or 0)
+  devices.set_runtime(perf)
   compute_devices = devices.configure(
     config.distribution.num_replicas if descriptor.mirrors_local_gpus else 1,
     split_cpu=not descriptor.cluster,
