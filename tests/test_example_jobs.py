@@ -133,3 +133,37 @@ def test_the_default_target_follows_a_models_own_accuracy_name():
     'department_accuracy>=0.9'
   )
   assert target.default_for(default, ['loss', 'mae']) is None
+
+
+FAILS_IN_ITS_STEP = """
+import keras
+import tensorflow as tf
+
+class AsText(keras.layers.Layer):
+  def call(self, x, training=False):  # Traces; its kernel refuses in a training step.
+    return tf.cast(tf.strings.as_string(x), tf.float32) if training else x
+
+def build(input_shape, num_classes):
+  inputs = keras.Input(input_shape)
+  x = keras.layers.Flatten()(AsText()(inputs))
+  return keras.Model(inputs, keras.layers.Dense(num_classes)(x))
+"""
+
+
+def test_an_error_the_same_run_repeats_ends_it_once_never_restarted(tmp_path):
+  (tmp_path / 'as_text.py').write_text(FAILS_IN_ITS_STEP)
+  proc = run_py(
+    '--model=as_text:build',
+    '--strategies=one_device',
+    f'--logdir={tmp_path}',
+    '--experiment=repeats',
+    '--epochs=1',
+    cwd=str(tmp_path),
+  )
+  assert proc.returncode == 1, proc.stderr
+  lines = [line for line in proc.stderr.splitlines() if line.startswith('run.py:')]
+  assert 'restarting' not in proc.stderr and len(lines) == 1, proc.stderr
+  assert lines[0].startswith('run.py: [one_device] UnimplementedError: Cast string to float'), lines
+  assert lines[0].endswith(
+    'the same run fails the same way, so it is not restarted. No checkpoint was written'
+  ), lines
