@@ -55,6 +55,11 @@ def test_local_cluster_trains_both_strategies(default_experiment):
     'worker-1.log',
   ]
   assert sorted(ps['cluster']) == ['chief', 'ps', 'worker']
+  # The keepalive stays within what the servers allow (training/task.py's GRPC_KEEPALIVE).
+  for log in os.listdir(experiment / 'parameter_server' / 'logs'):
+    assert 'too_many_pings' not in (experiment / 'parameter_server' / 'logs' / log).read_text()
+  # A clean terminal under all five strategies: no teardown's "Exception ignored" traceback.
+  assert 'Traceback' not in proc.stderr and 'Exception ignored' not in proc.stderr, proc.stderr
 
   for run in ('multi_worker_mirrored', 'parameter_server'):
     scalars = read_scalars(str(experiment / run / 'train'))

@@ -43,10 +43,10 @@ from training import schedules
 from training import serving
 from training import step_timing
 
-GRPC_KEEPALIVE = (
-  'grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000,'
-  'grpc.http2.max_pings_without_data=0,grpc.keepalive_permit_without_calls=1'
-)
+# With gRPC's own ping limits (no pings without calls, two per silence): more, and TensorFlow's
+# servers close the connection (GOAWAY too_many_pings), failing its calls; a cut link still
+# fails a call within about 5 s (docs/parameter-servers.md#noticing-a-lost-worker).
+GRPC_KEEPALIVE = 'grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000'
 
 
 def run(config, tf_config=None, refusal=None, say=print):
