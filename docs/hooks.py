@@ -1,5 +1,7 @@
 """MkDocs hook: the flags page is written from the flag definitions at build time, so it
-cannot drift from run.py (mkdocs.yml names this file under `hooks:`)."""
+cannot drift from run.py, and the JSON Schemas of the files a run writes are published from
+records/schemas/ as they are, at schemas/<file>.schema.json (mkdocs.yml names this file under
+`hooks:`)."""
 
 import html
 import os
@@ -12,8 +14,20 @@ from absl import flags  # noqa: E402
 
 import strategies  # noqa: E402
 from configs import flags as defined  # noqa: E402
+from records import schemas  # noqa: E402
 
 MARKER = '<!-- flags: written here by docs/hooks.py -->'
+
+
+def on_files(files, config, **_):
+  """The schemas, beside the pages that link to them (docs/outputs.md). MkDocs' File class is
+  taken from the pages': the runtime's code imports nothing the tests alone pin
+  (tests/test_requirements.py)."""
+  File = type(next(iter(files)))
+  for name in schemas.VERSIONS:
+    path = schemas.path(name)
+    files.append(File.generated(config, f'schemas/{os.path.basename(path)}', abs_src_path=path))
+  return files
 
 
 def on_page_markdown(markdown, page, **_):

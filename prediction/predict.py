@@ -19,6 +19,7 @@ from prediction import workload as workloads
 from records import environment
 from records import files
 from records import run_files
+from records import schemas
 from records import storage
 from records import tables
 
@@ -106,6 +107,7 @@ def forecast(config, card_of=None):
     for profile in profiles
   }
   document['recommended'] = recommended(document['predictions'])
+  document = schemas.stamp(FILE, document)
   storage.makedirs(config.directory)
   files.write_json(storage.join(config.directory, FILE), document)
   return document

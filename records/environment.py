@@ -12,6 +12,7 @@ import socket
 import subprocess
 
 from records import files
+from records import schemas
 from records import storage
 
 _ENV_NAMES = (
@@ -104,7 +105,7 @@ def write_once(experiment_dir, info) -> bool:
   if storage.exists(path):
     return False
   storage.makedirs(experiment_dir)
-  files.write_json(path, info)
+  files.write_json(path, schemas.stamp(FILE, info))
   return True
 
 
@@ -157,7 +158,7 @@ def markdown(info) -> str:
   scalars = [
     (k, v)
     for k, v in info.items()
-    if not isinstance(v, (list, dict)) and k != 'nvidia_smi_topology'
+    if not isinstance(v, (list, dict)) and k not in ('nvidia_smi_topology', schemas.KEY)
   ]
   lines = ['| field | value |', '|---|---|'] + [f'| {k} | {_cell(v)} |' for k, v in scalars]
   for key in ('build_info', 'nccl_env', 'cluster_spec'):

@@ -111,6 +111,36 @@ def final_metrics(history):
   }
 
 
+def old_names(result):
+  """`result` (result.json's fields) with the fields the record held before its metrics were
+  named (schema_version 1 still writes them, deprecated; version 2 drops them), so that a
+  script that read them still does: `train_loss`, `train_accuracy`, `validation_loss` and
+  `validation_accuracy` per epoch (now in `train_metrics` and `validation_metrics`), each
+  step evaluation's `loss` and `accuracy` (now in its `metrics`), and for a target on accuracy
+  `target_accuracy` and `time_to_accuracy_seconds` (now `target`, `time_to_target_seconds`)."""
+  old = {}
+  for split in ('train', 'validation'):
+    metrics = result.get(f'{split}_metrics') or {}
+    old.update({f'{split}_{name}': metrics[name] for name in OLD_METRICS if name in metrics})
+  target = result.get('target')
+  if isinstance(target, dict) and (target.get('metric'), target.get('goal')) == ('accuracy', '>='):
+    old['target_accuracy'] = target.get('value')
+    old['time_to_accuracy_seconds'] = result.get('time_to_target_seconds')
+  if isinstance(result.get('step_evaluations'), list):
+    old['step_evaluations'] = [_old_evaluation(e) for e in result['step_evaluations']]
+  return {**result, **old}
+
+
+OLD_METRICS = ('loss', 'accuracy')  # The metrics every run had before they were named.
+
+
+def _old_evaluation(evaluation):
+  metrics = evaluation.get('metrics') if isinstance(evaluation, dict) else None
+  if not isinstance(metrics, dict):
+    return evaluation
+  return {**{name: metrics[name] for name in OLD_METRICS if name in metrics}, **evaluation}
+
+
 # The parts of a step the breakdown (training/step_timing.py) measures, in milliseconds.
 BREAKDOWN_PARTS = ('input_ms', 'compute_ms', 'communication_ms', 'overhead_ms')
 

@@ -11,12 +11,17 @@
     train/, validation/, and the directory itself: TensorBoard event files (Keras' layout,
                       training/event_files.py); train/ also the profiler's traces
     logs/<task>.log   each task's output, for a run of several processes
+
+Each JSON file here but a test's fault.json carries its `schema_version`, stamped by its writer
+below (records/schemas.py: the versions and the JSON Schemas users' scripts rely on).
 """
 
 import contextlib
 import re
 
 from records import files
+from records import results
+from records import schemas
 from records import settings
 from records import storage
 
@@ -140,7 +145,7 @@ def write_config(run_dir, config):
   """`<run>/config.json`: the run's whole configuration (a RunConfig's `to_json()`), with which
   every process of the run is started; also the record of exactly what ran."""
   storage.makedirs(run_dir)
-  return files.write_json(path(run_dir, CONFIG), config)
+  return files.write_json(path(run_dir, CONFIG), schemas.stamp(CONFIG, config))
 
 
 def config_text(run_dir):
@@ -167,7 +172,9 @@ def remove_config(run_dir):
 
 
 def write_result(run_dir, result):
-  return files.write_json(path(run_dir, RESULT), result)
+  """`<run>/result.json`: the run's record, versioned, with the fields of its schema's previous
+  version under their old names too (records/results.py's `old_names`)."""
+  return files.write_json(path(run_dir, RESULT), schemas.stamp(RESULT, results.old_names(result)))
 
 
 def read_result(run_dir):
@@ -195,15 +202,19 @@ def record_restart(run_dir, restarted, why):
   entry = {'restarted': restarted, 'why': why, 'at_step': read_progress(run_dir)}
   if restarted == 'run':
     entry['checkpoint'] = latest_checkpoint(run_dir)
-  files.write_json(path(run_dir, RESTARTS), [*read_restarts(run_dir), entry])
+  restarts = [*read_restarts(run_dir), entry]
+  files.write_json(path(run_dir, RESTARTS), schemas.stamp(RESTARTS, {'restarts': restarts}))
 
 
 def read_restarts(run_dir):
-  """The launcher's restarts of the run (record_restart), oldest first; [] without any."""
+  """The launcher's restarts of the run (record_restart), oldest first; [] without any. Also
+  of a file written before versions, which held the list alone."""
   try:
     restarts = files.read_json(path(run_dir, RESTARTS))
   except (OSError, ValueError):  # None yet; a damaged record is not worth failing a run for.
     return []
+  if isinstance(restarts, dict):
+    restarts = restarts.get('restarts')
   return restarts if isinstance(restarts, list) else []
 
 
@@ -221,7 +232,7 @@ def latest_checkpoint(run_dir):
 def write_exit(run_dir, record):
   """`<run>/exit.json`: the launcher's record of how long the run's processes lived on after
   writing its result (orchestration/launcher.py's ResultWatch)."""
-  return files.write_json(path(run_dir, EXIT), record)
+  return files.write_json(path(run_dir, EXIT), schemas.stamp(EXIT, record))
 
 
 def read_exit(run_dir):
@@ -231,7 +242,7 @@ def read_exit(run_dir):
 def write_progress(run_dir, step):
   """How far an unfinished run got: the work a restart redoes (the steps past the checkpoint it
   resumes from), and the step a test waits for."""
-  files.write_json(path(run_dir, PROGRESS), {'step': step})
+  files.write_json(path(run_dir, PROGRESS), schemas.stamp(PROGRESS, {'step': step}))
 
 
 def read_progress(run_dir):

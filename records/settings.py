@@ -24,9 +24,11 @@ def describe(found):
 
 # What a run's config.json (configs/definitions.py's RunConfig) holds besides what changes
 # the figures its run measures: where it is and reads its data from, which repeat it is, how
-# it is checkpointed and started, the accuracy the report times, and the flags as given (their
-# values are the other fields).
+# it is checkpointed and started, the accuracy the report times, the flags as given (their
+# values are the other fields), and the file's schema_version (records/schemas.py; none in a
+# file of before versions).
 NOT_MEASURED = (
+  'schema_version',
   'name',
   'repeat_of',
   'repeat',
@@ -52,6 +54,7 @@ def measured(config):
 # Everything else changes what every task computes, or when: tasks that differ there wait for
 # each other in collectives that never match, or train different runs in one.
 PER_TASK = (
+  'schema_version',
   'name',
   'condition',
   'run_dir',

@@ -14,6 +14,7 @@ import statistics
 import sys
 
 from records import files
+from records import schemas
 from records import storage
 from records import tables
 from reporting import figures as figures_lib
@@ -200,7 +201,9 @@ def regression_lines(comparison):
 
 def write(experiment_dir, comparison):
   """comparison.json and comparison.md in the experiment's directory; the .md's path."""
-  files.write_json(storage.join(experiment_dir, 'comparison.json'), comparison)
+  files.write_json(
+    storage.join(experiment_dir, 'comparison.json'), schemas.stamp('comparison.json', comparison)
+  )
   path = storage.join(experiment_dir, 'comparison.md')
   storage.write_text(path, markdown(comparison))
   return path

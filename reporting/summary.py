@@ -21,6 +21,7 @@ import strategies
 from records import critical_batch
 from records import files
 from records import results
+from records import schemas
 from records import storage
 from records import tables
 from records import target as target_lib
@@ -218,16 +219,19 @@ def write(experiment_dir, table, said, target, plots=(), closing=(), across=None
   name = storage.basename(experiment_dir)
   files.write_json(
     storage.join(experiment_dir, 'summary.json'),
-    {
-      'experiment': name,
-      'target': target,
-      'notes': said,
-      'rows': table,
-      'convergence': convergence(table),
-      'repeats': {
-        key: across[key] for key in ('groups', 'differences', 'metric_parity') if key in across
+    schemas.stamp(
+      'summary.json',
+      {
+        'experiment': name,
+        'target': target,
+        'notes': said,
+        'rows': table,
+        'convergence': convergence(table),
+        'repeats': {
+          key: across[key] for key in ('groups', 'differences', 'metric_parity') if key in across
+        },
       },
-    },
+    ),
   )
   text = io.StringIO(newline='')
   writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction='ignore')

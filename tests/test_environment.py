@@ -93,7 +93,7 @@ def test_write_once(tmp_path, info):
   path = experiment_dir / 'environment.json'
   assert environment.write_once(str(experiment_dir), info) is True
   written = path.read_text()
-  assert json.loads(written) == info
+  assert json.loads(written) == {'schema_version': 1, **info}
   assert environment.write_once(str(experiment_dir), {**info, 'hostname': 'other'}) is False
   assert path.read_text() == written
   assert os.listdir(experiment_dir) == ['environment.json']  # No temporary file left behind.

@@ -1,0 +1,189 @@
+"""The JSON files users' scripts read are a contract: each carries its schema_version and
+validates against its JSON Schema (records/schemas.py), a renamed field is still written
+under its old name for a version, and files of before versions are read as they always were.
+
+Every JSON file of the default comparison (tests/conftest.py) is validated where it lies; the
+files it does not write (progress.json, restarts.json, comparison.json, prediction.json) are
+written in-process from a copy of its runs, which adds a second or two to the suite."""
+
+import dataclasses
+import json
+import os
+import shutil
+
+import jsonschema
+import pytest
+
+from configs import definitions
+from prediction import predict
+from prediction import workload
+from records import results
+from records import run_files
+from records import schemas
+from reporting import comparison
+from reporting import figures
+from reporting import runs as report_runs
+
+SCHEMA = 'https://json-schema.org/draft/2020-12/schema'
+# A test's injected fault (orchestration/faults.py): test machinery, not an output.
+NOT_AN_OUTPUT = {run_files.FAULT}
+# result.json's fields of before its metrics were named, deprecated in schema_version 1.
+OLD_NAMES = (
+  'train_loss',
+  'train_accuracy',
+  'validation_loss',
+  'validation_accuracy',
+  'target_accuracy',
+  'time_to_accuracy_seconds',
+)
+
+
+def check(path):
+  """Validates the JSON file at `path` against the schema of its kind; its content."""
+  with open(path) as f:
+    document = json.load(f)
+  name = os.path.basename(path)
+  validator = jsonschema.Draft202012Validator(schemas.load(name))
+  errors = [f'{list(e.absolute_path)}: {e.message}' for e in validator.iter_errors(document)]
+  assert not errors, f'{path} does not follow {schemas.path(name)}:\n' + '\n'.join(errors[:20])
+  assert document[schemas.KEY] == schemas.VERSIONS[name]
+  return document
+
+
+def json_files(directory):
+  return sorted(
+    os.path.join(folder, name)
+    for folder, _, names in os.walk(directory)
+    for name in names
+    if name.endswith('.json')
+  )
+
+
+def test_every_schema_is_a_draft_2020_12_schema_of_its_files_version():
+  assert sorted(os.listdir(schemas.DIRECTORY)) == sorted(
+    os.path.basename(schemas.path(name)) for name in schemas.VERSIONS
+  )
+  for name, version in schemas.VERSIONS.items():
+    schema = schemas.load(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema['$schema'] == SCHEMA, name
+    assert schema['$id'] == f'urn:tf-distribute-comparison:schema:{name}:{version}', name
+    assert schema['properties'][schemas.KEY] == {**schema['properties'][schemas.KEY], 'const': 1}
+    assert schemas.KEY in schema['required'], name
+
+
+def test_config_json_requires_only_what_a_run_config_holds():
+  """A field renamed or removed in configs/definitions.py fails here: the schema, and its
+  version (records/schemas.py), must say so."""
+
+  def names(cls, schema):
+    for field in dataclasses.fields(cls):
+      if dataclasses.is_dataclass(field.type):
+        names(field.type, schema['properties'][field.name])
+    required = set(schema['required']) - {schemas.KEY}
+    assert required <= {f.name for f in dataclasses.fields(cls)}, cls.__name__
+
+  names(definitions.RunConfig, schemas.load(run_files.CONFIG))
+
+
+@pytest.mark.slow
+def test_every_json_file_of_the_default_comparison_follows_its_schema(default_experiment):
+  found = json_files(default_experiment.experiment)
+  kinds = {os.path.basename(path) for path in found}
+  assert kinds - NOT_AN_OUTPUT <= set(schemas.VERSIONS), 'a JSON file without a schema'
+  assert {'result.json', 'config.json', 'exit.json', 'summary.json', 'environment.json'} <= kinds
+  for path in found:
+    check(path)
+
+
+@pytest.mark.slow
+def test_the_old_names_of_result_json_are_written_beside_the_new_and_marked_deprecated(
+  default_experiment,
+):
+  schema = schemas.load(run_files.RESULT)['properties']
+  for name in OLD_NAMES:
+    assert schema[name]['description'].startswith('Deprecated'), name
+  for name in run_files.runs(str(default_experiment.experiment)):
+    result = run_files.read_result(str(default_experiment.experiment / name))
+    for split in ('train', 'validation'):
+      for metric in ('loss', 'accuracy'):
+        assert result[f'{split}_{metric}'] == result[f'{split}_metrics'][metric]
+      assert result[f'{split}_accuracy'][-1] == result[f'final_{split}_accuracy']
+    assert result['target_accuracy'] == result['target']['value'] == 0.9
+    assert result['time_to_accuracy_seconds'] == result['time_to_target_seconds']
+    for evaluation in result['step_evaluations']:
+      assert evaluation['accuracy'] == evaluation['metrics']['accuracy']
+
+
+def test_old_names_are_only_those_the_record_had():
+  """A compiled model's metrics have no old names; a target on another metric neither."""
+  record = {
+    'train_metrics': {'loss': [1.0], 'auc': [0.5]},
+    'validation_metrics': {'loss': [2.0], 'auc': [0.6]},
+    'target': {'metric': 'auc', 'goal': '>=', 'value': 0.9},
+    'step_evaluations': [{'step': 1, 'elapsed_seconds': 1.0, 'metrics': {'auc': 0.6}}],
+  }
+  assert results.old_names(record) == {**record, 'train_loss': [1.0], 'validation_loss': [2.0]}
+
+
+@pytest.fixture
+def copied(default_experiment, tmp_path):
+  """Two copies of the default comparison's runs (their result.json and config.json) and its
+  environment.json, without the checkpoints and event files."""
+  ignore = shutil.ignore_patterns('checkpoints', 'train', 'validation', 'logs', 'events.*', '*.png')
+  for name in ('a', 'b'):
+    shutil.copytree(default_experiment.experiment, tmp_path / name, ignore=ignore)
+  return tmp_path / 'a', tmp_path / 'b'
+
+
+@pytest.mark.slow
+def test_the_files_a_default_run_does_not_write_follow_their_schemas(copied, tmp_path):
+  a, b = copied
+  comparison.write(str(b), comparison.compare(str(a), str(b), max_regression=50))
+  assert not check(b / 'comparison.json')['settings_differ']
+  predict.forecast(
+    definitions.Prediction(
+      directory=str(a),
+      hardware=('dgx1_v100', 'cpu_10gbe'),
+      num_devices=(1, 2),
+      strategies=('mirrored', 'parameter_server'),
+      options={},
+    )
+  )
+  check(a / 'prediction.json')
+  run_dir = str(tmp_path / 'run')
+  os.makedirs(run_dir)
+  run_files.write_progress(run_dir, 7)
+  run_files.record_restart(run_dir, 'run', 'one_device failed: killed by SIGKILL')
+  run_files.record_restart(run_dir, 'worker-1', 'worker-1 failed: killed by SIGKILL')
+  check(run_files.path(run_dir, run_files.PROGRESS))
+  restarts = check(run_files.path(run_dir, run_files.RESTARTS))['restarts']
+  assert run_files.read_restarts(run_dir) == restarts and len(restarts) == 2
+
+
+@pytest.mark.slow
+def test_files_of_before_versions_are_read_as_they_were(copied):
+  """A result.json of before versions (no schema_version, no old names), a restarts.json that
+  held the list alone, and a config.json without a version read as today's do."""
+  a, b = copied
+  for name in run_files.runs(str(b)):
+    for kind in (run_files.RESULT, run_files.CONFIG):
+      path = b / name / kind
+      document = json.loads(path.read_text())
+      document = {k: v for k, v in document.items() if k not in (schemas.KEY, *OLD_NAMES)}
+      if kind == run_files.RESULT:
+        document['step_evaluations'] = [
+          {k: v for k, v in e.items() if k not in results.OLD_METRICS}
+          for e in document['step_evaluations']
+        ]
+      path.write_text(json.dumps(document))
+  new, old = report_runs.load(str(a), say=pytest.fail), report_runs.load(str(b), say=pytest.fail)
+  assert [r['run'] for r in old] == [r['run'] for r in new]
+  assert [r['examples_per_second'] for r in old] == [r['examples_per_second'] for r in new]
+  assert [r.settings for r in figures.load(str(b))] == [r.settings for r in figures.load(str(a))]
+  assert workload.from_experiment(str(b)) == workload.from_experiment(str(a))
+  assert not comparison.compare(str(a), str(b))['settings_differ']
+  run_dir = b / 'one_device'
+  entry = {'restarted': 'run', 'why': 'killed', 'at_step': 3, 'checkpoint': None}
+  (run_dir / run_files.RESTARTS).write_text(json.dumps([entry]))
+  assert run_files.read_restarts(str(run_dir)) == [entry]
