@@ -502,7 +502,7 @@ flags.DEFINE_bool(
 )
 flags.DEFINE_bool(
   'tf32',
-  True,
+  _RUN.performance.tf32,
   'Run float32 matrix products and convolutions as TF32 on tensor cores where the GPU has '
   "them (Ampere and later; TensorFlow's default since 2.4, "
   'tf.config.experimental.enable_tensor_float_32_execution); --notf32 keeps them float32. '

@@ -10,6 +10,7 @@ dict of columns, as `model.fit` takes them.
 """
 
 import csv
+import functools
 
 import keras
 import numpy as np
@@ -35,7 +36,9 @@ def _write(scratch):
     out.writerows(zip(age, sex, cp, pressure.round(1), cholesterol.round(1), thal, target))
 
 
+@functools.cache
 def _rows():
+  """The table's rows, read once per process (every copy of the model adapts on them)."""
   with open(written_once.ensure('structured_data.csv', _write)) as f:
     return list(csv.DictReader(f))
 

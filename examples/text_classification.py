@@ -9,6 +9,7 @@ maps strings to token ids itself (its vocabulary adapted on the training texts),
 classifier with a sigmoid.
 """
 
+import functools
 import os
 
 import keras
@@ -47,15 +48,20 @@ def load():
   )
 
 
-def build():
-  train = os.path.join(_directory(), 'train')
-  texts = []
+@functools.cache
+def _training_texts():
+  """The training reviews, read once per process (every copy of the model adapts on them)."""
+  train, texts = os.path.join(_directory(), 'train'), []
   for label in ('neg', 'pos'):
     for name in sorted(os.listdir(os.path.join(train, label))):
       with open(os.path.join(train, label, name)) as f:
         texts.append(f.read())
+  return np.array(texts)
+
+
+def build():
   vectorize = layers.TextVectorization(max_tokens=VOCABULARY, output_sequence_length=LENGTH)
-  vectorize.adapt(np.array(texts))
+  vectorize.adapt(_training_texts())
   text = keras.Input((), dtype='string')
   x = layers.Dropout(0.2)(layers.Embedding(VOCABULARY, 64)(vectorize(text)))
   out = layers.Dense(1, activation='sigmoid')(layers.GlobalAveragePooling1D()(x))

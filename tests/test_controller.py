@@ -243,7 +243,7 @@ def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkey
   run.train()
   assert steps == [3, 6, 8, 11, 14, 16]
   with open(tmp_path / run_files.PROGRESS) as f:
-    assert json.load(f) == {'step': 2 * SPE}
+    assert json.load(f) == {'schema_version': 1, 'step': 2 * SPE}
   assert len(lines) == 6
   assert lines[0].startswith('[tiny] epoch 1/2: training, step 3, ')
   assert lines[-1].startswith('[tiny] epoch 2/2: training, step 16, ')
