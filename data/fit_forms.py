@@ -92,7 +92,8 @@ def _array(value):
   if array.dtype.kind == 'O' and all(isinstance(v, (str, bytes)) for v in array.flat):
     array = array.astype(str)
   if array.dtype.kind == 'f' and array.dtype != np.float32:
-    array = array.astype(np.float32)
+    with np.errstate(over='ignore'):  # Beyond float32: infinite, which the checks refuse.
+      array = array.astype(np.float32)
   return array
 
 
