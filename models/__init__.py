@@ -164,7 +164,25 @@ def _user_model(spec, input_shape, num_classes, input_dtype):
   return _trainable(spec, model)
 
 
+# A keras.Model's methods that `fit` would run instead of its own: the loop runs its own step
+# (training/step.py) under every strategy, and would silently train something else.
+OWN_STEPS = ('train_step', 'test_step', 'compute_loss', 'compute_metrics')
+
+
 def _trainable(spec, model):
+  import keras
+
+  overridden = [
+    name
+    for name in OWN_STEPS
+    if getattr(type(model), name, None) is not getattr(keras.Model, name, None)
+  ]
+  if overridden:
+    raise user_code.UserCodeError(
+      f'--model={spec} overrides {", ".join(overridden)}, which run.py does not run: every '
+      "strategy trains with run.py's own step, the compiled loss and metrics plus the losses "
+      "the model adds (self.add_loss in call()); move the step's extra work there"
+    )
   if not model.trainable_weights:
     raise user_code.UserCodeError(
       f'--model={spec} returned a model with no trainable weights ({len(model.weights)} '

@@ -167,3 +167,28 @@ def test_an_error_the_same_run_repeats_ends_it_once_never_restarted(tmp_path):
   assert lines[0].endswith(
     'the same run fails the same way, so it is not restarted. No checkpoint was written'
   ), lines
+
+
+def test_a_model_with_its_own_train_step_is_refused_it_would_not_run():
+  """fit would run a model's own train_step (a VAE's, a GAN's); run.py's loop would not, and
+  would silently train the compiled loss instead: refused in one line, before any run."""
+  import keras
+
+  import models
+  import user_code
+
+  class Own(keras.Model):
+    def __init__(self):
+      super().__init__()
+      self.dense = keras.layers.Dense(2)
+
+    def call(self, x):
+      return self.dense(x)
+
+    def train_step(self, data):
+      return {}
+
+  model = Own()
+  model(keras.ops.zeros((1, 3)))
+  with pytest.raises(user_code.UserCodeError, match='--model=vae:build overrides train_step,'):
+    models._trainable('vae:build', model)  # pylint: disable=protected-access
