@@ -27,11 +27,7 @@ class Probes:
     try:
       return measure(*args)
     except Exception as e:  # pylint: disable=broad-except  # Whatever a probe meets.
-      why = (
-        f'{type(e).__name__}: {refused_values.describe(e)}'
-        if isinstance(e, tf.errors.OpError)
-        else user_code.message(e)
-      )
+      why = refused_values.line(e) if isinstance(e, tf.errors.OpError) else user_code.message(e)
       self.left_out[part] = why
       self._say(f'{part} left out, not measured for this model: {why}')
       return None

@@ -46,6 +46,11 @@ def lost_function(error):
   return bool(_LOST_FUNCTION.search(str(error).lower()))
 
 
+def line(error):
+  """`error` in one line: its type, then `describe`'s."""
+  return f'{type(error).__name__}: {describe(error)}'
+
+
 def describe(error):
   """TensorFlow's own line for what was refused (the first root error's, when several replicas
   failed) and the node, whose name holds the layer's: 'indices[3,3] = 100 is not in [0, 64)

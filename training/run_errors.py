@@ -38,8 +38,8 @@ def repeated(config, error):
   if exit_status.may_pass(error) or not isinstance(error, tf.errors.OpError):
     return error
   return exit_status.RunFailed(
-    f'[{config.name}] {type(error).__name__}: {refused_values.describe(error)}; the same run '
-    f'fails the same way, so it is not restarted. {kept(config)}'
+    f'[{config.name}] {refused_values.line(error)}; the same run fails the same way, so it is '
+    f'not restarted. {kept(config)}'
   )
 
 
