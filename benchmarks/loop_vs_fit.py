@@ -19,7 +19,7 @@ keeps a state the loop sums over replicas, training/objective.py), under the loo
 `fit`, both with that same compile.
 
 In ONE process, on the same model, data, global batch and steps per execution, it times
-windows of --steps training steps for: this project's loop (training/loop.py) and Keras 3
+windows of --steps training steps for: this project's loop (training/trainer.py) and Keras 3
 `model.fit`, under no strategy at all, one_device, mirrored with 1 replica, mirrored and
 central_storage on --num_replicas logical CPU devices (Keras' fit cannot run the cluster
 strategies). The windows of all configurations alternate, repetition after repetition, so a
@@ -132,11 +132,11 @@ class LoopRun:
     import keras
 
     from training import builders
-    from training import loop
+    from training import trainer as trainer_lib
     from training import optimizers
 
     keras.utils.set_random_seed(0)
-    self.trainer = loop.Trainer(
+    self.trainer = trainer_lib.Trainer(
       strategy,
       definitions.RunConfig(batch_size=batch_size, seed=0),
       arrays,

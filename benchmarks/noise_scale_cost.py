@@ -5,7 +5,7 @@
 
 The default comparison's setting (`python run.py`: the digits cnn, global batch 64, Adam, 10
 steps per execution) under its strategies of two replicas in sync on two logical CPU devices,
-mirrored and central_storage, in ONE process: for each, two Trainers (training/loop.py), one
+mirrored and central_storage, in ONE process: for each, two Trainers (training/trainer.py), one
 measuring the noise scale (each replica's and the all-reduced gradient's squared norms, every
 step) and one built with --nonoise_scale. Windows of --steps training steps alternate between
 them, the order swapped every repetition, so a noisy machine slows both alike; the cost is the
@@ -44,7 +44,7 @@ def trainers(name, devices, arrays):
 
   import strategies
   from configs import definitions
-  from training import loop
+  from training import trainer as trainer_lib
 
   strategy = strategies.get(name).create(devices, OPTIONS[name])
   built = {}
@@ -53,7 +53,7 @@ def trainers(name, devices, arrays):
     config = definitions.RunConfig(
       batch_size=64, performance=definitions.Performance(noise_scale=measures)
     )
-    built[measures] = loop.Trainer(strategy, config, arrays)
+    built[measures] = trainer_lib.Trainer(strategy, config, arrays)
     assert built[measures].step.measures_noise == measures
   return built
 

@@ -7,7 +7,7 @@ The process splits its CPU into two logical devices (before TensorFlow starts, w
 is a process of its own) for mirrored and central_storage, runs multi_worker_mirrored as a
 cluster of one, and parameter_server against a worker and a ps served in this process (last:
 connecting to a cluster is for good). Every strategy is built by its module in strategies/, as
-run.py builds it, and trained by training/loop.py's Trainer.
+run.py builds it, and trained by training/trainer.py's Trainer.
 """
 
 import argparse

@@ -2,7 +2,7 @@
 prints one JSON line per model, run by tests/test_objective.py.
 
 The process splits its CPU into REPLICAS logical devices (before TensorFlow starts: a process
-of its own). Each model of examples/ trains a few steps with training/loop.py's Trainer, under
+of its own). Each model of examples/ trains a few steps with training/trainer.py's Trainer, under
 one device and under MirroredStrategy from the same seed; then the Trainer's validation pass
 (the validation set padded to whole global batches, split over the replicas) is set beside
 Keras metrics updated once with the whole validation set's outputs of the same weights.

@@ -2,7 +2,7 @@
 never move: prints one JSON line per model, run by tests/test_noise_scale.py.
 
 The process splits its CPU into REPLICAS logical devices (before TensorFlow starts: a process
-of its own) and trains each model with training/loop.py's Trainer under MirroredStrategy at a
+of its own) and trains each model with training/trainer.py's Trainer under MirroredStrategy at a
 learning rate of 0, so every step's gradients are taken at the same weights, on random batches.
 At those weights every example's own gradient is known in closed form (softmax regression:
 x (p - y)^T and p - y), so |G|^2 and tr(Sigma) are exact. Batches are drawn without replacement

@@ -61,10 +61,10 @@ def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(m
 
 
 def test_the_step_is_the_runs_full_executions_per_global_batch_median_over_epochs():
-  from training import loop
+  from training import trainer as trainer_lib
   from training import step_timing
 
-  time = loop.ExecutionTime
+  time = trainer_lib.ExecutionTime
 
   class Run:  # Under a coordinator of 2 workers: a global batch is 2 worker steps.
     batching = type('Batching', (), {'worker_shares': 2})
@@ -92,10 +92,10 @@ def test_the_step_is_the_runs_full_executions_per_global_batch_median_over_epoch
 
 
 def test_the_step_times_spread_over_the_same_steady_windows():
-  from training import loop
+  from training import trainer as trainer_lib
   from training import step_timing
 
-  time = loop.ExecutionTime
+  time = trainer_lib.ExecutionTime
 
   class Run:  # Under a coordinator of 2 workers, as above: 2 worker steps a global batch.
     batching = type('Batching', (), {'worker_shares': 2})

@@ -106,7 +106,7 @@ class FakeCheckpointer:
 
 
 def test_trains_every_epoch_in_executions_and_records_each(arrays):
-  from training import loop
+  from training import trainer as trainer_lib
 
   trainer = tiny_training.trainer(examples=arrays)
   assert trainer.batching.steps_per_epoch == SPE
@@ -130,7 +130,7 @@ def test_trains_every_epoch_in_executions_and_records_each(arrays):
   )
   assert history.epoch_learning_rate == pytest.approx([0.1] * 3)
   assert history.epoch_elapsed_seconds == sorted(history.epoch_elapsed_seconds)
-  assert (state.epoch_sums, state.epoch_seconds) == (loop.ZERO, 0.0)  # No epoch under way.
+  assert (state.epoch_sums, state.epoch_seconds) == (trainer_lib.ZERO, 0.0)  # No epoch under way.
 
 
 def test_hooks_are_called_in_order_at_their_steps(arrays):
@@ -204,7 +204,7 @@ def test_a_new_controller_finishes_the_stopped_epoch_as_if_never_stopped(arrays)
 
 def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
   from training import actions
-  from training import loop
+  from training import trainer as trainer_lib
 
   trainer = tiny_training.trainer(examples=arrays)
   requests = types.SimpleNamespace(requested=False)
@@ -221,7 +221,7 @@ def test_stop_agreement_stops_at_the_next_point_after_a_request(arrays):
   # Epoch 1 was whole, so it ends and is recorded; epoch 2 never starts.
   assert run.state.step == SPE
   assert len(run.state.history.train_metrics['loss']) == 1
-  assert run.state.epoch_sums == loop.ZERO
+  assert run.state.epoch_sums == trainer_lib.ZERO
 
 
 def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkeypatch):
@@ -379,13 +379,13 @@ def test_profile_traces_the_executions_and_stops_at_the_end(arrays):
 
 
 def test_executions_end_at_every_multiple_of_eval_every_steps():
-  from training import loop
+  from training import trainer as trainer_lib
 
-  assert loop.execution_sizes(1, 8, 3) == [3, 3, 2]
+  assert trainer_lib.execution_sizes(1, 8, 3) == [3, 3, 2]
   # K = 4: steps 1-3, 4 | 5-7, 8; K = 5 from step 9 (an epoch's start): 9-10 | 11-13, 14-15.
-  assert loop.execution_sizes(1, 8, 3, every=4) == [3, 1, 3, 1]
-  assert loop.execution_sizes(9, 8, 3, every=5) == [2, 3, 2, 1]
-  assert loop.execution_sizes(1, 8, 10, every=3) == [3, 3, 2]
+  assert trainer_lib.execution_sizes(1, 8, 3, every=4) == [3, 1, 3, 1]
+  assert trainer_lib.execution_sizes(9, 8, 3, every=5) == [2, 3, 2, 1]
+  assert trainer_lib.execution_sizes(1, 8, 10, every=3) == [3, 3, 2]
 
 
 def test_evaluations_land_every_k_steps_and_at_epoch_ends_once_each(arrays):

@@ -112,14 +112,14 @@ def test_what_cannot_be_trained_or_summed_is_refused_in_one_line(build, message)
 
 def test_an_epoch_s_compiled_metric_continues_across_a_resume_mid_epoch():
   """The state a compiled metric has summed so far travels in the run state's epoch sums."""
-  from training import loop
+  from training import trainer as trainer_lib
 
   trainer = binary_trainer(small_binary([keras.metrics.AUC(name='auc')]))
   whole, _ = trainer.train_epoch(4, 2)
   again = binary_trainer(small_binary([keras.metrics.AUC(name='auc')]))
   first, _ = again.train_epoch(2, 2)
   saved = json.loads(json.dumps(first.sums))  # As a checkpoint's run state holds it.
-  rest, _ = again.train_epoch(2, 2, first_step=3, earlier=loop.Totals(saved))
+  rest, _ = again.train_epoch(2, 2, first_step=3, earlier=trainer_lib.Totals(saved))
   assert again.metrics(rest) == pytest.approx(trainer.metrics(whole), rel=1e-5)
   assert np.isfinite(again.metrics(rest)['auc'])
 

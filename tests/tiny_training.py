@@ -36,7 +36,7 @@ def make_trainer(
 
   from configs import definitions
   from training import builders
-  from training import loop
+  from training import trainer as trainer_lib
   from training import optimizers
   from training import schedules
 
@@ -47,7 +47,7 @@ def make_trainer(
     steps_per_epoch=steps_per_epoch,
     performance=performance or definitions.Performance(),
   )
-  return loop.Trainer(
+  return trainer_lib.Trainer(
     strategy,
     config,
     arrays,

@@ -6,7 +6,7 @@ import time
 from orchestration import faults
 from records import run_files
 from training import controller as controller_lib
-from training import loop
+from training import trainer as trainer_lib
 from training import outcome
 
 PROGRESS_SECONDS = 30  # A long epoch reports this often, so it never looks hung.
@@ -117,7 +117,7 @@ class Checkpoints(controller_lib.Action):
     """A checkpoint of the run as it stands; never of weights that are no longer finite."""
     state = controller.state
     if not self.trainer.weights_finite():
-      raise loop.NonFiniteLoss(state.step, what='weights')
+      raise trainer_lib.NonFiniteLoss(state.step, what='weights')
     started = time.perf_counter()
     state.elapsed_seconds = controller.elapsed()
     state.retried_steps, state.late_results = self.retried_steps(), self.late_results()

@@ -30,7 +30,7 @@ from records import settings as run_settings
 from records import staging
 from records import storage
 from training import execution
-from training import loop
+from training import trainer as trainer_lib
 
 KEEP = 3
 _STATE_KEY = 'run_state/.ATTRIBUTES/VARIABLE_VALUE'
@@ -127,7 +127,7 @@ class RunState:
   settings: dict  # What the run was started with; a resume must match.
   step: int = 0  # Training steps done.
   history: results.History = dataclasses.field(default_factory=results.History)
-  epoch_sums: loop.Totals = loop.ZERO  # Of the epoch under way.
+  epoch_sums: trainer_lib.Totals = trainer_lib.ZERO  # Of the epoch under way.
   epoch_seconds: float = 0.0  # Training seconds of the epoch under way.
   elapsed_seconds: float = 0.0  # Seconds since training began, over every attempt.
   checkpoint_seconds: float = 0.0  # Of them, writing checkpoints.
@@ -149,7 +149,7 @@ class RunState:
         **{
           **saved,
           'history': results.History(**saved['history']),
-          'epoch_sums': loop.Totals(**saved['epoch_sums']),
+          'epoch_sums': trainer_lib.Totals(**saved['epoch_sums']),
         }
       )
     except (TypeError, KeyError) as e:

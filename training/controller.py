@@ -26,7 +26,7 @@ time its executions ran; and of that, what fell inside its training time
 
 import time
 
-from training import loop
+from training import trainer as trainer_lib
 
 
 class Action:
@@ -116,7 +116,7 @@ class Controller:
       if state.step < self.epoch_end_step:  # An action stopped it mid-epoch.
         state.epoch_sums, state.epoch_seconds = totals, seconds
         return True
-      state.epoch_sums, state.epoch_seconds = loop.ZERO, 0.0
+      state.epoch_sums, state.epoch_seconds = trainer_lib.ZERO, 0.0
       self._end_epoch(totals, seconds, executions)
       if self._stop_asked:  # After the epoch's last execution: the epoch is recorded first.
         return True

@@ -1,7 +1,7 @@
 """The tasks of a parameter-server cluster that only serve: its workers and ps tasks.
 
 They start a `tf.distribute.Server` and serve the coordinator (the chief) until it has come
-and gone; the coordinator schedules the steps on them (training/loop.py).
+and gone; the coordinator schedules the steps on them (training/trainer.py).
 """
 
 import os

@@ -1,7 +1,7 @@
 """Where a step's time goes: the run's own step, and its parts measured one at a time.
 
 The step is the run's own: the time per global batch of the executions it trained, median
-over its epochs (training/loop.py's `execution_times`: full ones, not an epoch's first), so it
+over its epochs (training/trainer.py's `execution_times`: full ones, not an epoch's first), so it
 costs nothing.
 The parts run in functions of their own, built and traced at start-up, and timed after
 training in windows of `steps` steps, the three parts in turn, repetition after repetition (a
@@ -11,7 +11,7 @@ windows that give a median (REPETITIONS), each as long as the budget pays for, a
 --breakdown_steps (`window_steps`). One step is one global batch: under parameter servers,
 `num_workers` worker steps.
 
-- step: the run's training step itself (training/loop.py), as it trained.
+- step: the run's training step itself (training/trainer.py), as it trained.
 - input, compute, communication: each timed alone in a window of its own
   (training/part_windows.py).
 - overhead: the step minus the three parts, as measured: what did not overlap, host and

@@ -31,7 +31,7 @@ from training import controller as controller_lib
 from training import coordinator_log
 from training import devices
 from training import event_files
-from training import loop
+from training import trainer as trainer_lib
 from training import model_card
 from training import outcome
 from training import peak_memory
@@ -102,7 +102,7 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
       config, breakdown, time.perf_counter() - started, controller.state.history, probes, say
     )
     return recorder.write('complete', controller, saver, parts)
-  except loop.NonFiniteLoss as e:
+  except trainer_lib.NonFiniteLoss as e:
     raise run_errors.diverged(config, trainer, e) from None
   except tf.errors.OpError as e:
     if refused_values.refused(e):  # The same data fails the same way: never restarted.
@@ -337,7 +337,7 @@ def _build(config, spec, me, say, refusal=None):
     if spec:
       agreement.check(config, spec, me, descriptor.coordinated, refusal, source)
     keras.utils.set_random_seed(config.seed)
-    trainer = loop.Trainer(strategy, config, source)
+    trainer = trainer_lib.Trainer(strategy, config, source)
   return trainer, compute_devices
 
 
