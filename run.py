@@ -76,9 +76,9 @@ def report(experiment):
 
 def predict(config):
   """--predict: the prediction, its table, plot and recommendations; trains nothing."""
-  from reporting import recommendations  # matplotlib, no TensorFlow.
+  from prediction import foresee  # matplotlib, no TensorFlow.
 
-  recommendations.show(config, card_of=_model_card)
+  foresee.show(config, card_of=_model_card)
 
 
 def _model_card(config):

@@ -1,13 +1,14 @@
 """The experiment report: summary files and plots on disk, and the same in TensorBoard."""
 
+from prediction import forecast_plots
 from prediction import predict
+from prediction import recommendations
 from records import staging
 from records import storage
 from records import target as target_lib
 from reporting import figures
 from reporting import hparams_view
 from reporting import plots
-from reporting import recommendations
 from reporting import repeats
 from reporting import runs as run_records
 from reporting import step_times
@@ -58,9 +59,9 @@ def build(experiment_dir, target):
   forecast = predict.read(experiment_dir)  # run.py --predict's, if any.
   if forecast:
     measured = [{**row, 'devices': summary.parallel_units(row)} for row in table]
-    images.append(recommendations.plot(forecast, measured, experiment_dir))
+    images.append(forecast_plots.plot(forecast, measured, experiment_dir))
     if forecast['source'].get('time_to_target_from'):
-      images.append(recommendations.plot_time_to_target(forecast, experiment_dir))
+      images.append(forecast_plots.plot_time_to_target(forecast, experiment_dir))
   path = summary.write(
     experiment_dir,
     table,

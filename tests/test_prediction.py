@@ -570,7 +570,7 @@ def test_predicting_from_an_experiment_writes_prediction_json(tmp_path):
 def test_a_prediction_from_an_experiment_says_its_compute_was_measured_here(tmp_path):
   """Every row, the recommendation and prediction.json: no one reads a CPU's compute as a
   V100's (a run whose card does not count its ops' bytes cannot be put on the roofline)."""
-  from reporting import recommendations
+  from prediction import recommendations
 
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
   (tmp_path / 'environment.json').write_text(
@@ -595,10 +595,11 @@ def test_a_second_prediction_replaces_every_file_of_the_first(tmp_path, capsys):
   """The first predicted a time to target (its plot is here); the second cannot: no plot of
   the first is left beside the second's prediction.json."""
   from configs import definitions
-  from reporting import recommendations
+  from prediction import forecast_plots
+  from prediction import foresee
 
   write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5))
-  (tmp_path / recommendations.TIME_TO_TARGET_PLOT).write_bytes(b'the first prediction')
+  (tmp_path / forecast_plots.TIME_TO_TARGET_PLOT).write_bytes(b'the first prediction')
   config = definitions.Prediction(
     directory=str(tmp_path),
     hardware=('dgx1_v100',),
@@ -606,7 +607,7 @@ def test_a_second_prediction_replaces_every_file_of_the_first(tmp_path, capsys):
     strategies=('mirrored',),
     options={},
   )
-  recommendations.show(config, card_of=None)
+  foresee.show(config, card_of=None)
   assert 'No time to target predicted' in capsys.readouterr().out
   assert sorted(p.name for p in tmp_path.iterdir()) == [
     'one_device',
@@ -616,7 +617,8 @@ def test_a_second_prediction_replaces_every_file_of_the_first(tmp_path, capsys):
 
 
 def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
-  from reporting import recommendations
+  from prediction import forecast_plots
+  from prediction import recommendations
 
   w = workload_of(100)
   document = {
@@ -628,7 +630,7 @@ def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
     ],
   }
   measured = [{'strategy': 'mirrored', 'devices': 2, 'examples_per_second': 1000.0}]
-  path = recommendations.plot(document, measured, str(tmp_path))
+  path = forecast_plots.plot(document, measured, str(tmp_path))
   assert os.path.getsize(path) > 10_000
   sentences = recommendations.recommendations(document)
   assert len(sentences) == 2
@@ -773,7 +775,7 @@ def efficient(strategy, devices, speedup, server_nodes=0, hardware='h'):
 def test_throughput_is_recommended_at_75_percent_efficiency_not_at_the_most_devices():
   """64 devices at 18% efficiency are the fastest; 8 at 81% are what is recommended, and 16 at
   50% are not; 4 devices within 5% of a count's best would win that tie."""
-  from reporting import recommendations
+  from prediction import recommendations
 
   predictions = [
     efficient('mirrored', 1, 1.0),
@@ -846,7 +848,7 @@ def test_a_strategy_module_is_all_predict_needs(tmp_path, monkeypatch):
 
 
 def test_the_report_says_when_one_ps_task_bounds_the_step_and_what_would_not():
-  from reporting import recommendations
+  from prediction import recommendations
 
   hw = hardware.load('pascal_25gbe')
   document = {

@@ -237,7 +237,7 @@ def test_predict_says_where_each_profiles_compute_comes_from():
 
 
 def test_a_batch_that_fits_nowhere_is_never_recommended_and_the_largest_that_fit_are_named():
-  from reporting import recommendations
+  from prediction import recommendations
 
   entry = {
     'hardware': 'dgx1_v100',

@@ -9,9 +9,10 @@ import re
 import pytest
 
 from configs import definitions
+from prediction import forecast_plots
 from prediction import predict
+from prediction import recommendations
 from prediction import time_to_target
-from reporting import recommendations
 from tests.conftest import run_py
 from tests.test_prediction import write_run
 
@@ -195,7 +196,7 @@ def test_every_entry_has_its_steps_time_and_device_hours_to_target(tmp_path):
     'device(s), '
   )
   assert 'device-hours' in sentences[3] and len(sentences) == 5
-  path = recommendations.plot_time_to_target(document, str(tmp_path))
+  path = forecast_plots.plot_time_to_target(document, str(tmp_path))
   assert path.endswith('time_to_target.png') and os.path.getsize(path) > 10_000
 
 

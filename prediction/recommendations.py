@@ -1,111 +1,12 @@
-"""The report's predictions (prediction.json, written by run.py --predict): predicted throughput
-against device count per strategy with the measured runs overlaid, and one recommendation per
-hardware profile naming what limits each strategy; where a time to the target accuracy is
-predicted, its plot and, per profile, the device count reaching the target soonest and the knee.
-"""
+"""What a prediction recommends, in words: one sentence per hardware profile naming the device
+count and strategy chosen and what limits each strategy; where a time to the target accuracy is
+predicted, per profile the device count reaching the target soonest and the knee; the report's
+closing section."""
 
-import matplotlib
-
-matplotlib.use('Agg')  # Before pyplot: never look for a display.
-import matplotlib.pyplot as plt  # noqa: E402
-
-from prediction import choices  # noqa: E402
-from prediction import cost_model  # noqa: E402
-from prediction import predict  # noqa: E402
-from prediction import time_to_target  # noqa: E402
-from prediction import workload  # noqa: E402
-from records import storage  # noqa: E402
-
-PLOT = 'prediction.png'
-TIME_TO_TARGET_PLOT = 'time_to_target.png'
-
-
-def show(config, card_of):
-  """--predict: the prediction written, and its table, recommendations and plots printed."""
-  document = predict.forecast(config, card_of=card_of)
-  print(predict.table(document['predictions']))
-  print(*recommendations(document), sep='\n')
-  images = [plot(document, workload.measured_runs(config.directory), config.directory)]
-  if document['source']['time_to_target_from']:
-    images.append(plot_time_to_target(document, config.directory))
-  else:  # No earlier --predict's plot left beside this prediction.
-    storage.discard(storage.join(config.directory, TIME_TO_TARGET_PLOT))
-  print(f'Prediction: {storage.join(config.directory, predict.FILE)}, {", ".join(images)}')
-
-
-def plot(document, measured, out_dir):
-  """prediction.png: one panel per hardware profile, a line per strategy; `measured`
-  ({'strategy', 'devices', 'examples_per_second'}) as unjoined markers. Returns its path."""
-  return _panels(
-    document['predictions'],
-    'examples_per_second',
-    'examples per second (predicted)',
-    storage.join(out_dir, PLOT),
-    measured,
-  )
-
-
-def plot_time_to_target(document, out_dir):
-  """time_to_target.png: predicted seconds to the target against devices, a line per
-  strategy, one panel per hardware profile. Returns its path."""
-  return _panels(
-    document['predictions'],
-    'time_to_target_seconds',
-    'seconds to the target (predicted)',
-    storage.join(out_dir, TIME_TO_TARGET_PLOT),
-  )
-
-
-def _panels(predictions, key, label, path, measured=()):
-  """A panel per profile of `key` against devices, log-log, a line per strategy; `measured`
-  ({'strategy', 'devices', key}) as crosses."""
-  profiles = list(dict.fromkeys(p['hardware'] for p in predictions))
-  fig, axes = plt.subplots(
-    1,
-    len(profiles),
-    figsize=(5 * len(profiles) + 2, 4.5),
-    dpi=100,
-    squeeze=False,
-    layout='constrained',
-  )
-  try:
-    colors: dict[str, str] = {}
-    for ax, profile in zip(axes[0], profiles):
-      mine = [p for p in predictions if p['hardware'] == profile]
-      for strategy in dict.fromkeys(p['strategy'] for p in mine):
-        line = [p for p in mine if p['strategy'] == strategy]
-        color = colors.setdefault(strategy, f'C{len(colors) % 10}')
-        ax.plot(
-          [p['num_devices'] for p in line],
-          [p[key] for p in line],
-          marker='o',
-          markersize=3,
-          color=color,
-          label=strategy if profile == profiles[0] else None,
-        )
-        points = [m for m in measured if m['strategy'] == strategy]
-        if points:
-          ax.plot(
-            [m['devices'] for m in points],
-            [m[key] for m in points],
-            linestyle='none',
-            marker='x',
-            markersize=9,
-            color=color,
-            label=f'{strategy}, measured here' if profile == profiles[0] else None,
-          )
-      ax.set_xscale('log', base=2)
-      ticks = sorted({p['num_devices'] for p in mine} | {m['devices'] for m in measured})
-      ax.set_xticks(ticks, [str(t) for t in ticks])
-      ax.minorticks_off()
-      ax.set_yscale('log')
-      ax.grid(True, which='both', alpha=0.3)
-      ax.set(title=profile, xlabel='devices', ylabel=label)
-    fig.legend(loc='outside right upper', fontsize='small')
-    storage.write_bytes_from(path, lambda f: fig.savefig(f, format='png'))
-  finally:
-    plt.close(fig)
-  return path
+from prediction import choices
+from prediction import cost_model
+from prediction import forecast_plots
+from prediction import time_to_target
 
 
 def recommendations(document):
@@ -276,7 +177,7 @@ def markdown(document):
     '',
     f'From {", ".join(f"{k}={v}" for k, v in document["source"].items())}, by the cost '
     'model of prediction/cost_model.py (docs/prediction.md; plot: '
-    f'{PLOT}). Nothing here ran on that hardware.',
+    f'{forecast_plots.PLOT}). Nothing here ran on that hardware.',
     '',
     *(f'- {s}' for s in recommendations(document)),
     '',
