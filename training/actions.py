@@ -20,10 +20,10 @@ class StopAgreement(controller_lib.Action):
     self.trainer, self.requests = trainer, requests
 
   def before_epoch(self, controller):
-    return self.trainer.any_worker(self.requests.requested)
+    return self.trainer.executor.any_worker(self.requests.requested)
 
   def after_execution(self, controller, read):
-    return self.trainer.any_worker(self.requests.requested)
+    return self.trainer.executor.any_worker(self.requests.requested)
 
 
 class Progress(controller_lib.Action):

@@ -1,12 +1,13 @@
 """Where the loop's functions run: in this process, or scheduled on parameter-server workers.
 
-The loop, the evaluation and the breakdown hand their `tf.function`s to an executor and never
-ask which strategy they run under. `InPlace` calls a function here (its steps run on this
-task's devices, or, under an all-reduce cluster, on every task together). `Coordinated`
-schedules it through a `ClusterCoordinator` on whichever worker is free; a worker lost
-mid-execution has its execution retried on another, a result whose worker is cut off on its
-way here is fetched once that worker is back, and an execution whose worker cannot reach a
-parameter server that still answers here runs again.
+The seam between the strategies' two ways of stepping. The trainer, the evaluation, the
+breakdown and the run's records hand their `tf.function`s and questions to an executor and
+never ask which strategy they run under. `InPlace` calls a function here (its steps run on
+this task's devices, or, under an all-reduce cluster, on every task together, in lockstep).
+`Coordinated` schedules it through a `ClusterCoordinator` on whichever worker is free, each
+worker stepping on its own; a worker lost mid-execution has its execution retried on another,
+a result whose worker is cut off on its way here is fetched once that worker is back, and an
+execution whose worker cannot reach a parameter server that still answers here runs again.
 """
 
 import time
@@ -15,7 +16,9 @@ import tensorflow as tf
 
 from data import pipeline
 from orchestration import peers
+from training import coordinator_log
 from training import private_apis
+from training import shards
 
 # The errors of a peer task gone or cut off. A result's copy from its worker (the
 # coordinator's Identity op) failed with one of these, naming the worker: the worker is cut
@@ -40,19 +43,91 @@ class _Done:
     return self.result
 
 
-class InPlace:
-  """Runs every execution in this process, one at a time."""
+def of(strategy, num_workers, patience):
+  """The executor of `strategy` over `num_workers` computing tasks; `patience`: how long a
+  parameter-server worker may be cut off with a result on it."""
+  if isinstance(strategy, tf.distribute.ParameterServerStrategy):
+    return Coordinated(strategy, num_workers, patience)
+  return InPlace(strategy, num_workers)
 
-  coordinated = False
+
+class InPlace:
+  """Runs every execution in this process, one at a time; the tasks of an all-reduce cluster
+  run each one together, in lockstep, each on its own shard of the data."""
+
+  coordinated = False  # Whether workers step apart, each on its own (result.json records it).
+  in_lockstep = True  # Every computing task runs every step, together.
   in_flight = 1  # Executions under way at once.
   late_results = 0  # Results fetched once their worker, cut off, was back (Coordinated's).
   rerun_executions = 0  # Run again once their worker's call to a ps had failed (Coordinated's).
 
-  def __init__(self, strategy):
-    self.strategy = strategy
+  def __init__(self, strategy, num_workers=1):
+    self.strategy, self.num_workers = strategy, num_workers
     # Its iterators' per-device datasets, like the pipeline's, without autotuning: deleting them
     # then never waits (data/pipeline.py).
     private_apis.per_device_datasets_without_autotune(pipeline.without_autotune)
+    self._sum = tf.function(
+      lambda value: strategy.reduce(
+        tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(value,)), axis=None
+      )
+    )
+
+  @property
+  def input_pipelines(self):
+    """The input pipelines the data is sharded over: one per worker, each reading its shard."""
+    return self.num_workers
+
+  @property
+  def worker_shares(self):
+    """The workers a global batch is shared over, each stepping on its share: one here (the
+    workers together take one step of the whole batch)."""
+    return 1
+
+  def data_start(self, step):
+    """Where the data resumes after `step` steps: at that step's batch."""
+    return step
+
+  def data_seed(self, seed):
+    """The seed that orders the training data: the run's, the same on every worker."""
+    return seed
+
+  def any_worker(self, flag):
+    """True on every worker if `flag` is True on any (a collective: call it on all, together)."""
+    if self.num_workers == 1:
+      return flag
+    return float(self._sum(tf.constant(float(flag)))) > 0
+
+  def workers_mean(self, value):
+    """The mean of `value` over the workers, the same on each (a collective, as any_worker):
+    what they must agree on, such as how long a collective's window is."""
+    if self.num_workers == 1:
+      return value
+    return float(self._sum(tf.constant(float(value)))) / self.strategy.num_replicas_in_sync
+
+  def replica_devices(self):
+    """Where each replica computes: the strategy's devices."""
+    return list(self.strategy.extended.worker_devices)
+
+  def variable_placement(self, model):
+    """Where `model`'s variables live, for result.json: with the replicas, nothing to say."""
+    del model
+    return {}
+
+  def lost_executions(self, say):
+    """What counts executions lost with a worker: none are, in place."""
+    del say
+
+  def layout(self, devices):
+    """The run's start line's layout: its replicas in sync on `devices`."""
+    workers = f' on each of {self.num_workers} workers' if self.num_workers > 1 else ''
+    replicas = self.strategy.num_replicas_in_sync
+    return f'{replicas} replica(s) in sync: {", ".join(devices)}{workers}'
+
+  def prepare(self, trace, run):
+    """A window made ready before the clock: `trace()`d, not `run()`: a batch drawn would
+    shift what training reads."""
+    del run
+    trace()
 
   def distribute(self, dataset_fn):
     """The iterator of the distributed dataset `dataset_fn(input_context)` makes."""
@@ -120,9 +195,10 @@ class Coordinated(InPlace):
   pause of `poll_seconds` (on that worker's thread of the coordinator; the others go on)."""
 
   coordinated = True
+  in_lockstep = False
 
   def __init__(self, strategy, num_workers, patience, poll_seconds=1.0):
-    super().__init__(strategy)
+    super().__init__(strategy, num_workers)
     self.patience = patience  # How long a worker may be cut off with a result on it.
     self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     self.in_flight = 4 * num_workers
@@ -133,6 +209,59 @@ class Coordinated(InPlace):
     self._poll_seconds = poll_seconds
     self._returned = time.monotonic()  # When an execution's result last came back.
     private_apis.judge_ps_failures(self.coordinator, self._worker_cut_off_from_ps)
+
+  @property
+  def input_pipelines(self):
+    """One: each worker reads the whole set, in an order of its own."""
+    return 1
+
+  @property
+  def worker_shares(self):
+    """Every worker's step is a step of the run: a global batch takes one of each."""
+    return self.num_workers
+
+  def data_start(self, step):
+    """From the start: no per-worker iterator can be checkpointed, and each worker reads the
+    whole set in its own order anyway (a fresh order of the arrays; a pipeline from its start)."""
+    del step
+    return 0
+
+  def data_seed(self, seed):
+    """None: each worker shuffles in an order of its own."""
+    del seed
+
+  def any_worker(self, flag):
+    return flag  # The coordinator alone decides.
+
+  def workers_mean(self, value):
+    return value
+
+  def replica_devices(self):
+    """Each worker's, one replica per worker."""
+    return [f'/job:worker/replica:0/task:{i}' for i in range(self.num_workers)]
+
+  def variable_placement(self, model):
+    """Where each variable's shards live and what each ps task holds."""
+    variables = shards.placement(model)
+    held = {}
+    for parts in variables.values():
+      for part in parts:
+        held[part['task']] = held.get(part['task'], 0) + part['bytes']
+    return {'variables': variables, 'ps_bytes': dict(sorted(held.items()))}
+
+  def lost_executions(self, say):
+    """The coordinator's log of lost workers, as lines and a count."""
+    return coordinator_log.LostExecutions(say)
+
+  def layout(self, devices):
+    del devices
+    return f'coordinator of {self.num_workers} worker(s)'
+
+  def prepare(self, trace, run):
+    """`run()` once instead: a per-worker iterator is resolved on the workers (where each
+    reads the data in an order of its own anyway)."""
+    del trace
+    run()
 
   def _worker_cut_off_from_ps(self, error):
     """True (after a pause) when `error`, an execution's failed call from its worker to a ps

@@ -18,7 +18,6 @@ from training import checkpoints
 from training import devices
 from training import noise_scale
 from training import schedules
-from training import shards
 from training import step_timing
 
 # May differ when a run resumes: more epochs, other executions, derived values, the
@@ -154,20 +153,8 @@ def result(
     'input_pipeline': trainer.input_record,
     # The step time's spread over the run's steady windows, beside the breakdown's median.
     'step_time': step_timing.step_spread(trainer),
-    **_placement(trainer),
+    **trainer.executor.variable_placement(trainer.model),
   }
-
-
-def _placement(trainer):
-  """Under parameter servers, where each variable's shards live and what each ps task holds."""
-  if not trainer.executor.coordinated:
-    return {}
-  variables = shards.placement(trainer.model)
-  held = {}
-  for parts in variables.values():
-    for part in parts:
-      held[part['task']] = held.get(part['task'], 0) + part['bytes']
-  return {'variables': variables, 'ps_bytes': dict(sorted(held.items()))}
 
 
 # The headline figures, also written as the HParams dashboard's metrics, with every

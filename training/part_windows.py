@@ -55,13 +55,11 @@ class InputWindow:
     self._batches = batches
 
   def trace(self):
-    """Traced, not run: a batch drawn would shift what training reads. Under a coordinator it
-    is run once instead (its per-worker iterator is resolved on the workers, and there each
-    worker reads the data in an order of its own anyway)."""
-    if self._trainer.executor.coordinated:
-      self(1)
-    else:
-      self._batches.get_concrete_function(tf.constant(1), self._iterator)
+    """Made ready before the clock as the executor says: traced, or run once."""
+    self._trainer.executor.prepare(
+      lambda: self._batches.get_concrete_function(tf.constant(1), self._iterator),
+      lambda: self(1),
+    )
 
   def __call__(self, steps):
     _executions(self._trainer, self._batches, steps, self._per_execution, self._iterator)
@@ -72,7 +70,7 @@ class ComputeWindow:
 
   def __init__(self, trainer):
     self._trainer = trainer
-    devices = _replica_devices(trainer)
+    devices = trainer.executor.replica_devices()
     element = next(iter(trainer.source.train_fn(trainer.batching.per_replica_batch_size, 0)()))
     self._replicas = []
     for device in devices:
@@ -137,7 +135,7 @@ class CommunicationWindow:
     pairs = [
       (v.value, g) for v, g in zip(trainer.model.trainable_variables, gradients) if g is not None
     ]
-    coordinated = trainer.executor.coordinated
+    remote = not trainer.executor.in_lockstep  # The variables live on ps tasks.
     unknown = any(isinstance(g, tf.IndexedSlices) and g.values.shape[0] is None for _, g in pairs)
     rows = sparse_rows() if unknown else [None] * len(pairs)
 
@@ -167,7 +165,7 @@ class CommunicationWindow:
         )[0]
         for (v, _), g in zip(pairs, made)
       ]
-      if coordinated:
+      if remote:
         for (variable, _), gradient in zip(pairs, made):
           if isinstance(gradient, tf.IndexedSlices):  # Only the rows it touches travel.
             variable.scatter_add(gradient)
@@ -203,10 +201,3 @@ def _first_value(tensor):
   if first.dtype == tf.string:
     first = tf.strings.length(first)
   return tf.reduce_sum(tf.cast(first, tf.float32))
-
-
-def _replica_devices(trainer):
-  """Where each replica computes: the strategy's devices here, or each worker's."""
-  if not trainer.executor.coordinated:
-    return list(trainer.strategy.extended.worker_devices)
-  return [f'/job:worker/replica:0/task:{i}' for i in range(trainer.num_workers)]

@@ -54,7 +54,7 @@ def lost_peer(config, trainer, state, error, spec, me):
   one that lost its state; one for a chief that finished, not lost (training/agreement.py); or
   `error` itself when every peer answers and it is not a peer's error (not a lost peer, then,
   but whatever it says)."""
-  finished = not trainer.executor.coordinated and agreement.finished_chief(
+  finished = trainer.executor.in_lockstep and agreement.finished_chief(
     config, spec, me, state.step
   )
   if finished:
@@ -68,7 +68,7 @@ def lost_peer(config, trainer, state, error, spec, me):
     return error
   who = ', '.join(silent) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
-  if trainer.executor.coordinated:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
+  if not trainer.executor.in_lockstep:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
     return peers.PeerLost(
       f'[{config.name}] {who} lost at step {state.step} ({reason}); {kept(config)}: '
       f'restart the task; {resume.hint()}'

@@ -28,7 +28,6 @@ from training import actions
 from training import agreement
 from training import checkpoints
 from training import controller as controller_lib
-from training import coordinator_log
 from training import devices
 from training import event_files
 from training import trainer as trainer_lib
@@ -120,7 +119,7 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
 def _start(config, task, trainer, checkpointer, probes, say):
   """The run's state, resumed or fresh, and (for the chief) its model card; in a cluster whose
   tasks all step, once every task can start, and at the same step (training/agreement.py)."""
-  in_step = task.spec and not trainer.executor.coordinated
+  in_step = task.spec and trainer.executor.in_lockstep
   try:
     state = checkpoints.start_or_resume(
       config.run_dir,
@@ -166,13 +165,13 @@ class _Task:
       if not self.spec:
         raise
       self.refusal, self.dir_state = e, None
-    descriptor = config.distribution.descriptor
-    if descriptor.coordinated:
+    serving_jobs = config.distribution.descriptor.serving_jobs
+    if serving_jobs:  # Its workers serve the coordinator's steps:
       os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Notice lost workers at once.
       # And a worker cut off by the network within seconds, not when its call times out: the
       # coordinator then runs its steps on the others (measured: about 6 s after the cut).
       os.environ.setdefault('TF_GRPC_DEFAULT_OPTIONS', GRPC_KEEPALIVE)
-    self.serves = descriptor.coordinated and self.me[0] in descriptor.serving_jobs
+    self.serves = bool(self.me) and self.me[0] in serving_jobs
 
   def start_record(self, state, say):
     """The recording task's start: config.json, fresh summaries, the environment; returns how
@@ -239,11 +238,7 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
     writers.epoch(epoch, *outcome.epoch_scalars(state.history, epoch))
   for evaluation in state.step_evaluations:
     writers.evaluation(evaluation)
-  lost = (
-    coordinator_log.LostExecutions(lambda line: say(f'[{name}] {line}'))
-    if trainer.executor.coordinated
-    else None
-  )
+  lost = trainer.executor.lost_executions(lambda line: say(f'[{name}] {line}'))
   saver = actions.Checkpoints(
     checkpointer,
     trainer,
@@ -315,7 +310,7 @@ def _build(config, spec, me, say, refusal=None):
       'replica on CPU 0; use --num_replicas=1, GPUs, or a cluster strategy'
     )
   keras.mixed_precision.set_global_policy(perf.mixed_precision)
-  if descriptor.coordinated:  # The coordinator connects to every server at once.
+  if descriptor.serving_jobs:  # The coordinator connects to every server at once.
     peers.wait_for_servers(spec, descriptor.serving_jobs, config.distribution.startup_timeout, say)
   watchdog = (  # Entered twice: about the strategy, and about agreeing and building.
     startup_watchdog.StartupWatchdog(spec, me, config.distribution.startup_timeout)
@@ -344,14 +339,7 @@ def _build(config, spec, me, say, refusal=None):
 def _announce(config, trainer, compute_devices, state, say):
   """The run's start line (layout, batch, rates), and where a resumed run continues."""
   batching = trainer.batching
-  if trainer.executor.coordinated:
-    layout = f'coordinator of {trainer.num_workers} worker(s)'
-  else:
-    workers = f' on each of {trainer.num_workers} workers' if trainer.num_workers > 1 else ''
-    layout = (
-      f'{trainer.strategy.num_replicas_in_sync} replica(s) in sync: '
-      f'{", ".join(compute_devices)}{workers}'
-    )
+  layout = trainer.executor.layout(compute_devices)
   opt, peak = config.optimizer, schedules.peak_learning_rate(config, batching.step_batch_size)
   rates = f'learning rate {peak:g}'
   if peak != opt.learning_rate:
@@ -359,7 +347,7 @@ def _announce(config, trainer, compute_devices, state, say):
     ramp = f' over {warmup:g} warm-up epochs' if warmup else ''
     rates = f'learning rate {opt.learning_rate:g} scaled to {peak:g}{ramp}'
   per_step = (
-    f' ({batching.step_batch_size} per worker step)' if trainer.executor.coordinated else ''
+    f' ({batching.step_batch_size} per worker step)' if trainer.executor.worker_shares > 1 else ''
   )
   say(
     f'[{config.name}] {layout}; global batch {config.batch_size}{per_step}, '

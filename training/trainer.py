@@ -101,19 +101,12 @@ class Trainer:
     self.num_workers = (
       config.distribution.num_workers if config.distribution.descriptor.cluster else 1
     )
-    coordinated = isinstance(strategy, tf.distribute.ParameterServerStrategy)
-    self.executor = (
-      execution.Coordinated(strategy, self.num_workers, config.distribution.startup_timeout)
-      if coordinated
-      else execution.InPlace(strategy)
-    )
-    # The input pipelines the data is sharded over: one per all-reduce worker; a
-    # parameter-server worker reads the whole set, in an order of its own.
-    self.input_pipelines = 1 if coordinated else self.num_workers
+    self.executor = execution.of(strategy, self.num_workers, config.distribution.startup_timeout)
+    self.input_pipelines = self.executor.input_pipelines
     self.batching = batching_lib.Batching.of(
       config.batch_size,
       strategy.num_replicas_in_sync,
-      self.num_workers if coordinated else 1,
+      self.executor.worker_shares,
       # A pass of unknown length is counted once, unless --steps_per_epoch says how long.
       source.train_size if config.steps_per_epoch else source.count_training(),
       config.steps_per_epoch,
@@ -170,11 +163,6 @@ class Trainer:
     )
     self._train_steps = tf.function(self._repeat(self.step, self.step.layout))
     self._eval_steps = tf.function(self._repeat(self.step.evaluate, self.step.evaluation_layout))
-    self._sum = tf.function(
-      lambda value: strategy.reduce(
-        tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(value,)), axis=None
-      )
-    )
 
   def _objective(self, config, source):
     """The job's loss and metrics (training/objective.py): the compiled model's, or the
@@ -210,28 +198,10 @@ class Trainer:
     return {'model': self.model, 'optimizer': self.step.optimizer, 'step': self.step.counter}
 
   def seek(self, step):
-    """Training data continues from the batch of step `step` + 1, as after `step` steps.
-
-    Each input pipeline skips what it had consumed (data/pipeline.py, data/streams.py).
-    Parameter-server workers each read the whole set in an order of their own, and no
-    per-worker iterator can be checkpointed, so there the data starts afresh (a fresh order
-    of the arrays; the user's pipeline from its start), not at the step.
-    """
-    self._data_start = 0 if self.executor.coordinated else step
+    """Training data continues as after `step` steps, where the executor can resume it (each
+    input pipeline skips what it had consumed: data/pipeline.py, data/streams.py)."""
+    self._data_start = self.executor.data_start(step)
     self._train_iterator = None
-
-  def any_worker(self, flag):
-    """True on every worker if `flag` is True on any (a collective: call it on all, together)."""
-    if self.executor.coordinated or self.num_workers == 1:
-      return flag
-    return float(self._sum(tf.constant(float(flag)))) > 0
-
-  def workers_mean(self, value):
-    """The mean of `value` over the workers, the same on each (a collective, as any_worker):
-    what they must agree on, such as how long a collective's window is."""
-    if self.executor.coordinated or self.num_workers == 1:
-      return value
-    return float(self._sum(tf.constant(float(value)))) / self.strategy.num_replicas_in_sync
 
   def weights_finite(self):
     return all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.model.trainable_variables)
@@ -306,11 +276,10 @@ class Trainer:
   def train_iterator(self):
     """The distributed iterator of the training batches, made at the first step."""
     if self._train_iterator is None:
-      # Parameter-server workers each read the whole set, so each shuffles in its own order.
       self._train_iterator = self.executor.distribute(
         self.source.train_fn(
           self.batching.per_replica_batch_size,
-          None if self.executor.coordinated else self._seed,
+          self.executor.data_seed(self._seed),
           self._data_start,
         )
       )
