@@ -89,7 +89,7 @@ class Checkpointing:
 
 @dataclasses.dataclass(frozen=True)
 class Distribution:
-  strategy: str = 'one_device'
+  strategy: str = strategies.baseline()
   num_replicas: int = 0  # local devices of a multi-device strategy (0: all, or 2 CPUs)
   num_workers: int = 2  # computing tasks of a cluster strategy
   options: dict = dataclasses.field(default_factory=dict)  # the strategy module's own flags
@@ -105,8 +105,8 @@ class Distribution:
 class RunConfig:
   """Everything one run is: what it trains, how, where, and what it records."""
 
-  name: str = 'one_device'
-  run_dir: str = 'runs/one_device'
+  name: str = strategies.baseline()
+  run_dir: str = f'runs/{strategies.baseline()}'
   condition: str = ''  # what the run stands for in a study, e.g. "lamb"
   # Of --repeats: the run this one repeats (its name without -repN) and which repeat it is,
   # from 1; '' and 0 for a run planned once.
@@ -328,7 +328,7 @@ def _strategy(config):
       f"--mixed_precision=mixed_float16 needs Keras' LossScaleOptimizer, whose variables "
       f'{config.distribution.strategy} cannot update; use mixed_bfloat16 there'
     )
-  if config.performance.profile_steps and descriptor.coordinated:
+  if config.performance.profile_steps and descriptor.steps_on_workers:
     return (
       f'--profile_steps traces this process, but under {config.distribution.strategy} '
       'the steps run in the worker processes; profile another strategy'

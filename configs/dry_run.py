@@ -7,14 +7,6 @@ that plans here starts these runs, and one refused here is refused by a real lau
 from configs import definitions
 from records import tables
 
-# What an option left to `auto` or empty becomes: ({GPUs visible}: value), TensorFlow's choices
-# (MirroredStrategy's select_cross_device_ops, the collectives' AUTO, CentralStorageStrategy).
-RESOLVED = {
-  ('cross_device_ops', 'auto'): lambda gpus: 'nccl' if gpus else 'reduction_to_one_device',
-  ('communication', 'auto'): lambda gpus: 'nccl' if gpus else 'ring',
-  ('parameter_device', ''): lambda gpus: '/gpu:0' if gpus == 1 else '/cpu:0',
-}
-
 
 def describe(plan, gpus=0):
   """The text --dry_run prints for an Experiment (its runs) or a Prediction; `auto` and empty
@@ -66,7 +58,7 @@ def describe(plan, gpus=0):
   resolved = (
     f'\n(auto and empty settings, in parentheses, as they resolve with '
     f'{gpus or "no"} GPU(s) visible here)'
-    if any(map(_resolves, plan.runs))
+    if any(_resolves(run, gpus) for run in plan.runs)
     else ''
   )
   repeats = (
@@ -93,22 +85,23 @@ def _replicas(run, gpus):
   return str(run.distribution.num_replicas or f'{gpus or 2} (auto)')
 
 
-def _resolves(run):
+def _resolved(run, gpus):
+  """{flag: value} of the strategy's own flags left to auto or empty, as they resolve here."""
+  return run.distribution.descriptor.resolved_options(run.distribution.options, gpus)
+
+
+def _resolves(run, gpus):
   """Whether a setting of `run` is shown as it resolves."""
   auto_replicas = run.distribution.descriptor.mirrors_local_devices and not (
     run.distribution.num_replicas
   )
-  return auto_replicas or any(item in RESOLVED for item in run.distribution.options.items())
+  return auto_replicas or bool(_resolved(run, gpus))
 
 
 def _options(run, gpus):
   """The strategy's own flags and the study's condition, as flags."""
   given = {**({'condition': run.condition} if run.condition else {}), **run.distribution.options}
+  resolved = {name: f' ({value})' for name, value in _resolved(run, gpus).items()}
   return (
-    ' '.join(
-      f'--{name}={value}'
-      + (f' ({RESOLVED[name, value](gpus)})' if (name, value) in RESOLVED else '')
-      for name, value in given.items()
-    )
-    or '-'
+    ' '.join(f'--{name}={value}{resolved.get(name, "")}' for name, value in given.items()) or '-'
   )

@@ -181,15 +181,17 @@ def comparison(values=FLAGS):
 
 
 def _card_run(values, directory):
-  """The one_device run whose model card --predict traces: the model with its flags and its
-  own defaults, on its own dataset, or on synthetic data of the model's default input shape
-  (not on digits: a card describes the model, not the default data set)."""
+  """The baseline strategy's run whose model card --predict traces: the model with its flags
+  and its own defaults, on its own dataset, or on synthetic data of the model's default input
+  shape (not on digits: a card describes the model, not the default data set)."""
   values = copy.deepcopy(_with_model_defaults(values))
   if not values['dataset'].present:
     values.dataset = 'synthetic'
   if values.lr_scaling != 'noise':
     values.noise_scale_of = ''  # --predict's N, not a learning-rate rule of the traced run.
-  [run] = plan.plan(_base(values, directory), ('one_device',), [1], [1], [values.per_device_batch])
+  [run] = plan.plan(
+    _base(values, directory), (strategies.baseline(),), [1], [1], [values.per_device_batch]
+  )
   hyperparameters.check_taken(hyperparameters.given(values), [run])
   return run
 

@@ -95,16 +95,16 @@ class Arrays:
 
     return pipeline.examples(self, self.x_train[:n]), self.y_train[:n]
 
-  def record(self, steps_per_epoch_flag, pipelines, coordinated):
+  def record(self, steps_per_epoch_flag, pipelines, remote_pipelines):
     """result.json's `input_pipeline` (docs/outputs.md): in memory, sharded by element, and
-    resumed exactly (each pass's order is a function of the seed and the pass), but under
-    parameter servers, whose workers each start a fresh order."""
+    resumed exactly (each pass's order is a function of the seed and the pass), but from
+    `remote_pipelines` (on a coordinator's workers), which each start a fresh order."""
     sharding = 'data' if pipelines > 1 else 'off'
     return {
       'source': self.source,
       'sharding': {'training': sharding, 'validation': sharding},
       'steps_per_epoch_from': 'flag' if steps_per_epoch_flag else 'examples',
-      'resume': 'restart' if coordinated else 'continue',
+      'resume': 'restart' if remote_pipelines else 'continue',
       'unbatched': False,
     }
 

@@ -220,15 +220,16 @@ class Streams:
       'element_spec': repr(self.element_spec),
     } | ({'data_digest': self.digest} if self.digest else {})
 
-  def record(self, steps_per_epoch_flag, pipelines, coordinated):
-    """result.json's `input_pipeline`: where the data came from and how it was fed."""
+  def record(self, steps_per_epoch_flag, pipelines, remote_pipelines):
+    """result.json's `input_pipeline`: where the data came from and how it was fed; from
+    `remote_pipelines` (on a coordinator's workers), restarted on resume."""
     return {
       'source': self.source,
       'sharding': self.sharding(pipelines),
       'steps_per_epoch_from': (
         'flag' if steps_per_epoch_flag else 'counted' if self.counted else 'cardinality'
       ),
-      'resume': 'restart' if coordinated else 'skip',
+      'resume': 'restart' if remote_pipelines else 'skip',
       'unbatched': self.unbatched,
     }
 

@@ -64,7 +64,7 @@ def local_threads(run):
   gives win.
   """
   descriptor = run.distribution.descriptor
-  if not descriptor.cluster or descriptor.coordinated:
+  if not descriptor.every_task_trains:
     return run
   given = run.performance
   return dataclasses.replace(

@@ -29,6 +29,7 @@ import os
 import statistics
 import typing
 
+import strategies
 from prediction import cards
 from prediction import cost_model
 from prediction import hardware
@@ -85,6 +86,11 @@ def variables(path=VARIABLES):
     return {model: tuple(map(tuple, sizes)) for model, sizes in json.load(f).items()}
 
 
+def _single_device(row):
+  """A row of the baseline strategy: one device's throughput, for the roofline."""
+  return row['strategy'] == strategies.baseline()
+
+
 def _group(row):
   return tuple(
     row[k]
@@ -94,7 +100,7 @@ def _group(row):
 
 def compare(table=None, overlap=cost_model.OVERLAP):
   """Every published row with the model's prediction and its error (predicted / published - 1)."""
-  table = [r for r in (rows() if table is None else table) if r['strategy'] != 'one_device']
+  table = [r for r in (rows() if table is None else table) if not _single_device(r)]
   single = {_group(r): r['images_per_second'] for r in table if r['num_devices'] == 1}
   sizes = variables()
   out = []
@@ -184,7 +190,7 @@ def single_device(table=None, fractions=None):
   table = rows() if table is None else table
   model_cards = cards.load()
   out = []
-  for row in (r for r in table if r['strategy'] == 'one_device'):
+  for row in filter(_single_device, table):
     card, batch, profile, tf32, published = _observation(row, model_cards)
     step = roofline.step_ms(card, batch, profile, fractions, tf32)
     predicted = batch / step['compute_ms'] * 1e3
@@ -207,9 +213,7 @@ def fit_roofline(table=None):
   table = rows() if table is None else table
   model_cards = cards.load()
   observations = [
-    _observation(r, model_cards)
-    for r in table
-    if r['strategy'] == 'one_device' and r['set'] == 'fit'
+    _observation(r, model_cards) for r in table if _single_device(r) and r['set'] == 'fit'
   ]
   convolutions = [o for o in observations if not roofline.mostly_products(o[0])]
   products = [o for o in observations if roofline.mostly_products(o[0])]

@@ -63,11 +63,12 @@ def _devices(run):
 def base_run(experiment_dir):
   """The experiment's one_device run with a breakdown and model card (its result.json)."""
   runs = measured_runs(experiment_dir)
-  base = next((r for r in runs if r['devices'] == 1 and r['strategy'] == 'one_device'), None)
+  baseline = strategies.baseline()
+  base = next((r for r in runs if r['devices'] == 1 and r['strategy'] == baseline), None)
   if base is None:
     raise WorkloadError(
-      f'{experiment_dir} has no finished one_device run with a breakdown and model card; '
-      'train one there (--strategies=one_device, without --nobreakdown), or predict from '
+      f'{experiment_dir} has no finished {baseline} run with a breakdown and model card; '
+      f'train one there (--strategies={baseline}, without --nobreakdown), or predict from '
       '--model with --per_device_batch'
     )
   return base
@@ -113,7 +114,8 @@ def _parts(run):
   it paid between steps where it measured that; one device communicates with nothing, so its
   variable reads count as overhead."""
   parts = run['breakdown']
-  communication = parts['communication_ms'] if run['strategy'] != 'one_device' else 0.0
+  moves = strategies.describe(run['strategy']).communication  # None: it moves nothing.
+  communication = parts['communication_ms'] if moves else 0.0
   boundary = parts.get('boundary_ms')
   if boundary is not None:  # Its executions' time beyond the step is paid as a boundary is.
     boundary += parts.get('execution_excess_ms') or 0.0

@@ -56,7 +56,7 @@ COLUMNS = (
   'critical_batch_note',
   *step_times.COLUMNS,
 )
-BASELINE = 'one_device'
+BASELINE = strategies.baseline()
 CONVERGENCE_COLUMNS = (
   'condition',
   'run',

@@ -42,6 +42,12 @@ def describe(name):
   return get(name).DESCRIPTOR
 
 
+def baseline():
+  """The name of the strategy whose descriptor says every other is measured against it."""
+  [name] = [name for name in names() if describe(name).baseline]
+  return name
+
+
 def module_names():
   """The modules' names, whose absl flags are the strategies' options."""
   return [module.__name__ for module in _MODULES.values()]

@@ -18,6 +18,9 @@ class Descriptor:
   """
 
   kind: str
+  # Every other strategy is measured against it: speed-up and efficiency are over its
+  # throughput, --predict traces its model card. One strategy says so (strategies.baseline).
+  baseline: bool = False
   jobs: dict = dataclasses.field(default_factory=dict)  # The TF_CONFIG jobs of its cluster,
   # {job: (least, most) tasks}, most None for no bound; {} for one process.
   serving_jobs: tuple = ()  # Jobs whose tasks only serve; the others train.
@@ -35,6 +38,9 @@ class Descriptor:
   # options} what other values of its own flags the report should predict beside it). `work`
   # is a cost_model.Workload, `options` the module's flags. None: it moves nothing.
   communication: typing.Callable | None = None
+  # resolved_options(options, gpus): {flag: value} of its own flags left to `auto` or empty, as
+  # TensorFlow resolves them with `gpus` GPUs visible (--dry_run shows them).
+  resolved_options: typing.Callable = lambda options, gpus: {}
   # server_nodes(options, hw, n): nodes it holds beyond those of its n devices (a tie of
   # predictions goes to fewer).
   server_nodes: typing.Callable = lambda options, hw, n: 0
@@ -60,9 +66,19 @@ class Descriptor:
     return bool(self.jobs)
 
   @property
-  def coordinated(self):
+  def steps_on_workers(self):
     """A coordinator schedules steps on workers; the steps run outside the coordinator."""
     return bool(self.serving_jobs)
+
+  @property
+  def coordinated(self):
+    """steps_on_workers, by the name training/task.py and benchmarks/collectives.py still ask."""
+    return self.steps_on_workers
+
+  @property
+  def every_task_trains(self):
+    """A cluster whose tasks all train side by side (all-reduce peers), none only serving."""
+    return self.cluster and not self.serving_jobs
 
   @property
   def mirrors_local_devices(self):
@@ -77,16 +93,16 @@ class Descriptor:
   @property
   def computing_jobs(self):
     """The jobs of its cluster whose tasks run training steps."""
-    return ('worker',) if self.coordinated else ('chief', 'worker')
+    return ('worker',) if self.steps_on_workers else ('chief', 'worker')
 
   @property
   def unit(self):
     """What N counts in speed-up and efficiency: workers under a coordinator, else replicas."""
-    return 'worker' if self.coordinated else 'replica'
+    return 'worker' if self.steps_on_workers else 'replica'
 
   def parallel_units(self, num_replicas_in_sync, num_workers):
     """N of the scaling-efficiency formula."""
-    return num_replicas_in_sync * (num_workers if self.coordinated else 1)
+    return num_replicas_in_sync * (num_workers if self.steps_on_workers else 1)
 
   def num_workers(self, cluster_spec):
     """The tasks of a TF_CONFIG cluster that compute: its workers (and chief, under all-reduce)."""

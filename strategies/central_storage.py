@@ -18,6 +18,13 @@ def _communication(n, work, hw, options):
   return _alpha_beta.through_host(n, both, hw), {}
 
 
+def _resolved_options(options, gpus):
+  """Empty: CentralStorageStrategy's choice, the one GPU if there is exactly one, else the CPU."""
+  if options.get('parameter_device') != '':
+    return {}
+  return {'parameter_device': '/gpu:0' if gpus == 1 else '/cpu:0'}
+
+
 # Keras' LossScaleOptimizer keeps variables that central_storage cannot update.
 DESCRIPTOR = strategies.Descriptor(
   strategies.MULTI_DEVICE,
@@ -28,6 +35,7 @@ DESCRIPTOR = strategies.Descriptor(
     options.get('parameter_device', '').lower().lstrip('/').startswith('gpu')
     or (not options.get('parameter_device') and devices == 1)
   ),
+  resolved_options=_resolved_options,
 )
 
 flags.DEFINE_string(

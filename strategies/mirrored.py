@@ -18,7 +18,16 @@ def _communication(n, work, hw, options):
   return {'device link': into_one + 2 * hw.link_latency_us * 1e-6}, {}
 
 
-DESCRIPTOR = strategies.Descriptor(strategies.MULTI_DEVICE, communication=_communication)
+def _resolved_options(options, gpus):
+  """auto: TensorFlow's select_cross_device_ops, NCCL among GPUs, else through one device."""
+  if options.get('cross_device_ops') != 'auto':
+    return {}
+  return {'cross_device_ops': 'nccl' if gpus else 'reduction_to_one_device'}
+
+
+DESCRIPTOR = strategies.Descriptor(
+  strategies.MULTI_DEVICE, communication=_communication, resolved_options=_resolved_options
+)
 
 flags.DEFINE_enum(
   'cross_device_ops',

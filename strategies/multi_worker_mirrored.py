@@ -41,11 +41,19 @@ def _communication(n, work, hw, options):
   }, {}
 
 
+def _resolved_options(options, gpus):
+  """auto: the collectives' AUTO, NCCL among GPUs, else the gRPC ring."""
+  if options.get('communication') != 'auto':
+    return {}
+  return {'communication': 'nccl' if gpus else 'ring'}
+
+
 DESCRIPTOR = strategies.Descriptor(
   strategies.ALL_REDUCE_CLUSTER,
   jobs={'chief': (0, 1), 'worker': (0, None)},  # All train.
   local_jobs=lambda num_workers, options: {'worker': num_workers},
   communication=_communication,
+  resolved_options=_resolved_options,
 )
 
 

@@ -2,7 +2,7 @@
 
 import strategies
 
-DESCRIPTOR = strategies.Descriptor(strategies.ONE_DEVICE)
+DESCRIPTOR = strategies.Descriptor(strategies.ONE_DEVICE, baseline=True)
 
 
 def create(devices, options):
