@@ -85,6 +85,7 @@ def test_the_launcher_side_loads_no_tensorflow():
     'configs.from_flags',
     'configs.plan',
     'orchestration.launcher',
+    'orchestration.run_py_actions',
     'orchestration.processes',
     'orchestration.peers',
     'orchestration.startup_watchdog',
@@ -109,9 +110,9 @@ def test_the_launcher_side_loads_no_tensorflow():
   assert proc.stdout.strip() == '[]'
 
 
-def test_no_module_is_longer_than_400_lines_and_run_py_150():
+def test_no_module_is_longer_than_400_lines_and_run_py_80():
   """Lines as ruff formats them (a call that does not fit takes a line per argument)."""
-  sizes = {'run.py': 150}
+  sizes = {'run.py': 80}  # A page: the actions' table; orchestration/run_py_actions.py does them.
   for package in PACKAGES + ('benchmarks',):
     for name in os.listdir(os.path.join(ROOT, package)):
       if name.endswith('.py'):
