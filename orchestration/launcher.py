@@ -15,8 +15,8 @@ import time
 
 from configs import cluster_spec
 from orchestration import commands
-from orchestration import faults
 from orchestration import gpus
+from orchestration import hook_points
 from orchestration import log_filter
 from orchestration import peers
 from orchestration import processes
@@ -229,10 +229,10 @@ class ResultWatch:
     )
 
 
-def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
+def run_with_restarts(run, experiment, hide, worker_gpus=None):
   """One run; a run whose task died is started again, resuming from its last checkpoint, up
-  to `--max_restarts` times. Returns the error that ended it, or None. `fault`: a test's
-  faults.Fault to inject; `worker_gpus`: a cluster's GPUs, as start_cluster takes them."""
+  to `--max_restarts` times. Returns the error that ended it, or None. `worker_gpus`: a
+  cluster's GPUs, as start_cluster takes them."""
   max_restarts, verbosity = experiment.max_restarts, experiment.verbosity
   is_cluster = run.distribution.descriptor.cluster
   with task_logs(run.run_dir) if is_cluster else contextlib.nullcontext() as logs:
@@ -253,7 +253,7 @@ def run_with_restarts(run, experiment, hide, fault=None, worker_gpus=None):
         start = lambda group: start_single(group, run, hide, env, verbosity)
       # Said for the child, whose first line comes after seconds of loading TensorFlow.
       print(f'[{run.name}] starting: TensorFlow, the data, the strategy and the model', flush=True)
-      watch = ResultWatch(run.run_dir, fault.tick if fault else None)
+      watch = ResultWatch(run.run_dir, lambda group: hook_points.SUPERVISING(run.run_dir, group))
       with storage.writing(logs or run.run_dir):  # The tasks' log files, on a disk that fills.
         error = supervise(experiment.idle_timeout, start, tick=watch.tick)
       if error is None:
@@ -299,7 +299,6 @@ def launch(experiment):
     for run in runs
     if run.distribution.descriptor.cluster
   }
-  fault = faults.Fault.from_environment()
   states = {
     run.name: run_files.check_run_dir(run.run_dir, experiment.resume, run.to_json()) for run in runs
   }
@@ -316,7 +315,7 @@ def launch(experiment):
         print(f'GPUs: {gpus.note(visible_gpus, worker_gpus)}', flush=True)
       earlier = run_files.config_text(run.run_dir)
       run_files.write_config(run.run_dir, run.to_json())
-      error = run_with_restarts(run, experiment, hide, fault and fault(run.run_dir), worker_gpus)
+      error = run_with_restarts(run, experiment, hide, worker_gpus)
       if error and run_files.run_dir_state(run.run_dir) == 'new':
         run_files.remove_config(run.run_dir)  # Refused before it began: it leaves no run.
       elif error and earlier is not None and error.returncode == 2:

@@ -6,14 +6,13 @@
     progress.json     the step an unfinished run last reported
     restarts.json     the launcher's restarts of the run or of one of its tasks
     exit.json         how long the run's processes lived on after writing its result
-    fault.json        a test's injected fault (orchestration/faults.py)
     checkpoints/      tf.train.CheckpointManager's checkpoints and their index
     train/, validation/, and the directory itself: TensorBoard event files (Keras' layout,
                       training/event_files.py); train/ also the profiler's traces
     logs/<task>.log   each task's output, for a run of several processes
 
-Each JSON file here but a test's fault.json carries its `schema_version`, stamped by its writer
-below (records/schemas.py: the versions and the JSON Schemas users' scripts rely on).
+Each JSON file here carries its `schema_version`, stamped by its writer below
+(records/schemas.py: the versions and the JSON Schemas users' scripts rely on).
 """
 
 import contextlib
@@ -30,7 +29,6 @@ CONFIG = 'config.json'
 PROGRESS = 'progress.json'
 RESTARTS = 'restarts.json'
 EXIT = 'exit.json'
-FAULT = 'fault.json'
 CHECKPOINTS = 'checkpoints'
 CHECKPOINT_INDEX = 'checkpoint'  # tf.train.CheckpointManager's, in CHECKPOINTS.
 TRAIN, VALIDATION = 'train', 'validation'

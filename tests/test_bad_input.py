@@ -239,17 +239,6 @@ def test_a_dataset_too_large_for_memory_is_refused_input():
     )
 
 
-def test_malformed_fault_injection(tmp_path):
-  proc = run_py(
-    '--strategies=one_device',
-    f'--logdir={tmp_path}',
-    timeout=60,
-    env=dict(os.environ, STRATEGY_COMPARISON_FAULT='worker-1'),
-  )
-  assert_one_line_error(proc, 'STRATEGY_COMPARISON_FAULT=worker-1', 'TASK@STEP')
-  assert os.listdir(tmp_path) == []
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
   'arrays, fragments',

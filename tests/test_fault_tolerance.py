@@ -2,12 +2,12 @@
 
 The faults are real: STRATEGY_COMPARISON_FAULT=TASK@STEP makes the launcher SIGKILL a task's
 process at the end of the first execution at or past that step, where the run holds until the
-kill (orchestration/faults.py): with executions of 5 steps and epochs of 22 (44 under
-parameter_server here), @30 lands at step 32, parameter_server's @40 at 40 and @45 at 49,
-whatever the load. A SIGTERM goes to the launcher itself. Every run is bounded in time and
-every test ends with no process of its logdir alive. Each process loads TensorFlow for seconds,
-so the runs are as short as what they assert allows, and one run serves several assertions
-where it can.
+kill (tests/fault_hooks.py, which run.py imports when `with_fault` names it): with executions
+of 5 steps and epochs of 22 (44 under parameter_server here), @30 lands at step 32,
+parameter_server's @40 at 40 and @45 at 49, whatever the load. A SIGTERM goes to the
+launcher itself. Every run is bounded in time and every test ends with no process of its
+logdir alive. Each process loads TensorFlow for seconds, so the runs are as short as what they
+assert allows, and one run serves several assertions where it can.
 """
 
 import glob
@@ -19,6 +19,7 @@ import signal
 
 import pytest
 
+from tests import fault_hooks
 from tests.conftest import ROOT
 from tests.conftest import kill_all
 from tests.conftest import read_result
@@ -33,7 +34,7 @@ STEPS = ['--steps_per_execution=5']
 
 
 def with_fault(spec):
-  return dict(os.environ, STRATEGY_COMPARISON_FAULT=spec)
+  return dict(os.environ, **fault_hooks.environment(spec))
 
 
 def logged_steps(event_dir, tag):
@@ -129,8 +130,7 @@ def test_multi_worker_mirrored_restarts_every_task_from_the_last_checkpoint(logd
   # Resumed from the first epoch's checkpoint, redoing the 10 steps trained since.
   assert result['resumes'] == [{**result['resumes'][0], 'step': 22, 'cause': 'restart'}]
   assert result['redone_steps'] == 10
-  with open(os.path.join(run_dir, 'fault.json')) as f:
-    assert json.load(f) == {'task': 'worker-1', 'step': 32, 'killed': True}
+  assert fault_hooks.request(run_dir) == {'task': 'worker-1', 'step': 32, 'killed': True}
   assert_continuous(run_dir, 2)
   assert '1 restart(s)' in proc.stdout
   assert result['restart_log'] == [

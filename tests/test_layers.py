@@ -74,6 +74,23 @@ def test_the_report_and_the_training_code_do_not_import_each_other():
     assert 'reporting' not in packages, path
 
 
+def test_no_product_module_imports_the_tests():
+  """Test machinery (tests/fault_hooks.py and the rest) stays out of the product: run.py
+  imports a test's hooks only by the name an environment variable gives
+  (orchestration/hook_points.py)."""
+  for path in ['run.py', *(path for package in PACKAGES for path in imports(package))]:
+    with open(os.path.join(ROOT, path)) as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+      elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        names = [node.module]
+      else:
+        continue
+      assert all(name.split('.')[0] != 'tests' for name in names), path
+
+
 def test_the_records_depend_on_nothing_of_the_project():
   assert package_graph()['records'] == set()
 

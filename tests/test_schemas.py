@@ -23,10 +23,11 @@ from records import schemas
 from reporting import comparison
 from reporting import figures
 from reporting import runs as report_runs
+from tests import fault_hooks
 
 SCHEMA = 'https://json-schema.org/draft/2020-12/schema'
-# A test's injected fault (orchestration/faults.py): test machinery, not an output.
-NOT_AN_OUTPUT = {run_files.FAULT}
+# A test's injected fault (tests/fault_hooks.py): test machinery, not an output.
+NOT_AN_OUTPUT = {fault_hooks.FILE}
 # result.json's fields of before its metrics were named, deprecated in schema_version 1.
 OLD_NAMES = (
   'train_loss',

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from orchestration import faults
 from records import run_files
+from tests import fault_hooks
 from tests import netns
 from tests.conftest import read_result
 from tests.hosts import PORT
@@ -81,18 +81,19 @@ def test_a_partitioned_parameter_server_worker_is_worked_around(network, logdir,
   """A parameter-server cluster on four hosts; worker 1's host is cut off mid-run until the
   chief has found it lost: its lost executions run again on worker 0, the chief finds it again
   once it is back, and the run completes on the four hosts. Each step waits for what the chief
-  says, not for a time: near its end the chief holds (orchestration/faults.py) until the test
+  says, not for a time: near its end the chief holds (tests/fault_hooks.py) until the test
   has seen worker 1 back, however long gRPC's reconnection takes."""
-  monkeypatch.setenv(faults.FAULT_ENV, 'worker-1@500')  # Only the chief reports progress.
+  for name, value in fault_hooks.environment('worker-1@500').items():  # The chief reports
+    monkeypatch.setenv(name, value)  # progress and holds; no launcher: the test answers.
   net, cluster, run_dir = parameter_server_past_step_100(network, logdir, epochs=2, steps=300)
   partitioned = cluster.hosts['worker', 1]
   cluster.net.down(partitioned)
   wait_for_line(cluster, 'chief-0', LOST, timeout=120)
   cluster.net.up(partitioned)
   wait_for_line(cluster, 'chief-0', BACK, timeout=240)
-  wait_until(cluster, 'chief-0', lambda: faults.request(run_dir), 'hold at step 500', 300)
-  assert faults.request(run_dir) == {'task': 'worker-1', 'step': 500}
-  faults.answer(run_dir, killed=False)
+  wait_until(cluster, 'chief-0', lambda: fault_hooks.request(run_dir), 'hold at step 500', 300)
+  assert fault_hooks.request(run_dir) == {'task': 'worker-1', 'step': 500}
+  fault_hooks.answer(run_dir, killed=False)
   status = cluster.wait(timeout=300, names=['chief-0'])
   stdout, stderr = cluster.stdout('chief-0'), cluster.stderr('chief-0')
   assert status == {'chief-0': 0}, stderr

@@ -3,7 +3,7 @@ summaries, checkpoints and the profiler (see training/controller.py for when eac
 
 import time
 
-from orchestration import faults
+from orchestration import hook_points
 from records import run_files
 from training import controller as controller_lib
 from training import trainer as trainer_lib
@@ -28,8 +28,8 @@ class StopAgreement(controller_lib.Action):
 
 class Progress(controller_lib.Action):
   """`<run>/progress.json` after each execution (for the launcher: steps a restart redoes)
-  when `run_dir` is given, where a test's fault is injected (orchestration/faults.py), and a
-  line every PROGRESS_SECONDS."""
+  when `run_dir` is given, where a test may act (orchestration/hook_points.py), and a line
+  every PROGRESS_SECONDS."""
 
   def __init__(self, run_dir, say, name):
     self.run_dir, self.say, self.name = run_dir, say, name
@@ -42,7 +42,7 @@ class Progress(controller_lib.Action):
   def after_execution(self, controller, read):
     if self.run_dir:
       run_files.write_progress(self.run_dir, controller.state.step)
-      faults.hold(self.run_dir, controller.state.step)
+      hook_points.EXECUTION_REPORTED(self.run_dir, controller.state.step)
     if time.perf_counter() - self._last_report > PROGRESS_SECONDS:
       self.say(
         f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: training, step '
