@@ -4,15 +4,22 @@ GPU, the roofline's fractions are fitted (validation.fit_roofline) on the single
 every other GPU, and that GPU's rows predicted; the table, by precision, model and GPU, gives
 median and 90th-percentile |error|. Then the scaling ratio (N GPUs over 1) of every multi-GPU
 row, predicted from its own 1-GPU figure (the cost model's only fitted constant, OVERLAP, is 0
-whichever rows fit it). Exits 1 when a claim fails.
+whichever rows fit it). Exits 1 when a claim fails. With --write, the errors' 10th and 90th
+percentiles by precision path and for scaling go to prediction/prediction_errors.json, the
+range every prediction carries (prediction/intervals.py).
 
-  .venv/bin/python benchmarks/leave_one_device_out.py
+  .venv/bin/python benchmarks/leave_one_device_out.py [--write]
 
-Our GPUs are one per generation (K80, P100, V100, Quadro RTX 6000, A100), so leaving one out
-leaves its generation's fractions to the nearest fitted generation's: this is the error on a
-new generation, harsher than on a new card of a fitted one.
+Why this is far above the in-sample error of the held-out rows (8.5% median for float32 when
+issue 48 was filed): the roofline's fractions are per generation, and our GPUs are one per
+generation (K80, P100, V100, Quadro RTX 6000, A100), so leaving a GPU out leaves its generation
+with no row to fix its fractions, and it takes the nearest fitted generation's, which differ
+by up to 2x (CUDA cores: Kepler 0.19, Pascal 0.36, Volta 0.48). The held-out rows were of
+fitted generations, mostly the very GPU, source and software of a fit row. This is the error
+on a new generation, harsher than on a new card of a fitted one, which no row here measures.
 """
 
+import json
 import os
 import re
 import statistics
@@ -22,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from prediction import cards  # pylint: disable=wrong-import-position
+from prediction import intervals  # pylint: disable=wrong-import-position
 from prediction import roofline  # pylint: disable=wrong-import-position
 from prediction import validation  # pylint: disable=wrong-import-position
 from records import tables  # pylint: disable=wrong-import-position
@@ -75,6 +83,25 @@ def scaling_errors():
   ]
 
 
+def spread(errors):
+  """{'rows', 'low', 'high'}: the errors' intervals.QUANTILES, what a prediction's range is."""
+  cut = statistics.quantiles(errors, n=10, method='inclusive')
+  return {'rows': len(errors), 'low': round(cut[0], 4), 'high': round(cut[-1], 4)}
+
+
+def errors_by_path(errors, scaling):
+  """prediction/prediction_errors.json's content."""
+  return {
+    'written_by': 'benchmarks/leave_one_device_out.py --write',
+    'quantiles': list(intervals.QUANTILES),
+    **{
+      name: spread([r['error'] for r in errors if r['precision'] in precisions])
+      for name, precisions in PRECISIONS.items()
+    },
+    intervals.SCALING: spread([r['error'] for r in scaling]),
+  }
+
+
 def summary(label, errors):
   absolute = [abs(e) for e in errors]
   return [
@@ -86,7 +113,7 @@ def summary(label, errors):
   ]
 
 
-def main():
+def main(argv):
   errors = held_out_errors()
   rows, ok = [], True
   for name, precisions in PRECISIONS.items():
@@ -103,15 +130,20 @@ def main():
       summary(f'scaling 1 to {n}', [r['error'] for r in scaling if r['num_devices'] == n])
     )
   rows.append(summary('scaling, all', [r['error'] for r in scaling]))
+  if '--write' in argv:
+    with open(intervals.ERRORS, 'w') as f:
+      json.dump(errors_by_path(errors, scaling), f, indent=2)
+      f.write('\n')
   header = ['rows', 'n', 'median |error|', 'p90 |error|', 'median error']
   print(tables.render(header, rows, markdown=True))
-  scaling_ok = statistics.median(abs(r['error']) for r in scaling) <= SCALING_MEDIAN
+  to_eight = [abs(r['error']) for r in scaling if r['num_devices'] == 8]
+  scaling_ok = statistics.median(to_eight) <= SCALING_MEDIAN
   print(
     f'\nleave-one-device-out claim (median <= {MEDIAN:.0%}, p90 <= {P90:.0%} for float32 and '
-    f'mixed each) holds: {ok}; scaling (median <= {SCALING_MEDIAN:.0%}) holds: {scaling_ok}'
+    f'mixed each) holds: {ok}; 1-to-8 scaling (median <= {SCALING_MEDIAN:.0%}) holds: {scaling_ok}'
   )
   return 0 if ok and scaling_ok else 1
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  sys.exit(main(sys.argv[1:]))

@@ -12,6 +12,7 @@ import strategies
 from prediction import choices
 from prediction import cost_model
 from prediction import hardware
+from prediction import intervals
 from prediction import memory
 from prediction import roofline
 from prediction import time_to_target
@@ -60,6 +61,7 @@ def forecast(config, card_of=None):
       'compute_measured_on': environment.compute_device(environment.read(config.directory)),
     }
   computes = {p.name: _compute(config, card, work, p, source) for p in profiles}
+  errors = intervals.load()
   source['time_to_target_from'] = chosen.run if chosen else None
   source['tf32'] = config.tf32  # --tf32: float32 matrix work as TF32 where the device has it.
   document = {
@@ -89,6 +91,12 @@ def forecast(config, card_of=None):
       {
         **p,
         **computes[profile.name][1],
+        **intervals.of(
+          p['examples_per_second'],
+          computes[profile.name][1].get('precision_path'),
+          p['num_devices'],
+          errors,
+        ),
         **_memory(card, p, profile, config, optimizer),
         **time_to_target.entry(p, chosen),
       }
@@ -130,7 +138,8 @@ def _compute(config, card, work, profile, source):
       for key, parts in work.measured.items()
     }
     return dataclasses.replace(work, compute_ms=step['compute_ms'], measured=measured), {
-      'compute_from': f'roofline on {profile.device} ({step["bound"]} bound)'
+      'compute_from': f'roofline on {profile.device} ({step["bound"]} bound)',
+      'precision_path': intervals.path(card),
     }
   if measured_on is None:
     raise roofline.RooflineError(
@@ -228,8 +237,14 @@ def read(experiment_dir):
   return document
 
 
+def _range(bounds):
+  """'1,020-1,480', or '' where no range was measured for it (a given figure, an old file)."""
+  return '' if not bounds else f'{bounds[0]:,.0f}-{bounds[1]:,.0f}'
+
+
 def table(predictions):
-  """One row per prediction: its memory per device and whether it fits, where its compute comes
+  """One row per prediction, with the range its error was found in (prediction/intervals.py):
+  its memory per device and whether it fits, where its compute comes
   from (given, the roofline on the profile's device, or measured here); under parameter
   servers the busiest ps task and its share of a step's bytes; with a time to target, its
   batch, steps, seconds and device-hours."""
@@ -240,6 +255,7 @@ def table(predictions):
     'strategy',
     'devices',
     'examples/s',
+    'range (80%)',
     'speed-up',
     'efficiency',
     'compute (ms)',
@@ -260,6 +276,7 @@ def table(predictions):
         p['strategy'],
         str(p['num_devices']),
         f'{p["examples_per_second"]:,.0f}',
+        _range(p.get('examples_per_second_range')),
         f'{p["speedup"]:.2f}x',
         f'{p["scaling_efficiency"]:.0%}',
         f'{p["compute_ms"]:.2f}',

@@ -20,9 +20,9 @@ of the card's precision: float32 at the TF32 tensor-core rate where the device h
 enable_tensor_float_32_execution`), float16 and bfloat16 at theirs, on tensor cores where the
 device has them, else on CUDA cores; a precision the device has no rate for runs at its float32
 rate. Convolutions (cuDNN's) and matrix products (cuBLAS's: a transformer's work) reach
-different fractions of that peak, each per generation and kind of core: convolutions CUDA_CORES
-or TENSOR_CORES, products PRODUCTS or PRODUCTS_TENSOR. Every other op is bound by memory, at the
-MEMORY fraction.
+different fractions of that peak: convolutions per generation and kind of core (CUDA_CORES or
+TENSOR_CORES), products per generation (PRODUCTS, on either kind). Every other op is bound by
+memory, at the MEMORY fraction.
 
 The constants were fitted ONCE by prediction/validation.py:fit_roofline on the rows of
 prediction/published.csv marked `fit` (least squares of the log ratios of predicted to
@@ -54,9 +54,11 @@ WINOGRAD = 4.0
 # their float16-accumulation rate (RTX 2080 Ti 53.8 against 107.6 TFLOPS; RTX 3090 71 against
 # 142); Quadro/RTX workstation and data-centre parts at the full rate.
 GEFORCE_FLOAT32_ACCUMULATE = 0.5
-# Matrix products' fractions of the same peaks, on CUDA cores and on tensor cores.
-PRODUCTS = {'volta': 0.69}
-PRODUCTS_TENSOR = {'volta': 0.57, 'ampere': 0.75}
+# Matrix products' fraction of the peak they run at, per generation fitted, on either kind of
+# core: cuBLAS's large products reach much the same fraction of a CUDA-core or a tensor-core
+# peak (fitted apart they were 0.69 and 0.57 on Volta), while a fraction per kind left a
+# generation without CUDA-core product rows (only Volta has them) at the convolutions'.
+PRODUCTS = {'volta': 0.66, 'ampere': 0.75}
 
 
 class RooflineError(ValueError):
@@ -76,8 +78,7 @@ class Fractions:
   memory: float = MEMORY
   winograd: float = WINOGRAD
   products_volta: float = PRODUCTS['volta']
-  products_tensor_volta: float = PRODUCTS_TENSOR['volta']
-  products_tensor_ampere: float = PRODUCTS_TENSOR['ampere']
+  products_ampere: float = PRODUCTS['ampere']
 
   def cuda_cores(self, generation):
     return self._of(generation, '')
@@ -86,12 +87,12 @@ class Fractions:
     return self._of(generation, 'tensor_')
 
   def products(self, generation, tensor):
-    """The matrix products' fraction on tensor cores or CUDA cores; the convolutions' where
-    none is fitted (the first stage of the fit, on CNNs, whose products are their classifier)."""
-    prefix = 'products_tensor_' if tensor else 'products_'
-    if not any(getattr(self, prefix + g, 0.0) for g in hardware.GENERATIONS):
+    """The matrix products' fraction (on either kind of core); the convolutions' on `tensor`
+    cores or CUDA cores where none is fitted (the first stage of the fit, on CNNs, whose
+    products are their classifier)."""
+    if not any(getattr(self, 'products_' + g, 0.0) for g in hardware.GENERATIONS):
       return self.tensor_cores(generation) if tensor else self.cuda_cores(generation)
-    return self._of(generation, prefix)
+    return self._of(generation, 'products_')
 
   def _of(self, generation, prefix):
     """The fraction `prefix`<generation>: its own if fitted, else the latest fitted
@@ -266,10 +267,7 @@ def fit(observations, grid=0.01, most=4.0, start=None):
       'winograd': winograd_steps,
     }
   else:
-    ranges = {
-      **{f'products_{g}': steps for g in PRODUCTS if (g, False) in cores},
-      **{f'products_tensor_{g}': steps for g in PRODUCTS_TENSOR if (g, True) in cores},
-    }
+    ranges = {f'products_{g}': steps for g in PRODUCTS if any(c[0] == g for c in cores)}
   loss = lambda f: sum(
     math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
     for card, batch, profile, tf32, published in observations

@@ -39,8 +39,7 @@ HALF = roofline.Fractions(
   tensor_ampere=0.25,
   memory=0.5,
   products_volta=0.8,
-  products_tensor_volta=0.4,
-  products_tensor_ampere=0.4,
+  products_ampere=0.4,
 )
 
 
@@ -90,11 +89,11 @@ def test_matrix_products_run_at_their_own_fraction_of_the_peak():
     100 * (6e8 / (h100.peak_tflops_float16 * 1e12 * 0.4) + 5e5 / (3350e9 * 0.5)) * 1e3
   )
   # Where no products' fraction is fitted (the fit's first stage), the convolutions' is used.
-  unfitted = dataclasses.replace(
-    HALF, products_volta=0.0, products_tensor_volta=0.0, products_tensor_ampere=0.0
-  )
+  unfitted = dataclasses.replace(HALF, products_volta=0.0, products_ampere=0.0)
   assert unfitted.products('volta', False) == 0.5 and unfitted.products('ampere', True) == 0.25
   assert HALF.products('pascal', False) == 0.8  # Before any fitted: the earliest fitted.
+  # A generation's products run at one fraction on either kind of core (cuBLAS's products).
+  assert HALF.products('volta', True) == HALF.products('volta', False) == 0.8
 
 
 def test_a_card_from_before_products_and_per_step_bytes_is_read_as_it_was():
@@ -222,7 +221,10 @@ def test_predict_says_where_each_profiles_compute_comes_from():
   assert on_v100.compute_ms == pytest.approx(
     roofline.step_ms(CARD, 64, hardware.load('dgx1_v100'))['compute_ms']
   )
-  assert said == {'compute_from': 'roofline on Tesla V100 SXM2 16 GB (compute bound)'}
+  assert said == {
+    'compute_from': 'roofline on Tesla V100 SXM2 16 GB (compute bound)',
+    'precision_path': 'float32',
+  }
   given = types.SimpleNamespace(device_examples_per_second=100.0, tf32=True)
   assert predict._compute(given, CARD, work, hardware.load('cpu_10gbe'), {})[1] == {
     'compute_from': 'given (--device_examples_per_second)'
