@@ -60,6 +60,14 @@ GENERATION = 'generation'
 # its float16-accumulation rate, a workstation's or data-centre part's at the full rate).
 PRODUCT_LINE = 'product_line'
 PRODUCT_LINES = ('datacenter', 'workstation', 'geforce')
+# How a node's devices are joined, where a profile says (NCCL picks its rings by it): every
+# device to every other at its full NVLink rate (nvswitch); NVLink bridges joining pairs only,
+# so two devices all-reduce over their bridge (PAIR_BUSBW) and more cross PCIe (nvlink_pairs);
+# PCIe alone, peer to peer through PCIe switches (pcie_switch) or through the host's root
+# complex (pcie_host). allreduce_busbw_gbps is the bus bandwidth over the whole node's ring.
+TOPOLOGY = 'topology'
+TOPOLOGIES = ('nvswitch', 'nvlink_pairs', 'pcie_switch', 'pcie_host')
+PAIR_BUSBW = 'pair_busbw_gbps'
 GENERATIONS = ('kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'hopper')
 
 
@@ -91,6 +99,15 @@ class Profile:
   peak_tflops_bfloat16: float | None = None
   memory_bandwidth_gbps: float | None = None
   device_memory_gb: float | None = None
+  topology: str = ''
+  pair_busbw_gbps: float | None = None
+
+  def allreduce_busbw(self, devices):
+    """The all-reduce bus bandwidth among `devices` of one node: a bridged pair's over its
+    NVLink bridge, else the node's ring's (allreduce_busbw_gbps)."""
+    if self.topology == 'nvlink_pairs' and devices == 2 and self.pair_busbw_gbps:
+      return self.pair_busbw_gbps
+    return self.allreduce_busbw_gbps
 
   @property
   def max_devices(self):
@@ -153,7 +170,7 @@ def parse(values, name, given):
       f'--hardware={given} lacks {", ".join(missing)}; add them (see '
       'configs/hardware/README.md for each field)'
     )
-  for field in [*FIELDS, *(f for f in DEVICE_FIELDS if f in values)]:
+  for field in [*FIELDS, *(f for f in (*DEVICE_FIELDS, PAIR_BUSBW) if f in values)]:
     value = values[field]
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if (
@@ -180,9 +197,19 @@ def parse(values, name, given):
       f'--hardware={given}: {PRODUCT_LINE} = {values[PRODUCT_LINE]!r} is not one of '
       f'{", ".join(PRODUCT_LINES)}; fix it'
     )
+  if values.get(TOPOLOGY, TOPOLOGIES[0]) not in TOPOLOGIES:
+    raise ProfileError(
+      f'--hardware={given}: {TOPOLOGY} = {values[TOPOLOGY]!r} is not one of '
+      f'{", ".join(TOPOLOGIES)}; fix it'
+    )
+  if (values.get(TOPOLOGY) == 'nvlink_pairs') != (PAIR_BUSBW in values):
+    raise ProfileError(
+      f'--hardware={given}: {PAIR_BUSBW} is given with topology = "nvlink_pairs" and only with '
+      'it (the bus bandwidth of two devices over their bridge); fix it'
+    )
   device = {
     f: values[f]
-    for f in (*DEVICE_FIELDS, TENSOR_CORES, DEVICE, GENERATION, PRODUCT_LINE)
+    for f in (*DEVICE_FIELDS, TENSOR_CORES, DEVICE, GENERATION, PRODUCT_LINE, TOPOLOGY, PAIR_BUSBW)
     if f in values
   }
   return Profile(name=name, **{field: values[field] for field in FIELDS}, **device)

@@ -10,7 +10,7 @@ def _communication(n, work, hw, options):
   """A ring all-reduce at the node's NCCL-tests bus bandwidth; reduction_to_one_device: every
   gradient into one device and the sums back out, through that device's links."""
   if options['cross_device_ops'] != 'reduction_to_one_device':
-    ring = _alpha_beta.all_reduce(work, n, hw.allreduce_busbw_gbps, hw.link_latency_us)
+    ring = _alpha_beta.all_reduce(work, n, hw.allreduce_busbw(n), hw.link_latency_us)
     return {'device links': ring}, {}
   if n <= 1:
     return {}, {}

@@ -33,7 +33,7 @@ def _communication(n, work, hw, options):
   )
   return {
     'device links': _alpha_beta.all_reduce(
-      work, local, hw.allreduce_busbw_gbps, hw.link_latency_us
+      work, local, hw.allreduce_busbw(local), hw.link_latency_us
     ),
     'network': _alpha_beta.all_reduce(
       node, nodes, _alpha_beta.node_link(hw), hw.network_latency_us

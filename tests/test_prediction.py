@@ -130,6 +130,8 @@ def test_every_profile_has_every_field_and_a_source_for_each():
   import tomllib
 
   assert hardware.names() == [
+    'a100_pcie_nvlink_pairs',
+    'a100_pcie_server',
     'aws_p2_8xlarge',
     'cpu_10gbe',
     'dgx1_p100',
@@ -153,6 +155,8 @@ def test_every_profile_has_every_field_and_a_source_for_each():
         hardware.TENSOR_CORES,
         hardware.DEVICE,
         hardware.GENERATION,
+        hardware.TOPOLOGY,
+        hardware.PAIR_BUSBW,
       )
       if f in values
     }

@@ -2,10 +2,12 @@
 prediction/memory.py), on fixed numbers: no TensorFlow, no training."""
 
 import dataclasses
+import os
 import types
 
 import pytest
 
+from prediction import cost_model
 from prediction import hardware
 from prediction import memory
 from prediction import predict
@@ -341,3 +343,29 @@ def test_notf32_reaches_the_prediction_from_the_flags_and_an_experiment_names_a_
     )[0].compute_ms
   )
   assert ms(False) > ms(True)
+
+
+def test_the_all_reduce_follows_the_servers_topology():
+  """NVLink bridges join pairs only: two GPUs all-reduce over their bridge, four and eight
+  through PCIe, as the same server without bridges does at every count."""
+  pairs, plain = hardware.load('a100_pcie_nvlink_pairs'), hardware.load('a100_pcie_server')
+  assert (pairs.topology, plain.topology) == ('nvlink_pairs', 'pcie_switch')
+  assert pairs.allreduce_busbw(2) == 300.0 and pairs.allreduce_busbw(4) == 31.5
+  assert plain.allreduce_busbw(2) == plain.allreduce_busbw(8) == 31.5
+  work = workload.from_card(CARD, 64)
+  ring = lambda hw, n: cost_model.communication(
+    'mirrored', n, work, hw, {'cross_device_ops': 'nccl'}
+  )[0]['device links']
+  assert ring(pairs, 2) < ring(plain, 2) / 5
+  assert ring(pairs, 8) == ring(plain, 8)
+
+
+def test_pair_bandwidth_goes_with_a_bridged_topology_only(tmp_path):
+  import tomllib
+
+  with open(os.path.join(hardware.DIRECTORY, 'a100_pcie_server.toml'), 'rb') as f:
+    values = tomllib.load(f)
+  with pytest.raises(hardware.ProfileError, match='pair_busbw_gbps is given with topology'):
+    hardware.parse({**values, 'pair_busbw_gbps': 300.0}, 'x', 'x.toml')
+  with pytest.raises(hardware.ProfileError, match="topology = 'ring' is not one of"):
+    hardware.parse({**values, 'topology': 'ring'}, 'x', 'x.toml')
