@@ -9,6 +9,7 @@ import types
 import pytest
 
 from tests import tiny_training
+from records.run_directory import RunDirectory
 from tests.tiny_training import BATCH
 from tests.tiny_training import STEPS_PER_EPOCH
 from tests.tiny_training import STEPS_PER_EXECUTION
@@ -238,7 +239,7 @@ def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkey
 
   run = controller(
     tiny_training.trainer(examples=arrays),
-    [actions.Progress(str(tmp_path), lines.append, 'tiny'), Reader()],
+    [actions.Progress(RunDirectory(str(tmp_path)), lines.append, 'tiny'), Reader()],
   )
   run.train()
   assert steps == [3, 6, 8, 11, 14, 16]
@@ -249,13 +250,13 @@ def test_progress_writes_the_step_after_every_execution(arrays, tmp_path, monkey
   assert lines[-1].startswith('[tiny] epoch 2/2: training, step 16, ')
 
 
-def test_progress_without_a_run_dir_writes_nothing(arrays, tmp_path, monkeypatch):
+def test_progress_where_the_task_does_not_record_writes_nothing(arrays, tmp_path, monkeypatch):
   from training import actions
 
   monkeypatch.chdir(tmp_path)
   controller(
     tiny_training.trainer(examples=arrays),
-    [actions.Progress(None, lambda line: None, 'tiny')],
+    [actions.Progress(RunDirectory(str(tmp_path), writes=False), lambda line: None, 'tiny')],
     epochs=1,
   ).train()
   assert list(tmp_path.iterdir()) == []

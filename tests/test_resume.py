@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from tests import tiny_training
+from records.run_directory import RunDirectory
 from tests.tiny_training import BATCH
 from tests.tiny_training import STEPS_PER_EPOCH
 from tests.tiny_training import STEPS_PER_EXECUTION
@@ -47,9 +48,9 @@ class Attempt:
     from training import controller as controller_lib
 
     self.trainer = tiny_training.trainer(seed=0, examples=arrays)
-    self.checkpointer = checkpoints.Checkpointer(str(run_dir), self.trainer.trackables())
+    self.checkpointer = checkpoints.Checkpointer(RunDirectory(str(run_dir)), self.trainer.trackables())
     self.state = checkpoints.start_or_resume(
-      str(run_dir), resume, self.trainer, self.checkpointer, settings or SETTINGS
+      RunDirectory(str(run_dir)), resume, self.trainer, self.checkpointer, settings or SETTINGS
     )
     self.saver = actions.Checkpoints(self.checkpointer, self.trainer, 1, 0, SPX, self.state)
     stop = stop_at_step
@@ -63,7 +64,7 @@ class Attempt:
       self.state,
       epochs,
       SPX,
-      [actions.Progress(str(run_dir), lambda line: None, 'tiny'), Crash(), self.saver],
+      [actions.Progress(RunDirectory(str(run_dir)), lambda line: None, 'tiny'), Crash(), self.saver],
       eval_every_steps,
     )
 
@@ -86,7 +87,7 @@ def uninterrupted(arrays, tmp_path_factory):
 def checkpoint_steps(run_dir):
   from training import checkpoints
 
-  names = os.listdir(checkpoints.directory(str(run_dir)))
+  names = os.listdir(RunDirectory(str(run_dir)).checkpoints)
   return sorted(int(n[len('ckpt-') : -len('.index')]) for n in names if n.endswith('.index'))
 
 
@@ -185,11 +186,11 @@ def test_a_checkpoint_of_other_settings_is_refused(arrays, uninterrupted, change
 
   _, run_dir = uninterrupted
   trainer = tiny_training.trainer(examples=arrays)
-  checkpointer = checkpoints.Checkpointer(str(run_dir), trainer.trackables())
+  checkpointer = checkpoints.Checkpointer(RunDirectory(str(run_dir)), trainer.trackables())
   try:
     with pytest.raises(checkpoints.CheckpointError, match=re.escape(message)) as raised:
       checkpoints.start_or_resume(
-        str(run_dir), True, trainer, checkpointer, {**SETTINGS, **changed}
+        RunDirectory(str(run_dir)), True, trainer, checkpointer, {**SETTINGS, **changed}
       )
   finally:
     checkpointer.close()
@@ -203,7 +204,9 @@ def test_without_resume_or_checkpoint_a_run_starts_fresh(arrays, uninterrupted, 
   _, run_dir = uninterrupted
   for directory, resume in ((run_dir, False), (tmp_path, True)):
     trainer = tiny_training.trainer(examples=arrays)
-    state = checkpoints.start_or_resume(str(directory), resume, trainer, None, SETTINGS)
+    state = checkpoints.start_or_resume(
+      RunDirectory(str(directory)), resume, trainer, None, SETTINGS
+    )
     assert (state.step, state.resumes, state.settings) == (0, [], SETTINGS)
     assert state.history.train_metrics == {}
     assert trainer.steps_done == 0

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from records import staging
+from records.run_directory import RunDirectory
 from records import storage
 
 
@@ -70,21 +71,21 @@ def test_checkpoints_and_event_files_reach_the_store_and_come_back(store):
   from training import checkpoints
   from training import event_files
 
-  checkpointer = checkpoints.Checkpointer(store, {'v': tf.Variable(1.0)})
+  checkpointer = checkpoints.Checkpointer(RunDirectory(store), {'v': tf.Variable(1.0)})
   try:
     for step in (2, 4, 6, 8):
       path = checkpointer.save(step, {'step': step})
   finally:
     checkpointer.close()
   assert path == storage.join(store, 'checkpoints', 'ckpt-8')
-  assert checkpoints.latest(store) == path
-  names = storage.files_in(checkpoints.directory(store))
+  assert RunDirectory(store).latest_checkpoint() == path
+  names = storage.files_in(RunDirectory(store).checkpoints)
   assert [n for n in names if n.endswith('.index')] == [f'ckpt-{s}.index' for s in (4, 6, 8)]
 
   restored = tf.Variable(0.0)
-  checkpointer = checkpoints.Checkpointer(store, {'v': restored})
+  checkpointer = checkpoints.Checkpointer(RunDirectory(store), {'v': restored})
   try:
-    kept = checkpoints.kept(store, local=checkpointer.local)
+    kept = checkpoints.kept(RunDirectory(store), local=checkpointer.local)
     assert kept == [storage.join(store, 'checkpoints', f'ckpt-{s}') for s in (8, 6, 4)]
     assert checkpoints.read_state(kept[0], checkpointer.local) == {'step': 8}
     checkpointer.restore(kept[0])
@@ -92,7 +93,7 @@ def test_checkpoints_and_event_files_reach_the_store_and_come_back(store):
     checkpointer.close()
   assert restored.numpy() == 1.0
 
-  writers = event_files.Writers(store)
+  writers = event_files.Writers(RunDirectory(store))
   writers.epoch(0, {'loss': 0.5}, {'accuracy': 0.25})
   assert any(n.startswith('events.out.tfevents.') for n in storage.files_in(f'{store}/train'))
   writers.close()

@@ -4,7 +4,6 @@ summaries, checkpoints and the profiler (see training/controller.py for when eac
 import time
 
 from orchestration import hook_points
-from records import run_files
 from training import controller as controller_lib
 from training import trainer as trainer_lib
 from training import outcome
@@ -27,9 +26,9 @@ class StopAgreement(controller_lib.Action):
 
 
 class Progress(controller_lib.Action):
-  """`<run>/progress.json` after each execution (for the launcher: steps a restart redoes)
-  when `run_dir` is given, where a test may act (orchestration/hook_points.py), and a line
-  every PROGRESS_SECONDS."""
+  """`<run>/progress.json` in `run_dir` (a RunDirectory) after each execution, where this
+  process records (for the launcher: steps a restart redoes; where a test may act,
+  orchestration/hook_points.py), and a line every PROGRESS_SECONDS."""
 
   def __init__(self, run_dir, say, name):
     self.run_dir, self.say, self.name = run_dir, say, name
@@ -40,9 +39,9 @@ class Progress(controller_lib.Action):
     return False
 
   def after_execution(self, controller, read):
-    if self.run_dir:
-      run_files.write_progress(self.run_dir, controller.state.step)
-      hook_points.EXECUTION_REPORTED(self.run_dir, controller.state.step)
+    if self.run_dir.writes:
+      self.run_dir.write_progress(controller.state.step)
+      hook_points.EXECUTION_REPORTED(self.run_dir.path, controller.state.step)
     if time.perf_counter() - self._last_report > PROGRESS_SECONDS:
       self.say(
         f'[{self.name}] epoch {controller.epoch}/{controller.epochs}: training, step '

@@ -27,7 +27,6 @@ import tensorflow as tf
 import data
 from configs import cluster_spec
 from orchestration import peers
-from records import run_files
 from records import settings as run_settings
 from records import storage
 from training import private_apis
@@ -94,15 +93,15 @@ def refuse_servers(spec, refusal):
   _tell_servers(spec, f'{_chief(spec)} refuses: {_line(refusal)}')
 
 
-def finished_chief(config, spec, me, step):
+def finished_chief(run_dir, spec, me, step):
   """For an all-reduce worker that lost its peers at `step`: '' if the chief may have been
   lost; else the line that says the chief finished the run (its result.json says so) while
   this task had steps left: the tasks trained different runs, which a restart would repeat."""
   chief = cluster_spec.chief(spec)
-  if me == chief or run_files.run_dir_state(config.run_dir) != 'finished':
+  if me == chief or not run_dir.finished():
     return ''
   return (
-    f'[{config.name}] {task_name(*chief)} finished the run while {task_name(*me)} was at step '
+    f'[{run_dir.name}] {task_name(*chief)} finished the run while {task_name(*me)} was at step '
     f'{step}: the tasks did not train the same steps; start every task with the same flags '
     'and data'
   )

@@ -25,7 +25,6 @@ import tensorflow as tf
 from orchestration import processes
 from records import results
 from records import resume
-from records import run_files
 from records import settings as run_settings
 from records import staging
 from records import storage
@@ -46,27 +45,17 @@ class CheckpointError(ValueError):
   """A checkpoint cannot be used, or not for this run; the message says what to do."""
 
 
-def directory(run_dir):
-  return run_files.checkpoints(run_dir)
-
-
-def latest(run_dir):
-  """The prefix of the newest checkpoint of the run in its index, wherever the run directory
-  is, or None."""
-  name = run_files.latest_checkpoint(run_dir)
-  return name and storage.join(directory(run_dir), name)
-
-
 def _as_given(path):
   return path
 
 
 def kept(run_dir, say=print, local=_as_given):
-  """The prefixes of the run's checkpoints, newest first: those of the index
+  """The prefixes of the checkpoints of `run_dir` (a records.run_directory.RunDirectory),
+  newest first: those of the index
   (`checkpoints/checkpoint`), or, when it is missing or cannot be read, the checkpoint files
   themselves (saying so), so that a damaged index never passes for a run without any.
   TensorFlow reads the index at `local(path)` (a Checkpointer's local copy)."""
-  where = directory(run_dir)
+  where = run_dir.checkpoints
   try:
     state = tf.train.get_checkpoint_state(local(where))  # None if missing or unparsable.
   except Exception:  # pylint: disable=broad-except  # Garbage fails to parse in several ways.
@@ -87,7 +76,7 @@ def kept(run_dir, say=print, local=_as_given):
   )
   if steps:
     say(
-      f'checkpoint index {run_files.checkpoint_index(run_dir)} is missing or cannot be read; '
+      f'checkpoint index {run_dir.checkpoint_index()} is missing or cannot be read; '
       f'resuming from the {len(steps)} checkpoint(s) in {where}'
     )
   return [storage.join(where, f'ckpt-{step}') for step in steps]
@@ -192,7 +181,7 @@ def start_or_resume(
     {
       'checkpoint': path and storage.basename(path),
       'step': state.step,
-      'redone_steps': max(0, run_files.read_progress(run_dir) - state.step),
+      'redone_steps': max(0, run_dir.read_progress() - state.step),
       'cause': 'restart' if os.environ.get(processes.RESTART_ENV) else 'resume',
       **({'skipped': skipped} if skipped else {}),
     }
@@ -212,15 +201,16 @@ def check_compatible(path, state, settings):
 
 
 class Checkpointer:
-  """Saves and restores `trackables` (name -> model, optimizer, variable) plus the run state;
+  """Saves and restores `trackables` (name -> model, optimizer, variable) plus the run state
+  in `run_dir` (a RunDirectory; where this process does not record, in a scratch directory);
   on an object store, in a local copy of the run's checkpoints, each uploaded once written."""
 
-  def __init__(self, run_dir, trackables, writes=True):
+  def __init__(self, run_dir, trackables):
     self._state = tf.Variable('', dtype=tf.string, trainable=False)
     self._checkpoint = tf.train.Checkpoint(run_state=self._state, **trackables)
-    self.directory = directory(run_dir)
+    self.directory = run_dir.checkpoints
     self._staged = staging.Staged(self.directory, download=True)
-    self._scratch = None if writes else tempfile.mkdtemp(prefix='checkpoint-')
+    self._scratch = None if run_dir.writes else tempfile.mkdtemp(prefix='checkpoint-')
     self._manager = tf.train.CheckpointManager(
       self._checkpoint,
       self._scratch or self._staged.local(),

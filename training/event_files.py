@@ -9,39 +9,23 @@ import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
 from records import run_files
-from records import staging
-from records import storage
 from records import tables
-
-
-def clear(run_dir):
-  """Removes a run's event files (not its profiles): a resumed run writes them anew from its
-  checkpoint, so TensorBoard shows each epoch once, never a step the checkpoint lacks."""
-  for sub in run_files.EVENT_DIRECTORIES:
-    directory = run_files.events(run_dir, sub)
-    if storage.isdir(directory):
-      for name in storage.listdir(directory):
-        if name.startswith('events.out.tfevents.'):
-          storage.remove(storage.join(directory, name))
 
 
 class Writers:
   """Per-epoch scalars and a text record of the run. An epoch's step is its 0-based index, as
   the Keras TensorBoard callback writes it, so a run overlays a Keras `fit` run epoch for epoch.
 
-  With `run_dir` None (a task that is not the chief) nothing is written anywhere.
+  In `run_dir` (a RunDirectory); where this process does not record (a task that is not the
+  chief) nothing is written anywhere.
   """
 
   def __init__(self, run_dir):
     self.run_dir = run_dir
-    self._staged = staging.Staged(run_dir) if run_dir else None
+    self._staged = run_dir.staged() if run_dir.writes else None
     make = (
-      (
-        lambda sub: tf.summary.create_file_writer(
-          self._staged.local(run_files.events(run_dir, sub))
-        )
-      )
-      if run_dir
+      (lambda sub: tf.summary.create_file_writer(self._staged.local(run_dir.events(sub))))
+      if run_dir.writes
       else (lambda sub: tf.summary.create_noop_writer())
     )
     self._train = make(run_files.TRAIN)

@@ -15,10 +15,11 @@ from records import staging
 
 
 class StepProfiler:
-  """Traces steps `first` to `last` (1-based, counted over the whole run in `run_dir`)."""
+  """Traces steps `first` to `last` (1-based, counted over the whole run in `run_dir`, a
+  RunDirectory)."""
 
   def __init__(self, run_dir, first, last):
-    self.logdir = run_files.events(run_dir, run_files.TRAIN)
+    self.logdir = run_dir.events(run_files.TRAIN)
     self.first = first
     self.last = last
     self._tracing = False

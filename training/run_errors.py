@@ -7,31 +7,30 @@ from orchestration import exit_status
 from orchestration import peers
 from records import resume
 from training import agreement
-from training import checkpoints
 from training import execution
 from training import refused_values
 
 
-def diverged(config, trainer, error):
+def diverged(config, run_dir, trainer, error):
   """The error for a loss or weights no longer finite: where, what is kept, what to change."""
   epoch = (error.step - 1) // trainer.batching.steps_per_epoch + 1
   return ValueError(
-    f'[{config.name}] {error} (epoch {epoch}); stopped. {kept(config)}; lower '
+    f'[{config.name}] {error} (epoch {epoch}); stopped. {kept(run_dir)}; lower '
     '--learning_rate or add warm-up'
   )
 
 
-def rejected(config, error):
+def rejected(config, run_dir, error):
   """The error for a value of the data an op of the model refused (training/refused_values.py)."""
   return ValueError(
     f'[{config.name}] --model={config.model.model} cannot take the data of '
     f'--dataset={config.data.dataset}: {refused_values.describe(error)}; make every value fit '
     'the model (token ids below its Embedding input_dim, for one): a rerun would fail the '
-    f'same way. {kept(config)}'
+    f'same way. {kept(run_dir)}'
   )
 
 
-def repeated(config, error):
+def repeated(config, run_dir, error):
   """`error` itself where a restart may cure it (a lost peer, a connection); else the error
   for an op that failed in a way the same run repeats (exit_status.RunFailed: not restarted),
   in one line: TensorFlow's own and the node's."""
@@ -39,23 +38,23 @@ def repeated(config, error):
     return error
   return exit_status.RunFailed(
     f'[{config.name}] {refused_values.line(error)}; the same run fails the same way, so it is '
-    f'not restarted. {kept(config)}'
+    f'not restarted. {kept(run_dir)}'
   )
 
 
-def kept(config):
-  """Which checkpoint a failed run leaves to resume from."""
-  path = checkpoints.latest(config.run_dir)
+def kept(run_dir):
+  """Which checkpoint a failed run leaves to resume from in `run_dir` (a RunDirectory)."""
+  path = run_dir.latest_checkpoint()
   return f'The last good checkpoint, {path}, is kept' if path else 'No checkpoint was written'
 
 
-def lost_peer(config, trainer, state, error, spec, me):
+def lost_peer(config, run_dir, trainer, state, error, spec, me):
   """The error for a peer task lost mid-training (a parameter server, an all-reduce peer), or
   one that lost its state; one for a chief that finished, not lost (training/agreement.py); or
   `error` itself when every peer answers and it is not a peer's error (not a lost peer, then,
   but whatever it says)."""
   finished = trainer.executor.in_lockstep and agreement.finished_chief(
-    config, spec, me, state.step
+    run_dir, spec, me, state.step
   )
   if finished:
     return agreement.Disagreement(finished)
@@ -70,7 +69,7 @@ def lost_peer(config, trainer, state, error, spec, me):
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
   if not trainer.executor.in_lockstep:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
     return peers.PeerLost(
-      f'[{config.name}] {who} lost at step {state.step} ({reason}); {kept(config)}: '
+      f'[{config.name}] {who} lost at step {state.step} ({reason}); {kept(run_dir)}: '
       f'restart the task; {resume.hint()}'
     )
   return peers.PeerLost(f'[{config.name}] {who} lost at step {state.step} ({reason})')
