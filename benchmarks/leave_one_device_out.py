@@ -25,6 +25,9 @@ import re
 import statistics
 import sys
 
+from absl import app
+from absl import flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
@@ -35,6 +38,9 @@ from prediction import validation  # pylint: disable=wrong-import-position
 from records import tables  # pylint: disable=wrong-import-position
 
 MEDIAN, P90, SCALING_MEDIAN = 0.10, 0.25, 0.08
+flags.DEFINE_boolean(
+  'write', False, "Write the errors' percentiles to prediction/prediction_errors.json."
+)
 PRECISIONS = {'float32': ('float32', 'tf32'), 'mixed': ('float16', 'bfloat16')}
 
 
@@ -114,6 +120,7 @@ def summary(label, errors):
 
 
 def main(argv):
+  del argv
   errors = held_out_errors()
   rows, ok = [], True
   for name, precisions in PRECISIONS.items():
@@ -130,7 +137,7 @@ def main(argv):
       summary(f'scaling 1 to {n}', [r['error'] for r in scaling if r['num_devices'] == n])
     )
   rows.append(summary('scaling, all', [r['error'] for r in scaling]))
-  if '--write' in argv:
+  if flags.FLAGS.write:
     with open(intervals.ERRORS, 'w') as f:
       json.dump(errors_by_path(errors, scaling), f, indent=2)
       f.write('\n')
@@ -146,4 +153,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.exit(main(sys.argv[1:]))
+  app.run(main)
