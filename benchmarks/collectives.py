@@ -170,15 +170,15 @@ def run_task(configs, sizes, spec=None, me=None):
   strategy = family(configs[0])
   descriptor = strategies.get(strategy).DESCRIPTOR
   create = lambda name, devices: strategies.get(strategy).create(devices, options(name))
-  if descriptor.coordinated:
+  if descriptor.steps_on_workers:
     os.environ.setdefault('GRPC_FAIL_FAST', 'use_caller')  # Before TensorFlow loads.
   from benchmarks import collective_runs  # Loads TensorFlow.
   from training import devices
 
   say = lambda line: print(f'[collectives {strategy}] {line}', file=sys.stderr, flush=True)
-  if descriptor.coordinated and me[0] in descriptor.serving_jobs:
+  if descriptor.steps_on_workers and me[0] in descriptor.serving_jobs:
     return serve(spec, me, say)
-  if descriptor.coordinated:
+  if descriptor.steps_on_workers:
     peers.wait_for_servers(spec, descriptor.serving_jobs, TIMEOUT.value, say)
     runners = {name: collective_runs.Transfer(create(name, [])) for name in configs}
   else:
@@ -252,7 +252,7 @@ def launch(configs):
         waited.append(strategy)
         continue
       spec = peers.local(
-        descriptor.local_jobs(1 if descriptor.coordinated else NUM_WORKERS.value, options(strategy))
+        descriptor.local_jobs(1 if descriptor.steps_on_workers else NUM_WORKERS.value, options(strategy))
       )
       for job, index, name in cluster_spec.tasks(spec):
         name = f'{strategy} {name}'

@@ -71,11 +71,6 @@ class Descriptor:
     return bool(self.serving_jobs)
 
   @property
-  def coordinated(self):
-    """steps_on_workers, by the name training/task.py and benchmarks/collectives.py still ask."""
-    return self.steps_on_workers
-
-  @property
   def every_task_trains(self):
     """A cluster whose tasks all train side by side (all-reduce peers), none only serving."""
     return self.cluster and not self.serving_jobs

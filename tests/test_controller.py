@@ -569,7 +569,7 @@ def test_under_executions_in_flight_launching_waits_at_each_multiple_of_k(arrays
       return self.function(*self.args)
 
   class InFlight:
-    coordinated, in_flight = False, 4
+    in_flight = 4
 
     def launch(self, function, *args):
       events.append(('launch', int(args[-1])))

@@ -41,16 +41,16 @@ def task_name(job, index):
   return f'{job} {index}'
 
 
-def check(config, spec, me, coordinated, refusal=None, arrays=None):
+def check(config, spec, me, steps_on_workers, refusal=None, arrays=None):
   """Before anything collective: raises Disagreement, on every task alike, when a task refuses
   (`refusal`: this task's own, an exception, shown by its first line) or the settings of any
   differ from the chief's; with `arrays` (data.Arrays: each task of a MultiWorkerMirrored
   cluster reads its own), their sizes and contents too."""
   settings = run_settings.shared(config.to_json())
-  if arrays and not coordinated:  # A parameter-server coordinator feeds every worker its data.
+  if arrays and not steps_on_workers:  # A parameter-server coordinator feeds every worker its data.
     settings.update(data_fingerprint(arrays))
   mine = {'settings': settings, 'refusal': _line(refusal)}
-  if not coordinated:
+  if not steps_on_workers:  # All-reduce peers meet in the coordination service.
     _end_unless(settings_verdict(spec, _meet('settings', spec, me, mine, _timeout_ms(config))))
     return
   try:

@@ -55,7 +55,6 @@ class InPlace:
   """Runs every execution in this process, one at a time; the tasks of an all-reduce cluster
   run each one together, in lockstep, each on its own shard of the data."""
 
-  coordinated = False  # Whether workers step apart, each on its own (result.json records it).
   in_lockstep = True  # Every computing task runs every step, together.
   in_flight = 1  # Executions under way at once.
   late_results = 0  # Results fetched once their worker, cut off, was back (Coordinated's).
@@ -194,7 +193,6 @@ class Coordinated(InPlace):
   executions still return (some within `patience` seconds), the execution runs again after a
   pause of `poll_seconds` (on that worker's thread of the coordinator; the others go on)."""
 
-  coordinated = True
   in_lockstep = False
 
   def __init__(self, strategy, num_workers, patience, poll_seconds=1.0):

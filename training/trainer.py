@@ -150,7 +150,7 @@ class Trainer:
     self.source, self._seed = source, config.seed  # The data it trains on.
     # result.json's `input_pipeline`: how the data was sharded, counted and resumed.
     self.input_record = source.record(
-      config.steps_per_epoch, self.input_pipelines, self.executor.coordinated
+      config.steps_per_epoch, self.input_pipelines, not self.executor.in_lockstep
     )
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
     self.execution_times = []  # ExecutionTime of every execution this process trained.
