@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from records import run_files  # pylint: disable=wrong-import-position
+from records import run_record  # pylint: disable=wrong-import-position
 from records import tables  # pylint: disable=wrong-import-position
 
 DATASET, TRAIN_SIZE = 'deformed_digits', 60_000
@@ -148,7 +149,7 @@ def train(workdir, name, model, batch, seed, epochs, eval_every, learning_rate, 
   if proc.returncode:
     error = Refused if proc.returncode == 2 else RuntimeError
     raise error(f'run.py {" ".join(args)} failed:\n{proc.stderr[-2000:]}')
-  return run_files.read_result(os.path.join(workdir, name, 'mirrored'))
+  return run_record.flat(run_files.read_result(os.path.join(workdir, name, 'mirrored')))
 
 
 def sweep(workdir, model, learning_rate, batches, seeds):

@@ -25,6 +25,7 @@ sys.path.insert(0, ROOT)
 
 from prediction import memory  # pylint: disable=wrong-import-position
 from records import run_files  # pylint: disable=wrong-import-position
+from records import run_record  # pylint: disable=wrong-import-position
 from records import tables  # pylint: disable=wrong-import-position
 
 flags.DEFINE_string('workdir', '', 'A new directory for the runs; default: a temporary one.')
@@ -67,7 +68,7 @@ def main(argv):
       timeout=600,
       cwd=ROOT,
     )
-    run = run_files.read_result(os.path.join(work, name, 'one_device'))
+    run = run_record.flat(run_files.read_result(os.path.join(work, name, 'one_device')))
     estimate = memory.parts(run, run['global_batch_size'], True, run['optimizer'])
     measured = run['peak_memory_bytes']
     rows.append(

@@ -46,6 +46,7 @@ from prediction import validation  # pylint: disable=wrong-import-position
 from records import boundary  # pylint: disable=wrong-import-position
 from records import results  # pylint: disable=wrong-import-position
 from records import run_files  # pylint: disable=wrong-import-position
+from records import run_record  # pylint: disable=wrong-import-position
 from records import tables  # pylint: disable=wrong-import-position
 from tests import hosts  # pylint: disable=wrong-import-position
 from tests import netns  # pylint: disable=wrong-import-position
@@ -130,10 +131,10 @@ def link_bandwidth(rate_mbit, size, workdir):
 def threads(run_dir):
   """The thread flags the loopback run trained with: a local cluster's tasks share the cores
   (orchestration/launcher.py local_threads), as the emulated hosts do."""
-  result = run_files.read_result(run_dir)
+  environment = run_files.read_result(run_dir).environment
   return [
-    f'--intra_op_threads={result["intra_op_threads"]}',
-    f'--inter_op_threads={result["inter_op_threads"]}',
+    f'--intra_op_threads={environment.intra_op_threads}',
+    f'--inter_op_threads={environment.inter_op_threads}',
   ]
 
 
@@ -159,14 +160,15 @@ def train(strategy, rate_mbit, flags_, logdir, name):
     cluster.wait(timeout=60)  # The servers leave once the chief has gone.
   finally:
     net.close()
-  result = run_files.read_result(os.path.join(logdir, name, strategy))
-  return results.after_startup(result['epoch_examples_per_second'], result['epoch_startup'])
+  history = run_files.read_result(os.path.join(logdir, name, strategy)).history
+  return results.after_startup(history.epoch_examples_per_second, history.epoch_startup)
 
 
 def breakdown_rows(experiment):
   rows = []
   for run in ('one_device', *STRATEGIES):
-    sums = boundary.agreement(run_files.read_result(os.path.join(experiment, run)))
+    record = run_files.read_result(os.path.join(experiment, run))
+    sums = boundary.agreement(run_record.flat(record))
     errors = (
       sums['throughput_sum_ms'] / sums['implied_step_ms'] - 1,
       sums['paid_sum_ms'] / sums['paid_step_ms'] - 1,
@@ -221,9 +223,8 @@ def main(argv):
     '--experiment=defaults',
     timeout=900,
   )
-  gradient_bytes = run_files.read_result(os.path.join(experiment, 'one_device'))[
-    'gradient_bytes_per_step'
-  ]
+  card = run_files.read_result(os.path.join(experiment, 'one_device')).model_card
+  gradient_bytes = card.gradient_bytes_per_step
   links = []
   for rate in rates:
     busbw = link_bandwidth(rate, gradient_bytes, os.path.join(work, f'link{rate}'))

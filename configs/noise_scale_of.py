@@ -40,15 +40,14 @@ def _measured(run_dir):
     raise ValueError(f'--noise_scale_of={run_dir}: {e}') from None
   except (OSError, ValueError):
     result = None
-  if not isinstance(result, dict):
+  if result is None:
     raise ValueError(
       f'--noise_scale_of={run_dir}: neither a number nor a run directory with a readable '
       'result.json; give a positive number or the directory of an earlier run'
     )
-  critical = result.get('critical_batch_size')
-  value = critical.get('value') if isinstance(critical, dict) else None
+  critical = result.noise_scale.critical_batch_size
+  value, why = (critical.value, critical.reason) if critical else (None, None)
   if not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-    why = (critical or {}).get('reason') if isinstance(critical, dict) else None
     raise ValueError(
       f'--noise_scale_of={run_dir}: that run has no measured noise scale '
       f'({why or "its result.json has no critical_batch_size"}); name a run of two or more '

@@ -20,6 +20,7 @@ from prediction import workload as workloads
 from records import environment
 from records import files
 from records import run_files
+from records import run_record
 from records import schemas
 from records import storage
 from records import tables
@@ -210,7 +211,7 @@ def _named_run(name, runs):
   """--predict_from: a run of the experiment by name, or a run directory's path or URL."""
   found = next((run for run in runs if run['run'] == name), None)
   if found is None and storage.exists(run_files.path(name, run_files.RESULT)):
-    found = {**run_files.read_result(name), 'run': name}
+    found = {**run_record.flat(run_files.read_result(name)), 'run': name}
   if found is None:
     raise time_to_target.TargetError(
       f'--predict_from={name}: neither a run of the experiment ('

@@ -17,6 +17,7 @@ import strategies
 from prediction import cost_model
 from records import files
 from records import run_files
+from records import run_record
 from records import storage
 
 
@@ -24,24 +25,20 @@ class WorkloadError(ValueError):
   pass
 
 
-# The fields of a result.json the prediction reads of every run.
-READ_OF_EVERY_RUN = ('strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_size')
-
-
 def finished_runs(experiment_dir):
-  """The experiment's runs that wrote a result.json (its dict, with the run's name);
-  files.Damaged for one without the fields read of every run (another program's, say)."""
-  runs = [
-    {**run_files.read_result(storage.join(experiment_dir, name)), 'run': name}
-    for name in run_files.runs(experiment_dir)
-  ]
-  for run in runs:
-    if missing := [field for field in READ_OF_EVERY_RUN if field not in run]:
-      path = run_files.path(storage.join(experiment_dir, run['run']), run_files.RESULT)
+  """The experiment's runs that wrote a result.json (its record by flat names,
+  records/run_record.py's `flat`, with the run's name); files.Damaged for one that lacks what
+  places a run among the others (another program's, say)."""
+  runs = []
+  for name in run_files.runs(experiment_dir):
+    run_dir = storage.join(experiment_dir, name)
+    record = run_files.read_result(run_dir)
+    if missing := record.lacking():
       raise files.Damaged(
-        f"{path} lacks {', '.join(missing)}, so it is not a run's result; remove "
-        f'{storage.join(experiment_dir, run["run"])}, or train that run again into it'
+        f'{run_files.path(run_dir, run_files.RESULT)} lacks {", ".join(missing)}, so it is not '
+        f"a run's result; remove {run_dir}, or train that run again into it"
       )
+    runs.append({**run_record.flat(record), 'run': name})
   return runs
 
 

@@ -11,25 +11,27 @@ class History:
   metrics, training/objective.py) as {name: list} on the training steps and on the validation
   set, whatever metrics the job has."""
 
-  epoch_times: list = dataclasses.field(default_factory=list)
-  epoch_examples_per_second: list = dataclasses.field(default_factory=list)
-  train_metrics: dict = dataclasses.field(default_factory=dict)
-  validation_metrics: dict = dataclasses.field(default_factory=dict)
-  epoch_learning_rate: list = dataclasses.field(default_factory=list)  # At each epoch's end.
-  epoch_elapsed_seconds: list = dataclasses.field(default_factory=list)  # Since training began.
+  epoch_times: list[float | None] = dataclasses.field(default_factory=list)
+  epoch_examples_per_second: list[float | None] = dataclasses.field(default_factory=list)
+  train_metrics: dict[str, list[float | None]] = dataclasses.field(default_factory=dict)
+  validation_metrics: dict[str, list[float | None]] = dataclasses.field(default_factory=dict)
+  # At each epoch's end.
+  epoch_learning_rate: list[float | None] = dataclasses.field(default_factory=list)
+  # Since training began.
+  epoch_elapsed_seconds: list[float | None] = dataclasses.field(default_factory=list)
   # 1 for a start-up epoch: one that began a process's training (tracing, caches filling),
   # the first and the first after each resume, left out of the throughput medians. Not the
   # learning-rate warm-up (--warmup_epochs).
-  epoch_startup: list = dataclasses.field(default_factory=list)
+  epoch_startup: list[int] = dataclasses.field(default_factory=list)
   # The gradient noise scale's ingredients, |G|^2 and tr(Sigma), estimated over each epoch's
   # steps (training/noise_scale.py); None where not measured.
-  epoch_gradient_sq: list = dataclasses.field(default_factory=list)
-  epoch_trace_sigma: list = dataclasses.field(default_factory=list)
+  epoch_gradient_sq: list[float | None] = dataclasses.field(default_factory=list)
+  epoch_trace_sigma: list[float | None] = dataclasses.field(default_factory=list)
   # What the epoch paid between its steps (training/controller.py): its wall time, from the
   # end of the previous epoch's evaluation to the end of its own, less its executions' time;
   # and of that, what fell inside `epoch_times` (the rest: evaluations, checkpoints, summaries).
-  epoch_boundary_seconds: list = dataclasses.field(default_factory=list)
-  epoch_boundary_in_epoch_time_seconds: list = dataclasses.field(default_factory=list)
+  epoch_boundary_seconds: list[float | None] = dataclasses.field(default_factory=list)
+  epoch_boundary_in_epoch_time_seconds: list[float | None] = dataclasses.field(default_factory=list)
 
   def add(self, **epoch):
     for name, value in epoch.items():
@@ -78,67 +80,47 @@ def to_target(step_evaluations, target):
   }
 
 
-def summarize(history, target):
+def headline(history, target):
   """The headline figures (None where no epoch finished, as in a run interrupted early): the
-  final value of every metric, on the training steps and the validation set, as
-  final_train_<name> and final_validation_<name>; the time to `target` (a Target)."""
+  throughput after start-up, its spread, and the time to `target` (a Target, or None)."""
   median, low, high = spread(history.epoch_examples_per_second, history.epoch_startup)
   return {
     'examples_per_second': median,
     'examples_per_second_min': low,
     'examples_per_second_max': high,
+    'epoch_time_seconds': spread(history.epoch_times, history.epoch_startup)[0],
+    'startup_epochs_excluded': len(history.epoch_times)
+    - len(after_startup(history.epoch_times, history.epoch_startup)),
     'target': target and target.to_json(),
     'time_to_target_seconds': time_to_target(
       history.validation_metrics, history.epoch_elapsed_seconds, target
     ),
-    'epoch_time_seconds': spread(history.epoch_times, history.epoch_startup)[0],
-    'startup_epochs_excluded': len(history.epoch_times)
-    - len(after_startup(history.epoch_times, history.epoch_startup)),
-    **final_metrics(history),
-    **dataclasses.asdict(history),
   }
 
 
-def final_metrics(history):
-  """{final_train_<name>, final_validation_<name>: the last epoch's value} of every metric."""
+def final_values(history):
+  """{split: {name: the last epoch's value, None without one}} of every metric, on the
+  training steps ('train') and the validation set ('validation')."""
   return {
-    f'final_{split}_{name}': values[-1] if values else None
+    split: {name: values[-1] if values else None for name, values in metrics.items()}
     for split, metrics in (
       ('train', history.train_metrics),
       ('validation', history.validation_metrics),
     )
-    for name, values in metrics.items()
   }
 
 
-def old_names(result):
-  """`result` (result.json's fields) with the fields the record held before its metrics were
-  named (schema_version 1 still writes them, deprecated; version 2 drops them), so that a
-  script that read them still does: `train_loss`, `train_accuracy`, `validation_loss` and
-  `validation_accuracy` per epoch (now in `train_metrics` and `validation_metrics`), each
-  step evaluation's `loss` and `accuracy` (now in its `metrics`), and for a target on accuracy
-  `target_accuracy` and `time_to_accuracy_seconds` (now `target`, `time_to_target_seconds`)."""
-  old = {}
-  for split in ('train', 'validation'):
-    metrics = result.get(f'{split}_metrics') or {}
-    old.update({f'{split}_{name}': metrics[name] for name in OLD_METRICS if name in metrics})
-  target = result.get('target')
-  if isinstance(target, dict) and (target.get('metric'), target.get('goal')) == ('accuracy', '>='):
-    old['target_accuracy'] = target.get('value')
-    old['time_to_accuracy_seconds'] = result.get('time_to_target_seconds')
-  if isinstance(result.get('step_evaluations'), list):
-    old['step_evaluations'] = [_old_evaluation(e) for e in result['step_evaluations']]
-  return {**result, **old}
-
-
-OLD_METRICS = ('loss', 'accuracy')  # The metrics every run had before they were named.
-
-
-def _old_evaluation(evaluation):
-  metrics = evaluation.get('metrics') if isinstance(evaluation, dict) else None
-  if not isinstance(metrics, dict):
-    return evaluation
-  return {**{name: metrics[name] for name in OLD_METRICS if name in metrics}, **evaluation}
+# The names result.json's schema_version 1 wrote for the last time, deprecated: the loss and
+# accuracy per epoch, and a target on accuracy, of before the metrics were named (now
+# train_metrics, validation_metrics, target, time_to_target_seconds). Version 2 drops them.
+OLD_NAMES = (
+  'train_loss',
+  'train_accuracy',
+  'validation_loss',
+  'validation_accuracy',
+  'target_accuracy',
+  'time_to_accuracy_seconds',
+)
 
 
 # The parts of a step the breakdown (training/step_timing.py) measures, in milliseconds.

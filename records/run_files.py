@@ -19,7 +19,7 @@ import contextlib
 import re
 
 from records import files
-from records import results
+from records import run_record
 from records import schemas
 from records import settings
 from records import storage
@@ -87,7 +87,7 @@ def run_dir_state(run_dir):
   checkpointed = storage.exists(checkpoint_index(run_dir))
   if storage.exists(path(run_dir, RESULT)):
     try:
-      status = read_result(run_dir).get('status')
+      status = read_result(run_dir).status
     except files.Damaged:
       return 'damaged'
     except OSError:
@@ -169,16 +169,17 @@ def remove_config(run_dir):
   storage.remove_empty_dir(run_dir)
 
 
-def write_result(run_dir, result):
-  """`<run>/result.json`: the run's record, versioned, with the fields of its schema's previous
-  version under their old names too (records/results.py's `old_names`)."""
-  return files.write_json(path(run_dir, RESULT), schemas.stamp(RESULT, results.old_names(result)))
+def write_result(run_dir, record):
+  """`<run>/result.json`: the run's record (a records.run_record.RunRecord), versioned, its
+  fields under their names of the schema's previous version too (run_record.document)."""
+  return files.write_json(path(run_dir, RESULT), run_record.document(record))
 
 
 def read_result(run_dir):
-  """The run's result.json (files.Damaged, naming it and the fix, if it cannot be read or
-  holds no JSON object)."""
-  return files.read_object(path(run_dir, RESULT), retrain_fix(run_dir))
+  """The run's record (a records.run_record.RunRecord) from its result.json, of any version:
+  the one way every reader reads it (files.Damaged, naming it and the fix, if it cannot be
+  read, holds no JSON object, or holds a value of another kind)."""
+  return run_record.load(path(run_dir, RESULT), retrain_fix(run_dir))
 
 
 def retrain_fix(run_dir):

@@ -20,7 +20,7 @@ DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'schemas')
 # (records/environment.py), summary.json (reporting/summary.py), comparison.json
 # (reporting/comparison.py), prediction.json (prediction/predict.py).
 VERSIONS = {
-  'result.json': 1,
+  'result.json': 2,
   'config.json': 1,
   'progress.json': 1,
   'restarts.json': 1,

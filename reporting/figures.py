@@ -1,5 +1,6 @@
 """The figures the statistics compare, read from each finished run's record: the one module that
-knows where a figure lives in result.json, config.json and environment.json.
+knows where a figure lives in the run record (records/run_record.py), config.json and
+environment.json.
 
 The statistics across repeats (reporting/repeats.py) and between experiments
 (reporting/comparison.py) take a run as a `Run`: its group (the run it repeats), its seed, and
@@ -13,6 +14,7 @@ from records import environment
 from records import files
 from records import results
 from records import run_files
+from records import run_record
 from records import settings as settings_lib
 from records import storage
 from records import target as target_lib
@@ -44,48 +46,64 @@ class Run:
   figures: dict  # {figure: value, None where there is none (a target not reached)}
   step_time: dict | None  # The step time's spread (training/step_timing.py's step_spread).
   settings: dict  # What it measured with: config.json's settings, less PER_REPEAT.
-  record: dict  # result.json, as reporting/summary.py's `scaling` takes a run.
+  record: dict  # The run record by flat names, as reporting/summary.py's `scaling` takes a run.
 
 
 def load(experiment_dir):
-  """The experiment's finished runs, as `Run`s, by name."""
+  """The experiment's finished runs, as `Run`s, by name (a run whose result.json cannot be
+  read is none)."""
   found = []
   for name in sorted(run_files.runs(experiment_dir)):
     run_dir = storage.join(experiment_dir, name)
-    if run_files.run_dir_state(run_dir) == 'finished':
-      found.append(of(run_files.read_result(run_dir), _config(run_dir)))
+    try:
+      record = run_files.read_result(run_dir)
+    except (OSError, files.Damaged):
+      continue
+    if record.status == 'complete':
+      found.append(of(record, _config(run_dir)))
   return found
 
 
+def of_report(experiment_dir, runs):
+  """The finished runs among the report's (reporting/runs.py's, each with its `record`), as
+  `Run`s, by name: their result.json read once, for both."""
+  return [
+    of(run['record'], _config(storage.join(experiment_dir, run['run'])))
+    for run in sorted(runs, key=lambda run: run['run'])
+    if run['complete']
+  ]
+
+
 def of(record, config=None):
-  """A `Run` of one finished run's result.json (`record`) and config.json (`config`)."""
-  target = _target(record.get('target'))
+  """A `Run` of one finished run's record (a run_record.RunRecord) and config.json (`config`)."""
+  target = _target(record.headline.target)
   steps, seconds = _to_target(record, target)
   measured = settings_lib.measured(config or {})
+  flat = run_record.flat(record)
   return Run(
-    name=record['run'],
-    group=record.get('repeat_of') or record['run'],
-    repeat=record.get('repeat') or 0,
-    seed=record['seed'],
+    name=record.run,
+    group=record.setup.repeat_of or record.run,
+    repeat=record.setup.repeat or 0,
+    seed=record.setup.seed,
     target=target,
     figures={
-      THROUGHPUT: uncertainty.measure(record)['examples_per_second'],
-      final(target): record[final(target)],
+      THROUGHPUT: uncertainty.measure(flat)['examples_per_second'],
+      final(target): record.final.validation.get(target.metric),
       STEPS_TO_TARGET: steps,
       SECONDS_TO_TARGET: seconds,
     },
-    step_time=record.get('step_time'),
+    step_time=flat['step_time'],
     settings={
       **{key: value for key, value in measured.items() if key not in PER_REPEAT},
-      'tf_version': record.get('tf_version'),
-      'keras_version': record.get('keras_version'),
+      'tf_version': record.environment.tf_version,
+      'keras_version': record.environment.keras_version,
     },
-    record=record,
+    record=flat,
   )
 
 
 def final_metrics(record):
-  """{name: final validation value} of every metric a run's result.json records (its
+  """{name: final validation value} of every metric a run's record (by flat names) holds (its
   final_validation_<name>, else the series' last value); None where there is none."""
   series = record.get('validation_metrics') or {}
   return {
@@ -111,25 +129,26 @@ def hardware(experiment_dir):
 
 
 def _target(recorded):
-  """The run's target (result.json's {metric, goal, value}); without one, the validation loss,
-  lower being better, with no value to reach."""
+  """The run's target (its record's Target); without one, the validation loss, lower being
+  better, with no value to reach."""
   if not recorded:
     return target_lib.Target('loss', '<=', math.nan)
-  return target_lib.from_json(recorded)
+  return target_lib.from_json(dataclasses.asdict(recorded))
 
 
 def _to_target(record, target):
   """(steps, seconds) to the target: at the first evaluation between epochs that reached it
   (--eval_every_steps), else at the end of the first epoch that did; (None, None) if none."""
-  if record.get(STEPS_TO_TARGET) is not None:
-    return record[STEPS_TO_TARGET], record[SECONDS_TO_TARGET]
+  headline = record.headline
+  if headline.steps_to_target is not None:
+    return headline.steps_to_target, headline.seconds_to_target
   if math.isnan(target.threshold):
     return None, None
-  values = record['validation_metrics'].get(target.metric, [])
+  values = record.history.validation_metrics.get(target.metric, [])
   reached = results.time_to_target({target.metric: values}, range(1, len(values) + 1), target)
   if reached is None:
     return None, None
-  return reached * record['steps_per_epoch'], record['time_to_target_seconds']
+  return reached * record.setup.steps_per_epoch, headline.time_to_target_seconds
 
 
 def _config(run_dir):

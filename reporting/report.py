@@ -52,7 +52,7 @@ def build(experiment_dir, target):
     if run['complete']
   }
   images = plots.write(table, histories, experiment_dir, metric)
-  recorded = figures.load(experiment_dir)  # From result.json: the step time, the repeats.
+  recorded = figures.of_report(experiment_dir, runs)  # The step time, the repeats.
   step_times.add(table, {run.name: run.step_time for run in recorded})
   across = repeats.section(recorded)
   said = summary.notes(runs, table) + across['notes']

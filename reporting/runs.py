@@ -1,53 +1,17 @@
-"""An experiment's runs as the report and the console table read them: each run's result.json,
-their one source.
+"""An experiment's runs as the report and the console table read them: each run's record
+(records/run_record.py, from its result.json), their one source.
 
 TensorBoard's event files hold the same figures for TensorBoard (training/event_files.py); they
 are never read back, so a report can be made from the result.json files alone, e.g. of runs
-done elsewhere. A record is the run's result.json with the report's per-epoch series
-(`per_epoch`), `complete`, and the critical batch size's value.
+done elsewhere. The report takes a run as the record's fields by their flat names
+(`run_record.flat`), with `complete`, the critical batch size's value, and the typed
+`record` itself (for reporting/figures.py: each result.json is read once).
 """
 
 from records import files
 from records import run_files
+from records import run_record
 from records import storage
-
-# What the report reads of every run's result.json, besides its per-epoch series.
-READ = (
-  'status',
-  'started',
-  'strategy',
-  'model',
-  'dataset',
-  'num_workers',
-  'num_replicas_in_sync',
-  'global_batch_size',
-  'epochs',
-  'wall_time_seconds',
-  'hparams',
-  'hparams_metrics',
-)
-# The per-epoch series a finished run has one value of for every epoch.
-EVERY_EPOCH = {
-  'epoch_examples_per_second': 'throughput',
-  'epoch_elapsed_seconds': 'elapsed seconds',
-}
-
-
-def per_epoch(result):
-  """The per-epoch series the report reads of a result.json, by the names its records give
-  them: the one place that knows how result.json holds them. `gradient_noise_scale`: per
-  epoch, None where its estimate of |G|^2 was not positive; None for a run that did not
-  measure it."""
-  if not isinstance(result.get('validation_metrics'), dict):
-    raise KeyError('validation_metrics')
-  return {
-    'epoch_examples_per_second': result['epoch_examples_per_second'],
-    'epoch_elapsed_seconds': result['epoch_elapsed_seconds'],
-    'epoch_startup': result['epoch_startup'],
-    # Every validation metric of the job by name (training/objective.py), per epoch.
-    'validation_metrics': result['validation_metrics'],
-    'gradient_noise_scale': result.get('gradient_noise_scale'),
-  }
 
 
 def load(experiment_dir, say=print):
@@ -68,33 +32,49 @@ def read(run_dir, name=None):
   naming the file and the fix, for a result.json the report cannot read."""
   path = run_files.path(run_dir, run_files.RESULT)
   fix = f'left out of the report: {run_files.retrain_fix(run_dir)}'
-  result = files.read_object(path, fix)
-  missing = [field for field in READ if field not in result]
-  try:
-    series = per_epoch(result)
-  except KeyError as e:
-    missing.append(e.args[0])
+  record = run_record.load(path, fix)
+  missing = [name for name, value in _read(record).items() if value is None]
   if missing:
     raise files.Damaged(f'{path} lacks {", ".join(missing)}, which the report reads; {fix}')
-  complete = result['status'] == 'complete'
-  epochs = result['epochs'] if isinstance(result['epochs'], int) else 1
-  count = lambda values: len(values) if isinstance(values, list) else 0
-  every = {what: series[key] for key, what in EVERY_EPOCH.items()}
-  every.update(
-    {f'validation {name}': values for name, values in series['validation_metrics'].items()}
-  )
+  history, complete = record.history, record.status == 'complete'
+  epochs = record.setup.epochs
+  # The per-epoch series a finished run has one value of for every epoch.
+  every = {
+    'throughput': history.epoch_examples_per_second,
+    'elapsed seconds': history.epoch_elapsed_seconds,
+    **{f'validation {metric}': values for metric, values in history.validation_metrics.items()},
+  }
   short = [
-    f'{what} of {count(values)} of {epochs} epochs'
+    f'{what} of {len(values)} of {epochs} epochs'
     for what, values in every.items()
-    if complete and count(values) < epochs
+    if complete and len(values) < epochs
   ]
   if short:
     raise files.Damaged(f'{path} is damaged ({", ".join(short)}); {fix}')
-  critical = result.get('critical_batch_size')
+  critical = record.noise_scale.critical_batch_size
   return {
-    **result,
-    **series,
+    **run_record.flat(record),
     'run': name or storage.basename(run_dir),
     'complete': complete,
-    'critical_batch_size': critical.get('value') if isinstance(critical, dict) else None,
+    'critical_batch_size': critical and critical.value,
+    'record': record,
+  }
+
+
+def _read(record):
+  """What the report reads of every run's record, besides its per-epoch series, by name."""
+  setup = record.setup
+  return {
+    'status': record.status,
+    'started': record.started,
+    'strategy': setup.strategy,
+    'model': setup.model,
+    'dataset': setup.dataset,
+    'num_workers': setup.num_workers,
+    'num_replicas_in_sync': setup.num_replicas_in_sync,
+    'global_batch_size': setup.global_batch_size,
+    'epochs': setup.epochs,
+    'wall_time_seconds': record.progress.wall_time_seconds,
+    'hparams': record.tensorboard.hparams,
+    'hparams_metrics': record.tensorboard.hparams_metrics,
   }

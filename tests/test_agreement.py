@@ -13,6 +13,7 @@ from configs import cluster_spec
 from configs import definitions
 from orchestration import experiment_lock
 from orchestration import peers
+from records import run_record
 from records import settings as run_settings
 
 SPEC = {'worker': ['localhost:1111', 'localhost:2222']}
@@ -244,7 +245,7 @@ def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
   lost = run_errors.lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
   assert isinstance(lost, peers.PeerLost) and 'lost at step 22' in str(lost)
   os.makedirs(run_dir)
-  run_files.write_result(run_dir, {'status': 'complete'})
+  run_files.write_result(run_dir, run_record.RunRecord(status='complete'))
   finished = run_errors.lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
   assert isinstance(finished, ValueError) and not isinstance(finished, peers.PeerLost)
   assert str(finished) == (
@@ -261,7 +262,7 @@ def test_a_chief_that_finds_its_run_finished_passes_the_refusal_on(tmp_path):
 
   run_dir = str(tmp_path / 'multi_worker_mirrored')
   os.makedirs(run_dir)
-  run_files.write_result(run_dir, {'status': 'complete'})
+  run_files.write_result(run_dir, run_record.RunRecord(status='complete'))
   run = config(run_dir=run_dir)
   with pytest.raises(run_files.RunDirError, match='holds a finished run'):
     task._Task(run, None)

@@ -205,6 +205,8 @@ def test_the_boundary_adds_up_with_the_step_to_the_steps_the_runs_clocks_imply()
   0.97 s (48.5 ms a step: 2 ms beyond). Epochs 2 and 3 (after start-up) also paid 0.03 s inside
   their training time (1.0 s) and 0.33 s in all (wall 1.3 s): the breakdown's step plus the
   executions' excess plus each boundary is exactly the step each clock implies."""
+  import dataclasses
+
   from records import boundary
   from records import results
   from records import target
@@ -222,7 +224,8 @@ def test_the_boundary_adds_up_with_the_step_to_the_steps_the_runs_clocks_imply()
     {'execution_excess_ms': 2.0, 'boundary_ms': 16.5, 'boundary_in_throughput_ms': 1.5}
   )
   result = {
-    **results.summarize(history, target.of_accuracy(0.9)),
+    **results.headline(history, target.of_accuracy(0.9)),
+    **dataclasses.asdict(history),
     'global_batch_size': 64,
     'breakdown': {'step_ms': 46.5, **per_step},
   }

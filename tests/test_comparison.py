@@ -9,6 +9,7 @@ import pytest
 from configs import definitions
 from records import files
 from records import run_files
+from records import run_record
 from reporting import comparison
 from tests.conftest import run_py
 from tests.test_repeats import result
@@ -27,7 +28,7 @@ def experiment(root, name, throughputs, batch=64, cpu='Xeon', accuracy=0.95):
       run_dir = str(directory / name_k)
       config = definitions.RunConfig(name=name_k, batch_size=batch, seed=k - 1)
       run_files.write_config(run_dir, config.to_json())
-      run_files.write_result(run_dir, record)
+      run_files.write_result(run_dir, run_record.of_json(record))
   files.write_json(str(directory / 'environment.json'), {'cpu_model': cpu, 'cpu_count': 2})
   return str(directory)
 

@@ -24,8 +24,8 @@ DEFAULT_RUNS = (
 def _child(run_dir, lines_after_result):
   """A child that writes a complete result.json, then prints `lines_after_result` lines."""
   code = (
-    'import sys; sys.path.insert(0, sys.argv[1]); from records import run_files; '
-    f'run_files.write_result({str(run_dir)!r}, {{"status": "complete"}}); '
+    'import sys; sys.path.insert(0, sys.argv[1]); from records import run_files, run_record; '
+    f'run_files.write_result({str(run_dir)!r}, run_record.RunRecord(status="complete")); '
     f'[print(i, flush=True) for i in range({lines_after_result})]'
   )
   return [sys.executable, '-c', code, launcher.RUN_PY.rsplit('/', 1)[0]]

@@ -20,6 +20,7 @@ from prediction import workload
 from records import files
 from records import results
 from records import run_files
+from records import run_record
 from records import storage
 from tests.conftest import ROOT
 
@@ -514,23 +515,25 @@ def write_run(run_dir, epochs=3, name='one_device', **fields):
   storage.makedirs(run_dir)
   run_files.write_result(
     run_dir,
-    {
-      'status': 'complete',
-      'run': name,
-      'started': 1.0,
-      **settings,
-      'hparams': settings,
-      'hparams_metrics': {'': ['wall_time_seconds'], 'train': [], 'validation': []},
-      'epoch_examples_per_second': [1000.0 + epoch for epoch in range(epochs)],
-      'epoch_elapsed_seconds': [epoch + 1.0 for epoch in range(epochs)],
-      'epoch_startup': [0] * epochs,
-      'validation_metrics': {'accuracy': [0.5 + epoch / 10 for epoch in range(epochs)]},
-      'target': {'metric': 'accuracy', 'goal': '>=', 'value': 0.9},
-      'gradient_noise_scale': None,
-      'critical_batch_size': {'value': None, 'reason': 'not measured'},
-      'wall_time_seconds': 9.0,
-      **fields,
-    },
+    run_record.of_json(
+      {
+        'status': 'complete',
+        'run': name,
+        'started': 1.0,
+        **settings,
+        'hparams': settings,
+        'hparams_metrics': {'': ['wall_time_seconds'], 'train': [], 'validation': []},
+        'epoch_examples_per_second': [1000.0 + epoch for epoch in range(epochs)],
+        'epoch_elapsed_seconds': [epoch + 1.0 for epoch in range(epochs)],
+        'epoch_startup': [0] * epochs,
+        'validation_metrics': {'accuracy': [0.5 + epoch / 10 for epoch in range(epochs)]},
+        'target': {'metric': 'accuracy', 'goal': '>=', 'value': 0.9},
+        'gradient_noise_scale': None,
+        'critical_batch_size': {'value': None, 'reason': 'not measured'},
+        'wall_time_seconds': 9.0,
+        **fields,
+      }
+    ),
   )
 
 
@@ -672,7 +675,7 @@ def test_a_refused_resume_leaves_the_runs_config_as_it_was(tmp_path, monkeypatch
   run_dir = tmp_path / 'e' / 'one_device'
   (run_dir / 'checkpoints').mkdir(parents=True)
   (run_dir / 'checkpoints' / 'checkpoint').write_text('model_checkpoint_path: "ckpt-3"\n')
-  run_files.write_result(str(run_dir), {'status': 'interrupted'})
+  run_files.write_result(str(run_dir), run_record.RunRecord(status='interrupted'))
   earlier = definitions.RunConfig(name='one_device', run_dir=str(run_dir), epochs=2)
   run_files.write_config(str(run_dir), earlier.to_json())
   before = (run_dir / 'config.json').read_text()

@@ -14,6 +14,7 @@ from configs import definitions
 from orchestration import experiment_lock
 from records import files
 from records import run_files
+from records import run_record
 from records import storage
 from tests.conftest import RUN_PY
 from tests.conftest import kill_all
@@ -26,7 +27,7 @@ from tests.test_bad_input import assert_one_line_error
 def finished_run(run_dir, config):
   """A run directory as a complete run leaves it: its config.json and a complete result."""
   run_files.write_config(str(run_dir), config.to_json())
-  run_files.write_result(str(run_dir), {'status': 'complete'})
+  run_files.write_result(str(run_dir), run_record.RunRecord(status='complete'))
 
 
 RUN = definitions.RunConfig(

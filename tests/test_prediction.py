@@ -520,7 +520,9 @@ def test_an_experiment_gives_compute_overhead_input_and_measured_floors(tmp_path
 
 
 def test_what_a_run_pays_between_steps_is_carried_per_step_on_any_number_of_devices(tmp_path):
-  write_run(tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5), None, 3.0)
+  write_run(
+    tmp_path, 'one_device', 'one_device', 1, 64, (12.0, 4.0, 8.0, 0.5, -0.5), boundary_ms=3.0
+  )
   write_run(tmp_path, 'mirrored', 'mirrored', 2, 64, (15.0, 4.0, 9.0, 2.0, 0.0), boundary_ms=5.0)
   w = workload.from_experiment(str(tmp_path))
   assert w.boundary_ms == 3.0

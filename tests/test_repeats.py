@@ -9,6 +9,7 @@ import pytest
 from configs import definitions
 from configs import dry_run
 from configs import plan
+from records import run_record
 from reporting import figures
 from reporting import parity
 from reporting import repeats
@@ -136,12 +137,12 @@ def runs(one_device, mirrored):
   for strategy, replicas, values in (('one_device', 1, one_device), ('mirrored', 2, mirrored)):
     for k, value in enumerate(values, 1):
       record = result(f'{strategy}-rep{k}', strategy, k, value, strategy, replicas)
-      found.append(figures.of(record, definitions.RunConfig().to_json()))
+      found.append(figures.of(run_record.of_json(record), definitions.RunConfig().to_json()))
   return found
 
 
 def test_figures_of_a_run_come_from_its_record():
-  run = figures.of(result('a-rep2', 'a', 2, 1000.0))
+  run = figures.of(run_record.of_json(result('a-rep2', 'a', 2, 1000.0)))
   assert (run.group, run.repeat, run.seed, str(run.target)) == ('a', 2, 1, 'accuracy>=0.9')
   assert run.figures == {
     'examples_per_second': 1000.0,
@@ -209,7 +210,7 @@ def parity_runs(by_strategy):
       record = result(f'{strategy}-rep{k}', strategy, k, 1000.0, strategy, replicas, accuracy)
       record['validation_metrics']['loss'] = [1.0, 0.5, loss]
       record['final_validation_loss'] = loss
-      found.append(figures.of(record, definitions.RunConfig().to_json()))
+      found.append(figures.of(run_record.of_json(record), definitions.RunConfig().to_json()))
   return found
 
 

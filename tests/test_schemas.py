@@ -17,8 +17,9 @@ import pytest
 from configs import definitions
 from prediction import predict
 from prediction import workload
-from records import results
+from records import flat_layout
 from records import run_files
+from records import run_record
 from records import schemas
 from reporting import comparison
 from reporting import figures
@@ -69,7 +70,10 @@ def test_every_schema_is_a_draft_2020_12_schema_of_its_files_version():
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema['$schema'] == SCHEMA, name
     assert schema['$id'] == f'urn:tf-distribute-comparison:schema:{name}:{version}', name
-    assert schema['properties'][schemas.KEY] == {**schema['properties'][schemas.KEY], 'const': 1}
+    assert schema['properties'][schemas.KEY] == {
+      **schema['properties'][schemas.KEY],
+      'const': version,
+    }
     assert schemas.KEY in schema['required'], name
 
 
@@ -98,33 +102,31 @@ def test_every_json_file_of_the_default_comparison_follows_its_schema(default_ex
 
 
 @pytest.mark.slow
-def test_the_old_names_of_result_json_are_written_beside_the_new_and_marked_deprecated(
+def test_the_flat_names_of_result_json_are_written_beside_the_groups_and_marked_deprecated(
   default_experiment,
 ):
+  """Version 2 nests the record; each field of version 1 is still written under its flat name,
+  with the same value, and its schema says it is deprecated. The names version 1 deprecated
+  are gone, as it said."""
   schema = schemas.load(run_files.RESULT)['properties']
-  for name in OLD_NAMES:
-    assert schema[name]['description'].startswith('Deprecated'), name
   for name in run_files.runs(str(default_experiment.experiment)):
-    result = run_files.read_result(str(default_experiment.experiment / name))
+    with open(default_experiment.experiment / name / run_files.RESULT) as f:
+      document = json.load(f)
+    moved = [(flat, path) for flat, path, _ in flat_layout.leaves(run_record.RunRecord)]
+    for flat, path in moved:
+      value = document
+      for key in path:
+        value = value[key]
+      assert document[flat] == value, flat
+      if len(path) > 1:
+        assert schema[flat]['description'].startswith('Deprecated'), flat
     for split in ('train', 'validation'):
-      for metric in ('loss', 'accuracy'):
-        assert result[f'{split}_{metric}'] == result[f'{split}_metrics'][metric]
-      assert result[f'{split}_accuracy'][-1] == result[f'final_{split}_accuracy']
-    assert result['target_accuracy'] == result['target']['value'] == 0.9
-    assert result['time_to_accuracy_seconds'] == result['time_to_target_seconds']
-    for evaluation in result['step_evaluations']:
-      assert evaluation['accuracy'] == evaluation['metrics']['accuracy']
-
-
-def test_old_names_are_only_those_the_record_had():
-  """A compiled model's metrics have no old names; a target on another metric neither."""
-  record = {
-    'train_metrics': {'loss': [1.0], 'auc': [0.5]},
-    'validation_metrics': {'loss': [2.0], 'auc': [0.6]},
-    'target': {'metric': 'auc', 'goal': '>=', 'value': 0.9},
-    'step_evaluations': [{'step': 1, 'elapsed_seconds': 1.0, 'metrics': {'auc': 0.6}}],
-  }
-  assert results.old_names(record) == {**record, 'train_loss': [1.0], 'validation_loss': [2.0]}
+      for metric, value in document['final'][split].items():
+        assert document[f'final_{split}_{metric}'] == value
+    assert not set(OLD_NAMES) & set(document)
+    assert all(
+      set(e) == {'step', 'elapsed_seconds', 'metrics'} for e in document['step_evaluations']
+    )
 
 
 @pytest.fixture
@@ -164,19 +166,16 @@ def test_the_files_a_default_run_does_not_write_follow_their_schemas(copied, tmp
 
 @pytest.mark.slow
 def test_files_of_before_versions_are_read_as_they_were(copied):
-  """A result.json of before versions (no schema_version, no old names), a restarts.json that
+  """A result.json of before versions (flat, no schema_version), a restarts.json that
   held the list alone, and a config.json without a version read as today's do."""
   a, b = copied
   for name in run_files.runs(str(b)):
     for kind in (run_files.RESULT, run_files.CONFIG):
       path = b / name / kind
       document = json.loads(path.read_text())
-      document = {k: v for k, v in document.items() if k not in (schemas.KEY, *OLD_NAMES)}
-      if kind == run_files.RESULT:
-        document['step_evaluations'] = [
-          {k: v for k, v in e.items() if k not in results.OLD_METRICS}
-          for e in document['step_evaluations']
-        ]
+      if kind == run_files.RESULT:  # Flat, as version 1 held it.
+        document = run_record.flat(run_record.of_json(document))
+      document = {k: v for k, v in document.items() if k != schemas.KEY}
       path.write_text(json.dumps(document))
   new, old = report_runs.load(str(a), say=pytest.fail), report_runs.load(str(b), say=pytest.fail)
   assert [r['run'] for r in old] == [r['run'] for r in new]

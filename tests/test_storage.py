@@ -11,6 +11,7 @@ from orchestration import launcher
 from orchestration import logdir
 from records import files
 from records import run_files
+from records import run_record
 from records import storage
 from tests.conftest import ROOT
 
@@ -83,7 +84,7 @@ def test_run_records_on_every_kind(base):
   run_files.write_config(run_dir, {'name': 'run'})
   run_files.write_progress(run_dir, 7)
   assert run_files.read_progress(run_dir) == 7
-  run_files.write_result(run_dir, {'status': 'complete'})
+  run_files.write_result(run_dir, run_record.RunRecord(status='complete'))
   assert run_files.run_dir_state(run_dir) == 'finished'
   run_files.remove_config(run_dir)
   assert not storage.exists(storage.join(run_dir, run_files.CONFIG))

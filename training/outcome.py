@@ -1,7 +1,9 @@
-"""What a run records, built from one source: `settings`, the values that distinguish the run.
+"""What a run records, built from one source: its `setup`, the values that distinguish the run,
+and the typed run record (records/run_record.py) that result.json serialises.
 
-They are the HParams dashboard's columns, the head of `result.json`, and (all but what may
-change between attempts) what a checkpoint must have been written with to be resumed.
+The setup's values are the HParams dashboard's columns, the record's first group, and (all
+but what may change between attempts) what a checkpoint must have been written with to be
+resumed.
 """
 
 import dataclasses
@@ -13,6 +15,8 @@ import tensorflow as tf
 import data
 from records import results
 from records import run_files
+from records import run_groups as groups
+from records import run_record
 from records import target as target_lib
 from training import checkpoints
 from training import devices
@@ -32,40 +36,46 @@ NOT_CHECKED_ON_RESUME = (
 )
 
 
-def settings(config, trainer):
+def setup(config, trainer):
   """The run's distinguishing values: its strategy, scale, model, data and how it trains."""
   model = config.model
-  return {
-    'strategy': config.distribution.strategy,
-    'model': model.model,
-    **config.model_sizes,
-    'dataset': config.data.dataset,
-    'input_shape': data.shape_text(trainer.source.input_shape),
-    'num_classes': trainer.source.num_classes,
-    'condition': config.condition,
+  return groups.Setup(
+    strategy=config.distribution.strategy,
+    model=model.model,
+    hyperparameters=config.model_sizes,
+    dataset=config.data.dataset,
+    input_shape=data.shape_text(trainer.source.input_shape),
+    num_classes=trainer.source.num_classes,
+    condition=config.condition,
     # Which runs are repeats of one (--repeats), for the report and HParams' grouping.
-    'repeat_of': config.repeat_of,
-    'repeat': config.repeat,
-    'seed': config.seed,
-    'num_workers': trainer.num_workers,
-    'num_replicas_in_sync': trainer.strategy.num_replicas_in_sync,
-    'global_batch_size': config.batch_size,
-    'per_replica_batch_size': trainer.batching.per_replica_batch_size,
-    'epochs': config.epochs,
-    'steps_per_epoch': trainer.batching.steps_per_epoch,
+    repeat_of=config.repeat_of,
+    repeat=config.repeat,
+    seed=config.seed,
+    num_workers=trainer.num_workers,
+    num_replicas_in_sync=trainer.strategy.num_replicas_in_sync,
+    global_batch_size=config.batch_size,
+    per_replica_batch_size=trainer.batching.per_replica_batch_size,
+    epochs=config.epochs,
+    steps_per_epoch=trainer.batching.steps_per_epoch,
     # The training set's size (a synthetic set's examples per epoch): what bounds a batch.
-    'train_examples': trainer.source.train_size,
-    'steps_per_execution': config.performance.steps_per_execution,
-    'eval_every_steps': config.eval_every_steps,
+    train_examples=trainer.source.train_size,
+    steps_per_execution=config.performance.steps_per_execution,
+    eval_every_steps=config.eval_every_steps,
     **dataclasses.asdict(config.optimizer),
-    'peak_learning_rate': schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
+    peak_learning_rate=schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
     **dataclasses.asdict(config.schedule),
-    'batch_norm': model.batch_norm or bool(model.ghost_batch_size),
-    'ghost_batch_size': model.ghost_batch_size,
-    'bn_momentum': model.bn_momentum,
-    'jit_compile': config.performance.jit_compile,
-    'mixed_precision': config.performance.mixed_precision,
-  }
+    batch_norm=model.batch_norm or bool(model.ghost_batch_size),
+    ghost_batch_size=model.ghost_batch_size,
+    bn_momentum=model.bn_momentum,
+    jit_compile=config.performance.jit_compile,
+    mixed_precision=config.performance.mixed_precision,
+  )
+
+
+def settings(config, trainer):
+  """The setup by name, as HParams and a checkpoint hold it (the model's hyperparameters
+  beside the rest)."""
+  return run_record.flat(setup(config, trainer))
 
 
 def resume_settings(config, trainer):
@@ -105,85 +115,120 @@ def result(
   card=None,
   breakdown=None,
 ):
-  """result.json: the settings, the model card, where the run got to, what faults cost, the
-  measurements, and where a step's time goes (training/step_timing.py; None when not measured)."""
-  resumes, restart_log = state.resumes, run_files.read_restarts(config.run_dir)
-  return {
-    'status': status,
-    'run': config.name,
-    **settings(config, trainer),
-    **(card or {}),
-    'options': config.distribution.options,
-    'cluster': tf_config['cluster'] if tf_config else None,
-    'epochs_done': len(state.history.epoch_times),
-    'steps_done': state.step,
-    'wall_time_seconds': wall_time_seconds,
-    'checkpoint_seconds': state.checkpoint_seconds,
-    'checkpoint': checkpoints.latest(config.run_dir),
-    'resumes': resumes,
-    # Every restart the launcher made, of the run or of one of its tasks, with or without a
-    # checkpoint to resume from (a restart before the first checkpoint leaves none in it).
-    'restart_log': restart_log,
-    'restarts': len(restart_log),
-    'resumed': sum(r['cause'] == 'resume' for r in resumes),
-    'redone_steps': sum(r['redone_steps'] for r in resumes),
-    # Under a coordinator: executions lost with a worker and run again on another, at most
-    # --steps_per_execution steps each.
-    'retried_steps': retried_steps,
-    # Executions whose result was fetched from their worker once it was back from a cut.
-    'late_results': late_results,
-    'compute_devices': list(compute_devices),
-    'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads(),
-    'inter_op_threads': tf.config.threading.get_inter_op_parallelism_threads(),
-    'devices': devices.describe(),
-    'tf_version': tf.__version__,
-    'keras_version': keras.__version__,
-    'flags': config.flags,
+  """The run's record: the setup, the model card, where the run got to, what faults cost, the
+  measurements, and where a step's time goes (training/step_timing.py; None when not measured).
+  What is measured around it (memory, what was left out, TensorBoard's tags) is the caller's."""
+  history, target = state.history, target_lib.parse(config.target)
+  return run_record.RunRecord(
+    status=status,
+    run=config.name,
+    setup=setup(config, trainer),
+    invocation=groups.Invocation(
+      flags=config.flags,
+      options=config.distribution.options,
+      cluster=tf_config['cluster'] if tf_config else None,
+    ),
+    environment=groups.Environment(
+      devices=devices.describe(),
+      compute_devices=list(compute_devices),
+      intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+      inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+      tf_version=tf.__version__,
+      keras_version=keras.__version__,
+    ),
     # The job's metrics (training/objective.py), as the model reports them; which optimizer
     # trained it.
-    'metrics': list(trainer.step.objective.names),
-    **trainer.optimizer_record,
-    **results.summarize(state.history, target_lib.parse(config.target)),
-    **noise_scale.record(
-      state.history.epoch_gradient_sq, state.history.epoch_trace_sigma, trainer.noise_reason
+    job=groups.Job(metrics=list(trainer.step.objective.names), **trainer.optimizer_record),
+    progress=groups.Progress(
+      epochs_done=len(history.epoch_times),
+      steps_done=state.step,
+      wall_time_seconds=wall_time_seconds,
+      checkpoint_seconds=state.checkpoint_seconds,
+      checkpoint=checkpoints.latest(config.run_dir),
     ),
-    'step_evaluations': state.step_evaluations,
-    **results.to_target(state.step_evaluations, target_lib.parse(config.target)),
-    'breakdown': breakdown,
-    'input_pipeline': trainer.input_record,
+    recoveries=_recoveries(config, state, retried_steps, late_results),
+    history=history,
+    step_evaluations=[run_record.part(groups.StepEvaluation, e) for e in state.step_evaluations],
+    final=groups.Final(**results.final_values(history)),
+    headline=run_record.part(
+      groups.Headline,
+      {**results.headline(history, target), **results.to_target(state.step_evaluations, target)},
+    ),
+    noise_scale=run_record.part(
+      groups.NoiseScale,
+      noise_scale.record(
+        history.epoch_gradient_sq, history.epoch_trace_sigma, trainer.noise_reason
+      ),
+    ),
+    breakdown=run_record.part(groups.Breakdown, breakdown),
     # The step time's spread over the run's steady windows, beside the breakdown's median.
-    'step_time': step_timing.step_spread(trainer),
-    **trainer.executor.variable_placement(trainer.model),
-  }
+    step_time=run_record.part(groups.StepTime, step_timing.step_spread(trainer)),
+    input_pipeline=run_record.part(groups.InputPipeline, trainer.input_record),
+    model_card=run_record.part(groups.ModelCard, card or {}),
+    # Under parameter servers: where each variable's shards live, what each ps task holds.
+    placement=run_record.part(
+      groups.Placement, trainer.executor.variable_placement(trainer.model) or None
+    ),
+  )
 
 
-# The headline figures, also written as the HParams dashboard's metrics, with every
-# metric's final validation value (final_validation_<name>).
-FINAL_METRICS = (
-  'examples_per_second',
-  'examples_per_second_min',
-  'examples_per_second_max',
-  'time_to_target_seconds',
-  'wall_time_seconds',
-  'restarts',
-  'resumed',
-  'redone_steps',
-  'retried_steps',
-  'late_results',
-)
+def measured_around(record, memory, left_out, started, shown):
+  """The record with what was measured around the training: the peak memory
+  (training/peak_memory.py's, None when not measured), what was left out ({part: why}), when
+  the attempt started (Unix seconds), and what TensorBoard shows (event_files' `shown`)."""
+  return dataclasses.replace(
+    record,
+    memory=run_record.part(
+      groups.Memory,
+      memory or {'peak_memory_bytes': None, 'peak_memory_measures': 'not measured'},
+    ),
+    left_out=left_out,
+    started=started,
+    tensorboard=run_record.part(groups.TensorBoard, shown),
+  )
 
 
-def final_metrics(result):
-  """The HParams metrics of a complete run's result.json: FINAL_METRICS, each metric's final
-  validation value, the critical batch size (B_simple, when measured), and the breakdown's
-  milliseconds per step as breakdown/step_ms, breakdown/input_ms, ..."""
-  parts = result['breakdown'] or {}
-  return {
-    **{metric: result[metric] for metric in FINAL_METRICS},
-    **{
-      f'final_validation_{name}': result[f'final_validation_{name}'] for name in result['metrics']
+def _recoveries(config, state, retried_steps, late_results):
+  resumes, restart_log = state.resumes, run_files.read_restarts(config.run_dir)
+  return run_record.part(
+    groups.Recoveries,
+    {
+      'resumes': resumes,
+      # Every restart the launcher made, of the run or of one of its tasks, with or without a
+      # checkpoint to resume from (a restart before the first checkpoint leaves none in it).
+      'restart_log': restart_log,
+      'restarts': len(restart_log),
+      'resumed': sum(r['cause'] == 'resume' for r in resumes),
+      'redone_steps': sum(r['redone_steps'] for r in resumes),
+      # Under a coordinator: executions lost with a worker and run again on another, at most
+      # --steps_per_execution steps each.
+      'retried_steps': retried_steps,
+      # Executions whose result was fetched from their worker once it was back from a cut.
+      'late_results': late_results,
     },
-    'critical_batch_size': result['critical_batch_size']['value'],
+  )
+
+
+def final_metrics(record):
+  """The HParams metrics of a complete run's record: the headline figures, what faults cost,
+  each metric's final validation value (final_validation_<name>), the critical batch size
+  (B_simple, when measured), and the breakdown's milliseconds per step as
+  breakdown/step_ms, breakdown/input_ms, ..."""
+  headline, recoveries = record.headline, record.recoveries
+  parts = dataclasses.asdict(record.breakdown) if record.breakdown else {}
+  return {
+    'examples_per_second': headline.examples_per_second,
+    'examples_per_second_min': headline.examples_per_second_min,
+    'examples_per_second_max': headline.examples_per_second_max,
+    'time_to_target_seconds': headline.time_to_target_seconds,
+    'wall_time_seconds': record.progress.wall_time_seconds,
+    'restarts': recoveries.restarts,
+    'resumed': recoveries.resumed,
+    'redone_steps': recoveries.redone_steps,
+    'retried_steps': recoveries.retried_steps,
+    'late_results': recoveries.late_results,
+    **{f'final_validation_{name}': value for name, value in record.final.validation.items()},
+    'critical_batch_size': record.noise_scale.critical_batch_size.value,
     **{f'breakdown/{name}': value for name, value in parts.items() if name.endswith('_ms')},
   }
 

@@ -218,13 +218,9 @@ class _Recorder:
     if status == 'complete':
       self.writers.final(config.epochs - 1, outcome.final_metrics(result))
     memory = self.probes.attempt('the peak memory', peak_memory.measure, self.memory_before)
-    record = {
-      **result,
-      **(memory or {'peak_memory_bytes': None, 'peak_memory_measures': 'not measured'}),
-      'left_out': self.probes.left_out,
-      'started': self.started,
-      **self.writers.shown(),
-    }
+    record = outcome.measured_around(
+      result, memory, self.probes.left_out, self.started, self.writers.shown()
+    )
     path = run_files.write_result(config.run_dir, record)
     if status == 'complete':
       run_files.remove_progress(config.run_dir)

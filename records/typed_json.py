@@ -1,0 +1,149 @@
+"""Dataclasses as JSON: a record's JSON Schema generated from its dataclasses' type hints, and
+the record read back from JSON with every value checked against those hints.
+
+One description serves the writer, the reader and the published schema, so they cannot drift
+apart. The hints this understands: bool, int, float (an int is a number too), str, None, Any,
+unions (`int | None`), list[X], tuple[X, Y, ...] (fixed length), dict[str, X], Literal[...]
+and nested dataclasses. A field's `metadata['doc']` is its schema's description.
+"""
+
+import dataclasses
+import types
+import typing
+
+SIMPLE = {bool: 'boolean', int: 'integer', float: 'number', str: 'string', type(None): 'null'}
+
+
+class Mismatch(ValueError):
+  """A JSON value that is not what the record's type hints say: `where` it lies, what."""
+
+
+def schema(hint, definitions):
+  """The JSON Schema of values of `hint`; each dataclass's own schema added to `definitions`
+  ({name: schema}) and referred to by name."""
+  origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+  if hint is typing.Any:
+    return {}
+  if hint in SIMPLE:
+    return {'type': SIMPLE[hint]}
+  if dataclasses.is_dataclass(hint):
+    if hint.__name__ not in definitions:
+      definitions[hint.__name__] = {}  # Claimed first: a type may hold itself.
+      definitions[hint.__name__] = _object(hint, definitions)
+    return {'$ref': f'#/$defs/{hint.__name__}'}
+  if origin in (typing.Union, types.UnionType):
+    parts = [schema(argument, definitions) for argument in arguments]
+    if all(set(part) == {'type'} for part in parts):
+      return {'type': [part['type'] for part in parts]}
+    return {'anyOf': parts}
+  if origin is typing.Literal:
+    return {'enum': list(arguments)}
+  if origin is list:
+    return {'type': 'array', 'items': schema(arguments[0], definitions)}
+  if origin is tuple:
+    items = [schema(argument, definitions) for argument in arguments]
+    return {'type': 'array', 'prefixItems': items, 'minItems': len(items), 'maxItems': len(items)}
+  if origin is dict:
+    return {'type': 'object', 'additionalProperties': schema(arguments[1], definitions)}
+  raise TypeError(f'no JSON Schema for {hint!r}')
+
+
+def _object(cls, definitions):
+  """A dataclass's schema: every field required (its writer writes them all); fields it does
+  not know allowed (a newer version's, read by name)."""
+  hints = typing.get_type_hints(cls)
+  properties = {}
+  for field in dataclasses.fields(cls):
+    properties[field.name] = schema(hints[field.name], definitions)
+    if 'doc' in field.metadata:
+      properties[field.name] = {'description': field.metadata['doc'], **properties[field.name]}
+  found = {'type': 'object', 'required': list(properties), 'properties': properties}
+  return {'description': _doc(cls), **found} if _doc(cls) else found
+
+
+def _doc(cls):
+  """A dataclass's own docstring, on one line; '' for the one dataclasses makes up."""
+  text = cls.__doc__ or ''
+  return '' if text.startswith(f'{cls.__name__}(') else ' '.join(text.split())
+
+
+def from_json(hint, value, where=''):
+  """`value` (as json.load gives it) as `hint` says: a dataclass built from an object (its
+  fields the object lacks take their defaults, those it does not know are ignored), a tuple
+  from an array; Mismatch naming where, for a value of another kind."""
+  origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+  if hint is typing.Any:
+    return value
+  if hint in SIMPLE:
+    # JSON's numbers: an integer is a float too, a boolean is neither.
+    if isinstance(value, hint if hint is not float else (int, float)) and not (
+      hint is not bool and isinstance(value, bool)
+    ):
+      return value
+    raise _mismatch(where, value, SIMPLE[hint])
+  if dataclasses.is_dataclass(hint):
+    return _dataclass(hint, value, where)
+  if origin in (typing.Union, types.UnionType):
+    for argument in arguments:
+      try:
+        return from_json(argument, value, where)
+      except Mismatch:
+        continue
+    raise _mismatch(where, value, ' or '.join(_name(argument) for argument in arguments))
+  if origin is typing.Literal:
+    if value in arguments and type(value) in {type(a) for a in arguments}:
+      return value
+    raise Mismatch(f'{where or "the record"} holds {value!r}, not one of {list(arguments)}')
+  if origin in (list, tuple):
+    if not isinstance(value, list) or (origin is tuple and len(value) != len(arguments)):
+      raise _mismatch(where, value, f'an array of {len(arguments)}' if origin is tuple else 'array')
+    each = arguments if origin is tuple else arguments * len(value)
+    items = [from_json(item, v, f'{where}[{i}]') for i, (item, v) in enumerate(zip(each, value))]
+    return tuple(items) if origin is tuple else items
+  if origin is dict:
+    if not isinstance(value, dict):
+      raise _mismatch(where, value, 'object')
+    return {k: from_json(arguments[1], v, _at(where, k)) for k, v in value.items()}
+  raise TypeError(f'no JSON reading for {hint!r}')
+
+
+def _dataclass(cls, value, where):
+  if not isinstance(value, dict):
+    raise _mismatch(where, value, 'object')
+  hints, fields = typing.get_type_hints(cls), dataclasses.fields(cls)
+  lacking = [f.name for f in fields if f.name not in value and _required(f)]
+  if lacking:
+    raise Mismatch(f'{where or "the record"} lacks {", ".join(lacking)}')
+  return cls(
+    **{
+      field.name: from_json(hints[field.name], value[field.name], _at(where, field.name))
+      for field in fields
+      if field.name in value
+    }
+  )
+
+
+def _required(field):
+  return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
+def to_json(record):
+  """The record (a dataclass) as JSON values: objects, arrays, numbers, text."""
+  return dataclasses.asdict(record)
+
+
+def _at(where, name):
+  return f'{where}.{name}' if where else str(name)
+
+
+def _name(hint):
+  return SIMPLE.get(hint) or getattr(hint, '__name__', None) or str(hint)
+
+
+def _mismatch(where, value, expected):
+  found = 'null' if value is None else SIMPLE.get(type(value), type(value).__name__)
+  if isinstance(value, list):
+    found = 'array'
+  elif isinstance(value, dict):
+    found = 'object'
+  return Mismatch(f'{where or "the record"} holds {found} where {expected} belongs')
