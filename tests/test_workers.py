@@ -1,8 +1,10 @@
 """tests/workers.py on a small suite of its own, run by pytest-xdist as pytest.ini runs ours:
 the tests that share a module- or session-scoped fixture land on one worker, a fixture a
-module overrides is that module's own, and an autouse one groups nothing."""
+module overrides is that module's own, and an autouse one groups nothing; the slow work
+(a group with a slow test, then a slow test alone) is queued first, then the other groups."""
 
 import collections
+import itertools
 import os
 import re
 import subprocess
@@ -12,7 +14,7 @@ import textwrap
 from tests.conftest import ROOT
 
 SUITE = {
-  'pytest.ini': '[pytest]\n',
+  'pytest.ini': '[pytest]\nmarkers =\n    slow: slow\n',
   'conftest.py': """
         import os
         import pytest
@@ -41,6 +43,10 @@ SUITE = {
 
         @pytest.mark.parametrize('i', range(8))
         def test_trained(trained, i):
+          pass
+
+        @pytest.mark.slow
+        def test_trained_slowly(trained):  # Takes its whole group first.
           pass
         """,
   'test_b.py': """
@@ -73,6 +79,16 @@ SUITE = {
         def test_own_trained(trained, i):
           pass
         """,
+  'test_d.py': """
+        import pytest
+
+        def test_quick():
+          pass
+
+        @pytest.mark.slow
+        def test_slow():
+          pass
+        """,
 }
 
 
@@ -94,6 +110,7 @@ def test_tests_sharing_an_expensive_fixture_run_on_one_worker(tmp_path):
       'no:cacheprovider',
       '--numprocesses=2',
       '--dist=loadgroup',
+      '--no-loadscope-reorder',
       '-v',
     ],
     cwd=tmp_path,
@@ -104,19 +121,41 @@ def test_tests_sharing_an_expensive_fixture_run_on_one_worker(tmp_path):
     stdin=subprocess.DEVNULL,
   )
   assert proc.returncode == 0, proc.stdout + proc.stderr
-  assert ' 40 passed' in proc.stdout, proc.stdout[-3000:]
+  assert ' 43 passed' in proc.stdout, proc.stdout[-3000:]
 
-  groups = dict(line.split(' ') for line in (tmp_path / 'groups-gw0.txt').read_text().splitlines())
+  collected = [line.split(' ') for line in (tmp_path / 'groups-gw0.txt').read_text().splitlines()]
+  groups = dict(collected)
   by_test = collections.defaultdict(set)
   for test, group in groups.items():
     by_test[test.split('[')[0]].add(group)
   assert by_test == {
     'test_a.test_trained': {'conftest.trained'},
+    'test_a.test_trained_slowly': {'conftest.trained'},
     'test_b.test_trained': {'conftest.trained'},
     'test_b.test_free': {''},
     'test_c.test_table': {'test_c.table'},
     'test_c.test_own_trained': {''},
+    'test_d.test_quick': {''},
+    'test_d.test_slow': {''},
   }
+  # The group with a slow test, the slow test alone, the other group, the other tests.
+  assert [name for name, _ in itertools.groupby(t.split('[')[0] for t, _ in collected)] == [
+    'test_a.test_trained',
+    'test_a.test_trained_slowly',
+    'test_b.test_trained',
+    'test_d.test_slow',
+    'test_c.test_table',
+    'test_b.test_free',
+    'test_c.test_own_trained',
+    'test_d.test_quick',
+  ]
+  # Each worker starts on one of the first two: the slow group and the slow test.
+  first = {}
+  for worker, module, test in re.findall(
+    r'^\[(gw\d)\] .*? PASSED (\w+)\.py::(\w+)', proc.stdout, re.MULTILINE
+  ):
+    first.setdefault(worker, f'{module}.{test}')
+  assert sorted(first.values()) == ['test_a.test_trained', 'test_d.test_slow'], proc.stdout
 
   workers = collections.defaultdict(set)
   for worker, module, test in re.findall(
