@@ -29,6 +29,10 @@ from records import storage
 NAME = '.launch.lock'
 LEASE_SECONDS = 300.0  # A lease not renewed for this long is taken to be its dead holder's.
 RENEW_SECONDS = 60.0
+# How long letting go waits for a renewal in flight (a store that stopped answering would hold
+# the launcher forever, its exit after SIGTERM too); a lease written after that names a process
+# that has ended, which the next launch takes over.
+RENEWAL_WAIT_SECONDS = 10.0
 COMMAND_CHARS = 300  # Of the holder's command line, in a refusal.
 
 
@@ -221,7 +225,7 @@ class _Lease:
   def release(self):
     self.stopped.set()
     if self.renewer is not None:
-      self.renewer.join()
+      self.renewer.join(RENEWAL_WAIT_SECONDS)
     if (self._read() or {}).get('token') == self.token:
       with contextlib.suppress(FileNotFoundError):
         storage.remove(self.path)

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -195,6 +196,33 @@ def test_an_object_store_lease_refuses_a_live_holder_and_takes_over_a_gone_one(c
     with experiment_lock.hold(experiment):
       assert json.loads(storage.read_text(path))['pid'] == os.getpid()
     assert why in capsys.readouterr().out
+
+
+def test_a_renewal_the_store_never_answers_does_not_hold_the_launch_on_its_way_out(monkeypatch):
+  """Letting go of a lease waits a bounded time for a renewal in flight, then goes: a store that
+  stopped answering held an s3:// launcher past SIGTERM (tests/test_object_stores.py)."""
+  experiment = f'memory://leases/{time.monotonic_ns()}/exp'
+  leases, renewing, answer = [], threading.Event(), threading.Event()
+  write = experiment_lock._Lease._write  # pylint: disable=protected-access
+
+  def unanswered(lease, holder):
+    if threading.current_thread() is not threading.main_thread():  # The renewer's.
+      leases.append(lease)
+      renewing.set()
+      answer.wait(60)
+    write(lease, holder)
+
+  monkeypatch.setattr(experiment_lock._Lease, '_write', unanswered)  # pylint: disable=protected-access
+  monkeypatch.setattr(experiment_lock, 'RENEW_SECONDS', 0.01)
+  monkeypatch.setattr(experiment_lock, 'RENEWAL_WAIT_SECONDS', 0.1)
+  with experiment_lock.hold(experiment):
+    assert renewing.wait(30), 'no renewal'
+  try:
+    assert leases[0].renewer.is_alive()  # Let go of while its renewal still waits.
+  finally:
+    answer.set()
+    leases[0].renewer.join(30)
+    storage.remove(storage.join(experiment, experiment_lock.NAME))
 
 
 @pytest.mark.slow
