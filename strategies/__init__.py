@@ -13,12 +13,13 @@ loading TensorFlow.
 
 import importlib
 import pkgutil
+import types
 
-from strategies._descriptor import ALL_REDUCE_CLUSTER  # noqa: F401
-from strategies._descriptor import MULTI_DEVICE  # noqa: F401
-from strategies._descriptor import ONE_DEVICE  # noqa: F401
-from strategies._descriptor import PARAMETER_SERVER_CLUSTER  # noqa: F401
-from strategies._descriptor import Descriptor  # noqa: F401
+from strategies._descriptor import ALL_REDUCE_CLUSTER as ALL_REDUCE_CLUSTER
+from strategies._descriptor import MULTI_DEVICE as MULTI_DEVICE
+from strategies._descriptor import ONE_DEVICE as ONE_DEVICE
+from strategies._descriptor import PARAMETER_SERVER_CLUSTER as PARAMETER_SERVER_CLUSTER
+from strategies._descriptor import Descriptor as Descriptor
 
 _MODULES = {
   m.name: importlib.import_module(f'{__name__}.{m.name}')
@@ -27,27 +28,28 @@ _MODULES = {
 }
 
 
-def names():
+def names() -> list[str]:
   return sorted(_MODULES)
 
 
-def get(name):
+def get(name: str) -> types.ModuleType:
   """The strategy's module: its `DESCRIPTOR` and `create`."""
   if name not in _MODULES:
     raise ValueError(f'unknown strategy {name!r}; choose from {", ".join(names())}')
   return _MODULES[name]
 
 
-def describe(name):
-  return get(name).DESCRIPTOR
+def describe(name: str) -> Descriptor:
+  descriptor: Descriptor = get(name).DESCRIPTOR
+  return descriptor
 
 
-def baseline():
+def baseline() -> str:
   """The name of the strategy whose descriptor says every other is measured against it."""
   [name] = [name for name in names() if describe(name).baseline]
   return name
 
 
-def module_names():
+def module_names() -> list[str]:
   """The modules' names, whose absl flags are the strategies' options."""
   return [module.__name__ for module in _MODULES.values()]

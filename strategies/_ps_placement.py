@@ -20,6 +20,12 @@ cnn_bn on 3 ps tasks (tests/test_prediction.py).
 """
 
 import math
+from collections.abc import Iterable
+from collections.abc import Iterator
+
+# (bytes, rows, kind) of a variable; (ps task, bytes, kind) of a variable or shard placed.
+Variable = tuple[float, int, str]
+Piece = tuple[int, float, str]
 
 # What a variable moves in a step: all of it (a dense gradient, and its value read back), the
 # rows of it a step looks up (an embedding table), or nothing (batch-norm statistics).
@@ -27,7 +33,7 @@ DENSE, SPARSE, FROZEN = 'dense', 'sparse', 'frozen'
 ROUND_ROBIN, GREEDY = 'round_robin', 'greedy'
 
 
-def shards(size, rows, num_ps, partitioner, min_shard_bytes):
+def shards(size: float, rows: int, num_ps: int, partitioner: str, min_shard_bytes: float) -> int:
   """Into how many shards `partitioner` splits a variable of `size` bytes and `rows` rows."""
   if partitioner == 'none' or rows < 2:
     return 1
@@ -35,7 +41,13 @@ def shards(size, rows, num_ps, partitioner, min_shard_bytes):
   return max(1, min(rows, num_ps, wanted))
 
 
-def pieces(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
+def pieces(
+  variables: Iterable[Variable],
+  num_ps: int,
+  partitioner: str,
+  min_shard_bytes: float,
+  rule: str = ROUND_ROBIN,
+) -> Iterator[Piece]:
   """(ps task, bytes, kind) of each variable or shard, in creation order: `variables` are
   (bytes, rows, kind); a shard holds its share of rows."""
   held = [0.0] * num_ps
@@ -50,7 +62,13 @@ def pieces(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
       turn += 1
 
 
-def loads(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
+def loads(
+  variables: Iterable[Variable],
+  num_ps: int,
+  partitioner: str,
+  min_shard_bytes: float,
+  rule: str = ROUND_ROBIN,
+) -> tuple[list[float], dict[str, list[float]]]:
   """([bytes held], {kind: [bytes moved]}) of each ps task."""
   held, moved = [0.0] * num_ps, {kind: [0.0] * num_ps for kind in (DENSE, SPARSE)}
   for task, size, kind in pieces(variables, num_ps, partitioner, min_shard_bytes, rule):
@@ -60,7 +78,14 @@ def loads(variables, num_ps, partitioner, min_shard_bytes, rule=ROUND_ROBIN):
   return held, moved
 
 
-def large(variables, num_ps, partitioner, min_shard_bytes, rule, threshold):
+def large(
+  variables: Iterable[Variable],
+  num_ps: int,
+  partitioner: str,
+  min_shard_bytes: float,
+  rule: str,
+  threshold: float,
+) -> list[float]:
   """Bytes of each ps task's dense variables and shards of at least `threshold` bytes: what it
   moves in transfers that large, one transfer a piece."""
   out = [0.0] * num_ps

@@ -1,12 +1,21 @@
 """CentralStorageStrategy: variables live on one device, computation is mirrored on all."""
 
+import typing
+
 from absl import flags
 
 import strategies
 from strategies import _alpha_beta
+from strategies._cost_inputs import Cost
+from strategies._cost_inputs import Hardware
+from strategies._cost_inputs import Options
+from strategies._cost_inputs import Work
+
+if typing.TYPE_CHECKING:
+  import tensorflow as tf
 
 
-def _communication(n, work, hw, options):
+def _communication(n: int, work: Work, hw: Hardware, options: Options) -> Cost:
   """Every device sends its gradients to the parameter device and reads the variables back:
   on a GPU through that GPU's links; on the CPU through the devices' PCIe links (shared behind
   a switch) or host memory, whichever is slower."""
@@ -18,7 +27,7 @@ def _communication(n, work, hw, options):
   return _alpha_beta.through_host(n, both, hw), {}
 
 
-def _resolved_options(options, gpus):
+def _resolved_options(options: Options, gpus: int) -> dict[str, str]:
   """Empty: CentralStorageStrategy's choice, the one GPU if there is exactly one, else the CPU."""
   if options.get('parameter_device') != '':
     return {}
@@ -46,7 +55,7 @@ flags.DEFINE_string(
 )
 
 
-def create(devices, options):
+def create(devices: list[str], options: Options) -> 'tf.distribute.Strategy':
   import tensorflow as tf
 
   parameter_device = options['parameter_device'] or None

@@ -1,12 +1,21 @@
 """MirroredStrategy: synchronous data parallelism, one variable copy per device, all-reduce."""
 
+import typing
+
 from absl import flags
 
 import strategies
 from strategies import _alpha_beta
+from strategies._cost_inputs import Cost
+from strategies._cost_inputs import Hardware
+from strategies._cost_inputs import Options
+from strategies._cost_inputs import Work
+
+if typing.TYPE_CHECKING:
+  import tensorflow as tf
 
 
-def _communication(n, work, hw, options):
+def _communication(n: int, work: Work, hw: Hardware, options: Options) -> Cost:
   """A ring all-reduce at the node's NCCL-tests bus bandwidth; reduction_to_one_device: every
   gradient into one device and the sums back out, through that device's links."""
   if options['cross_device_ops'] != 'reduction_to_one_device':
@@ -18,7 +27,7 @@ def _communication(n, work, hw, options):
   return {'device link': into_one + 2 * hw.link_latency_us * 1e-6}, {}
 
 
-def _resolved_options(options, gpus):
+def _resolved_options(options: Options, gpus: int) -> dict[str, str]:
   """auto: TensorFlow's select_cross_device_ops, NCCL among GPUs, else through one device."""
   if options.get('cross_device_ops') != 'auto':
     return {}
@@ -45,7 +54,7 @@ flags.DEFINE_integer(
 )
 
 
-def create(devices, options):
+def create(devices: list[str], options: Options) -> 'tf.distribute.Strategy':
   import tensorflow as tf
 
   choice = options['cross_device_ops']

@@ -5,11 +5,19 @@ On CPUs each worker is one replica; with GPUs, each worker mirrors over its GPUs
 """
 
 import dataclasses
+import typing
 
 from absl import flags
 
 import strategies
 from strategies import _alpha_beta
+from strategies._cost_inputs import Cost
+from strategies._cost_inputs import Hardware
+from strategies._cost_inputs import Options
+from strategies._cost_inputs import Work
+
+if typing.TYPE_CHECKING:
+  import tensorflow as tf
 
 flags.DEFINE_enum(
   'communication',
@@ -19,7 +27,7 @@ flags.DEFINE_enum(
 )
 
 
-def _communication(n, work, hw, options):
+def _communication(n: int, work: Work, hw: Hardware, options: Options) -> Cost:
   """Hierarchical: a ring in each node at its bus bandwidth, a ring of the nodes through all
   their NICs, each node standing for its devices (the dense sum, and their sparse rows);
   --communication=ring across nodes: one flat ring through one NIC."""
@@ -41,7 +49,7 @@ def _communication(n, work, hw, options):
   }, {}
 
 
-def _resolved_options(options, gpus):
+def _resolved_options(options: Options, gpus: int) -> dict[str, str]:
   """auto: the collectives' AUTO, NCCL among GPUs, else the gRPC ring."""
   if options.get('communication') != 'auto':
     return {}
@@ -57,7 +65,7 @@ DESCRIPTOR = strategies.Descriptor(
 )
 
 
-def create(devices, options):
+def create(devices: list[str], options: Options) -> 'tf.distribute.Strategy':
   import tensorflow as tf
 
   if options['communication'] == 'nccl' and not any('GPU' in d.upper() for d in devices):

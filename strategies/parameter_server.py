@@ -7,12 +7,20 @@ the ps tasks; training/shards.py hands the optimizer the shards, each updated on
 """
 
 import math
+import typing
 
 from absl import flags
 
 import strategies
 from strategies import _alpha_beta
 from strategies import _ps_placement
+from strategies._cost_inputs import Cost
+from strategies._cost_inputs import Hardware
+from strategies._cost_inputs import Options
+from strategies._cost_inputs import Work
+
+if typing.TYPE_CHECKING:
+  import tensorflow as tf
 
 # Elementwise updates: a shard's update is the whole variable's on the shard's rows.
 SHARDABLE_OPTIMIZERS = ('sgd', 'momentum', 'adam')
@@ -54,7 +62,7 @@ TF1_GRPC_LARGE_MESSAGE_BYTES, TF1_GRPC_LARGE_MESSAGE_GBPS = 128e6, 0.569
 GRPC_THREAD = 'large tensors through one gRPC thread'
 
 
-def _refuse(config):
+def _refuse(config: typing.Any) -> str | None:
   """A partitioner needs ps tasks to split over, and an optimizer whose update of a shard is
   its update of the whole variable on those rows."""
   options = config.distribution.options
@@ -77,7 +85,7 @@ def _refuse(config):
   return None
 
 
-def _communication(n, work, hw, options):
+def _communication(n: int, work: Work, hw: Hardware, options: Options) -> Cost:
   """Each worker pulls the variables and pushes its gradients, one after the other; each ps
   task carries every worker's share of what it holds, placed as TensorFlow places it
   (strategies/_ps_placement.py), its pulls and pushes on the two directions of its links (one
@@ -143,7 +151,9 @@ def _communication(n, work, hw, options):
   return stages, notes
 
 
-def _placement(work, options):
+def _placement(
+  work: Work, options: Options
+) -> tuple[tuple[_ps_placement.Variable, ...], int, str, float, str]:
   """The arguments of strategies/_ps_placement.py's rules for this run: its variables, ps
   tasks, partitioner, and `ps_placement` (not a flag; 'greedy' places as TensorFlow 1 did, for
   the published rows prediction/validation.py checks)."""
@@ -156,7 +166,7 @@ def _placement(work, options):
   )
 
 
-def _grpc_thread_seconds(work, options, workers):
+def _grpc_thread_seconds(work: Work, options: Options, workers: int) -> tuple[float, list[float]]:
   """(a worker's, [each ps task's]) seconds of large tensors through one gRPC thread (TF1_GRPC,
   above): a worker's pulls of them, a ps task's `workers` gradients of those it holds."""
   num_ps = options['num_ps']
@@ -169,7 +179,7 @@ def _grpc_thread_seconds(work, options, workers):
   ]
 
 
-def _per_task(work, options):
+def _per_task(work: Work, options: Options) -> tuple[list[float], list[float], list[float]]:
   """([bytes pulled], [bytes pushed], [share of the step's bytes]) of each ps task, per
   worker and step: the dense part spread as the variables are placed, an embedding table's
   rows as its shards hold it; without the variables' sizes (a card from before they were
@@ -188,7 +198,7 @@ def _per_task(work, options):
   return pulls, pushes, [(p + q) / total if total else 1 / num_ps for p, q in zip(pulls, pushes)]
 
 
-def _instead(options):
+def _instead(options: Options) -> dict[str, Options]:
   """What else the report predicts when a ps task's links bound the step: shards over the
   same ps tasks, and twice the ps tasks."""
   instead = {f'--num_ps={2 * options["num_ps"]}': {'num_ps': 2 * options['num_ps']}}
@@ -219,13 +229,13 @@ DESCRIPTOR = strategies.Descriptor(
 )
 
 
-def create(devices, options):
+def create(devices: list[str], options: Options) -> 'tf.distribute.Strategy':
   del devices  # The workers' devices are their own; the coordinator computes nothing.
   import tensorflow as tf
 
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   num_ps = len(resolver.cluster_spec().as_dict().get('ps', []))
-  partitioner = {
+  partitioners: dict[str, typing.Callable[[], typing.Any]] = {
     'none': lambda: None,
     'min_size': lambda: tf.distribute.experimental.partitioners.MinSizePartitioner(
       min_shard_bytes=MIN_SHARD_BYTES, max_shards=num_ps
@@ -233,5 +243,6 @@ def create(devices, options):
     'fixed_shards': lambda: tf.distribute.experimental.partitioners.FixedShardsPartitioner(
       num_shards=num_ps
     ),
-  }[options['variable_partitioner']]()
+  }
+  partitioner = partitioners[options['variable_partitioner']]()
   return tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
