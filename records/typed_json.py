@@ -84,7 +84,12 @@ def from_json(hint, value, where=''):
   if dataclasses.is_dataclass(hint):
     return _dataclass(hint, value, where)
   if origin in (typing.Union, types.UnionType):
-    for argument in arguments:
+    if value is None and type(None) in arguments:
+      return None
+    others = [argument for argument in arguments if argument is not type(None)]
+    if len(others) == 1 and not (value is None or others[0] in SIMPLE):
+      return from_json(others[0], value, where)  # What is wrong inside it, said.
+    for argument in others:
       try:
         return from_json(argument, value, where)
       except Mismatch:
