@@ -8,8 +8,8 @@ the cross-entropy to logits; a model ending in a softmax is told by its outputs 
 their log, see docs/own-model.md). It is called inside each strategy's scope, in every process that
 trains, so it must build the same model every time. This one is a small residual MLP for
 feature vectors, such as the tabular data of my_data.py, with dropout, as most models have
-(random layers need care under some strategies: the test that trains this file under all five
-strategies is what keeps them working).
+(random layers need care under some strategies: tests/test_user_code.py trains this file under
+the single-process ones, tests/test_example_jobs.py examples with dropout under the clusters).
 """
 
 import keras

@@ -554,12 +554,15 @@ def test_the_examples_keep_their_contract(module, tmp_path):
 
 
 # The variants of one experiment (one launcher and one report) that the two tests below read:
-# the examples' model and data (3 epochs), and a subclassed model on the same data, recorded as
-# any other (its checkpoints, model card, gradient noise scale and breakdown). In an experiment
-# named in Cyrillic, which every task's paths carry; letters of any script name an experiment.
+# the examples' model and data (3 epochs) under the single-process strategies, and a subclassed
+# model on the same data under all five, recorded as any other (its checkpoints, model card,
+# gradient noise scale and breakdown), so a cluster's tasks import the user's code from the
+# user's directory too. In an experiment named in Cyrillic, which every task's paths carry;
+# letters of any script name an experiment.
 EXPERIMENT = 'ёжик'
+MINE = ('one_device', 'mirrored', 'central_storage')
 USERS_VARIANTS = {
-  'mine': '--model=my_model:build --epochs=3 --nobreakdown',
+  'mine': f'--model=my_model:build --epochs=3 --nobreakdown --strategies={",".join(MINE)}',
   # One step per execution: executions after the first time the step the breakdown needs.
   'own': (
     '--model=own_models:subclassed --epochs=1 --steps_per_epoch=4 --batch_size=16 '
@@ -598,16 +601,20 @@ def users_project(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_user_model_and_dataset_outside_the_repository_train_under_every_strategy(
-  users_project, tmp_path
-):
+def test_a_user_model_and_dataset_outside_the_repository_train_and_learn(users_project, tmp_path):
+  """examples/my_model.py (with dropout, a random layer) learns under the single-process
+  strategies, central_storage's seed state among them. Under the cluster strategies: the
+  subclassed model of the next test trains from the same directory, examples with dropout train
+  in tests/test_example_jobs.py (structured_data under multi_worker_mirrored, text_classification
+  under parameter_server), and the default cnn learns in tests/test_run_multi_worker.py's
+  test_local_cluster_trains_both_strategies."""
   from tests.conftest import read_result
   from tests.conftest import run_py
   from tests.test_bad_input import assert_one_line_error
 
   project, experiment, proc = users_project
   assert proc.returncode == 0, proc.stderr[-3000:]
-  for strategy in strategies.names():
+  for strategy in MINE:
     result = read_result(experiment / f'mine-{strategy}')
     assert result['model'] == 'my_model:build' and result['dataset'] == 'my_data:load'
     assert result['status'] == 'complete' and result['epochs'] == 3
@@ -675,6 +682,7 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
   import tensorflow as tf
 
   from training import refused_values
+  from records import run_directory
   from training import run_errors
 
   table = tf.zeros([64, 4])
@@ -688,7 +696,7 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
     data=definitions.Data('tok:load'),
     run_dir=str(tmp_path / 'one_device'),
   )
-  message = str(run_errors.rejected(config, error))
+  message = str(run_errors.rejected(config, run_directory.RunDirectory(config.run_dir), error))
   assert message.startswith(
     f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
     'indices[1] = 100 is not in [0, 64) (at GatherV2)'
@@ -701,7 +709,7 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
     ':UNKNOWN:Error received from peer  {grpc_status:3, grpc_message:" indices[10,3] = 100 is '
     'not in [0, 64)\\n\\t [[{{node while/embedding/GatherV2}}]]"} [Op:__inference_steps_1038]',
   )
-  assert str(run_errors.rejected(config, remote)).startswith(
+  assert str(run_errors.rejected(config, run_directory.RunDirectory(config.run_dir), remote)).startswith(
     f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
     'indices[10,3] = 100 is not in [0, 64) (at while/embedding/GatherV2); '
   )
