@@ -15,15 +15,16 @@ Every other field lay at the top under its own name, as it is.
 
 import dataclasses
 import typing
+from typing import Any
 
 LAYOUT = 'flat_layout'
 SPREAD = {LAYOUT: 'spread'}
 PREFIXED = {LAYOUT: 'prefixed'}
 
 
-def flatten(record):
+def flatten(record: Any) -> dict[str, Any]:
   """The record (a dataclass) in the flat layout, as JSON values."""
-  flat = {}
+  flat: dict[str, Any] = {}
   for field in dataclasses.fields(record):
     value, how = getattr(record, field.name), field.metadata.get(LAYOUT)
     if how == 'spread' and dataclasses.is_dataclass(value):
@@ -39,7 +40,7 @@ def flatten(record):
   return flat
 
 
-def unflatten(cls, flat, ignored=()):
+def unflatten(cls: type, flat: dict[str, Any], ignored: tuple[str, ...] = ()) -> dict[str, Any]:
   """The JSON object of a `cls` record of the flat object `flat`, for typed_json.from_json:
   every field where it lay (a field it lacks left out: its default); `ignored` names fields
   of the flat layout that have no place in the record."""
@@ -52,7 +53,7 @@ def unflatten(cls, flat, ignored=()):
   return _unflatten(cls, flat, rest)
 
 
-def _unflatten(cls, flat, rest):
+def _unflatten(cls: type, flat: dict[str, Any], rest: dict[str, Any]) -> dict[str, Any]:
   hints, found = typing.get_type_hints(cls), {}
   for field in dataclasses.fields(cls):
     how, group = field.metadata.get(LAYOUT), _group(hints[field.name])
@@ -76,7 +77,7 @@ def _unflatten(cls, flat, rest):
   return found
 
 
-def leaves(cls, path=()):
+def leaves(cls: type, path: tuple[str, ...] = ()) -> list[tuple[str, tuple[str, ...], Any]]:
   """(flat name, its path in the record, its type hint) of every field that lay at the top
   under its own name."""
   hints, found = typing.get_type_hints(cls), []
@@ -89,7 +90,7 @@ def leaves(cls, path=()):
   return found
 
 
-def prefixes(cls):
+def prefixes(cls: type) -> list[tuple[str, tuple[str, str]]]:
   """(prefix, path) of the PREFIXED groups' fields: ('final_train_', ('final', 'train'))."""
   hints = typing.get_type_hints(cls)
   return [
@@ -100,17 +101,17 @@ def prefixes(cls):
   ]
 
 
-def _prefixed(cls, name):
+def _prefixed(cls: type, name: str) -> bool:
   return any(name.startswith(prefix) for prefix, _ in prefixes(cls))
 
 
-def _group(hint):
+def _group(hint: Any) -> Any:
   """The dataclass of a field's hint (`Group` or `Group | None`), or None."""
   found = [h for h in (hint, *typing.get_args(hint)) if dataclasses.is_dataclass(h)]
   return found[0] if found else None
 
 
-def _json(value):
+def _json(value: Any) -> Any:
   """A record's value as JSON holds it: dataclasses as objects, tuples as arrays."""
   if dataclasses.is_dataclass(value):
     return {field.name: _json(getattr(value, field.name)) for field in dataclasses.fields(value)}

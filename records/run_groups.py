@@ -14,7 +14,12 @@ from records.flat_layout import SPREAD
 Number = float | None  # A measured value; None where not measured, or not finite.
 
 
-def field(doc=None, layout=None, default=None, factory=None):
+def field(
+  doc: str | None = None,
+  layout: dict[str, str] | None = None,
+  default: Any = None,
+  factory: typing.Callable[[], Any] | None = None,
+) -> Any:
   """A record's field: its description, where it lay in the flat layout, its default."""
   metadata = {**({'doc': doc} if doc else {}), **(layout or {})}
   if factory is not None:

@@ -14,6 +14,7 @@ before versions, into the nested record. A field a file lacks reads as its defau
 import dataclasses
 import json
 import typing
+from typing import Any
 
 from records import files
 from records import flat_layout
@@ -32,6 +33,7 @@ VERSION = schemas.VERSIONS[NAME]
 # Names of version 1 with no place in the record: its version, the nulls' origins (written
 # again), and the names deprecated in version 1 (records/results.py's OLD_NAMES).
 IGNORED = (schemas.KEY, files.NON_FINITE, *results.OLD_NAMES)
+Group = typing.TypeVar('Group')
 
 
 @dataclasses.dataclass
@@ -67,7 +69,7 @@ class RunRecord:
   )
   tensorboard: groups.TensorBoard = field(layout=SPREAD, factory=groups.TensorBoard)
 
-  def lacking(self):
+  def lacking(self) -> list[str]:
     """The names of the fields that place a run among others (IDENTITY) that it lacks: a
     record without them is not a run's."""
     return [name for name in IDENTITY if getattr(self.setup, name) is None]
@@ -77,20 +79,21 @@ class RunRecord:
 IDENTITY = ('strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_size')
 
 
-def part(cls, value):
+def part(cls: type[Group], value: dict[str, Any] | None) -> Group | None:
   """A group of the record of the JSON object a producer gives (a dict), or None for None."""
   return None if value is None else typed_json.from_json(cls, value, cls.__name__)
 
 
-def of_json(document):
+def of_json(document: dict[str, Any]) -> RunRecord:
   """The record of result.json's content, of any version; typed_json.Mismatch, saying where,
   for a value of another kind."""
   if schemas.version(document) < 2:
     document = flat_layout.unflatten(RunRecord, document, IGNORED)
-  return typed_json.from_json(RunRecord, document)
+  record: RunRecord = typed_json.from_json(RunRecord, document)
+  return record
 
 
-def load(path, fix='remove it and run the command that wrote it again'):
+def load(path: str, fix: str = 'remove it and run the command that wrote it again') -> RunRecord:
   """The record in result.json at `path` (a path or URL); files.Damaged, naming it and `fix`,
   when it cannot be read, holds no JSON object, or holds a value of another kind."""
   try:
@@ -99,20 +102,21 @@ def load(path, fix='remove it and run the command that wrote it again'):
     raise files.Damaged(f'{path} is not a run record of this program ({e}); {fix}') from None
 
 
-def document(record):
+def document(record: RunRecord) -> dict[str, Any]:
   """result.json's content: the record's groups, versioned, and for one version each field
   under its name of version 1 too."""
-  return schemas.stamp(NAME, {**flat(record), **typed_json.to_json(record)})
+  stamped: dict[str, Any] = schemas.stamp(NAME, {**flat(record), **typed_json.to_json(record)})
+  return stamped
 
 
-def flat(record):
+def flat(record: Any) -> dict[str, Any]:
   """The record as version 1 held it, one flat object: the names its readers knew."""
   return flat_layout.flatten(record)
 
 
-def schema():
+def schema() -> dict[str, Any]:
   """result.json's JSON Schema (draft 2020-12), generated from the record's dataclasses."""
-  definitions = {}
+  definitions: dict[str, typed_json.Json] = {}
   typed_json.schema(RunRecord, definitions)
   record = definitions.pop(RunRecord.__name__)
   properties = {
@@ -152,7 +156,7 @@ def schema():
   }
 
 
-def _deprecated(path):
+def _deprecated(path: tuple[str, ...]) -> str:
   return (
     f'Deprecated (schema_version {VERSION} only; dropped in {VERSION + 1}): '
     f'the flat name of version 1; read `{".".join(path)}`.'

@@ -10,6 +10,9 @@ and nested dataclasses. A field's `metadata['doc']` is its schema's description.
 import dataclasses
 import types
 import typing
+from typing import Any
+
+Json = dict[str, Any]  # A JSON object, as json.load gives it.
 
 SIMPLE = {bool: 'boolean', int: 'integer', float: 'number', str: 'string', type(None): 'null'}
 
@@ -18,7 +21,7 @@ class Mismatch(ValueError):
   """A JSON value that is not what the record's type hints say: `where` it lies, what."""
 
 
-def schema(hint, definitions):
+def schema(hint: Any, definitions: dict[str, Json]) -> Json:
   """The JSON Schema of values of `hint`; each dataclass's own schema added to `definitions`
   ({name: schema}) and referred to by name."""
   origin, arguments = typing.get_origin(hint), typing.get_args(hint)
@@ -26,7 +29,7 @@ def schema(hint, definitions):
     return {}
   if hint in SIMPLE:
     return {'type': SIMPLE[hint]}
-  if dataclasses.is_dataclass(hint):
+  if isinstance(hint, type) and dataclasses.is_dataclass(hint):
     if hint.__name__ not in definitions:
       definitions[hint.__name__] = {}  # Claimed first: a type may hold itself.
       definitions[hint.__name__] = _object(hint, definitions)
@@ -48,11 +51,11 @@ def schema(hint, definitions):
   raise TypeError(f'no JSON Schema for {hint!r}')
 
 
-def _object(cls, definitions):
+def _object(cls: type, definitions: dict[str, Json]) -> Json:
   """A dataclass's schema: every field required (its writer writes them all); fields it does
   not know allowed (a newer version's, read by name)."""
   hints = typing.get_type_hints(cls)
-  properties = {}
+  properties: dict[str, Json] = {}
   for field in dataclasses.fields(cls):
     properties[field.name] = schema(hints[field.name], definitions)
     if 'doc' in field.metadata:
@@ -61,13 +64,13 @@ def _object(cls, definitions):
   return {'description': _doc(cls), **found} if _doc(cls) else found
 
 
-def _doc(cls):
+def _doc(cls: type) -> str:
   """A dataclass's own docstring, on one line; '' for the one dataclasses makes up."""
   text = cls.__doc__ or ''
   return '' if text.startswith(f'{cls.__name__}(') else ' '.join(text.split())
 
 
-def from_json(hint, value, where=''):
+def from_json(hint: Any, value: Any, where: str = '') -> Any:
   """`value` (as json.load gives it) as `hint` says: a dataclass built from an object (its
   fields the object lacks take their defaults, those it does not know are ignored), a tuple
   from an array; Mismatch naming where, for a value of another kind."""
@@ -81,7 +84,7 @@ def from_json(hint, value, where=''):
     ):
       return value
     raise _mismatch(where, value, SIMPLE[hint])
-  if dataclasses.is_dataclass(hint):
+  if isinstance(hint, type) and dataclasses.is_dataclass(hint):
     return _dataclass(hint, value, where)
   if origin in (typing.Union, types.UnionType):
     if value is None and type(None) in arguments:
@@ -112,7 +115,7 @@ def from_json(hint, value, where=''):
   raise TypeError(f'no JSON reading for {hint!r}')
 
 
-def _dataclass(cls, value, where):
+def _dataclass(cls: type, value: Any, where: str) -> Any:
   if not isinstance(value, dict):
     raise _mismatch(where, value, 'object')
   hints, fields = typing.get_type_hints(cls), dataclasses.fields(cls)
@@ -128,24 +131,24 @@ def _dataclass(cls, value, where):
   )
 
 
-def _required(field):
+def _required(field: dataclasses.Field[Any]) -> bool:
   return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
 
 
-def to_json(record):
+def to_json(record: Any) -> Json:
   """The record (a dataclass) as JSON values: objects, arrays, numbers, text."""
   return dataclasses.asdict(record)
 
 
-def _at(where, name):
+def _at(where: str, name: object) -> str:
   return f'{where}.{name}' if where else str(name)
 
 
-def _name(hint):
+def _name(hint: Any) -> str:
   return SIMPLE.get(hint) or getattr(hint, '__name__', None) or str(hint)
 
 
-def _mismatch(where, value, expected):
+def _mismatch(where: str, value: Any, expected: str) -> Mismatch:
   found = 'null' if value is None else SIMPLE.get(type(value), type(value).__name__)
   if isinstance(value, list):
     found = 'array'

@@ -37,7 +37,7 @@ def read(run_dir, name=None):
   if missing:
     raise files.Damaged(f'{path} lacks {", ".join(missing)}, which the report reads; {fix}')
   history, complete = record.history, record.status == 'complete'
-  epochs = record.setup.epochs
+  epochs = record.setup.epochs or 0  # Not None: read above.
   # The per-epoch series a finished run has one value of for every epoch.
   every = {
     'throughput': history.epoch_examples_per_second,
