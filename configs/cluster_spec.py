@@ -7,13 +7,21 @@ TF_CONFIG is what Kubeflow's TFJob, Slurm scripts or a hand-run ssh session set 
 """
 
 import json
+from collections.abc import Callable
+from typing import Any
+
+# {job: (least, most) tasks} of a strategy's cluster (most None: no bound); {job: addresses}.
+JobBounds = dict[str, tuple[int, int | None]]
+Cluster = dict[str, list[str]]
+# A strategy's local cluster, {job: tasks}, for (num_workers, its options).
+LocalJobs = Callable[[int, dict[str, Any]], dict[str, int]]
 
 
 class ClusterError(ValueError):
   """TF_CONFIG or a peer is not as the strategy needs it; the message says what to fix."""
 
 
-def parse(text, jobs):
+def parse(text: str, jobs: JobBounds) -> dict[str, Any]:
   """Validates a TF_CONFIG string for a strategy whose cluster holds `jobs`, {job: (least,
   most)} tasks (most None: no bound); returns it. Checked before any server starts: a task
   of a cluster its strategy cannot use would otherwise wait for peers that never come."""
@@ -69,10 +77,10 @@ def parse(text, jobs):
   return config
 
 
-def needs(jobs):
+def needs(jobs: JobBounds) -> str:
   """'exactly 1 chief, at least 1 worker and at least 1 ps task' for {job: (least, most)}."""
 
-  def count(least, most):
+  def count(least: int, most: int | None) -> str:
     if least == most:
       return f'exactly {least}'
     if most is None:
@@ -83,7 +91,7 @@ def needs(jobs):
   return (', '.join(parts[:-1]) + ' and ' if len(parts) > 1 else '') + f'{parts[-1]} task(s)'
 
 
-def _check_address(job, address):
+def _check_address(job: str, address: object) -> None:
   host, _, port = str(address).rpartition(':')
   if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
     raise ClusterError(f'TF_CONFIG address {address!r} of job "{job}" is not host:port')
@@ -93,12 +101,12 @@ class TooFewTasks(ValueError):
   """A launcher started fewer tasks than the strategy's cluster needs; `least` tasks would do,
   `parts` says what they are ('1 chief, 2 ps and 1 worker')."""
 
-  def __init__(self, least, parts):
+  def __init__(self, least: int, parts: str) -> None:
     super().__init__(f'needs at least {least} tasks ({parts})')
     self.least, self.parts = least, parts
 
 
-def fill(local_jobs, options, num_tasks):
+def fill(local_jobs: LocalJobs, options: dict[str, Any], num_tasks: int) -> dict[str, int]:
   """{job: tasks} of a cluster of `num_tasks` tasks a launcher started (srun, mpirun) for a
   strategy whose local cluster is `local_jobs(num_workers, options)`: its other jobs as there,
   every remaining task a worker; TooFewTasks when not even one is left."""
@@ -109,30 +117,30 @@ def fill(local_jobs, options, num_tasks):
   return {**others, 'worker': num_tasks - sum(others.values())}
 
 
-def in_rank_order(jobs):
+def in_rank_order(jobs: dict[str, int]) -> list[tuple[str, int]]:
   """Every task of `jobs` ({job: count}) as (job, index), in the order a launcher's ranks take
   them: the jobs by name (chief, ps, worker), as SlurmClusterResolver orders them."""
   return [(job, i) for job in sorted(jobs) for i in range(jobs[job])]
 
 
-def text(cluster, task_type, index):
+def text(cluster: Cluster, task_type: str, index: int) -> str:
   """The TF_CONFIG of task `index` of job `task_type` of `cluster`."""
   return json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})
 
 
-def tasks(cluster):
+def tasks(cluster: Cluster) -> list[tuple[str, int, str]]:
   """Every task of the cluster as (job, index, name), e.g. ('worker', 1, 'worker-1')."""
   return [
     (job, i, f'{job}-{i}') for job, addresses in cluster.items() for i in range(len(addresses))
   ]
 
 
-def chief(cluster):
+def chief(cluster: Cluster) -> tuple[str, int]:
   """The task that writes results: the chief, or worker 0 where there is no chief."""
   return ('chief', 0) if 'chief' in cluster else ('worker', 0)
 
 
-def writes(tf_config):
+def writes(tf_config: dict[str, Any] | None) -> bool:
   """Whether the task of `tf_config` (a parsed TF_CONFIG; None for a process that is the whole
   run) is the one that writes the run's records and holds the experiment's lock."""
   if not tf_config:

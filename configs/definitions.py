@@ -10,6 +10,8 @@ without loading it.
 import dataclasses
 import math
 import typing
+from collections.abc import Callable
+from typing import Any
 
 import models
 import strategies
@@ -30,7 +32,7 @@ class Data:
   download: bool = True
   # The dataset's own (its module's HYPERPARAMETERS, declarations/), by name; those not
   # given take their declared defaults.
-  hyperparameters: dict = dataclasses.field(default_factory=dict)
+  hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +42,7 @@ class Model:
   ghost_batch_size: int = 0
   bn_momentum: float = 0.99
   # The model's own, as Data's: the keyword arguments of its `build`.
-  hyperparameters: dict = dataclasses.field(default_factory=dict)
+  hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +73,7 @@ class Performance:
   steps_per_execution: int = 10
   jit_compile: bool = False
   mixed_precision: str = 'float32'  # a Keras dtype policy
-  profile_steps: tuple = ()  # (first, last) training steps to trace, or ()
+  profile_steps: tuple[int, ...] = ()  # (first, last) training steps to trace, or ()
   intra_op_threads: int | None = None  # None: not given (0: TensorFlow's choice)
   inter_op_threads: int | None = None
   breakdown: bool = True  # where a step's time goes: its parts timed after training
@@ -92,12 +94,12 @@ class Distribution:
   strategy: str = strategies.baseline()
   num_replicas: int = 0  # local devices of a multi-device strategy (0: all, or 2 CPUs)
   num_workers: int = 2  # computing tasks of a cluster strategy
-  options: dict = dataclasses.field(default_factory=dict)  # the strategy module's own flags
+  options: dict[str, Any] = dataclasses.field(default_factory=dict)  # the strategy's own flags
   startup_timeout: float = 300.0
   gpus_per_worker: int | None = None  # a local cluster's; None: the GPUs split evenly
 
   @property
-  def descriptor(self):
+  def descriptor(self) -> strategies.Descriptor:
     return strategies.describe(self.strategy)
 
 
@@ -126,10 +128,10 @@ class RunConfig:
   performance: Performance = Performance()
   checkpoints: Checkpointing = Checkpointing()
   distribution: Distribution = Distribution()
-  flags: dict = dataclasses.field(default_factory=dict)  # the flags that made it, as given
+  flags: dict[str, Any] = dataclasses.field(default_factory=dict)  # the flags that made it
 
   @property
-  def model_sizes(self):
+  def model_sizes(self) -> dict[str, Any]:
     """{size: value} of the model's hyperparameters (its `build`'s keyword arguments, their
     defaults where not given): what distinguishes one transformer from another. Tuples as JSON
     holds them (lists): resumes compare."""
@@ -137,7 +139,7 @@ class RunConfig:
     values = {name: declared[name]['default'] for name in declared} | self.model.hyperparameters
     return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}
 
-  def validate(self):
+  def validate(self) -> 'RunConfig':
     """Raises ConfigError for a run that cannot work as configured; returns the config."""
     for check in _CHECKS:
       message = check(self)
@@ -145,11 +147,11 @@ class RunConfig:
         raise ConfigError(message)
     return self
 
-  def to_json(self):
+  def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
 
   @classmethod
-  def from_json(cls, saved):
+  def from_json(cls, saved: dict[str, Any]) -> 'RunConfig':
     return _from_dict(cls, saved)
 
 
@@ -158,7 +160,7 @@ class Experiment:
   """An experiment: its runs, in order, and how the launcher treats them."""
 
   directory: str
-  runs: tuple
+  runs: tuple['RunConfig', ...]
   logdir: str = 'runs'
   target: str = RunConfig.target
   idle_timeout: float = 900.0
@@ -177,10 +179,10 @@ class Prediction:
   that figure was measured at, as --model and its flags describe it)."""
 
   directory: str
-  hardware: tuple
-  num_devices: tuple
-  strategies: tuple
-  options: dict  # The strategies' flags that change how bytes move.
+  hardware: tuple[str, ...]
+  num_devices: tuple[int, ...]
+  strategies: tuple[str, ...]
+  options: dict[str, Any]  # The strategies' flags that change how bytes move.
   run: RunConfig | None = None
   device_examples_per_second: float = 0.0
   per_device_batch: int = 0  # 0: the experiment's one_device batch.
@@ -190,7 +192,13 @@ class Prediction:
   tf32: bool = True  # float32 matrix work as TF32 where the device has it (--tf32).
 
 
-def _from_dict(cls, saved):
+if typing.TYPE_CHECKING:
+  from _typeshed import DataclassInstance
+
+_Config = typing.TypeVar('_Config', bound='DataclassInstance')
+
+
+def _from_dict(cls: type[_Config], saved: dict[str, Any]) -> _Config:
   hints = typing.get_type_hints(cls)
   values = {}
   for field in dataclasses.fields(cls):
@@ -198,8 +206,8 @@ def _from_dict(cls, saved):
       continue
     value, kind = saved[field.name], hints[field.name]
     if dataclasses.is_dataclass(kind):
-      value = _from_dict(kind, value)
-    elif kind is tuple:
+      value = _from_dict(typing.cast('type[DataclassInstance]', kind), value)
+    elif typing.get_origin(kind) is tuple:
       value = tuple(value)
     elif field.name == 'hyperparameters':  # Comma-list hyperparameters are tuples.
       value = {name: tuple(v) if isinstance(v, list) else v for name, v in value.items()}
@@ -207,8 +215,10 @@ def _from_dict(cls, saved):
   return cls(**values)
 
 
-def _in(low, high, closed_low=True, closed_high=False):
-  def check(value):
+def _in(
+  low: float, high: float, closed_low: bool = True, closed_high: bool = False
+) -> tuple[Callable[[float], bool], str]:
+  def check(value: float) -> bool:
     return (low <= value if closed_low else low < value) and (
       value <= high if closed_high else value < high
     )
@@ -227,7 +237,7 @@ _RANGES = {
 }
 
 
-def _ranges(config):
+def _ranges(config: RunConfig) -> str | None:
   for (group, name), (inside, interval) in _RANGES.items():
     value = getattr(getattr(config, group) if group else config, name)
     if not inside(value):
@@ -235,7 +245,7 @@ def _ranges(config):
   return None
 
 
-def _shapes(config):
+def _shapes(config: RunConfig) -> str | None:
   shape = config.data.hyperparameters.get('image_shape', (1, 1, 1))
   if len(shape) != 3 or not all(isinstance(s, int) and s > 0 for s in shape):
     return (
@@ -250,7 +260,7 @@ def _shapes(config):
   return None
 
 
-def _schedule(config):
+def _schedule(config: RunConfig) -> str | None:
   schedule = config.schedule
   if schedule.lr_scaling != 'none' and not schedule.base_batch_size:
     return '--lr_scaling needs --base_batch_size: the batch --learning_rate was tuned for'
@@ -264,7 +274,7 @@ def _schedule(config):
   return _noise_scale_of(schedule)
 
 
-def _noise_scale_of(schedule):
+def _noise_scale_of(schedule: Schedule) -> str | None:
   """--lr_scaling=noise needs a noise scale, a positive one; nothing else reads one."""
   if schedule.lr_scaling == 'noise' and not schedule.noise_scale_of:
     return (
@@ -282,7 +292,7 @@ def _noise_scale_of(schedule):
   return None
 
 
-def _batch(config):
+def _batch(config: RunConfig) -> str | None:
   """The global batch splits evenly over the replicas (or workers), and into ghost batches."""
   dist = config.distribution
   parts = dist.descriptor.batch_parts(dist.num_replicas, dist.num_workers)
@@ -302,7 +312,7 @@ def _batch(config):
   return None
 
 
-def _model(config):
+def _model(config: RunConfig) -> str | None:
   """What the model cannot take: batch norm, too small a synthetic image, heads."""
   model = config.model
   try:
@@ -320,7 +330,7 @@ def _model(config):
   return None
 
 
-def _strategy(config):
+def _strategy(config: RunConfig) -> str | None:
   """What the strategy cannot do (its descriptor says)."""
   descriptor = config.distribution.descriptor
   if config.performance.mixed_precision == 'mixed_float16' and not descriptor.loss_scaling:
@@ -336,7 +346,7 @@ def _strategy(config):
   return descriptor.refuse(config)
 
 
-def _target(config):
+def _target(config: RunConfig) -> str | None:
   try:
     target_lib.parse(config.target)
   except target_lib.TargetError as e:

@@ -5,10 +5,11 @@ that plans here starts these runs, and one refused here is refused by a real lau
 """
 
 from configs import definitions
+from configs.definitions import RunConfig
 from records import tables
 
 
-def describe(plan, gpus=0):
+def describe(plan: definitions.Experiment | definitions.Prediction, gpus: int = 0) -> str:
   """The text --dry_run prints for an Experiment (its runs) or a Prediction; `auto` and empty
   settings resolved for a machine with `gpus` GPUs visible."""
   if isinstance(plan, definitions.Prediction):
@@ -73,24 +74,24 @@ def describe(plan, gpus=0):
   )
 
 
-def _workers(run):
+def _workers(run: RunConfig) -> str:
   descriptor = run.distribution.descriptor
   return str(run.distribution.num_workers) if descriptor.cluster else '1'
 
 
-def _replicas(run, gpus):
+def _replicas(run: RunConfig, gpus: int) -> str:
   """Replicas per process: the strategy's local devices (auto: all GPUs, or 2 logical CPUs)."""
   if not run.distribution.descriptor.mirrors_local_devices:
     return '1'
   return str(run.distribution.num_replicas or f'{gpus or 2} (auto)')
 
 
-def _resolved(run, gpus):
+def _resolved(run: RunConfig, gpus: int) -> dict[str, str]:
   """{flag: value} of the strategy's own flags left to auto or empty, as they resolve here."""
   return run.distribution.descriptor.resolved_options(run.distribution.options, gpus)
 
 
-def _resolves(run, gpus):
+def _resolves(run: RunConfig, gpus: int) -> bool:
   """Whether a setting of `run` is shown as it resolves."""
   auto_replicas = run.distribution.descriptor.mirrors_local_devices and not (
     run.distribution.num_replicas
@@ -98,7 +99,7 @@ def _resolves(run, gpus):
   return auto_replicas or bool(_resolved(run, gpus))
 
 
-def _options(run, gpus):
+def _options(run: RunConfig, gpus: int) -> str:
   """The strategy's own flags and the study's condition, as flags."""
   given = {**({'condition': run.condition} if run.condition else {}), **run.distribution.options}
   resolved = {name: f' ({value})' for name, value in _resolved(run, gpus).items()}

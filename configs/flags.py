@@ -65,7 +65,7 @@ MOST = {
 }
 
 
-def _text(values):
+def _text(values: object) -> str:
   """A list flag's default: the field's values as the comma text the flag parses."""
   return ','.join(map(str, values if isinstance(values, (tuple, list)) else [values]))
 
@@ -111,7 +111,7 @@ flags.DEFINE_bool(
 )
 
 
-def _define_hyperparameters():
+def _define_hyperparameters() -> None:
   """A flag for each hyperparameter a model or dataset module declares (declarations/): an
   integer, a float, or a comma list of integers, within its bounds; its help says whose it is."""
   declared_by = {name: models.hyperparameters(name) for name in models.names()}
@@ -558,8 +558,7 @@ for _flag, _registry in (('model', models), ('dataset', data)):
   )
 
 
-@flags.validator('strategies')
-def _known_strategies(names):
+def _known_strategies(names: list[str]) -> bool:
   unknown = [n for n in names if n not in strategies.names()] if names else ['(none)']
   if unknown:
     raise flags.ValidationError(
@@ -569,6 +568,7 @@ def _known_strategies(names):
   return True
 
 
+flags.register_validator('strategies', _known_strategies)  # absl's @flags.validator has no types.
 for _name, _least in (
   ('batch_size', 1),
   ('num_replicas', 0),
@@ -585,7 +585,7 @@ for _name in ('batch_size', 'num_replicas', 'num_workers', 'hardware'):
   flags.register_validator(_name, bool, 'give at least one value')
 
 
-def _within(value, most):
+def _within(value: list[str] | float | None, most: float) -> bool:
   """Whether every number of `value` (a number, a comma list's texts, or None: not given) is at
   most `most`; a text that is no integer, NaN and infinity are refused elsewhere, as such."""
   if isinstance(value, list):

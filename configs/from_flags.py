@@ -12,8 +12,11 @@ import dataclasses
 import math
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from absl import flags
+from absl.flags import FlagValues
 
 import data
 import models
@@ -25,6 +28,9 @@ from configs import hyperparameters
 from configs import names
 from configs import noise_scale_of
 from configs import plan
+from configs.definitions import Experiment
+from configs.definitions import Prediction
+from configs.definitions import RunConfig
 from records import files
 from records import paths
 from records import storage
@@ -33,7 +39,7 @@ from records import target as target_lib
 FLAGS = flags.FLAGS
 
 
-def action(values=FLAGS):
+def action(values: FlagValues = FLAGS) -> str:
   """What run.py is asked to do: 'run_config', 'dry_run', 'predict', 'compare',
   'report_only', 'in_process' or 'launch'."""
   for name in ('run_config', 'dry_run', 'predict', 'compare', 'report_only', 'in_process'):
@@ -42,11 +48,11 @@ def action(values=FLAGS):
   return 'launch'
 
 
-def verbosity_given(values=FLAGS):
-  return values['verbosity'].present
+def verbosity_given(values: FlagValues = FLAGS) -> bool:
+  return bool(values['verbosity'].present)
 
 
-def experiment(values=FLAGS, name=None):
+def experiment(values: FlagValues = FLAGS, name: str | None = None) -> Experiment:
   """The experiment the flags describe (named `name` when --experiment is not given: default
   the time, as `claimed` makes it unique); ValueError (ConfigError) for one that cannot run."""
   name = values.experiment or name or names.stamp()
@@ -86,7 +92,7 @@ def experiment(values=FLAGS, name=None):
   )
 
 
-def claimed(planned, cluster=False, values=FLAGS):
+def claimed(planned: Experiment, cluster: bool = False, values: FlagValues = FLAGS) -> Experiment:
   """Experiment `planned` under a name no other launch has: its directory claimed, with a
   suffix when a launch of the same second took the name (configs/names.py). A name given is
   the user's, and the tasks of a cluster must agree on theirs: both are kept as they are."""
@@ -97,14 +103,14 @@ def claimed(planned, cluster=False, values=FLAGS):
   return planned if name == given else experiment(values, name)
 
 
-def resume_flags(experiment, values=FLAGS):
+def resume_flags(experiment: Experiment, values: FlagValues = FLAGS) -> list[str]:
   """The flags that make this command line resume `experiment`: its name when run.py chose it
   (a timestamp), and --resume after --noresume."""
   named = [] if values.experiment else [f'--experiment={storage.basename(experiment.directory)}']
   return named + ([] if values.resume else ['--resume'])
 
 
-def _check_user_code(runs):
+def _check_user_code(runs: list[RunConfig]) -> None:
   """Each --model and --dataset of the user's own code checked once, here, before any run
   starts: not once per run, in each run's processes."""
   models_first = [(run.model.model, 'model') for run in runs]
@@ -113,13 +119,13 @@ def _check_user_code(runs):
       user_code.check(spec, flag)
 
 
-def dry_run(values=FLAGS):
+def dry_run(values: FlagValues = FLAGS) -> Experiment | Prediction:
   """What --dry_run describes: the prediction with --predict, else the experiment's runs as
   run.py would launch them here."""
   return prediction(values) if values.predict else experiment(values)
 
 
-def prediction(values=FLAGS):
+def prediction(values: FlagValues = FLAGS) -> Prediction:
   """What --predict is asked for (configs/definitions.py's Prediction)."""
   # A --model given is predicted from its card; --experiment then names the output.
   from_card = values['device_examples_per_second'].present or values['model'].present
@@ -162,7 +168,7 @@ def prediction(values=FLAGS):
   )
 
 
-def comparison(values=FLAGS):
+def comparison(values: FlagValues = FLAGS) -> tuple[str, str, float | None]:
   """What --compare is asked for: (the baseline experiment's directory, the compared
   experiment's, --max_regression or None)."""
   if not values.experiment:
@@ -180,15 +186,15 @@ def comparison(values=FLAGS):
   )
 
 
-def _card_run(values, directory):
+def _card_run(values: FlagValues, directory: str) -> RunConfig:
   """The baseline strategy's run whose model card --predict traces: the model with its flags
   and its own defaults, on its own dataset, or on synthetic data of the model's default input
   shape (not on digits: a card describes the model, not the default data set)."""
   values = copy.deepcopy(_with_model_defaults(values))
   if not values['dataset'].present:
-    values.dataset = 'synthetic'
+    values.dataset = 'synthetic'  # type: ignore[assignment]  # absl's stub: a TypeVar.
   if values.lr_scaling != 'noise':
-    values.noise_scale_of = ''  # --predict's N, not a learning-rate rule of the traced run.
+    values.noise_scale_of = ''  # type: ignore[assignment]  # --predict's N, not a schedule's.
   [run] = plan.plan(
     _base(values, directory), (strategies.baseline(),), [1], [1], [values.per_device_batch]
   )
@@ -196,7 +202,7 @@ def _card_run(values, directory):
   return run
 
 
-def _check_name(flag, name):
+def _check_name(flag: str, name: str | None) -> None:
   """Experiment and run names are directory names inside --logdir, never paths out of it."""
   if name and (why := names.problem(name)):
     raise ValueError(
@@ -205,14 +211,14 @@ def _check_name(flag, name):
     )
 
 
-def _check_finite(values):
+def _check_finite(values: FlagValues) -> None:
   """NaN passes every range check (each comparison is False): refused here, as infinity is."""
   for name, value in sorted(values.flag_values_dict().items()):
     if isinstance(value, float) and not math.isfinite(value):
       raise ValueError(f'--{name}={value}: give a finite number')
 
 
-def _logdir(values):
+def _logdir(values: FlagValues) -> str:
   """--logdir, `~` expanded (a shell leaves it alone after `=`); an empty one, or a URL no run
   can keep its files at, refused."""
   if not values.logdir.strip():
@@ -221,13 +227,15 @@ def _logdir(values):
     )
   if why := storage.unusable(values.logdir):
     raise ValueError(f'--logdir={values.logdir} cannot be used: {why}')
-  logdir = values.logdir if storage.is_url(values.logdir) else os.path.expanduser(values.logdir)
+  logdir: str = (
+    values.logdir if storage.is_url(values.logdir) else os.path.expanduser(values.logdir)
+  )
   if (local := storage.local_path(logdir)) is not None:
     paths.check('--logdir', values.logdir, local)  # Its links; made only by a launch.
   return logdir
 
 
-def child_run(values=FLAGS):
+def child_run(values: FlagValues = FLAGS) -> RunConfig:
   """The run a child process was started with (--run_config): a whole run's config.json, as
   the launcher writes it; files.Damaged for one that lacks any of its settings (it would
   otherwise train the defaults, into ./runs)."""
@@ -240,7 +248,7 @@ def child_run(values=FLAGS):
   return definitions.RunConfig.from_json(saved)
 
 
-def _runs(values, directory):
+def _runs(values: FlagValues, directory: str) -> list[RunConfig]:
   """The runs: as the flags give them, or once per --variant with its flags on top."""
   if not values.variant:
     return plan.named(_plan(values, directory), values.run_name)
@@ -260,9 +268,9 @@ def _runs(values, directory):
   return runs
 
 
-def _plan(values, directory):
+def _plan(values: FlagValues, directory: str) -> list[RunConfig]:
   values = _with_model_defaults(values)
-  ints = lambda strings: [int(s) for s in strings]
+  ints: Callable[[list[str]], list[int]] = lambda strings: [int(s) for s in strings]
   options = {name: own_flags(values, strategies.get(name).__name__) for name in values.strategies}
   return plan.plan(
     _base(values, directory),
@@ -275,9 +283,9 @@ def _plan(values, directory):
   )
 
 
-def _base(v, directory):
+def _base(v: FlagValues, directory: str) -> RunConfig:
   """Every setting but the strategy, its devices and workers and the batch (the plan's)."""
-  given = lambda name: v[name].value if v[name].present else None
+  given: Callable[[str], Any] = lambda name: v[name].value if v[name].present else None
   return definitions.RunConfig(
     run_dir=storage.join(directory, '_'),
     condition=v.condition,
@@ -314,7 +322,7 @@ def _base(v, directory):
   )
 
 
-def _section(cls, v, **computed):
+def _section(cls: Any, v: FlagValues, **computed: Any) -> Any:
   """A section of the config from the flags named like its fields, by name; `computed` holds
   the fields a flag's value does not give as it is."""
   named = {f.name: v[f.name].value for f in dataclasses.fields(cls) if f.name not in computed}
@@ -326,7 +334,7 @@ def _section(cls, v, **computed):
 SHORT_FOR = {'target_accuracy': 'target'}
 
 
-def target(values=FLAGS):
+def target(values: FlagValues = FLAGS) -> str:
   """The run's target (records/target.py) as text: --target, or --target_accuracy=X as
   accuracy>=X; ValueError for both given, or either malformed."""
   if values['target'].present:
@@ -342,7 +350,7 @@ def target(values=FLAGS):
   return str(target_lib.of_accuracy(accuracy))
 
 
-def _with_model_defaults(values):
+def _with_model_defaults(values: FlagValues) -> FlagValues:
   """The flags, with the model's own defaults (its module's DEFAULTS, flag texts) for those
   not given: wide_deep trains on click logs at a recommender's batch, not on digits at 64."""
   defaults = {
@@ -357,16 +365,16 @@ def _with_model_defaults(values):
   return values
 
 
-def _hyperparameters(v, declared):
+def _hyperparameters(v: FlagValues, declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
   """{name: value} of the `declared` hyperparameters (a model's or a dataset's) from their
   flags; comma lists as tuples of integers."""
   return {
-    name: tuple(int(s) for s in v[name].value) if isinstance(d['default'], tuple) else v[name].value
+    name: tuple(int(s) for s in v[name].value) if isinstance(d['default'], tuple) else v[name].value  # type: ignore[union-attr]
     for name, d in declared.items()
   }
 
 
-def _synthetic_input(v, hyperparameters):
+def _synthetic_input(v: FlagValues, hyperparameters: dict[str, Any]) -> dict[str, Any]:
   """The dataset's `hyperparameters`, with --image_shape and --num_classes not given
   ImageNet's for a keras.applications model on synthetic data, as tf_cnn_benchmarks runs
   them."""
@@ -376,14 +384,14 @@ def _synthetic_input(v, hyperparameters):
   return hyperparameters | {name: value for name, value in imagenet.items() if not v[name].present}
 
 
-def strategy_options(name, given=None):
+def strategy_options(name: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
   """`given` (flag values by name) with the defaults of strategy `name`'s own flags it lacks,
   for its cost when a prediction from a table gives only the flags it varies."""
   flagged = FLAGS.get_key_flags_for_module(strategies.get(name).__name__)
   return {**{f.name: f.default for f in flagged}, **(given or {})}
 
 
-def own_flags(values, module):
+def own_flags(values: FlagValues, module: str) -> dict[str, Any]:
   """{name: value} of the flags `module` defines; lists as the comma text they were given as."""
   return {
     f.name: ','.join(map(str, f.value)) if isinstance(f.value, list) else f.value

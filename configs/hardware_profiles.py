@@ -6,7 +6,7 @@ import os
 DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'hardware')
 
 
-def names():
+def names() -> list[str]:
   return sorted(
     name.removesuffix('.toml') for name in os.listdir(DIRECTORY) if name.endswith('.toml')
   )

@@ -2,14 +2,19 @@
 of the experiment takes would change nothing (--dropout with --model=cnn), and is refused."""
 
 import functools
+from collections.abc import Iterable
+from collections.abc import Sequence
+
+from absl import flags
 
 import data
 import models
 from configs import plan
+from configs.definitions import RunConfig
 
 
 @functools.cache
-def owners():
+def owners() -> dict[str, list[str]]:
   """{hyperparameter: the flags of the models and data sets that declare it} (read it, never
   change it: it is cached)."""
   found: dict[str, list[str]] = {}
@@ -22,18 +27,18 @@ def owners():
   return found
 
 
-def given(values):
+def given(values: flags.FlagValues) -> list[str]:
   """The hyperparameter flags `values` (absl's flag values) were given."""
   return [name for name in owners() if values[name].present]
 
 
-def given_in(args):
+def given_in(args: Iterable[str]) -> list[str]:
   """The hyperparameter flags the command-line `args` give ('--dropout=0.1': dropout)."""
   named = {plan.flag_name(arg) for arg in args}
   return [name for name in owners() if name in named]
 
 
-def check_taken(names, runs):
+def check_taken(names: Iterable[str], runs: Sequence[RunConfig]) -> None:
   """ValueError for the first of the hyperparameter flags `names` that no run of `runs` (their
   models and data sets) takes."""
   taken = set()

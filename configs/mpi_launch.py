@@ -14,7 +14,14 @@ per GPU: the ranks of a node that compute take its GPUs in local rank order (the
 the node's ranks; orchestration/gpus.py), the others none. Free of TensorFlow and of MPI.
 """
 
+import typing
+from collections.abc import Mapping
+from collections.abc import Sequence
+
 from configs import cluster_spec
+
+# A rank's record: its node, local rank, host names or addresses and port (orchestration/).
+RankRecord = Mapping[str, typing.Any]
 
 # (whose, its rank variable, its size variable, its local rank variable), as each mpirun sets
 # them in every rank; Intel MPI's mpirun is MPICH's Hydra.
@@ -33,7 +40,7 @@ class MpiError(ValueError):
   change."""
 
 
-def launcher(environ):
+def launcher(environ: Mapping[str, str]) -> tuple[str, str, int] | None:
   """(whose mpirun, the variable that says how many ranks it started, their count), or None
   outside an MPI launch."""
   for whose, _, size, _ in LAUNCHERS:
@@ -42,7 +49,7 @@ def launcher(environ):
   return None
 
 
-def chosen(resolver, environ):
+def chosen(resolver: str, environ: Mapping[str, str]) -> bool:
   """Whether this process's TF_CONFIG is to be made by the ranks of an MPI launch: with
   --cluster_resolver=mpi, or auto without TF_CONFIG where mpirun started several ranks (srun
   starting the MPI ranks itself, a Slurm step of as many tasks, stays Slurm's)."""
@@ -63,7 +70,7 @@ def chosen(resolver, environ):
   )
 
 
-def no_mpi4py(environ, reason):
+def no_mpi4py(environ: Mapping[str, str], reason: str) -> MpiError:
   """The refusal of a launch whose ranks cannot load MPI: what started them, what to install."""
   started = launcher(environ)
   where = f'{started[0]} started {started[2]} ranks ({started[1]}), but ' if started else ''
@@ -73,7 +80,9 @@ def no_mpi4py(environ, reason):
   )
 
 
-def jobs(local_jobs, options, num_ranks, strategy):
+def jobs(
+  local_jobs: cluster_spec.LocalJobs, options: dict[str, typing.Any], num_ranks: int, strategy: str
+) -> dict[str, int]:
   """{job: tasks} of a launch of `num_ranks` ranks (cluster_spec.fill)."""
   try:
     return cluster_spec.fill(local_jobs, options, num_ranks)
@@ -85,7 +94,7 @@ def jobs(local_jobs, options, num_ranks, strategy):
     ) from None
 
 
-def local_rank(environ):
+def local_rank(environ: Mapping[str, str]) -> int | None:
   """This rank's place among its node's ranks as its mpirun says, or None where it says not."""
   for _, _, _, variable in LAUNCHERS:
     if environ.get(variable, '').isdigit():
@@ -93,7 +102,7 @@ def local_rank(environ):
   return None
 
 
-def local_ranks(records):
+def local_ranks(records: Sequence[RankRecord]) -> list[int]:
   """Each rank's local rank: its mpirun's, else its place among the ranks of its node (the
   node MPI names it on) in rank order."""
   seen: dict[str, int] = {}
@@ -105,7 +114,7 @@ def local_ranks(records):
   return ranks
 
 
-def gpu_places(records, computing):
+def gpu_places(records: Sequence[RankRecord], computing: Sequence[bool]) -> list[int | None]:
   """Each rank's place among its node's ranks that compute (`computing[rank]`), in local rank
   order: the GPU it takes, one process per GPU; None for a rank that computes nothing."""
   local = local_ranks(records)
@@ -120,7 +129,9 @@ def gpu_places(records, computing):
   ]
 
 
-def addresses(records, reached):
+def addresses(
+  records: Sequence[RankRecord], reached: Sequence[Sequence[Sequence[str]]]
+) -> list[str]:
   """Each rank's host:port in the cluster: its first host name or address (records[j]['hosts'])
   that every other rank reached (reached[i][j], the ones rank i reached of rank j's); MpiError
   naming a rank that some other rank reached at none of them."""
@@ -144,7 +155,7 @@ def addresses(records, reached):
   return chosen_hosts
 
 
-def cluster(jobs_of_launch, rank_addresses):
+def cluster(jobs_of_launch: dict[str, int], rank_addresses: Sequence[str]) -> dict[str, list[str]]:
   """The cluster spec: the tasks in rank order (cluster_spec.in_rank_order) at their ranks'
   addresses."""
   spec: dict[str, list[str]] = {}

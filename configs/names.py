@@ -10,12 +10,12 @@ import time
 from records import storage
 
 
-def allowed(marks='_.-'):
+def allowed(marks: str = '_.-') -> str:
   """The characters a name may hold, in words."""
   return f'letters (of any script), digits, {", ".join(marks[:-1])} and {marks[-1]}'
 
 
-def problem(text, marks='_.-'):
+def problem(text: str, marks: str = '_.-') -> str | None:
   """Why `text` cannot name a directory, as the end of 'is not a name: ...', or None: it must
   be letters, digits and `marks` only, not dots alone ('.', '..'), and encodable in the
   file-system encoding (UTF-8 on Linux under any UTF-8 or C locale; a Latin-1 locale cannot
@@ -33,12 +33,12 @@ def problem(text, marks='_.-'):
   return None
 
 
-def stamp(now=None):
+def stamp(now: float | None = None) -> str:
   """The time to the second, the default name of an experiment before it is claimed."""
   return time.strftime('%Y%m%d-%H%M%S', time.localtime(now))
 
 
-def claim(logdir, name):
+def claim(logdir: str, name: str) -> str:
   """`name`, or `name`-2, -3, ... when it is taken: the first whose directory in `logdir` this
   call creates (os.mkdir: of two launches in the same second, one creates each name). On an
   object store, which has no such claim, the first not there."""

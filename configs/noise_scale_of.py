@@ -11,7 +11,7 @@ from records import run_files
 from records import storage
 
 
-def resolve(text):
+def resolve(text: str) -> str:
   """N as the text of a number ('' for ''); ValueError, in one line, for anything that is not a
   positive number or the directory of a run with a measured noise scale."""
   text = text.strip()
@@ -29,7 +29,7 @@ def resolve(text):
   return text
 
 
-def _measured(run_dir):
+def _measured(run_dir: str) -> float:
   """The critical batch size the finished run in `run_dir` measured."""
   if why := storage.unusable(run_dir):
     raise ValueError(f'--noise_scale_of={run_dir} cannot be used: {why}')

@@ -19,9 +19,12 @@ import dataclasses
 import itertools
 import shlex
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import strategies
 from configs import names
+from configs.definitions import RunConfig
 from records import storage
 
 # Flags that say where and what a run is; a variant changes how it trains, not these.
@@ -46,7 +49,15 @@ NOT_IN_VARIANT = (
 SEED_LIMIT = 2**32 - 1  # --seed's upper bound: Keras' and NumPy's seeds.
 
 
-def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=False, options=None):
+def plan(
+  base: RunConfig,
+  strategy_names: Sequence[str],
+  num_replicas: list[int],
+  num_workers: list[int],
+  batch_sizes: list[int],
+  weak: bool = False,
+  options: dict[str, dict[str, Any]] | None = None,
+) -> list[RunConfig]:
   """Every run, in order, as a validated RunConfig made from `base`: its strategy, devices,
   workers and batch replaced; `options[strategy]` are that strategy's own flag values.
 
@@ -83,7 +94,16 @@ def plan(base, strategy_names, num_replicas, num_workers, batch_sizes, weak=Fals
   return runs
 
 
-def _run(base, name, run_dir, strategy, num_replicas, num_workers, batch_size, options):
+def _run(
+  base: RunConfig,
+  name: str,
+  run_dir: str,
+  strategy: str,
+  num_replicas: int,
+  num_workers: int,
+  batch_size: int,
+  options: dict[str, Any],
+) -> RunConfig:
   config = dataclasses.replace(
     base,
     name=name,
@@ -110,7 +130,7 @@ def _run(base, name, run_dir, strategy, num_replicas, num_workers, batch_size, o
   return config.validate()
 
 
-def named(runs, run_name):
+def named(runs: list[RunConfig], run_name: str) -> list[RunConfig]:
   """`runs` with the one run renamed `run_name` (--run_name names a run, not a sweep)."""
   if not run_name:
     return runs
@@ -130,7 +150,7 @@ def named(runs, run_name):
   ]
 
 
-def parse_variant(spec):
+def parse_variant(spec: str) -> tuple[str, list[str]]:
   """'NAME: --flag=value ...' -> (NAME, [flag, ...]); ValueError naming what is wrong."""
   name, colon, rest = spec.partition(':')
   name = name.strip()
@@ -155,12 +175,12 @@ def parse_variant(spec):
   return name, args
 
 
-def flag_name(arg):
+def flag_name(arg: str) -> str:
   """The flag a command-line argument sets: '--dropout=0.1' -> 'dropout'."""
   return arg[2:].split('=', 1)[0]
 
 
-def in_variant(runs, name):
+def in_variant(runs: list[RunConfig], name: str) -> list[RunConfig]:
   """`runs` as the runs of variant `name`: renamed NAME-<run>, their condition `name`."""
   return [
     dataclasses.replace(
@@ -174,7 +194,7 @@ def in_variant(runs, name):
   ]
 
 
-def repeated(runs, repeats):
+def repeated(runs: list[RunConfig], repeats: int) -> list[RunConfig]:
   """`runs` `repeats` times, in rounds (every run once, then every run again): repeat k of a
   run is named <run>-rep<k>, trained with seed + k - 1, and records the run it repeats. One
   repeat leaves the runs as they are."""
@@ -203,7 +223,7 @@ def repeated(runs, repeats):
 NAME_BYTES = 255  # The longest name of a file or directory Linux' file systems take (NAME_MAX).
 
 
-def check_lengths(experiment, runs):
+def check_lengths(experiment: str, runs: list[RunConfig]) -> None:
   """ValueError naming the flag when the experiment's or a run's directory name is longer than a
   file system takes: a 300-character --run_name failed at its mkdir (OSError 36) after the
   experiment's directory was made. A run's name holds its --variant's and its repeat's."""

@@ -14,6 +14,8 @@ a task placed otherwise is refused. Free of TensorFlow but for `tf_config`, run 
 """
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from configs import cluster_spec
 
@@ -29,7 +31,7 @@ class SlurmError(ValueError):
   """The Slurm job step cannot be this strategy's cluster; the message says what to change."""
 
 
-def chosen(resolver, environ):
+def chosen(resolver: str, environ: Mapping[str, str]) -> bool:
   """Whether this process's TF_CONFIG is to be made from Slurm's variables: with
   --cluster_resolver=slurm, or auto without TF_CONFIG in a step of several tasks (a step of
   one task is a process that may launch a local cluster itself)."""
@@ -57,7 +59,9 @@ def chosen(resolver, environ):
   )
 
 
-def jobs(local_jobs, options, num_tasks, strategy):
+def jobs(
+  local_jobs: cluster_spec.LocalJobs, options: dict[str, Any], num_tasks: int, strategy: str
+) -> dict[str, int]:
   """{job: tasks} of a step of `num_tasks` tasks (cluster_spec.fill)."""
   try:
     return cluster_spec.fill(local_jobs, options, num_tasks)
@@ -70,7 +74,7 @@ def jobs(local_jobs, options, num_tasks, strategy):
     ) from None
 
 
-def tf_config(jobs_of_step, port_base):
+def tf_config(jobs_of_step: dict[str, int], port_base: int) -> str:
   """This task's TF_CONFIG text, from SlurmClusterResolver and the environment srun set.
   Loads TensorFlow."""
   import tensorflow as tf

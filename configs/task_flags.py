@@ -5,17 +5,24 @@ rest)."""
 import collections
 import copy
 import os
+from collections.abc import Mapping
+from typing import Any
+
+from absl.flags import FlagValues
 
 import strategies
 from configs import cluster_spec
 from configs import from_flags
 from configs import mpi_launch
 from configs import slurm_step
+from configs.definitions import Experiment
 
 FLAGS = from_flags.FLAGS
 
 
-def task(tf_config_text=None, values=FLAGS):
+def task(
+  tf_config_text: str | None = None, values: FlagValues = FLAGS
+) -> tuple[Experiment, dict[str, Any] | None]:
   """The experiment of the one run this process is, and its parsed TF_CONFIG (or None):
   --in_process, or one task of a TF_CONFIG cluster, whose computing tasks are the run's
   workers whatever --num_workers says."""
@@ -35,20 +42,20 @@ def task(tf_config_text=None, values=FLAGS):
   tf_config = cluster_spec.parse(tf_config_text, descriptor.jobs) if tf_config_text else None
   if tf_config:
     values = copy.deepcopy(values)
-    values.num_workers = [str(descriptor.num_workers(tf_config['cluster']))]
+    values.num_workers = [str(descriptor.num_workers(tf_config['cluster']))]  # type: ignore[assignment]
     for option, value in descriptor.cluster_options(tf_config['cluster']).items():
       setattr(values, option, value)
   return from_flags.experiment(values), tf_config
 
 
-def _one_run(values, where):
+def _one_run(values: FlagValues, where: str) -> str:
   """The strategy of a process that is one run, or one task of one: one of each flag."""
   if len(values.strategies) != 1:
     raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
   swept = [
     f'--{name}'
     for name in ('batch_size', 'num_replicas', 'num_workers')
-    if len(values[name].value) > 1
+    if len(values[name].value) > 1  # type: ignore[arg-type]
   ]
   if values.repeats > 1:
     raise ValueError(
@@ -57,10 +64,11 @@ def _one_run(values, where):
     )
   if swept:
     raise ValueError(f'{where}, run.py is one run; give one value to {", ".join(swept)}')
-  return values.strategies[0]
+  name: str = values.strategies[0]
+  return name
 
 
-def launcher(environ=os.environ, values=FLAGS):
+def launcher(environ: Mapping[str, str] = os.environ, values: FlagValues = FLAGS) -> str | None:
   """What started this process as one task of a cluster whose TF_CONFIG run.py makes from the
   launcher's variables: 'mpirun' (a rank), 'srun' (a Slurm step's task), or None."""
   if mpi_launch.chosen(values.cluster_resolver, environ):
@@ -68,7 +76,7 @@ def launcher(environ=os.environ, values=FLAGS):
   return 'srun' if slurm_step.chosen(values.cluster_resolver, environ) else None
 
 
-def slurm_tf_config(environ=os.environ, values=FLAGS):
+def slurm_tf_config(environ: Mapping[str, str] = os.environ, values: FlagValues = FLAGS) -> str:
   """This Slurm task's TF_CONFIG text, the step's tasks shared out over the strategy's jobs
   as its descriptor says. Loads TensorFlow (SlurmClusterResolver)."""
   name, descriptor, options = _launched_strategy(values, 'in a Slurm step')
@@ -79,7 +87,7 @@ def slurm_tf_config(environ=os.environ, values=FLAGS):
 MpiCluster = collections.namedtuple('MpiCluster', 'jobs_of computing_jobs startup_timeout')
 
 
-def mpi_cluster(values=FLAGS):
+def mpi_cluster(values: FlagValues = FLAGS) -> MpiCluster:
   """What the ranks of an mpirun launch build their cluster for: `jobs_of(num_ranks)`, the
   ranks shared out over the strategy's jobs as its descriptor says; the jobs that compute;
   how long they wait for one another."""
@@ -91,7 +99,9 @@ def mpi_cluster(values=FLAGS):
   )
 
 
-def _launched_strategy(values, where):
+def _launched_strategy(
+  values: FlagValues, where: str
+) -> tuple[str, strategies.Descriptor, dict[str, Any]]:
   """The strategy of one task of a cluster a launcher started (srun, mpirun): its name,
   descriptor and own flags' values; refused when it is not a cluster strategy."""
   where = f'{where} (--cluster_resolver={values.cluster_resolver})'

@@ -14,6 +14,11 @@ ALL_REDUCE_CLUSTER = 'all_reduce_cluster'  # a TF_CONFIG cluster whose every tas
 PARAMETER_SERVER_CLUSTER = 'parameter_server_cluster'  # a coordinator, serving workers and ps
 
 
+def _no_cluster(num_workers: int, options: Options) -> dict[str, int]:
+  """The local jobs of a strategy of one process, which has no cluster to start."""
+  raise ValueError('a strategy of one process has no cluster of tasks')
+
+
 @dataclasses.dataclass(frozen=True)
 class Descriptor:
   """A strategy's kind, its cluster, and what it cannot do.
@@ -30,7 +35,7 @@ class Descriptor:
   # for one process.
   jobs: dict[str, tuple[int, int | None]] = dataclasses.field(default_factory=dict)
   serving_jobs: tuple[str, ...] = ()  # Jobs whose tasks only serve; the others train.
-  local_jobs: typing.Callable[[int, Options], dict[str, int]] | None = None
+  local_jobs: typing.Callable[[int, Options], dict[str, int]] = _no_cluster
   loss_scaling: bool = True  # Keras' LossScaleOptimizer (mixed_float16) can update its variables.
   # refuse(config): the one-line reason a run (configs/definitions.RunConfig) cannot work with
   # the strategy's own options, or None.
