@@ -283,7 +283,8 @@ def section(runs):
 def csv_text(groups):
   """One row per run and its repeats: for each figure, its median, low and high."""
   text = io.StringIO(newline='')
-  figures = list(groups[0]['figures']) if groups else []
+  # Every group's figures: runs of other models report other metrics (a blank where they do not).
+  figures = list(dict.fromkeys(figure for row in groups for figure in row['figures']))
   writer = csv.writer(text)
   writer.writerow(
     ['run', 'repeats', 'seeds', 'baseline', 'target', 'mlperf_seconds_to_target']
@@ -299,6 +300,6 @@ def csv_text(groups):
         row['target'],
         row['mlperf_seconds_to_target'],
       ]
-      + [row['figures'][f][part] for f in figures for part in ('median', 'low', 'high')]
+      + [row['figures'].get(f, {}).get(part) for f in figures for part in ('median', 'low', 'high')]
     )
   return text.getvalue()
