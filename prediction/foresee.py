@@ -3,6 +3,7 @@ recommendations and plots printed; trains nothing, loads no TensorFlow unless a 
 must be traced (`card_of`)."""
 
 from prediction import forecast_plots
+from prediction import memory_explained
 from prediction import predict
 from prediction import recommendations
 from prediction import workload
@@ -13,6 +14,7 @@ def show(config, card_of):
   """--predict: the prediction written, and its table, recommendations and plots printed."""
   document = predict.forecast(config, card_of=card_of)
   print(predict.table(document['predictions']))
+  print(*memory_explained.lines(document['predictions']), sep='\n')
   print(*recommendations.recommendations(document), sep='\n')
   images = [
     forecast_plots.plot(document, workload.measured_runs(config.directory), config.directory)

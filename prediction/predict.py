@@ -88,6 +88,7 @@ def forecast(config, card_of=None):
       'cuda_context_bytes': memory.CUDA_CONTEXT_BYTES,
       'system_reserve_mib': memory.SYSTEM_RESERVE_MIB,
     },
+    'memory_parts': memory.described(),
     'predictions': [
       {
         **p,

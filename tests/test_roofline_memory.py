@@ -1,5 +1,6 @@
 """One device's compute and memory on a device you do not have (prediction/roofline.py,
-prediction/memory.py), on fixed numbers: no TensorFlow, no training."""
+prediction/memory.py against published batches; its parts: tests/test_memory_parts.py), on
+fixed numbers: no TensorFlow, no training."""
 
 import dataclasses
 import os
@@ -121,45 +122,6 @@ def test_the_fractions_are_the_fit_on_the_published_rows_marked_fit():
   assert all(r['hardware'] in hardware.names() for r in rows)
 
 
-def test_memory_splits_into_weights_gradients_slots_and_activations():
-  v100 = hardware.load('dgx1_v100')
-  mirrored = memory.estimate(CARD, 64, v100, True, 'adam')
-  assert mirrored['weights_bytes'] == mirrored['gradients_bytes'] == 4e8
-  assert mirrored['optimizer_slots_bytes'] == 8e8  # Adam: 2 slots a variable.
-  # A float32 CNN's card: TensorFlow's fused kernels keep KEPT of what the trace counts.
-  assert memory.kept_fraction(CARD) == memory.KEPT['convolutions', 'float32'] == 0.7
-  assert mirrored['activations_bytes'] == pytest.approx(0.7 * 64 * 1e8)
-  assert mirrored['memory_per_device_bytes'] == pytest.approx(1.6e9 + 0.7 * 6.4e9)
-  assert mirrored['fits'] and mirrored['elsewhere_bytes'] == 0
-  # On a parameter device or ps tasks the variables and slots sit there instead.
-  ps = memory.estimate(CARD, 64, v100, False, 'momentum')
-  assert ps['optimizer_slots_bytes'] == 0 and ps['elsewhere_bytes'] == 4e8 + 4e8
-  # A measured card's optimizer bytes win over the rule.
-  assert memory.slots_bytes({**CARD, 'optimizer_bytes': 123}, 'adam') == 123
-
-
-def test_the_largest_batch_that_fits_leaves_the_cuda_context_and_tensorflows_reserve():
-  # 16 GB are GiB, 99% of them visible; less the CUDA context and 1050 MiB on a Volta.
-  v100 = hardware.load('dgx1_v100')
-  usable = 16 * 2**30 * 0.99 - 430e6 - 1050 * 2**20
-  assert memory.usable_bytes(v100) == pytest.approx(usable)
-  biggest = memory.max_batch(CARD, v100, True, 'sgd')  # 0.8 GB fixed, 70 MB an example kept.
-  assert biggest == int((usable - 0.8e9) / 0.7e8) == 209
-  assert memory.estimate(CARD, biggest, v100, True, 'sgd')['fits']
-  assert not memory.estimate(CARD, biggest + 1, v100, True, 'sgd')['fits']
-  # TensorFlow's reserve follows the compute capability: 500 MiB on a Pascal, 1536 on an Ampere.
-  for generation, mib in (('pascal', 500), ('ampere', 1536), ('hopper', 1800)):
-    gpu = dataclasses.replace(v100, generation=generation)
-    assert memory.usable_bytes(gpu) == pytest.approx(usable + (1050 - mib) * 2**20)
-  # Below 2 GiB free, 225 MiB.
-  small = dataclasses.replace(v100, device_memory_gb=2.0)
-  assert memory.usable_bytes(small) == pytest.approx(2 * 2**30 * 0.99 - 430e6 - 225 * 2**20)
-  assert memory.max_batch(CARD, dataclasses.replace(v100, device_memory_gb=1.0), True) == 0
-  # A profile without a GPU generation holds host memory: all of it.
-  host = dataclasses.replace(v100, generation='')
-  assert memory.usable_bytes(host) == 16 * 2**30
-
-
 def test_bert_is_checked_with_what_its_dropout_keeps():
   """BERT-Base at 128 tokens: per example 2 x 12 x 12 x 128^2 attention values (mask and
   dropped probabilities) and 25 x 128 x 768 hidden values (masks), float32."""
@@ -269,16 +231,6 @@ def test_a_batch_that_fits_nowhere_is_never_recommended_and_the_largest_that_fit
     'On dgx1_v100, nothing is recommended: a per-device batch of 512 fits on no configuration '
     'predicted (prediction/memory.py); the largest that fit: mirrored 132, parameter_server 140.'
   )
-
-
-def test_activations_kept_follow_the_work_and_the_precision():
-  """Mixed precision keeps less than a float32 CNN; a transformer's float32 as traced; an old
-  card without the products' FLOPs as traced."""
-  transformer = {**CARD, 'product_flops_per_example': 9e8}
-  assert memory.kept_fraction(transformer) == 1.0
-  assert memory.kept_fraction({**transformer, 'compute_dtype': 'float16'}) == 0.9
-  assert memory.kept_fraction({**CARD, 'compute_dtype': 'bfloat16'}) == 0.55
-  assert memory.kept_fraction({k: v for k, v in CARD.items() if 'product' not in k}) == 1.0
 
 
 def test_geforce_cards_multiply_float16_at_half_rate_with_float32_accumulation():
