@@ -97,23 +97,16 @@ def test_the_naive_large_batch_loses_accuracy_and_a_technique_wins_most_of_it_ba
   assert best - accuracy['naive'] > gap / 2, accuracy
 
 
-PS_VARIANTS = {  # name: (flags, optimizer, peak learning rate, the rates of epochs 1 and 2)
-  # 2 workers share the global batch of 128: 64 per update, k = 64 / 32 = 2, 22 steps/epoch.
-  'lars': (
-    '--ghost_batch_size=16 --optimizer=lars --learning_rate=0.5 --lr_scaling=linear '
-    '--warmup_epochs=1 --lr_schedule=cosine --weight_decay=0.0001',
-    'lars',
-    1.0,
-    [1.0, 0.5],
-  ),
-  'lamb': (
-    '--batch_norm --optimizer=lamb --learning_rate=0.004 --lr_scaling=sqrt '
-    '--warmup_epochs=1 --lr_schedule=step --weight_decay=0.01',
-    'lamb',
-    0.004 * math.sqrt(2),
-    [0.004 * math.sqrt(2), 0.004 * math.sqrt(2) * 0.1],
-  ),
-}
+# Under parameter_server, LARS (the project's own optimizer, its slots on the ps task) with ghost
+# batch norm and a warm-up into a cosine decay. 2 workers share the global batch of 128: 64 per
+# update, k = 64 / 32 = 2, 22 steps/epoch. What a second cluster once trained here is asserted
+# elsewhere: Keras' LAMB and the sqrt scaling in `study` (mirrored), batch norm under
+# parameter_server in tests/test_every_model.py (cnn_bn), the step schedule in
+# tests/test_techniques.py and under three strategies in `techniques`' sync runs below.
+PS_TECHNIQUE = (
+  '--ghost_batch_size=16 --optimizer=lars --learning_rate=0.5 --lr_scaling=linear '
+  '--warmup_epochs=1 --lr_schedule=cosine --weight_decay=0.0001'
+)
 
 
 SYNC_FLAGS = (  # Ghost batch norm, LARS and a warm-up, to 2x the rate of the base batch of 32.
@@ -126,13 +119,13 @@ PS_FLAGS = '--strategies=parameter_server --num_workers=2 --batch_size=128 --epo
 
 @pytest.fixture(scope='module')
 def techniques(tmp_path_factory):
-  """Both techniques' runs under parameter_server, and the synchronous strategies' runs of
+  """The technique's run under parameter_server, and the synchronous strategies' runs of
   another recipe: variants of one experiment (one launcher and one report for all)."""
   logdir = tmp_path_factory.mktemp('techniques')
   proc = run_py(
     '--base_batch_size=32',
     '--bn_momentum=0.9',
-    *(f'--variant={name}: {PS_FLAGS} {flags}' for name, (flags, *_) in PS_VARIANTS.items()),
+    f'--variant=lars: {PS_FLAGS} {PS_TECHNIQUE}',
     f'--variant=sync: {SYNC_FLAGS}',
     f'--logdir={logdir}',
     '--experiment=techniques',
@@ -142,18 +135,18 @@ def techniques(tmp_path_factory):
   return logdir / 'techniques'
 
 
-@pytest.mark.parametrize('name', sorted(PS_VARIANTS))
-def test_techniques_train_under_parameter_server(techniques, name):
-  _, optimizer, peak, expected_lr = PS_VARIANTS[name]
-  result = read_result(techniques / f'{name}-parameter_server')
-  assert (result['optimizer'], result['condition']) == (optimizer, name)
-  assert result['peak_learning_rate'] == pytest.approx(peak)
+def test_a_technique_trains_under_parameter_server(techniques):
+  result = read_result(techniques / 'lars-parameter_server')
+  assert (result['optimizer'], result['condition']) == ('lars', 'lars')
+  assert result['ghost_batch_size'] == 16 and result['batch_norm']
+  assert result['peak_learning_rate'] == pytest.approx(1.0)
   assert result['steps_per_epoch'] == 1437 // 64
   assert result['train_metrics']['loss'][-1] < result['train_metrics']['loss'][0]
   assert result['final_validation_accuracy'] > 0.5
-  # Every worker step moves the schedule on: after 3 epochs of 22 steps, the rates expected.
+  # Every worker step moves the schedule on: after 3 epochs of 22 steps, the rates expected
+  # (the warm-up's peak after epoch 1, the cosine halfway down after epoch 2).
   assert len(result['epoch_learning_rate']) == 3
-  np.testing.assert_allclose(result['epoch_learning_rate'][:2], expected_lr, rtol=1e-4)
+  np.testing.assert_allclose(result['epoch_learning_rate'][:2], [1.0, 0.5], rtol=1e-4)
 
 
 def test_techniques_train_alike_under_every_synchronous_strategy(techniques):
