@@ -8,13 +8,14 @@ published input size, at the published precision, batch CARD_BATCH).
 
 import csv
 import os
+from typing import Any
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'model_cards.csv')
 CARD_BATCH = 64
 _IMAGES = ['--dataset=synthetic', '--num_classes=1000', f'--per_device_batch={CARD_BATCH}']
 
 
-def _bert(layers, width, heads, seq_len, *extra):
+def _bert(layers: int, width: int, heads: int, seq_len: int, *extra: str) -> list[str]:
   """google-research/bert's BERT-Base (12, 768, 12) or -Large (24, 1024, 16) as this project's
   transformer: its vocabulary of 30,522 word pieces, 4 x width wide MLPs, Adam; `extra` flags.
 
@@ -105,7 +106,7 @@ FIELDS = (
 )
 
 
-def load(path=PATH):
+def load(path: str = PATH) -> dict[str, dict[str, Any]]:
   """{card name: {field: value}}, numbers as floats, the dtype as text, None where the trace
   could not tell."""
   with open(path, newline='') as f:

@@ -13,17 +13,24 @@
   chosen; where none fits, nothing is, and the recommendation says so.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from prediction import cost_model
+
+Prediction = dict[str, Any]  # One prediction, as prediction.json holds it.
 
 TIE = 0.05
 
 
-def fitting(predictions):
+def fitting(predictions: list[Prediction]) -> list[Prediction]:
   """The predictions whose memory per device fits (or is not known: a profile without memory)."""
   return [p for p in predictions if p.get('fits') is not False]
 
 
-def preferred(predictions, key, best=min):
+def preferred(
+  predictions: list[Prediction], key: str, best: Callable[..., Any] = min
+) -> tuple[Prediction, list[Prediction]]:
   """(chosen, tied): of `predictions`, those within TIE of the `best` `key`, the fewest devices,
   then the fewest server nodes, then the best; and the others at its device count within TIE."""
   top = best(p[key] for p in predictions)
@@ -33,7 +40,7 @@ def preferred(predictions, key, best=min):
   return chosen, [p for p in close if p is not chosen and p['num_devices'] == chosen['num_devices']]
 
 
-def by_throughput(predictions):
+def by_throughput(predictions: list[Prediction]) -> tuple[Prediction, list[Prediction], bool]:
   """(chosen, tied, scales_well): the throughput recommendation among one profile's
   predictions, and whether any kept SCALES_WELL (if not, chosen among the fewest devices)."""
   good = [p for p in predictions if p['scaling_efficiency'] >= cost_model.SCALES_WELL]

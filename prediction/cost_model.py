@@ -36,9 +36,12 @@ the backward pass, so it has none either. tests/test_prediction.py checks the fi
 
 import dataclasses
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import strategies
 from configs import from_flags
+from prediction.hardware import Profile
 
 OVERLAP = 0.0
 # The efficiency at which a strategy scales well: below it, more than a quarter of its step is
@@ -66,25 +69,35 @@ class Workload:
   parameter_bytes: float
   overhead_ms: float = 0.0
   input_examples_per_second: float | None = None
-  measured: dict = dataclasses.field(default_factory=dict)
+  measured: dict[tuple[str, int], dict[str, float]] = dataclasses.field(default_factory=dict)
   sparse_gradient_bytes: float = 0.0
   boundary_ms: float = 0.0
-  variables: tuple = ()
+  variables: tuple[tuple[float, int, str], ...] = ()
 
 
-def applies(strategy, devices, hardware):
+def applies(strategy: str, devices: int, hardware: Profile) -> bool:
   """Whether `strategy` runs on `devices` devices of `hardware` (its descriptor says)."""
   return strategies.describe(strategy).runs_on(devices, hardware.devices_per_node)
 
 
-def communication(strategy, n, w, hw, options):
+def communication(
+  strategy: str, n: int, w: Workload, hw: Profile, options: dict[str, Any]
+) -> tuple[dict[str, float], dict[str, Any]]:
   """({stage: seconds}, {field: value}) of one step's communication, the stages one after the
   other; `options` the strategy's own flags, its defaults where not given."""
   own = from_flags.strategy_options(strategy, options)
   return strategies.describe(strategy).cost(n, w, hw, own)
 
 
-def predict(strategy, n, w, hw, options, overlap=OVERLAP, alternatives=True):
+def predict(
+  strategy: str,
+  n: int,
+  w: Workload,
+  hw: Profile,
+  options: dict[str, Any],
+  overlap: float = OVERLAP,
+  alternatives: bool = True,
+) -> dict[str, Any]:
   """The prediction for `strategy` on `n` devices of `hw` (a dict as prediction.json holds);
   with `alternatives`, what the other values of its flags it names would predict."""
   measured = w.measured.get((strategy, n), {})
@@ -144,7 +157,15 @@ def predict(strategy, n, w, hw, options, overlap=OVERLAP, alternatives=True):
   }
 
 
-def _instead(strategy, n, w, hw, options, overlap, notes):
+def _instead(
+  strategy: str,
+  n: int,
+  w: Workload,
+  hw: Profile,
+  options: dict[str, Any],
+  overlap: float,
+  notes: dict[str, Any],
+) -> dict[str, Any]:
   """{'instead': {label: examples/s}}: what the other values of its flags the strategy names
   in its notes would predict (e.g. more ps tasks where one bounds the step); {} for none."""
   alternatives = notes.get('instead')
@@ -160,14 +181,14 @@ def _instead(strategy, n, w, hw, options, overlap, notes):
   }
 
 
-def _largest(parts):
+def _largest(parts: dict[str, float]) -> str:
   return max(parts, key=parts.__getitem__)
 
 
-def _one_device_step(w):
+def _one_device_step(w: Workload) -> dict[str, float]:
   """The baseline of speed-up and efficiency, one device alone as measured (by the strategy
   of one device) or computed: {'compute', 'overhead', 'communication'} in ms."""
-  measured: dict = next(
+  measured: dict[str, float] = next(
     (
       parts
       for (name, n), parts in w.measured.items()
@@ -182,7 +203,14 @@ def _one_device_step(w):
   }
 
 
-def predict_all(names, devices, w, hw, options, overlap=OVERLAP):
+def predict_all(
+  names: Sequence[str],
+  devices: Sequence[int],
+  w: Workload,
+  hw: Profile,
+  options: dict[str, Any],
+  overlap: float = OVERLAP,
+) -> list[dict[str, Any]]:
   """Every applicable (strategy, device count), strategies in the order given; `options` the
   strategies' own flags (each its defaults where not given)."""
   return [

@@ -2,6 +2,9 @@
 count per strategy with the measured runs overlaid, and, where a time to the target accuracy is
 predicted, that time against device count; one panel per hardware profile."""
 
+from collections.abc import Sequence
+from typing import Any
+
 import matplotlib
 
 matplotlib.use('Agg')  # Before pyplot: never look for a display.
@@ -13,7 +16,7 @@ PLOT = 'prediction.png'
 TIME_TO_TARGET_PLOT = 'time_to_target.png'
 
 
-def plot(document, measured, out_dir):
+def plot(document: dict[str, Any], measured: list[dict[str, Any]], out_dir: str) -> str:
   """prediction.png: one panel per hardware profile, a line per strategy; `measured`
   ({'strategy', 'devices', 'examples_per_second'}) as unjoined markers. Returns its path."""
   return _panels(
@@ -25,7 +28,7 @@ def plot(document, measured, out_dir):
   )
 
 
-def plot_time_to_target(document, out_dir):
+def plot_time_to_target(document: dict[str, Any], out_dir: str) -> str:
   """time_to_target.png: predicted seconds to the target against devices, a line per
   strategy, one panel per hardware profile. Returns its path."""
   return _panels(
@@ -36,7 +39,13 @@ def plot_time_to_target(document, out_dir):
   )
 
 
-def _panels(predictions, key, label, path, measured=()):
+def _panels(
+  predictions: list[dict[str, Any]],
+  key: str,
+  label: str,
+  path: str,
+  measured: Sequence[dict[str, Any]] = (),
+) -> str:
   """A panel per profile of `key` against devices, log-log, a line per strategy; `measured`
   ({'strategy', 'devices', key}) as crosses."""
   profiles = list(dict.fromkeys(p['hardware'] for p in predictions))

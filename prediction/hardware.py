@@ -15,6 +15,7 @@ import dataclasses
 import math
 import os
 import tomllib
+from typing import Any
 
 from configs import hardware_profiles
 
@@ -102,7 +103,7 @@ class Profile:
   topology: str = ''
   pair_busbw_gbps: float | None = None
 
-  def allreduce_busbw(self, devices):
+  def allreduce_busbw(self, devices: int) -> float:
     """The all-reduce bus bandwidth among `devices` of one node: a bridged pair's over its
     NVLink bridge, else the node's ring's (allreduce_busbw_gbps)."""
     if self.topology == 'nvlink_pairs' and devices == 2 and self.pair_busbw_gbps:
@@ -110,19 +111,19 @@ class Profile:
     return self.allreduce_busbw_gbps
 
   @property
-  def max_devices(self):
+  def max_devices(self) -> int:
     return self.devices_per_node * self.max_nodes
 
-  def nodes(self, devices):
+  def nodes(self, devices: int) -> int:
     """Nodes `devices` fill: whole nodes, or a part of one."""
     return -(-devices // self.devices_per_node)
 
-  def holds(self, devices):
+  def holds(self, devices: int) -> bool:
     return devices <= self.max_devices and (
       devices <= self.devices_per_node or devices % self.devices_per_node == 0
     )
 
-  def check(self, devices):
+  def check(self, devices: int) -> None:
     """ProfileError unless `devices` fit this hardware: at most one node's worth, or whole
     nodes up to max_nodes."""
     if devices > self.max_devices:
@@ -138,7 +139,7 @@ class Profile:
       )
 
 
-def load(name_or_path):
+def load(name_or_path: str) -> Profile:
   """The profile called `name_or_path` in configs/hardware/, or the one in that file."""
   path, shown = os.path.expanduser(name_or_path), name_or_path
   if os.path.sep not in name_or_path and not name_or_path.endswith('.toml'):
@@ -160,7 +161,7 @@ def load(name_or_path):
   return parse(values, os.path.basename(path).removesuffix('.toml'), shown)
 
 
-def parse(values, name, given):
+def parse(values: dict[str, Any], name: str, given: str) -> Profile:
   """The Profile of `values` (a TOML file's), or ProfileError naming `given` (the flag's value
   and its file) and the field: every field a positive, finite number (TOML reads `nan` and
   `inf`, which would predict NaN rows), the INTEGERS whole."""

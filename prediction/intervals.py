@@ -8,6 +8,7 @@ range is its figure over (1 + those errors): 80% of the left-out rows fell withi
 
 import json
 import os
+from typing import Any
 
 ERRORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'prediction_errors.json')
 # The errors' percentiles the range spans.
@@ -19,17 +20,23 @@ PATHS = {'float32': 'float32', 'float16': 'mixed', 'bfloat16': 'mixed'}
 SCALING = 'scaling'
 
 
-def path(card):
+def path(card: dict[str, Any]) -> str:
   """The precision path of a model card ('float32' or 'mixed')."""
   return PATHS.get(card.get('compute_dtype', 'float32'), 'float32')
 
 
-def load(file=ERRORS):
+def load(file: str = ERRORS) -> dict[str, Any]:
   with open(file) as f:
-    return json.load(f)
+    errors: dict[str, Any] = json.load(f)
+    return errors
 
 
-def of(examples_per_second, kind, num_devices, errors=None):
+def of(
+  examples_per_second: float,
+  kind: str | None,
+  num_devices: int,
+  errors: dict[str, Any] | None = None,
+) -> dict[str, Any]:
   """{'examples_per_second_range': [low, high], 'range_from': what it is drawn from} for a
   prediction whose compute is `kind` ('float32' or 'mixed': from the card; None: measured or
   given); None as the range where no error was measured for it (one device's given figure)."""

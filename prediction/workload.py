@@ -13,6 +13,8 @@ What a run paid beyond its steps' steady time (`boundary_ms` here: its breakdown
 one_device run's for every strategy and device count but those measured.
 """
 
+from typing import Any
+
 import strategies
 from prediction import cost_model
 from records import files
@@ -25,7 +27,7 @@ class WorkloadError(ValueError):
   pass
 
 
-def finished_runs(experiment_dir):
+def finished_runs(experiment_dir: str) -> list[dict[str, Any]]:
   """The experiment's runs that wrote a result.json (its record by flat names,
   records/run_record.py's `flat`, with the run's name); files.Damaged for one that lacks what
   places a run among the others (another program's, say)."""
@@ -42,7 +44,7 @@ def finished_runs(experiment_dir):
   return runs
 
 
-def measured_runs(experiment_dir):
+def measured_runs(experiment_dir: str) -> list[dict[str, Any]]:
   """The experiment's finished runs with a breakdown and a model card (result.json dicts)."""
   return [
     {**run, 'devices': _devices(run)}
@@ -51,13 +53,13 @@ def measured_runs(experiment_dir):
   ]
 
 
-def _devices(run):
+def _devices(run: dict[str, Any]) -> int:
   return strategies.describe(run['strategy']).parallel_units(
     run['num_replicas_in_sync'], run['num_workers']
   )
 
 
-def base_run(experiment_dir):
+def base_run(experiment_dir: str) -> dict[str, Any]:
   """The experiment's one_device run with a breakdown and model card (its result.json)."""
   runs = measured_runs(experiment_dir)
   baseline = strategies.baseline()
@@ -71,13 +73,15 @@ def base_run(experiment_dir):
   return base
 
 
-def from_experiment(experiment_dir, per_device_batch=None):
+def from_experiment(
+  experiment_dir: str, per_device_batch: int | None = None
+) -> cost_model.Workload:
   """The workload an experiment measured, at its one_device run's batch unless given."""
   runs = measured_runs(experiment_dir)
   base = base_run(experiment_dir)
   parts, batch = base['breakdown'], per_device_batch or base['global_batch_size']
   per_example = parts['compute_ms'] / base['global_batch_size']
-  measured = {}
+  measured: dict[tuple[str, int], dict[str, float]] = {}
   for run in runs:
     if run['global_batch_size'] == batch * run['devices']:
       measured[run['strategy'], run['devices']] = _parts(run)
@@ -92,7 +96,7 @@ def from_experiment(experiment_dir, per_device_batch=None):
   )
 
 
-def _bytes(card):
+def _bytes(card: dict[str, Any]) -> dict[str, Any]:
   """What a step moves, from a model card: its gradients, and the variables it reads, of an
   embedding table only the rows it looks up (as many as its gradient holds)."""
   sparse = card.get('sparse_gradient_bytes_per_step') or 0
@@ -106,7 +110,7 @@ def _bytes(card):
   }
 
 
-def _parts(run):
+def _parts(run: dict[str, Any]) -> dict[str, float]:
   """compute, communication and the exposed overhead (the rest of the step) of a run, and what
   it paid between steps where it measured that; one device communicates with nothing, so its
   variable reads count as overhead."""
@@ -124,7 +128,9 @@ def _parts(run):
   }
 
 
-def from_card(card, per_device_batch, device_examples_per_second=0.0):
+def from_card(
+  card: dict[str, Any], per_device_batch: int, device_examples_per_second: float = 0.0
+) -> cost_model.Workload:
   """The workload of a model with model card `card` (training/model_card.py) on a device that
   trains `device_examples_per_second` alone at `per_device_batch` (0: not given, its compute
   left at 0 for the roofline of each profile's device to fill, prediction/predict.py)."""

@@ -22,22 +22,27 @@ start-up, in milliseconds per global batch:
 """
 
 import statistics
+from typing import Any
 
 from records import results
 
 
-def _median_per_batch(per_epoch, startup, batches_per_epoch):
+def _median_per_batch(
+  per_epoch: list[Any], startup: list[int], batches_per_epoch: int
+) -> float | None:
   seconds = results.spread(per_epoch, startup)[0]
   return None if seconds is None else seconds * 1e3 / batches_per_epoch
 
 
-def per_step(history, batches_per_epoch, step_ms):
+def per_step(
+  history: results.History, batches_per_epoch: int, step_ms: float
+) -> dict[str, float | None]:
   """{'execution_excess_ms', 'boundary_ms', 'boundary_in_throughput_ms'} of a run's `history`
   (a results.History) whose epochs hold `batches_per_epoch` global batches each, beside the
   breakdown's `step_ms`."""
   startup = history.epoch_startup
   executions = [
-    seconds - inside
+    seconds - inside  # type: ignore[operator]  # Both there in an epoch recorded.
     for seconds, inside in zip(history.epoch_times, history.epoch_boundary_in_epoch_time_seconds)
   ]
   run_step = _median_per_batch(executions, startup, batches_per_epoch)
@@ -50,17 +55,18 @@ def per_step(history, batches_per_epoch, step_ms):
   }
 
 
-def implied_step_ms(result):
+def implied_step_ms(result: dict[str, Any]) -> float:
   """The step a run's throughput implies: global batch / examples per second (result.json)."""
-  return result['global_batch_size'] / result['examples_per_second'] * 1e3
+  step: float = result['global_batch_size'] / result['examples_per_second'] * 1e3
+  return step
 
 
-def paid_step_ms(result):
+def paid_step_ms(result: dict[str, Any]) -> float | None:
   """The step a run paid: the median over its epochs after start-up (each after another
   epoch of the same process) of the epoch's wall time, from the previous epoch's end to its
   own, per global batch; None without such an epoch."""
   elapsed, startup = result['epoch_elapsed_seconds'], result['epoch_startup']
-  steps = [
+  steps: list[float] = [
     (elapsed[e] - elapsed[e - 1])
     * 1e3
     * result['global_batch_size']
@@ -71,7 +77,7 @@ def paid_step_ms(result):
   return statistics.median(steps) if steps else None
 
 
-def agreement(result):
+def agreement(result: dict[str, Any]) -> dict[str, float | None] | None:
   """How a run's breakdown adds up against its own clocks (result.json): {'implied_step_ms',
   'throughput_sum_ms': step + boundary_in_throughput, 'paid_step_ms', 'paid_sum_ms': step +
   boundary}; None without a breakdown that holds the boundary."""

@@ -2,6 +2,8 @@
 over, why a run has none, and its cell and footnote in the summary (the estimate itself:
 training/noise_scale.py)."""
 
+from typing import Any
+
 # Why a run has no estimate: one replica in sync has no two gradients at the same weights.
 ONE_REPLICA = (
   'one replica in sync (one_device, parameter_server): no two gradients of the same weights '
@@ -10,13 +12,13 @@ ONE_REPLICA = (
 OFF = '--nonoise_scale: not measured'
 
 
-def epochs(count):
+def epochs(count: int) -> tuple[int, int]:
   """(first, last), counted from 1, of the epochs the critical batch size of a run of `count`
   epochs is taken over: the last half (at least one)."""
   return count - max(1, count // 2) + 1, count
 
 
-def not_positive(count):
+def not_positive(count: int) -> str:
   """Why a run of `count` epochs that measured the noise scale has no critical batch size."""
   first, last = epochs(count)
   return (
@@ -25,7 +27,7 @@ def not_positive(count):
   )
 
 
-def note(run):
+def note(run: dict[str, Any]) -> str | None:
   """What the critical batch size's cell cannot say: a value larger than the training set,
   or why there is none; else None."""
   value, train = run.get('critical_batch_size'), run.get('train_examples')
@@ -36,14 +38,14 @@ def note(run):
   return ONE_REPLICA if run['num_replicas_in_sync'] < 2 else OFF
 
 
-def cell(row):
+def cell(row: dict[str, Any]) -> str:
   value, note = row['critical_batch_size'], row['critical_batch_note']
   if value is not None:
     return f'{value:,.0f}' + (f' (> {row["train_examples"]:,} training examples)' if note else '')
   return {ONE_REPLICA: 'n/a (one replica)', OFF: 'n/a (off)'}.get(note, 'failed (see below)')
 
 
-def footnote(table):
+def footnote(table: list[dict[str, Any]]) -> str:
   """What the critical batch column is, and each run's failed estimate in its own words."""
   said = [
     'Critical batch: the gradient noise scale B_simple over the last half of the epochs '

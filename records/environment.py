@@ -10,6 +10,7 @@ import platform
 import shutil
 import socket
 import subprocess
+from typing import Any
 
 from records import files
 from records import schemas
@@ -23,7 +24,7 @@ _ENV_NAMES = (
 )
 
 
-def _proc_field(path, key):
+def _proc_field(path: str, key: str) -> str | None:
   """The value of `key:` in a /proc file such as /proc/cpuinfo, or None."""
   try:
     with open(path) as f:
@@ -36,7 +37,7 @@ def _proc_field(path, key):
   return None
 
 
-def _topology():
+def _topology() -> str | None:
   """`nvidia-smi topo -m` (GPU interconnect matrix), None without nvidia-smi; never raises."""
   tool = shutil.which('nvidia-smi')
   if not tool:
@@ -53,13 +54,13 @@ def _topology():
   return proc.stdout
 
 
-def describe(cluster_spec=None) -> dict:
+def describe(cluster_spec: dict[str, list[str]] | None = None) -> dict[str, Any]:
   """What this machine and TensorFlow see: for the record of an experiment."""
   import keras
   import tensorflow as tf
 
   memory_kib = (_proc_field('/proc/meminfo', 'MemTotal') or '').split(' ')[0]
-  gpus = []
+  gpus: list[dict[str, Any]] = []
   for gpu in tf.config.list_physical_devices('GPU'):
     details = tf.config.experimental.get_device_details(gpu)
     capability = details.get('compute_capability')
@@ -99,7 +100,7 @@ def describe(cluster_spec=None) -> dict:
 FILE = 'environment.json'
 
 
-def write_once(experiment_dir, info) -> bool:
+def write_once(experiment_dir: str, info: dict[str, Any]) -> bool:
   """Writes <experiment_dir>/environment.json unless it exists; True if written."""
   path = storage.join(experiment_dir, FILE)
   if storage.exists(path):
@@ -109,7 +110,7 @@ def write_once(experiment_dir, info) -> bool:
   return True
 
 
-def read(experiment_dir):
+def read(experiment_dir: str) -> dict[str, Any] | None:
   """<experiment_dir>/environment.json, or None if it is not there (files.Damaged if it cannot
   be read, or its fields are not of the kinds this program writes)."""
   path = storage.join(experiment_dir, FILE)
@@ -138,7 +139,7 @@ _KINDS = {
 }
 
 
-def compute_device(info):
+def compute_device(info: dict[str, Any] | None) -> str:
   """The device an experiment computed on, in a few words, from its environment.json: its
   first GPU's name, else the CPU's model and cores."""
   if not info:
@@ -149,11 +150,11 @@ def compute_device(info):
   return f'CPU ({info.get("cpu_model") or "unknown model"}{f", {cores} cores" if cores else ""})'
 
 
-def _cell(value):
+def _cell(value: object) -> str:
   return '' if value is None else str(value).replace('|', '\\|').replace('\n', ' ')
 
 
-def markdown(info) -> str:
+def markdown(info: dict[str, Any]) -> str:
   """The same as a Markdown text for TensorBoard."""
   scalars = [
     (k, v)

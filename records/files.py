@@ -7,13 +7,18 @@ it; on an object store the one upload is atomic by itself (records/storage.py).
 
 import json
 import math
+from typing import Any
+from typing import TypeVar
 
 from records import storage
 
 NON_FINITE = 'non_finite_values'  # What the nulls written for NaN and infinity were.
 
 
-def write_json(path, value):
+_Path = TypeVar('_Path', bound=storage.Path)
+
+
+def write_json(path: _Path, value: Any) -> _Path:
   """Writes `value` as indented, key-sorted, strict JSON to `path`, atomically; returns `path`.
 
   JSON has no NaN or infinity (Python would write a bare `NaN`, which strict readers refuse):
@@ -27,7 +32,7 @@ def write_json(path, value):
   return path
 
 
-def _finite(value, where, found):
+def _finite(value: Any, where: str, found: dict[str, str]) -> Any:
   """`value` with every NaN or infinite float replaced by None, each recorded in `found`."""
   if isinstance(value, float) and not math.isfinite(value):
     found[where] = json.dumps(value)  # 'NaN', 'Infinity' or '-Infinity'.
@@ -44,7 +49,9 @@ class Damaged(ValueError):
   names it and what to do."""
 
 
-def read_json(path, fix='remove it and run the command that wrote it again'):
+def read_json(
+  path: storage.Path, fix: str = 'remove it and run the command that wrote it again'
+) -> Any:
   """The JSON value in `path`; Damaged, naming it and `fix`, when it cannot be parsed or is a
   directory (FileNotFoundError when it is not there)."""
   try:
@@ -55,7 +62,9 @@ def read_json(path, fix='remove it and run the command that wrote it again'):
     raise Damaged(f'{path} is a directory, not the file expected there; {fix}') from None
 
 
-def read_object(path, fix='remove it and run the command that wrote it again'):
+def read_object(
+  path: storage.Path, fix: str = 'remove it and run the command that wrote it again'
+) -> dict[str, Any]:
   """The JSON object in `path`, as read_json reads it; Damaged also when it holds another
   JSON value (a list, a string): every reader takes its fields by name."""
   value = read_json(path, fix)

@@ -12,7 +12,7 @@ import errno
 import os
 
 
-def check(flag, given, path, create=False, must_exist=False):
+def check(flag: str, given: str, path: str, create: bool = False, must_exist: bool = False) -> None:
   """Raises ValueError for local directory `path` (the value `given` to `flag`) when a
   symbolic link on it loops or leads nowhere it can be. A link to a missing directory whose
   parent is there is fine, and with `create` that directory is made; `must_exist` (data to
@@ -50,7 +50,7 @@ def check(flag, given, path, create=False, must_exist=False):
   raise ValueError(f'{flag}={given} cannot be used: too many symbolic links on it')
 
 
-def _broken(path):
+def _broken(path: str) -> tuple[str, str, str] | None:
   """('loop' or 'dangling', the link, where it leads) for the first link on `path` that
   loops or leads to nothing, or None: every link leads somewhere (or the path holds none, or
   it fails otherwise: a file on it, permissions, which other checks name)."""
@@ -78,5 +78,5 @@ def _broken(path):
   return None
 
 
-def _same(a, b):
+def _same(a: str, b: str) -> bool:
   return os.path.abspath(a) == os.path.abspath(b)

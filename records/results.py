@@ -3,6 +3,13 @@ file itself: records/run_files.py)."""
 
 import dataclasses
 import statistics
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeVar
+
+from records.target import Target
+
+_Value = TypeVar('_Value')
 
 
 @dataclasses.dataclass
@@ -33,7 +40,7 @@ class History:
   epoch_boundary_seconds: list[float | None] = dataclasses.field(default_factory=list)
   epoch_boundary_in_epoch_time_seconds: list[float | None] = dataclasses.field(default_factory=list)
 
-  def add(self, **epoch):
+  def add(self, **epoch: Any) -> None:
     for name, value in epoch.items():
       series = getattr(self, name)
       if isinstance(series, dict):  # {metric: value} of the epoch.
@@ -43,13 +50,15 @@ class History:
         series.append(value)
 
 
-def after_startup(per_epoch, startup=None):
+def after_startup(per_epoch: list[_Value], startup: list[int] | None = None) -> list[_Value]:
   """The epochs but start-up ones (default: the first); all of them if that leaves none."""
   startup = startup or [1] + [0] * (len(per_epoch) - 1)
   return [value for value, first in zip(per_epoch, startup) if not first] or per_epoch
 
 
-def spread(per_epoch, startup=None):
+def spread(
+  per_epoch: list[Any], startup: list[int] | None = None
+) -> tuple[float | None, float | None, float | None]:
   """Median, min and max after start-up: the headline figure and how much it moved."""
   steady = after_startup(per_epoch, startup)
   if not steady:
@@ -57,16 +66,21 @@ def spread(per_epoch, startup=None):
   return statistics.median(steady), min(steady), max(steady)
 
 
-def time_to_target(validation_metrics, elapsed_seconds, target):
+def time_to_target(
+  validation_metrics: dict[str, list[float | None]],
+  elapsed_seconds: Sequence[float | None],
+  target: Target | None,
+) -> float | None:
   """Seconds until the epochs' validation metrics ({name: per epoch}) first reached `target`
   (a records.target.Target, or None), or None."""
   values = validation_metrics.get(target.metric, []) if target else []
   return next(
-    (seconds for value, seconds in zip(values, elapsed_seconds) if target.reached(value)), None
+    (seconds for value, seconds in zip(values, elapsed_seconds) if target.reached(value)),  # type: ignore[union-attr]
+    None,
   )
 
 
-def to_target(step_evaluations, target):
+def to_target(step_evaluations: list[dict[str, Any]], target: Target | None) -> dict[str, Any]:
   """{'steps_to_target', 'seconds_to_target'}: the step (and the training seconds until it) of
   the first of `step_evaluations` ({step, elapsed_seconds, metrics: {name: value}}, in step
   order) whose metric reached `target` (a records.target.Target, or None), or None."""
@@ -80,7 +94,7 @@ def to_target(step_evaluations, target):
   }
 
 
-def headline(history, target):
+def headline(history: History, target: Target | None) -> dict[str, Any]:
   """The headline figures (None where no epoch finished, as in a run interrupted early): the
   throughput after start-up, its spread, and the time to `target` (a Target, or None)."""
   median, low, high = spread(history.epoch_examples_per_second, history.epoch_startup)
@@ -98,7 +112,7 @@ def headline(history, target):
   }
 
 
-def final_values(history):
+def final_values(history: History) -> dict[str, dict[str, float | None]]:
   """{split: {name: the last epoch's value, None without one}} of every metric, on the
   training steps ('train') and the validation set ('validation')."""
   return {
@@ -127,7 +141,7 @@ OLD_NAMES = (
 BREAKDOWN_PARTS = ('input_ms', 'compute_ms', 'communication_ms', 'overhead_ms')
 
 
-def recoveries(runs):
+def recoveries(runs: Sequence[dict[str, Any]]) -> list[str]:
   """'run: what recovering from faults cost', for each run (its result.json's fields) that
   lost a task, was restarted, or was resumed."""
   lines = []

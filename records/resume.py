@@ -8,12 +8,12 @@ import os
 ENV = 'STRATEGY_COMPARISON_RESUME_COMMAND'
 
 
-def export(command):
+def export(command: str) -> None:
   """Makes `command` what this process and its children print to say how to resume."""
   os.environ[ENV] = command
 
 
-def hint():
+def hint() -> str:
   """How to resume, as the messages of an interrupted or failed run end."""
   command = os.environ.get(ENV)
   return f'to resume, run: {command}' if command else 'run the same command to resume'

@@ -17,12 +17,14 @@ Each JSON file here carries its `schema_version`, stamped by its writer below
 
 import contextlib
 import re
+from typing import Any
 
 from records import files
 from records import run_record
 from records import schemas
 from records import settings
 from records import storage
+from records.run_record import RunRecord
 
 RESULT = 'result.json'
 CONFIG = 'config.json'
@@ -36,30 +38,30 @@ EVENT_DIRECTORIES = ('', TRAIN, VALIDATION)  # '': the run directory itself (HPa
 LOGS = 'logs'
 
 
-def path(run_dir, name):
+def path(run_dir: str, name: str) -> str:
   """The path (or URL) of the file or directory `name` (one of this module's names) of a run."""
   return storage.join(run_dir, name)
 
 
-def events(run_dir, directory):
+def events(run_dir: str, directory: str) -> str:
   """Where the run's TensorBoard event files of `directory` (one of EVENT_DIRECTORIES) go."""
   return storage.join(run_dir, directory)
 
 
-def checkpoints(run_dir):
+def checkpoints(run_dir: str) -> str:
   return storage.join(run_dir, CHECKPOINTS)
 
 
-def checkpoint_index(run_dir):
+def checkpoint_index(run_dir: str) -> str:
   return storage.join(run_dir, CHECKPOINTS, CHECKPOINT_INDEX)
 
 
-def task_log(logs, task):
+def task_log(logs: str, task: str) -> str:
   """The log file of task `task` ('worker-0') in the local directory `logs`."""
   return storage.join(logs, f'{task}.log')
 
 
-def runs(experiment_dir):
+def runs(experiment_dir: str) -> list[str]:
   """The names of the experiment's run directories that hold a run's record (a result.json),
   in the order the storage lists them."""
   if not storage.isdir(experiment_dir):
@@ -79,7 +81,7 @@ class RunDirError(ValueError):
 STARTED = (RESULT, TRAIN, VALIDATION)
 
 
-def run_dir_state(run_dir):
+def run_dir_state(run_dir: str) -> str:
   """'new'; 'finished' (a complete result.json); 'checkpointed' (unfinished, resumable);
   'stale' (an unfinished run that never wrote a checkpoint); 'damaged' (a result.json that
   cannot be read); or 'foreign' (a result.json that is neither complete nor resumable, e.g.
@@ -102,7 +104,7 @@ def run_dir_state(run_dir):
   return 'new'
 
 
-def check_run_dir(run_dir, resume=True, config=None):
+def check_run_dir(run_dir: str, resume: bool = True, config: dict[str, Any] | None = None) -> str:
   """A run never writes over another run's files, nor, without `resume`, over an unfinished
   run's (task logs of its own launcher may be there); given the run's `config` (a RunConfig's
   `to_json()`), a finished run is kept only if it measured the same (records/settings.py).
@@ -120,7 +122,7 @@ def check_run_dir(run_dir, resume=True, config=None):
   return state
 
 
-def _check_finished(run_dir, config):
+def _check_finished(run_dir: str, config: dict[str, Any]) -> None:
   """RunDirError if the finished run in `run_dir` was run with other settings than `config`."""
   try:
     recorded = files.read_json(path(run_dir, CONFIG))
@@ -139,14 +141,14 @@ def _check_finished(run_dir, config):
     )
 
 
-def write_config(run_dir, config):
+def write_config(run_dir: str, config: dict[str, Any]) -> str:
   """`<run>/config.json`: the run's whole configuration (a RunConfig's `to_json()`), with which
   every process of the run is started; also the record of exactly what ran."""
   storage.makedirs(run_dir)
   return files.write_json(path(run_dir, CONFIG), schemas.stamp(CONFIG, config))
 
 
-def config_text(run_dir):
+def config_text(run_dir: str) -> str | None:
   """The text of the run's config.json as it is, to put back (`restore_config`), or None."""
   try:
     return storage.read_text(path(run_dir, CONFIG))
@@ -154,13 +156,13 @@ def config_text(run_dir):
     return None
 
 
-def restore_config(run_dir, text):
+def restore_config(run_dir: str, text: str) -> None:
   """Puts back the config.json of a run that a refused command would have changed: it still
   describes the run's checkpoints and results."""
   storage.write_text(path(run_dir, CONFIG), text)
 
 
-def remove_config(run_dir):
+def remove_config(run_dir: str) -> None:
   """Removes the config.json of a run that never began (and the restarts it was given), and
   its directory if that empties it."""
   for name in (CONFIG, RESTARTS):
@@ -169,20 +171,20 @@ def remove_config(run_dir):
   storage.remove_empty_dir(run_dir)
 
 
-def write_result(run_dir, record):
+def write_result(run_dir: str, record: RunRecord) -> str:
   """`<run>/result.json`: the run's record (a records.run_record.RunRecord), versioned, its
   fields under their names of the schema's previous version too (run_record.document)."""
   return files.write_json(path(run_dir, RESULT), run_record.document(record))
 
 
-def read_result(run_dir):
+def read_result(run_dir: str) -> RunRecord:
   """The run's record (a records.run_record.RunRecord) from its result.json, of any version:
   the one way every reader reads it (files.Damaged, naming it and the fix, if it cannot be
   read, holds no JSON object, or holds a value of another kind)."""
   return run_record.load(path(run_dir, RESULT), retrain_fix(run_dir))
 
 
-def retrain_fix(run_dir):
+def retrain_fix(run_dir: str) -> str:
   """What to do about a run's damaged record: train the run again, from its checkpoints
   when it has any."""
   if storage.exists(checkpoint_index(run_dir)):
@@ -193,7 +195,7 @@ def retrain_fix(run_dir):
   return f'remove {run_dir} and run the same command to train that run again'
 
 
-def record_restart(run_dir, restarted, why):
+def record_restart(run_dir: str, restarted: str, why: str) -> None:
   """Adds a restart the launcher makes, of the whole run (`restarted` 'run') or of one task
   ('worker-1'), to `<run>/restarts.json`: why, the step the run had reported, and, for the
   run, the checkpoint it resumes from (None: from scratch). The run's result.json lists them
@@ -205,7 +207,7 @@ def record_restart(run_dir, restarted, why):
   files.write_json(path(run_dir, RESTARTS), schemas.stamp(RESTARTS, {'restarts': restarts}))
 
 
-def read_restarts(run_dir):
+def read_restarts(run_dir: str) -> list[dict[str, Any]]:
   """The launcher's restarts of the run (record_restart), oldest first; [] without any. Also
   of a file written before versions, which held the list alone."""
   try:
@@ -217,7 +219,7 @@ def read_restarts(run_dir):
   return restarts if isinstance(restarts, list) else []
 
 
-def latest_checkpoint(run_dir):
+def latest_checkpoint(run_dir: str) -> str | None:
   """The name of the run's newest checkpoint in tf.train.CheckpointManager's index (read
   without TensorFlow), or None."""
   try:
@@ -228,23 +230,23 @@ def latest_checkpoint(run_dir):
   return found and storage.basename(found.group(1))
 
 
-def write_exit(run_dir, record):
+def write_exit(run_dir: str, record: dict[str, Any]) -> str:
   """`<run>/exit.json`: the launcher's record of how long the run's processes lived on after
   writing its result (orchestration/launcher.py's ResultWatch)."""
   return files.write_json(path(run_dir, EXIT), schemas.stamp(EXIT, record))
 
 
-def read_exit(run_dir):
+def read_exit(run_dir: str) -> Any:
   return files.read_json(path(run_dir, EXIT))
 
 
-def write_progress(run_dir, step):
+def write_progress(run_dir: str, step: int) -> None:
   """How far an unfinished run got: the work a restart redoes (the steps past the checkpoint it
   resumes from), and the step a test waits for."""
   files.write_json(path(run_dir, PROGRESS), schemas.stamp(PROGRESS, {'step': step}))
 
 
-def read_progress(run_dir):
+def read_progress(run_dir: str) -> int:
   """The step an unfinished run last reported, or 0."""
   try:
     return int(files.read_json(path(run_dir, PROGRESS))['step'])
@@ -252,7 +254,7 @@ def read_progress(run_dir):
     return 0
 
 
-def remove_progress(run_dir):
+def remove_progress(run_dir: str) -> None:
   """A finished run has no progress to redo."""
   with contextlib.suppress(FileNotFoundError):  # None if no step was left to train.
     storage.remove(path(run_dir, PROGRESS))

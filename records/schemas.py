@@ -11,6 +11,7 @@ they write (`stamp`); the suite validates every file a run writes against its sc
 
 import json
 import os
+from typing import Any
 
 KEY = 'schema_version'
 DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'schemas')
@@ -32,23 +33,24 @@ VERSIONS = {
 }
 
 
-def stamp(name, value):
+def stamp(name: str, value: dict[str, Any]) -> dict[str, Any]:
   """`value` (a dict, as file `name` holds it) with that file's schema_version, first."""
   return {KEY: VERSIONS[name], **value}
 
 
-def version(document):
+def version(document: object) -> int:
   """The schema_version of a file's content; 0 for one written before versions."""
   found = document.get(KEY, 0) if isinstance(document, dict) else 0
   return found if isinstance(found, int) else 0
 
 
-def path(name):
+def path(name: str) -> str:
   """The JSON Schema file of the JSON file `name` ('result.json')."""
   return os.path.join(DIRECTORY, name.removesuffix('.json') + '.schema.json')
 
 
-def load(name):
+def load(name: str) -> dict[str, Any]:
   """The JSON Schema of the JSON file `name`, as a dict."""
   with open(path(name)) as f:
-    return json.load(f)
+    schema: dict[str, Any] = json.load(f)
+    return schema

@@ -6,8 +6,14 @@ its experiment (orchestration/launcher.py, on its recorded config.json), and the
 cluster, each started with its own flags (training/agreement.py).
 """
 
+from collections.abc import Mapping
+from typing import Any
 
-def differences(recorded, wanted):
+# A setting that differs: (name, its value recorded, its value wanted).
+Difference = tuple[str, Any, Any]
+
+
+def differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[Difference]:
   """[(name, recorded value, wanted value)] of the settings in `wanted` that `recorded` holds
   otherwise (or not at all), in `wanted`'s order."""
   return [
@@ -17,7 +23,7 @@ def differences(recorded, wanted):
   ]
 
 
-def describe(found):
+def describe(found: list[Difference]) -> str:
   """'name=recorded (now value), ...': what `differences` found, for one line."""
   return ', '.join(f'{name}={old!r} (now {new!r})' for name, old, new in found)
 
@@ -42,7 +48,7 @@ NOT_MEASURED = (
 )
 
 
-def measured(config):
+def measured(config: Mapping[str, Any]) -> dict[str, Any]:
   """{setting: value} of a config.json's settings that change what its run measures, its
   groups (data, model, a strategy's options...) flattened, tuples as JSON holds them (lists)."""
   return _flat(config, NOT_MEASURED)
@@ -70,14 +76,14 @@ PER_TASK = (
 )
 
 
-def shared(config):
+def shared(config: Mapping[str, Any]) -> dict[str, Any]:
   """{setting: value} of a config.json's settings that every task of its cluster must run
   with, flattened as `measured` does."""
   return _flat(config, PER_TASK)
 
 
-def _flat(config, left_out):
-  flat = {}
+def _flat(config: Mapping[str, Any], left_out: tuple[str, ...]) -> dict[str, Any]:
+  flat: dict[str, Any] = {}
   for name, value in config.items():
     if name in left_out:
       continue
@@ -88,7 +94,7 @@ def _flat(config, left_out):
   return flat
 
 
-def disagreement(reference, settings_of):
+def disagreement(reference: str, settings_of: Mapping[str, dict[str, Any]]) -> str:
   """'' when every task's settings equal those of task `reference`; else one line naming, for
   each task that differs, each setting and its value there and on the reference task.
   `settings_of` maps a task's name ('worker 1') to its `shared` settings."""

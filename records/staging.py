@@ -16,6 +16,8 @@ import os
 import posixpath
 import shutil
 import tempfile
+from collections.abc import Collection
+from types import TracebackType
 
 from records import storage
 
@@ -26,11 +28,11 @@ class Staged:
   with `download`, the files directly in `path` (a checkpoint directory, an event file
   directory) are copied into it first. Closing it removes the local copy."""
 
-  def __init__(self, path, download=False):
+  def __init__(self, path: str, download: bool = False) -> None:
     self.path = path
     on_disk = storage.local_path(path) is not None
     self._root = None if on_disk else tempfile.mkdtemp(prefix='staged-')
-    self._sent = {}  # Relative path: the signature of its file as uploaded or downloaded.
+    self._sent: dict[str, tuple[int, int]] = {}  # Relative path: its file's signature as sent.
     if self._root and download:
       try:
         for name in storage.files_in(path):
@@ -41,13 +43,13 @@ class Staged:
         self.close()
         raise
 
-  def __enter__(self):
+  def __enter__(self) -> 'Staged':
     return self
 
-  def __exit__(self, *unused):
+  def __exit__(self, *unused: type[BaseException] | BaseException | TracebackType | None) -> None:
     self.close()
 
-  def local(self, path=None):
+  def local(self, path: str | None = None) -> str:
     """Where TensorFlow reads and writes `path` (this directory, by default)."""
     path = self.path if path is None else os.fspath(path)
     if self._root is None:
@@ -55,13 +57,13 @@ class Staged:
     relative = posixpath.relpath(path, self.path)
     return self._root if relative == '.' else os.path.join(self._root, relative)
 
-  def push(self, last=()):
+  def push(self, last: Collection[str] = ()) -> None:
     """Uploads the files written or changed since the last push (those named in `last`, e.g. a
     checkpoint index, after the others), then removes from the store the files this directory
     had that are gone (checkpoints past those kept)."""
     if self._root is None:
       return
-    present = {}
+    present: dict[str, tuple[int, int]] = {}
     for directory, _, names in os.walk(self._root):
       for name in names:
         local = os.path.join(directory, name)
@@ -74,11 +76,11 @@ class Staged:
       storage.discard(storage.join(self.path, *name.split(os.sep)))
       del self._sent[name]
 
-  def close(self):
+  def close(self) -> None:
     if self._root:
       shutil.rmtree(self._root, ignore_errors=True)
 
 
-def _signature(local):
+def _signature(local: str) -> tuple[int, int]:
   stat = os.stat(local)
   return stat.st_size, stat.st_mtime_ns

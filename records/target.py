@@ -10,6 +10,8 @@ names (the report reads result.json alone).
 import dataclasses
 import math
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,21 +31,21 @@ class Target:
   goal: str  # '>=' or '<='
   threshold: float
 
-  def __str__(self):
+  def __str__(self) -> str:
     return f'{self.metric}{self.goal}{self.threshold:g}'
 
-  def reached(self, value):
+  def reached(self, value: float | None) -> bool:
     """Whether a metric's `value` meets the target (None: not measured, not reached)."""
     if value is None:
       return False
     mine, theirs = np.float32(value), np.float32(self.threshold)
     return bool(mine >= theirs if self.goal == '>=' else mine <= theirs)
 
-  def to_json(self):
+  def to_json(self) -> dict[str, str | float]:
     return {'metric': self.metric, 'goal': self.goal, 'value': self.threshold}
 
 
-def parse(text, flag='--target'):
+def parse(text: str, flag: str = '--target') -> Target:
   """The Target `text` writes; TargetError, naming `flag` and the form, if it writes none."""
   found = _FORM.fullmatch(text or '')
   how = 'write it NAME>=VALUE or NAME<=VALUE, e.g. accuracy>=0.9 or loss<=0.3'
@@ -59,17 +61,17 @@ def parse(text, flag='--target'):
   return Target(metric, goal, number)
 
 
-def from_json(recorded):
+def from_json(recorded: dict[str, Any]) -> Target:
   """The Target result.json records ({metric, goal, value}: Target.to_json)."""
   return Target(recorded['metric'], recorded['goal'], float(recorded['value']))
 
 
-def of_accuracy(value):
+def of_accuracy(value: float) -> Target:
   """--target_accuracy=X, as the Target it stands for."""
   return Target('accuracy', '>=', float(value))
 
 
-def default_for(default, names):
+def default_for(default: Target, names: Sequence[str]) -> Target | None:
   """The `default` target (on accuracy) for a model reporting `names`: on `accuracy`, or on
   the metric its compile named as an accuracy (`sparse_categorical_accuracy`, an output's
   `department_accuracy`), at the default's value; None if it reports none."""
@@ -79,7 +81,7 @@ def default_for(default, names):
   return dataclasses.replace(default, metric=accuracies[0]) if accuracies else None
 
 
-def check_reported(target, names, who, given=True):
+def check_reported(target: Target, names: Sequence[str], who: str, given: bool = True) -> None:
   """TargetError unless `target`'s metric is among `names`, the metrics `who` reports; one
   not `given` (the default, accuracy) is named as such, with the flag that sets another."""
   if target.metric in names:

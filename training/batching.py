@@ -18,16 +18,23 @@ class Batching:
   steps_per_epoch: int
 
   @property
-  def step_batch_size(self):
+  def step_batch_size(self) -> int:
     """The examples one step (one update) averages over."""
     return self.global_batch_size // self.worker_shares
 
   @property
-  def per_replica_batch_size(self):
+  def per_replica_batch_size(self) -> int:
     return self.step_batch_size // self.replicas_in_sync
 
   @classmethod
-  def of(cls, global_batch_size, replicas_in_sync, worker_shares, train_size, steps_per_epoch=0):
+  def of(
+    cls,
+    global_batch_size: int,
+    replicas_in_sync: int,
+    worker_shares: int,
+    train_size: int,
+    steps_per_epoch: int = 0,
+  ) -> 'Batching':
     """The batching of a run; ValueError naming the flag when the batch cannot be split.
     `steps_per_epoch` 0 means one pass over the `train_size` training examples."""
     divisor = replicas_in_sync * worker_shares

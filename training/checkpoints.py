@@ -19,6 +19,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
@@ -28,14 +30,17 @@ from records import resume
 from records import settings as run_settings
 from records import staging
 from records import storage
+from records.run_directory import RunDirectory
 from training import execution
 from training import trainer as trainer_lib
 
 KEEP = 3
 _STATE_KEY = 'run_state/.ATTRIBUTES/VARIABLE_VALUE'
+Say = Callable[[str], None]  # Where a line for the user goes.
+Local = Callable[[str], str]  # Where TensorFlow reads a path of the run's checkpoints.
 
 
-def _save_fix():
+def _save_fix() -> str:
   return (
     f'the earlier checkpoints are kept: free space there (or make it writable); {resume.hint()}'
   )
@@ -45,11 +50,11 @@ class CheckpointError(ValueError):
   """A checkpoint cannot be used, or not for this run; the message says what to do."""
 
 
-def _as_given(path):
+def _as_given(path: str) -> str:
   return path
 
 
-def kept(run_dir, say=print, local=_as_given):
+def kept(run_dir: RunDirectory, say: Say = print, local: Local = _as_given) -> list[str]:
   """The prefixes of the checkpoints of `run_dir` (a records.run_directory.RunDirectory),
   newest first: those of the index
   (`checkpoints/checkpoint`), or, when it is missing or cannot be read, the checkpoint files
@@ -82,11 +87,12 @@ def kept(run_dir, say=print, local=_as_given):
   return [storage.join(where, f'ckpt-{step}') for step in steps]
 
 
-def read_state(path, local=_as_given):
+def read_state(path: str, local: Local = _as_given) -> dict[str, Any]:
   """The run state stored in checkpoint `path` (read at `local(path)`), read without building
   any model."""
   try:
-    return json.loads(tf.train.load_checkpoint(local(path)).get_tensor(_STATE_KEY))
+    state: dict[str, Any] = json.loads(tf.train.load_checkpoint(local(path)).get_tensor(_STATE_KEY))
+    return state
   except Exception as e:  # pylint: disable=broad-except  # A damaged file fails in many ways.
     raise _unreadable(path, e) from None
 
@@ -96,7 +102,7 @@ class Unreadable(CheckpointError):
   be."""
 
 
-def _unreadable(path, error):
+def _unreadable(path: str, error: Exception) -> CheckpointError:
   """Unreadable for a damaged checkpoint, so that an older one is tried; but a checkpoint the
   storage will not let this process read (permissions) is not damaged, and no older one would
   do better: that is refused, with what to do, before any is skipped."""
@@ -113,7 +119,7 @@ def _unreadable(path, error):
 class RunState:
   """Where a run stands: what a checkpoint stores besides the variables."""
 
-  settings: dict  # What the run was started with; a resume must match.
+  settings: dict[str, Any]  # What the run was started with; a resume must match.
   step: int = 0  # Training steps done.
   history: results.History = dataclasses.field(default_factory=results.History)
   epoch_sums: trainer_lib.Totals = trainer_lib.ZERO  # Of the epoch under way.
@@ -123,14 +129,14 @@ class RunState:
   retried_steps: int = 0  # Lost with a parameter-server worker, run again.
   late_results: int = 0  # Fetched from a parameter-server worker once it was back from a cut.
   # Each validation pass: {step, accuracy, loss, elapsed_seconds}, in step order.
-  step_evaluations: list = dataclasses.field(default_factory=list)
-  resumes: list = dataclasses.field(default_factory=list)
+  step_evaluations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+  resumes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
-  def to_json(self):
+  def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
 
   @classmethod
-  def from_json(cls, saved, path='the checkpoint'):
+  def from_json(cls, saved: dict[str, Any], path: str = 'the checkpoint') -> 'RunState':
     """The state checkpoint `path` saved; CheckpointError for one another version of run.py
     wrote, whose record holds other fields (a run from before the job's metrics were named)."""
     try:
@@ -150,8 +156,14 @@ class RunState:
 
 
 def start_or_resume(
-  run_dir, resume, trainer, checkpointer, settings, say=print, started_before=False
-):
+  run_dir: RunDirectory,
+  resume: bool,
+  trainer: trainer_lib.Trainer,
+  checkpointer: 'Checkpointer | None',
+  settings: dict[str, Any],
+  say: Say = print,
+  started_before: bool = False,
+) -> RunState:
   """A fresh RunState, or (with `resume`) that of the newest checkpoint that can be read,
   restored into `trainer`: each newer one that cannot is skipped, in one line, and listed in
   the resume's `skipped`. A fresh start of a run that was restarted or `started_before`
@@ -164,7 +176,7 @@ def start_or_resume(
     try:
       saved = read_state(path, local)
       check_compatible(path, saved, settings)
-      checkpointer.restore(path)
+      checkpointer.restore(path)  # type: ignore[union-attr]  # None: no checkpoint kept.
     except Unreadable as e:
       skipped.append({'checkpoint': storage.basename(path), 'reason': str(e)})
       say(f'{e}; {"trying an older one" if path != paths[-1] else "starting afresh"}')
@@ -189,7 +201,7 @@ def start_or_resume(
   return state
 
 
-def check_compatible(path, state, settings):
+def check_compatible(path: str, state: dict[str, Any], settings: dict[str, Any]) -> None:
   """Refuses to resume a checkpoint written with other settings than `settings`, naming each
   setting that differs."""
   found = run_settings.differences(state.get('settings', {}), settings)
@@ -205,7 +217,7 @@ class Checkpointer:
   in `run_dir` (a RunDirectory; where this process does not record, in a scratch directory);
   on an object store, in a local copy of the run's checkpoints, each uploaded once written."""
 
-  def __init__(self, run_dir, trackables):
+  def __init__(self, run_dir: RunDirectory, trackables: dict[str, Any]) -> None:
     self._state = tf.Variable('', dtype=tf.string, trainable=False)
     self._checkpoint = tf.train.Checkpoint(run_state=self._state, **trackables)
     self.directory = run_dir.checkpoints
@@ -218,11 +230,11 @@ class Checkpointer:
       checkpoint_name='ckpt',
     )
 
-  def local(self, path):
+  def local(self, path: str) -> str:
     """Where TensorFlow reads checkpoint file or prefix `path` of the run."""
     return self._staged.local(path)
 
-  def restore(self, path):
+  def restore(self, path: str) -> None:
     """Loads checkpoint `path` into the trackables (its run state is `read_state`'s)."""
     try:
       self._checkpoint.restore(self.local(path)).assert_existing_objects_matched()
@@ -236,7 +248,7 @@ class Checkpointer:
     except Exception as e:  # pylint: disable=broad-except  # As in read_state.
       raise _unreadable(path, e) from None
 
-  def save(self, step, state):
+  def save(self, step: int, state: dict[str, Any]) -> str:
     """Writes checkpoint `ckpt-<step>`; the newest KEEP are kept. Returns its path."""
     self._state.assign(json.dumps(state))
     # Only the storage's refusal is the disk's: a ps task lost while its variables are read
@@ -247,11 +259,12 @@ class Checkpointer:
         self._staged.push(last=('checkpoint',))  # The index names files already there.
     return storage.join(self.directory, storage.basename(saved))
 
-  def close(self):
+  def close(self) -> None:
     self._staged.close()
     if self._scratch:
       shutil.rmtree(self._scratch, ignore_errors=True)
 
 
-def _reason(error):
-  return processes.first_line(getattr(error, 'message', None) or str(error)) or type(error).__name__
+def _reason(error: Exception) -> str:
+  line: str = processes.first_line(getattr(error, 'message', None) or str(error))
+  return line or type(error).__name__

@@ -25,36 +25,54 @@ time its executions ran; and of that, what fell inside its training time
 """
 
 import time
+from collections.abc import Callable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from typing import Any
 
 from training import trainer as trainer_lib
+
+if TYPE_CHECKING:
+  from training.checkpoints import RunState
+
+# What `after_execution` is handed: it reads the epoch's Totals so far (a host synchronisation).
+Read = Callable[[], trainer_lib.Totals]
 
 
 class Action:
   """Does nothing at every point; an action overrides the points it acts at."""
 
-  def before_epoch(self, controller):
+  def before_epoch(self, controller: 'Controller') -> bool:
     return False
 
-  def before_execution(self, controller, first, last):
+  def before_execution(self, controller: 'Controller', first: int, last: int) -> None:
     pass
 
-  def after_execution(self, controller, read):
+  def after_execution(self, controller: 'Controller', read: Read) -> bool:
     return False
 
-  def after_evaluation(self, controller, evaluation):
+  def after_evaluation(self, controller: 'Controller', evaluation: dict[str, Any]) -> None:
     pass
 
-  def after_epoch(self, controller):
+  def after_epoch(self, controller: 'Controller') -> None:
     pass
 
-  def end(self, controller):
+  def end(self, controller: 'Controller') -> None:
     pass
 
 
 class Controller:
   """Trains `trainer` from `state` (a checkpoints.RunState) to the last of `epochs`."""
 
-  def __init__(self, trainer, state, epochs, steps_per_execution, actions, eval_every_steps=0):
+  def __init__(
+    self,
+    trainer: trainer_lib.Trainer,
+    state: 'RunState',
+    epochs: int,
+    steps_per_execution: int,
+    actions: Iterable[Action],
+    eval_every_steps: int = 0,
+  ) -> None:
     self.trainer, self.state, self.epochs = trainer, state, epochs
     self.steps_per_execution, self.eval_every_steps = steps_per_execution, eval_every_steps
     self.actions = list(actions)
@@ -66,32 +84,32 @@ class Controller:
     self._mark = self._callbacks = 0.0  # The epoch's boundary: where it began, in callbacks.
 
   @property
-  def total_steps(self):
+  def total_steps(self) -> int:
     return self.epochs * self.trainer.batching.steps_per_epoch
 
-  def elapsed(self):
+  def elapsed(self) -> float:
     """Seconds since training began, over every attempt of the run."""
     return time.perf_counter() - self.started
 
   @property
-  def epoch_end_step(self):
+  def epoch_end_step(self) -> int:
     """The step that ends the epoch under way."""
     return self.epoch * self.trainer.batching.steps_per_epoch
 
-  def epoch_seconds(self):
+  def epoch_seconds(self) -> float:
     """Training seconds of the epoch under way (its part before a resume included), without
     the time actions paused it for."""
     return self._earlier_seconds + time.perf_counter() - self._epoch_start - self._paused
 
-  def epoch_clock(self):
+  def epoch_clock(self) -> float:
     """Seconds since the epoch under way began in this process, pauses included."""
     return time.perf_counter() - self._epoch_start
 
-  def pause(self, seconds):
+  def pause(self, seconds: float) -> None:
     """Leaves `seconds` (e.g. writing a checkpoint) out of the epoch's training time."""
     self._paused += seconds
 
-  def train(self):
+  def train(self) -> bool:
     """Trains the remaining epochs; returns True if an action stopped it before the end."""
     state, trainer = self.state, self.trainer
     self.first_epoch = len(state.history.epoch_times) + 1
@@ -124,13 +142,13 @@ class Controller:
       action.end(self)
     return False
 
-  def _before_execution(self, first, last):
+  def _before_execution(self, first: int, last: int) -> None:
     started = time.perf_counter()
     for action in self.actions:
       action.before_execution(self, first, last)
     self._callbacks += time.perf_counter() - started
 
-  def _after_execution(self, done, read):
+  def _after_execution(self, done: int, read: Read) -> bool:
     started = time.perf_counter()
     state = self.state
     state.step = self.epoch_first_step + done
@@ -142,7 +160,7 @@ class Controller:
     self._callbacks += time.perf_counter() - started
     return self._stop_asked
 
-  def _evaluate(self):
+  def _evaluate(self) -> dict[str, float]:
     """Evaluates the weights of the step the run stands at: recorded, and handed to the
     actions' after_evaluation, with the training seconds until that step (every earlier
     evaluation and checkpoint included, not its own). Returns the validation metrics, the
@@ -155,13 +173,13 @@ class Controller:
       action.after_evaluation(self, evaluation)
     return validation
 
-  def _any(self, point, *args):
+  def _any(self, point: str, *args: Any) -> bool:
     """Calls every action at `point` (all of them: some agree with other tasks); True if any
     asked to stop."""
     stops = [getattr(action, point)(self, *args) for action in self.actions]
     return any(stops)
 
-  def _end_epoch(self, train, seconds, executions):
+  def _end_epoch(self, train: trainer_lib.Totals, seconds: float, executions: float) -> None:
     """Records the epoch, whose executions ran `executions` seconds of this process's clock,
     with its evaluation (every metric of the job's, by name, as the trainer gives them); then
     the actions' after_epoch."""

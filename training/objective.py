@@ -16,6 +16,10 @@ metric whose state does not add up so (a running maximum, say) is refused.
 Adding a metric to the default job touches `Default` alone: its sums and its results.
 """
 
+from collections.abc import Callable
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 import tensorflow as tf
 
@@ -23,31 +27,35 @@ from training import model_outputs
 from training import private_apis
 
 PROBE_EXAMPLES = 4  # Training examples the loss and metrics are built and checked on.
+# The named sums of a batch, as tensors ({name: tensor}) or as numbers ({name: [float]}).
+Sums = dict[str, tf.Tensor]
+Numbers = dict[str, list[float]]
 
 
 class Layout:
   """Named sums as one flat float32 vector (one all-reduce per step, however many metrics),
   and back: `shapes` {name: shape}, in order."""
 
-  def __init__(self, shapes):
+  def __init__(self, shapes: dict[str, Any]) -> None:
     self.shapes = dict(shapes)
     self.sizes = {name: int(np.prod(shape)) for name, shape in self.shapes.items()}
     self.width = sum(self.sizes.values())
 
-  def index(self, name):
+  def index(self, name: str) -> int:
     """Where the first value of `name` is in the vector."""
     names = list(self.shapes)
     return sum(self.sizes[n] for n in names[: names.index(name)])
 
-  def pack(self, sums):
+  def pack(self, sums: Sums) -> tf.Tensor:
     values = [tf.cast(sums[n], tf.float32) for n in self.shapes]
     if all(not shape for shape in self.shapes.values()):  # Scalars (the default job): one op.
       return tf.stack(values)
     return tf.concat([tf.reshape(v, [-1]) for v in values], 0)
 
-  def unpack(self, vector):
+  def unpack(self, vector: np.ndarray[Any, Any]) -> Numbers:
     """{name: list of floats} of a packed vector (numbers, as JSON holds them)."""
-    values, start = {}, 0
+    values: Numbers = {}
+    start = 0
     for name, size in self.sizes.items():
       values[name] = [float(v) for v in vector[start : start + size]]
       start += size
@@ -60,11 +68,11 @@ class Default:
 
   compiled = False
 
-  def __init__(self, probabilities=False):
+  def __init__(self, probabilities: bool = False) -> None:
     self.probabilities = probabilities  # The model ends in a softmax: trained on the log.
-    self.shapes = {'loss': (), 'correct': (), 'examples': ()}
+    self.shapes: dict[str, Any] = {'loss': (), 'correct': (), 'examples': ()}
 
-  def sums(self, labels, outputs, weights):
+  def sums(self, labels: Any, outputs: Any, weights: tf.Tensor) -> tuple[tf.Tensor, Sums]:
     """(the batch's weighted loss sum, which the gradient is taken of; its named sums)."""
     logits = model_outputs.as_logits(outputs) if self.probabilities else outputs
     per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -79,10 +87,10 @@ class Default:
     }
 
   @property
-  def names(self):
+  def names(self) -> tuple[str, ...]:
     return ('loss', 'accuracy')
 
-  def results(self, sums):
+  def results(self, sums: dict[str, Any]) -> dict[str, float]:
     examples = max(sums['examples'][0], 1)
     return {'loss': sums['loss'][0] / examples, 'accuracy': sums['correct'][0] / examples}
 
@@ -94,7 +102,7 @@ class Compiled:
 
   compiled = True
 
-  def __init__(self, model, labels, outputs):
+  def __init__(self, model: Any, labels: Any, outputs: Any) -> None:
     compiled_loss, self._metrics = private_apis.compiled_loss_and_metrics(model)
     self._output_names = list(getattr(model, 'output_names', None) or [])
     labels = self._align(labels, outputs)
@@ -107,22 +115,22 @@ class Compiled:
         f"its compiled loss cannot take the dataset's labels ({_first_line(e)}); give labels "
         'of the shape and type that loss takes, or compile it with a loss for these labels'
       ) from None
-    self._initial = []
+    self._initial: list[np.ndarray[Any, Any]] = []
     if self._metrics is not None:
       self._metrics.build(labels, outputs)
       self._initial = [np.asarray(v.numpy()) for v in self._metrics.variables]
       self._check_additive(labels, outputs)
-    self.shapes = {
+    self.shapes: dict[str, Any] = {
       'loss': (),
       'examples': (),
       **{f'state_{i}': v.shape for i, v in enumerate(self._initial)},
     }
     self.names = tuple(self.results({n: np.zeros(self._size(n)) for n in self.shapes}))
 
-  def _size(self, name):
+  def _size(self, name: str) -> int:
     return int(np.prod(self.shapes[name]))
 
-  def _align(self, labels, outputs):
+  def _align(self, labels: Any, outputs: Any) -> Any:
     """`labels` in the structure of `outputs`: a dict of labels by output name for a model
     with a list of outputs; a label of one value per example, which the data's labels are
     (the pipeline keeps one class number per example), as its output's single column, (B, 1):
@@ -135,7 +143,7 @@ class Compiled:
     except (TypeError, ValueError):  # Structures that differ: the loss's paths pick from each.
       return labels
 
-  def per_example(self, labels, outputs):
+  def per_example(self, labels: Any, outputs: Any) -> tf.Tensor:
     """Each example's loss: every output's, averaged over its values, times its weight."""
     total = 0.0
     for path, loss, weight in self._losses:
@@ -147,7 +155,7 @@ class Compiled:
       total += values * (1.0 if weight is None else weight)
     return total
 
-  def sums(self, labels, outputs, weights):
+  def sums(self, labels: Any, outputs: Any, weights: tf.Tensor) -> tuple[tf.Tensor, Sums]:
     labels = self._align(labels, outputs)
     loss = tf.reduce_sum(self.per_example(labels, outputs) * weights)
     sums = {'loss': loss, 'examples': tf.reduce_sum(weights)}
@@ -157,7 +165,7 @@ class Compiled:
       sums.update({f'state_{i}': new - old for i, (new, old) in enumerate(zip(updated, initial))})
     return loss, sums
 
-  def _update(self, state, labels, outputs, weights):
+  def _update(self, state: list[tf.Tensor], labels: Any, outputs: Any, weights: tf.Tensor) -> Any:
     """The metrics' state after the batch: every metric sees each example's weight, so the
     validation set's padding (weight 0) counts for none (Keras' unweighted `metrics` see
     whether an example counts at all, its `weighted_metrics` the weight itself)."""
@@ -165,7 +173,7 @@ class Compiled:
       self._metrics, state, labels, outputs, weights, tf.cast(weights > 0, tf.float32)
     )
 
-  def results(self, sums):
+  def results(self, sums: dict[str, Any]) -> dict[str, float]:
     examples = max(sums['examples'][0], 1)
     state = [
       (initial + np.reshape(np.asarray(sums[f'state_{i}'], initial.dtype), initial.shape))
@@ -177,18 +185,22 @@ class Compiled:
         found[name] = _scalar(name, value)
     return found
 
-  def _probe(self, labels, outputs):
+  def _probe(self, labels: Any, outputs: Any) -> None:
     """The loss on the probe batch, so that labels it cannot take are refused before training."""
     self.per_example(labels, outputs).numpy()
 
-  def _check_additive(self, labels, outputs):
+  def _check_additive(self, labels: Any, outputs: Any) -> None:
     """ValueError naming the metric whose state after two halves of a batch is not its state
     after the first plus the change the second makes alone."""
     half = PROBE_EXAMPLES // 2
-    take = lambda structure, part: tf.nest.map_structure(lambda t: t[part], structure)
+    take: Callable[[Any, slice], Any] = lambda structure, part: tf.nest.map_structure(
+      lambda t: t[part], structure
+    )
     first, second = slice(0, half), slice(half, None)
     initial = [tf.constant(v) for v in self._initial]
-    ones = lambda part: tf.ones([half if part == first else PROBE_EXAMPLES - half])
+    ones: Callable[[slice], tf.Tensor] = lambda part: tf.ones(
+      [half if part == first else PROBE_EXAMPLES - half]
+    )
     after_first = self._update(initial, take(labels, first), take(outputs, first), ones(first))
     both = self._update(after_first, take(labels, second), take(outputs, second), ones(second))
     alone = self._update(initial, take(labels, second), take(outputs, second), ones(second))
@@ -206,7 +218,7 @@ class Compiled:
       offset += count
 
 
-def _as_column(label, output):
+def _as_column(label: Any, output: Any) -> tf.Tensor:
   """`label` (B,) as (B, 1) beside an `output` of shape (B, 1); else as it is."""
   label = tf.convert_to_tensor(label)
   if label.shape.rank == 1 and output.shape.rank == 2 and output.shape[-1] == 1:
@@ -214,13 +226,13 @@ def _as_column(label, output):
   return label
 
 
-def _at(structure, path):
+def _at(structure: Any, path: Iterable[Any]) -> Any:
   for key in path:
     structure = structure[key]
   return structure
 
 
-def _scalar(name, value):
+def _scalar(name: str, value: Any) -> float:
   value = np.asarray(value)
   if value.size != 1:
     raise ValueError(
@@ -230,17 +242,20 @@ def _scalar(name, value):
   return float(value.reshape(()))
 
 
-def _first_line(error):
+def _first_line(error: BaseException) -> str:
   return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def is_compiled(model):
+def is_compiled(model: Any) -> bool:
   """Whether `model` was compiled with a loss (an optimizer alone says nothing of the job)."""
   return private_apis.compiled_loss_and_metrics(model)[0] is not None
 
 
-def of(model, probe_labels, probe_outputs, probabilities):
+def of(model: Any, probe_labels: Any, probe_outputs: Any, probabilities: bool) -> 'Objective':
   """The objective of `model`: Compiled when it was compiled with a loss, else Default."""
   if is_compiled(model):
     return Compiled(model, probe_labels, probe_outputs)
   return Default(probabilities)
+
+
+Objective = Default | Compiled

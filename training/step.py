@@ -14,6 +14,10 @@ device. Under parameter servers a step has one replica: `aggregate` leaves its g
 and `apply` sends them to the parameter servers.
 """
 
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+
 import tensorflow as tf
 
 from training import objective as objective_lib
@@ -21,9 +25,11 @@ from training import private_apis
 
 # The gradients' squared norms a step that measures the noise scale adds to its sums (`norms`).
 NORMS = {'small_norms': (), 'big_norms': (), 'norm_steps': ()}
+# A replica's gradients (None for a variable the loss does not reach) and its batch's sums.
+Gradients = tuple[list[tf.Tensor | None], objective_lib.Sums]
 
 
-def squared_norm(gradients):
+def squared_norm(gradients: Sequence[tf.Tensor | None]) -> tf.Tensor:
   """The squared L2 norm of `gradients` (None ones left out), a sparse one as what it is: the
   rows of an IndexedSlices that name the same index are summed first, never densified. One
   op per tensor (l2_loss, half the sum of squares): on a small model's step of a few
@@ -47,15 +53,15 @@ class Step:
 
   def __init__(
     self,
-    model,
-    variables,
-    optimizer,
-    counter,
-    step_batch_size,
-    objective,
-    jit_compile=False,
-    measures_noise=False,
-  ):
+    model: Any,
+    variables: list[tf.Variable],
+    optimizer: Any,
+    counter: tf.Variable,
+    step_batch_size: int,
+    objective: objective_lib.Objective,
+    jit_compile: bool = False,
+    measures_noise: bool = False,
+  ) -> None:
     self.model, self.variables, self.optimizer = model, variables, optimizer
     self.counter, self.step_batch_size = counter, step_batch_size
     self.objective = objective
@@ -66,17 +72,21 @@ class Step:
     private_apis.aggregate_outside(optimizer)
     # XLA compiles what each replica computes; aggregation and update stay outside, because
     # under mirroring they touch variables on other devices, which XLA cannot.
-    compiled = (lambda f: tf.function(f, jit_compile=True)) if jit_compile else (lambda f: f)
-    self._local = compiled(lambda *batch: self.gradients(self.model, self.variables, *batch))
-    self.evaluate = compiled(self.evaluate)
+    compiled: Callable[[Callable[..., Any]], Callable[..., Any]] = (
+      (lambda f: tf.function(f, jit_compile=True)) if jit_compile else (lambda f: f)
+    )
+    self._local: Callable[..., Gradients] = compiled(
+      lambda *batch: self.gradients(self.model, self.variables, *batch)
+    )
+    self.evaluate = compiled(self.evaluate)  # type: ignore[method-assign]
 
   @property
-  def probabilities(self):
+  def probabilities(self) -> bool:
     """The model outputs probabilities (ends in a softmax), not logits, and has no compiled
     loss to say so: trained on their log (training/model_outputs.py)."""
     return getattr(self.objective, 'probabilities', False)
 
-  def __call__(self, features, labels, weights):
+  def __call__(self, features: Any, labels: Any, weights: Any) -> tf.Tensor:
     """The whole step on this replica's batch; returns the batch's sums (packed by `layout`),
     and, when it measures the noise scale, this replica's share of the gradients' squared
     norms (`norms`)."""
@@ -87,7 +97,9 @@ class Step:
     self.apply(aggregated)
     return self.layout.pack(sums)
 
-  def norms(self, local, aggregated):
+  def norms(
+    self, local: Sequence[tf.Tensor | None], aggregated: Sequence[tf.Tensor | None]
+  ) -> dict[str, tf.Tensor]:
     """{small_norms, big_norms, norm_steps}: [|G_small|^2, |G_big|^2, 1] / R, summed over the
     R replicas by the loop: the mean over replicas of the squared norm of each one's mean
     gradient (of its own batch, B_small), and that of the update's mean gradient (of the whole
@@ -115,11 +127,13 @@ class Step:
       terms = tf.where(tf.reduce_all(tf.math.is_finite(terms)), terms, tf.zeros_like(terms))
     return dict(zip(NORMS, tf.unstack(terms)))
 
-  def local_gradients(self, features, labels, weights):
+  def local_gradients(self, features: Any, labels: Any, weights: Any) -> Gradients:
     """This replica's gradients (of the loss scaled by the update's whole batch) and sums."""
     return self._local(features, labels, weights)
 
-  def gradients(self, model, variables, features, labels, weights):
+  def gradients(
+    self, model: Any, variables: list[tf.Variable], features: Any, labels: Any, weights: Any
+  ) -> Gradients:
     """The forward and backward pass of `model` (this step's, or a copy of it: the model card
     traces one): the gradients of its loss for `variables`, and the batch's named sums."""
     with tf.GradientTape() as tape:
@@ -132,7 +146,7 @@ class Step:
     return tape.gradient(scaled, variables), sums
 
   @staticmethod
-  def aggregate(gradients):
+  def aggregate(gradients: list[tf.Tensor | None]) -> list[tf.Tensor | None]:
     """The gradients summed over the replicas in sync (they are already divided by the whole
     batch, so the sum is the update's mean gradient); sparse ones stay sparse."""
     context = tf.distribute.get_replica_context()
@@ -142,12 +156,12 @@ class Step:
     reduced = iter(context.all_reduce(tf.distribute.ReduceOp.SUM, present))
     return [None if g is None else next(reduced) for g in gradients]
 
-  def apply(self, gradients):
+  def apply(self, gradients: Sequence[tf.Tensor | None]) -> None:
     """The optimizer's update with aggregated `gradients`, and one more step counted."""
     self.optimizer.apply_gradients(zip(gradients, self.variables))
     self.counter.assign_add(1)
 
-  def evaluate(self, features, labels, weights):
+  def evaluate(self, features: Any, labels: Any, weights: Any) -> tf.Tensor:
     """The batch's sums (packed by `evaluation_layout`) with the model in inference mode."""
     _, sums = self.objective.sums(labels, self.model(features, training=False), weights)
     return self.evaluation_layout.pack(sums)

@@ -11,11 +11,14 @@ asynchronously.
 
 import dataclasses
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 import user_code
+from configs.definitions import RunConfig
 from records import critical_batch
 from training import batching as batching_lib
 from training import builders as builders_lib
@@ -34,29 +37,34 @@ class Totals:
   (training/objective.py; `examples` among them) and, when measured, the gradients' squared
   norms (training/step.py's NORMS). A name missing is zero."""
 
-  sums: dict = dataclasses.field(default_factory=dict)
+  sums: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
-  def __getitem__(self, name):
+  def __getitem__(self, name: str) -> list[float]:
     return self.sums[name]
 
   @property
-  def examples(self):
+  def examples(self) -> float:
     return self.sums['examples'][0] if 'examples' in self.sums else 0.0
 
-  def __add__(self, other):
+  def __add__(self, other: 'Totals') -> 'Totals':
     names = {**self.sums, **other.sums}
-    add = lambda a, b: [x + y for x, y in zip(a, b)] if a and b else list(a or b)
+    add: Callable[[Any, Any], list[float]] = lambda a, b: (
+      [x + y for x, y in zip(a, b)] if a and b else list(a or b)
+    )
     return Totals({n: add(self.sums.get(n), other.sums.get(n)) for n in names})
 
 
 ZERO = Totals()
 
 
-def execution_sizes(first_step, num_steps, steps_per_execution, every=0):
+def execution_sizes(
+  first_step: int, num_steps: int, steps_per_execution: int, every: int = 0
+) -> list[int]:
   """The sizes of the executions that run steps `first_step`, ... (`num_steps` of them): at
   most `steps_per_execution` each, and with `every`, none running past a multiple of it (an
   evaluation there sees the weights of exactly that step)."""
-  sizes, step, last = [], first_step, first_step + num_steps - 1
+  sizes: list[int] = []
+  step, last = first_step, first_step + num_steps - 1
   while step <= last:
     end = min(step + steps_per_execution - 1, last)
     if every:
@@ -84,7 +92,7 @@ class NonFiniteLoss(ValueError):
   """Training diverged: at step `step` (1-based, over the whole run) the loss, or after it
   the weights, became NaN or infinite."""
 
-  def __init__(self, step, what='training loss'):
+  def __init__(self, step: int, what: str = 'training loss') -> None:
     super().__init__(f'the {what} became NaN or infinite at step {step}')
     self.step = step
 
@@ -94,7 +102,13 @@ class Trainer:
   (data.Arrays in memory, or a user's tf.data pipelines, data/streams.py) under `strategy`,
   and runs its steps. `builders` (training/builders.py) default to the configuration's own."""
 
-  def __init__(self, strategy, config, source, builders=None):
+  def __init__(
+    self,
+    strategy: tf.distribute.Strategy,
+    config: RunConfig,
+    source: Any,
+    builders: builders_lib.Builders | None = None,
+  ) -> None:
     self.strategy = strategy
     # The tasks that compute: all of an all-reduce cluster's, a parameter-server cluster's
     # workers; one elsewhere.
@@ -153,7 +167,7 @@ class Trainer:
       config.steps_per_epoch, self.input_pipelines, not self.executor.in_lockstep
     )
     self._train_iterator = None  # Made at the first step, from the position `seek` gives.
-    self.execution_times = []  # ExecutionTime of every execution this process trained.
+    self.execution_times: list[ExecutionTime] = []  # Of every execution this process trained.
     self._calls = 0  # train_epoch calls so far.
     self._data_start = 0
     per_replica, step_batch = self.batching.per_replica_batch_size, self.batching.step_batch_size
@@ -164,12 +178,12 @@ class Trainer:
     self._train_steps = tf.function(self._repeat(self.step, self.step.layout))
     self._eval_steps = tf.function(self._repeat(self.step.evaluate, self.step.evaluation_layout))
 
-  def _objective(self, config, source):
+  def _objective(self, config: RunConfig, source: Any) -> objective_lib.Objective:
     """The job's loss and metrics (training/objective.py): the compiled model's, or the
     default, then told whether the model outputs probabilities (training/model_outputs.py),
     from its first call on real examples. A model that fails there, or whose compiled loss or
     metrics cannot take the dataset's labels, is refused: a fault no restart cures."""
-    refuse = lambda problem: user_code.UserCodeError(
+    refuse: Callable[[str], Exception] = lambda problem: user_code.UserCodeError(
       f'[{config.name}] --model={config.model.model} {problem}'
     )
     probe = objective_lib.PROBE_EXAMPLES
@@ -189,38 +203,38 @@ class Trainer:
       raise refuse(str(e)) from None
 
   @property
-  def steps_done(self):
+  def steps_done(self) -> int:
     """The updates made so far, over every attempt of the run."""
     return int(self.step.counter.numpy())
 
-  def trackables(self):
+  def trackables(self) -> dict[str, Any]:
     """What a checkpoint holds to resume training exactly: weights, optimizer, counters."""
     return {'model': self.model, 'optimizer': self.step.optimizer, 'step': self.step.counter}
 
-  def seek(self, step):
+  def seek(self, step: int) -> None:
     """Training data continues as after `step` steps, where the executor can resume it (each
     input pipeline skips what it had consumed: data/pipeline.py, data/streams.py)."""
     self._data_start = self.executor.data_start(step)
     self._train_iterator = None
 
-  def weights_finite(self):
+  def weights_finite(self) -> bool:
     return all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.model.trainable_variables)
 
   @property
-  def learning_rate(self):
+  def learning_rate(self) -> float:
     """The learning rate the next update will use (the schedule's value at this step)."""
     return float(self._schedule(self.step.counter))
 
   def train_epoch(
     self,
-    num_steps,
-    steps_per_execution,
-    between=lambda done, read: False,
-    before=lambda first, last: None,
-    first_step=1,
-    earlier=ZERO,
-    every=0,
-  ):
+    num_steps: int,
+    steps_per_execution: int,
+    between: Callable[[int, Callable[[], Totals]], bool] = lambda done, read: False,
+    before: Callable[[int, int], None] = lambda first, last: None,
+    first_step: int = 1,
+    earlier: Totals = ZERO,
+    every: int = 0,
+  ) -> tuple[Totals, int]:
     """Runs `num_steps` steps in executions of `steps_per_execution` (split to end at each
     multiple of `every`, when given); returns their Totals plus `earlier` (an epoch's earlier
     part, when it resumes) and the steps it ran.
@@ -234,12 +248,12 @@ class Trainer:
     """
     iterator = self.train_iterator()
     chunks = execution_sizes(first_step, num_steps, steps_per_execution, every)
-    executions = []  # (first step, sums of its steps + the index of a first non-finite loss)
-    read = lambda: earlier + self._read(executions)
-    pending = []
+    executions: list[tuple[int, Any]] = []  # (first step, its sums + a first bad loss's index)
+    read: Callable[[], Totals] = lambda: earlier + self._read(executions)
+    pending: list[tuple[int, int, int, Any, float]] = []
     launched = done = 0
     stopped = False
-    ended = None  # When the execution before ended: the next one's time starts no earlier.
+    ended: float | None = None  # When the execution before ended: the next starts no earlier.
     call = self._calls
     self._calls += 1
     while pending or (chunks and not stopped):
@@ -273,7 +287,7 @@ class Trainer:
       stopped = stopped or between(done, read)
     return read(), done
 
-  def train_iterator(self):
+  def train_iterator(self) -> Any:
     """The distributed iterator of the training batches, made at the first step."""
     if self._train_iterator is None:
       self._train_iterator = self.executor.distribute(
@@ -285,7 +299,7 @@ class Trainer:
       )
     return self._train_iterator
 
-  def _read(self, executions):
+  def _read(self, executions: list[tuple[int, Any]]) -> Totals:
     if not executions:
       return ZERO
     values = np.asarray([sums for _, sums in executions], np.float64)
@@ -294,27 +308,28 @@ class Trainer:
         raise NonFiniteLoss(first + int(row[-1]))
     return Totals(self.step.layout.unpack(values[:, :-1].sum(axis=0)))
 
-  def noise_estimates(self, totals):
+  def noise_estimates(self, totals: Totals) -> tuple[float | None, float | None]:
     """(|G|^2, tr(Sigma)) of the steps `totals` sums (training/noise_scale.py), or (None, None)
     when not measured."""
     if self.noise_reason:
       return None, None
-    return noise_scale.epoch_estimates(
-      *(totals[name][0] for name in step_lib.NORMS),
-      self.batching.per_replica_batch_size,
-      self.batching.step_batch_size,
+    small, big, steps = (totals[name][0] for name in step_lib.NORMS)
+    batching = self.batching
+    estimates: tuple[float | None, float | None] = noise_scale.epoch_estimates(
+      small, big, steps, batching.per_replica_batch_size, batching.step_batch_size
     )
+    return estimates
 
-  def metrics(self, totals):
+  def metrics(self, totals: Totals) -> dict[str, float]:
     """{name: value} of the job's metrics (training/objective.py) over the steps of `totals`."""
     return self.step.objective.results(totals.sums)
 
-  def evaluate(self):
+  def evaluate(self) -> dict[str, float]:
     """One pass over the validation set (on one worker, under a coordinator): its metrics,
     {name: value}."""
     return self.metrics(self.validation_totals())
 
-  def validation_totals(self):
+  def validation_totals(self) -> Totals:
     """One pass over the validation set: its Totals."""
     sums = self.executor.run(
       self._eval_steps, self._validation_iterator, tf.constant(self.validation_steps)
@@ -322,20 +337,22 @@ class Trainer:
     return Totals(self.step.evaluation_layout.unpack(np.asarray(sums, np.float64)[:-1]))
 
   @property
-  def trace_count(self):
+  def trace_count(self) -> int:
     """How many times the step functions were traced (stays 2 when nothing retraces)."""
-    return (
+    return int(
       self._train_steps.experimental_get_tracing_count()
       + self._eval_steps.experimental_get_tracing_count()
     )
 
-  def _repeat(self, step, layout):
+  def _repeat(
+    self, step: Callable[..., tf.Tensor], layout: objective_lib.Layout
+  ) -> Callable[[Any, tf.Tensor], tf.Tensor]:
     """`num_steps` steps of `step` (whose replicas return sums packed by `layout`) in one call:
     their sums over replicas and steps, then the index of the first step whose loss was not
     finite, or -1."""
     loss = layout.index('loss')
 
-    def steps(iterator, num_steps):
+    def steps(iterator: Any, num_steps: tf.Tensor) -> tf.Tensor:
       sums = tf.zeros([layout.width])
       first_bad = tf.constant(-1.0)
       for i in tf.range(num_steps):
@@ -349,7 +366,7 @@ class Trainer:
     return steps
 
 
-def _state_updated_in_replicas(next_creator, **kwargs):
+def _state_updated_in_replicas(next_creator: Callable[..., tf.Variable], **kwargs: Any) -> Any:
   """The model's non-trainable state that its layers assign inside the step (Keras'
   BatchNormalization's moving statistics, a user's running mean or counter, the random layers'
   seed state) has aggregation "none" in Keras 3, which central storage cannot assign from a
