@@ -166,3 +166,18 @@ def test_the_explanation_names_each_part_once_per_configuration():
   assert memory_explained.lines([entry | too_big])[0].endswith('does NOT fit')
   # A prediction.json of before the parts were split explains nothing.
   assert memory_explained.lines([{'hardware': 'x', 'memory_per_device_bytes': 1.0}]) == []
+
+
+def test_the_allocator_check_compares_the_same_parts_it_measures():
+  """benchmarks/memory_check.py: the measured total is the variables held before the step (the
+  weights and slots, as the card sizes them) plus what the step added to the allocator's peak;
+  the estimate is the tensors' parts, with KEPT and with the trace's whole count."""
+  from benchmarks import memory_check
+
+  card = {**CARD, 'optimizer_bytes': 8e8, 'optimizer': 'adam'}
+  said = memory_check.compared({'card': card, 'step_peak': 3e9}, 10)
+  assert said['measured'] == 4e8 + 8e8 + 3e9
+  kept = memory.KEPT['convolutions', 'float32']
+  assert said['estimate'] == pytest.approx(4e8 + 4e8 + 8e8 + kept * 1e9)
+  assert said['traced'] == pytest.approx(4e8 + 4e8 + 8e8 + 1e9)
+  assert said['ratio'] == pytest.approx(said['measured'] / said['estimate'])
