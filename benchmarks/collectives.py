@@ -252,7 +252,9 @@ def launch(configs):
         waited.append(strategy)
         continue
       spec = peers.local(
-        descriptor.local_jobs(1 if descriptor.steps_on_workers else NUM_WORKERS.value, options(strategy))
+        descriptor.local_jobs(
+          1 if descriptor.steps_on_workers else NUM_WORKERS.value, options(strategy)
+        )
       )
       for job, index, name in cluster_spec.tasks(spec):
         name = f'{strategy} {name}'

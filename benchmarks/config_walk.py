@@ -5,8 +5,9 @@ Runs one small run in this process (`run.py --in_process`, one_device, 1 epoch) 
 profiler that notes every call of the project's code given a RunConfig as an argument. A stay
 is a function of a module the configuration, or a part of it (a group such as config.data, a
 value such as config.run_dir), is handed to from another module (counted once however often it
-is called; a call within a module is the same stay); a room is a module; a crossing is a distinct caller -> callee pair of stays, one in training/ and the
-other in records/. Exits 1 when the walk is longer than the limits given.
+is called; a call within a module is the same stay); a room is a module; a crossing is a
+distinct caller -> callee pair of such calls, one in training/ and the other in records/.
+Exits 1 when the walk is longer than the limits given.
 
   .venv/bin/python benchmarks/config_walk.py [--max_stays=45] [--max_crossings=8] [--list]
 """
@@ -50,7 +51,11 @@ def _traced(logdir):
           parts.add(id(part))
           for inner in dataclasses.fields(part) if dataclasses.is_dataclass(part) else ():
             kept = getattr(part, inner.name)
-            if isinstance(kept, (str, tuple, dict)) and len(kept) > 3 or dataclasses.is_dataclass(kept):
+            if (
+              isinstance(kept, (str, tuple, dict))
+              and len(kept) > 3
+              or dataclasses.is_dataclass(kept)
+            ):
               parts.add(id(kept))
       return True
     return id(value) in parts and not isinstance(value, (bool, int, float, type(None)))
@@ -137,7 +142,9 @@ def main():
       print(f'  cross {cm}.{cf} -> {m}.{f}')
   over = len(stays) > args.max_stays or len(crossings) > args.max_crossings
   if over:
-    print(f'over the limits: {args.max_stays} stays, {args.max_crossings} crossings', file=sys.stderr)
+    print(
+      f'over the limits: {args.max_stays} stays, {args.max_crossings} crossings', file=sys.stderr
+    )
   return 1 if over else 0
 
 

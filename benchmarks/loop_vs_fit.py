@@ -132,8 +132,8 @@ class LoopRun:
     import keras
 
     from training import builders
-    from training import trainer as trainer_lib
     from training import optimizers
+    from training import trainer as trainer_lib
 
     keras.utils.set_random_seed(0)
     self.trainer = trainer_lib.Trainer(

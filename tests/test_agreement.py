@@ -234,19 +234,21 @@ def test_a_worker_whose_chief_finished_does_not_call_it_lost(tmp_path):
 
   import tensorflow as tf
 
+  from records import run_directory
   from records import run_files
   from training import run_errors
 
   run_dir = str(tmp_path / 'multi_worker_mirrored')
   run = config(run_dir=run_dir)
-  trainer = types.SimpleNamespace(executor=types.SimpleNamespace(coordinated=False))
+  trainer = types.SimpleNamespace(executor=types.SimpleNamespace(in_lockstep=True))
   state = types.SimpleNamespace(step=22)
   error = tf.errors.UnavailableError(None, None, 'socket closed')
-  lost = run_errors.lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
+  directory = run_directory.RunDirectory(run_dir)
+  lost = run_errors.lost_peer(run, directory, trainer, state, error, SPEC, ('worker', 1))
   assert isinstance(lost, peers.PeerLost) and 'lost at step 22' in str(lost)
   os.makedirs(run_dir)
   run_files.write_result(run_dir, run_record.RunRecord(status='complete'))
-  finished = run_errors.lost_peer(run, trainer, state, error, SPEC, ('worker', 1))
+  finished = run_errors.lost_peer(run, directory, trainer, state, error, SPEC, ('worker', 1))
   assert isinstance(finished, ValueError) and not isinstance(finished, peers.PeerLost)
   assert str(finished) == (
     '[multi_worker_mirrored] worker 0 finished the run while worker 1 was at step 22: the tasks '
@@ -265,14 +267,14 @@ def test_a_chief_that_finds_its_run_finished_passes_the_refusal_on(tmp_path):
   run_files.write_result(run_dir, run_record.RunRecord(status='complete'))
   run = config(run_dir=run_dir)
   with pytest.raises(run_files.RunDirError, match='holds a finished run'):
-    task._Task(run, None)
-  chief = task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 0}})
+    task._Role(run, None)
+  chief = task._Role(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 0}})
   assert isinstance(chief.refusal, run_files.RunDirError)
-  worker = task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 1}})
+  worker = task._Role(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 1}})
   assert worker.refusal is None  # It reads no run directory: its chief decides.
   held = experiment_lock.Held('held')
   assert (
-    task._Task(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 0}}, held).refusal is held
+    task._Role(run, {'cluster': SPEC, 'task': {'type': 'worker', 'index': 0}}, held).refusal is held
   )
 
 
@@ -311,7 +313,7 @@ def test_workers_meet_in_the_key_value_store_and_a_silent_one_is_named(monkeypat
   store = _Store({'run.py/settings/worker/1': json.dumps(theirs)})
   monkeypatch.setattr(private_apis, 'coordination_service', lambda: store)
   with pytest.raises(agreement.Disagreement, match='worker 1 has batch_size=32 where worker 0'):
-    agreement.check(config(), SPEC, ('worker', 0), coordinated=False)
+    agreement.check(config(), SPEC, ('worker', 0), steps_on_workers=False)
   assert json.loads(store.values['run.py/settings/worker/0'])['settings'] == shared()
   assert store.barriers == ['run.py/settings-read']  # Read by all before any ends.
 

@@ -61,8 +61,8 @@ def test_measure_takes_the_runs_own_step_and_times_each_part_within_its_budget(m
 
 
 def test_the_step_is_the_runs_full_executions_per_global_batch_median_over_epochs():
-  from training import trainer as trainer_lib
   from training import step_timing
+  from training import trainer as trainer_lib
 
   time = trainer_lib.ExecutionTime
 
@@ -92,8 +92,8 @@ def test_the_step_is_the_runs_full_executions_per_global_batch_median_over_epoch
 
 
 def test_the_step_times_spread_over_the_same_steady_windows():
-  from training import trainer as trainer_lib
   from training import step_timing
+  from training import trainer as trainer_lib
 
   time = trainer_lib.ExecutionTime
 

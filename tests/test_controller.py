@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from tests import tiny_training
 from records.run_directory import RunDirectory
+from tests import tiny_training
 from tests.tiny_training import BATCH
 from tests.tiny_training import STEPS_PER_EPOCH
 from tests.tiny_training import STEPS_PER_EXECUTION

@@ -22,6 +22,7 @@ from records import results
 from records import run_files
 from records import run_record
 from records import storage
+from records.run_directory import RunDirectory
 from tests.conftest import ROOT
 
 
@@ -65,7 +66,7 @@ def test_a_checkpoint_that_cannot_be_written_is_a_disk_fault_and_a_lost_peer_is_
 
   from training import checkpoints
 
-  checkpointer = checkpoints.Checkpointer(str(tmp_path), {'v': tf.Variable(1.0)})
+  checkpointer = checkpoints.Checkpointer(RunDirectory(str(tmp_path)), {'v': tf.Variable(1.0)})
   lost = tf.errors.UnavailableError(None, None, 'recvmsg:Connection reset by peer')
   full = tf.errors.ResourceExhaustedError(
     None, None, f'{tmp_path}/checkpoints/ckpt-5_temp/part-0; No space left on device'
@@ -117,7 +118,7 @@ def test_a_checkpoint_is_called_damaged_only_when_it_is(tmp_path, monkeypatch):
         f'checkpoint {path} cannot be read (Permission denied); make {tmp_path}/checkpoints '
         'readable to this user; run the same command to resume'
       )
-  checkpointer = checkpoints.Checkpointer(str(tmp_path), {'v': tf.Variable(1.0)})
+  checkpointer = checkpoints.Checkpointer(RunDirectory(str(tmp_path)), {'v': tf.Variable(1.0)})
 
   def restore(prefix):
     raise tf.errors.UnavailableError(None, None, 'Socket closed')
@@ -137,6 +138,7 @@ def test_an_error_in_a_cluster_is_a_lost_peer_only_when_a_peer_is_lost(tmp_path)
   import tensorflow as tf
 
   from orchestration import peers
+  from records import run_directory
   from training import run_errors
 
   listening = socket.socket()
@@ -144,9 +146,12 @@ def test_an_error_in_a_cluster_is_a_lost_peer_only_when_a_peer_is_lost(tmp_path)
   listening.listen()
   spec = {'worker': ['localhost:1', f'localhost:{listening.getsockname()[1]}']}
   config = types.SimpleNamespace(name='multi_worker_mirrored', run_dir=str(tmp_path))
-  trainer = types.SimpleNamespace(executor=types.SimpleNamespace(coordinated=False))
+  trainer = types.SimpleNamespace(executor=types.SimpleNamespace(in_lockstep=True))
   state = types.SimpleNamespace(step=22)
-  lost = lambda error: run_errors.lost_peer(config, trainer, state, error, spec, ('worker', 0))
+  run_dir = run_directory.RunDirectory(str(tmp_path))
+  lost = lambda error: run_errors.lost_peer(
+    config, run_dir, trainer, state, error, spec, ('worker', 0)
+  )
   try:
     bug = tf.errors.InvalidArgumentError(None, None, 'indices[3] = 12 is not in [0, 10)')
     assert lost(bug) is bug
@@ -621,7 +626,7 @@ def test_a_start_over_without_a_checkpoint_is_recorded(tmp_path, monkeypatch, ho
     monkeypatch.setenv(processes.RESTART_ENV, '1')
   run_files.write_progress(str(tmp_path), 12)
   state = checkpoints.start_or_resume(
-    str(tmp_path), True, Trainer(), None, {}, started_before=how == 'rerun'
+    RunDirectory(str(tmp_path)), True, Trainer(), None, {}, started_before=how == 'rerun'
   )
   assert state.step == 0
   assert state.resumes == [
@@ -633,7 +638,9 @@ def test_a_start_over_without_a_checkpoint_is_recorded(tmp_path, monkeypatch, ho
     }
   ]
   monkeypatch.delenv(processes.RESTART_ENV, raising=False)
-  first = checkpoints.start_or_resume(str(tmp_path / 'new'), True, Trainer(), None, {})
+  first = checkpoints.start_or_resume(
+    RunDirectory(str(tmp_path / 'new')), True, Trainer(), None, {}
+  )
   assert first.resumes == []  # A first start is no restart.
 
 

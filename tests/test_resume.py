@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from tests import tiny_training
 from records.run_directory import RunDirectory
+from tests import tiny_training
 from tests.tiny_training import BATCH
 from tests.tiny_training import STEPS_PER_EPOCH
 from tests.tiny_training import STEPS_PER_EXECUTION
@@ -48,7 +48,9 @@ class Attempt:
     from training import controller as controller_lib
 
     self.trainer = tiny_training.trainer(seed=0, examples=arrays)
-    self.checkpointer = checkpoints.Checkpointer(RunDirectory(str(run_dir)), self.trainer.trackables())
+    self.checkpointer = checkpoints.Checkpointer(
+      RunDirectory(str(run_dir)), self.trainer.trackables()
+    )
     self.state = checkpoints.start_or_resume(
       RunDirectory(str(run_dir)), resume, self.trainer, self.checkpointer, settings or SETTINGS
     )
@@ -64,7 +66,11 @@ class Attempt:
       self.state,
       epochs,
       SPX,
-      [actions.Progress(RunDirectory(str(run_dir)), lambda line: None, 'tiny'), Crash(), self.saver],
+      [
+        actions.Progress(RunDirectory(str(run_dir)), lambda line: None, 'tiny'),
+        Crash(),
+        self.saver,
+      ],
       eval_every_steps,
     )
 
@@ -85,7 +91,6 @@ def uninterrupted(arrays, tmp_path_factory):
 
 
 def checkpoint_steps(run_dir):
-  from training import checkpoints
 
   names = os.listdir(RunDirectory(str(run_dir)).checkpoints)
   return sorted(int(n[len('ckpt-') : -len('.index')]) for n in names if n.endswith('.index'))

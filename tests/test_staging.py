@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from records import staging
-from records.run_directory import RunDirectory
 from records import storage
+from records.run_directory import RunDirectory
 
 
 @pytest.fixture

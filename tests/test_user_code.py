@@ -681,8 +681,8 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
   with TensorFlow's own (was `InvalidArgumentError: Graph execution error:`, three restarts)."""
   import tensorflow as tf
 
-  from training import refused_values
   from records import run_directory
+  from training import refused_values
   from training import run_errors
 
   table = tf.zeros([64, 4])
@@ -709,7 +709,9 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
     ':UNKNOWN:Error received from peer  {grpc_status:3, grpc_message:" indices[10,3] = 100 is '
     'not in [0, 64)\\n\\t [[{{node while/embedding/GatherV2}}]]"} [Op:__inference_steps_1038]',
   )
-  assert str(run_errors.rejected(config, run_directory.RunDirectory(config.run_dir), remote)).startswith(
+  assert str(
+    run_errors.rejected(config, run_directory.RunDirectory(config.run_dir), remote)
+  ).startswith(
     f'[{config.name}] --model=tok:build cannot take the data of --dataset=tok:load: '
     'indices[10,3] = 100 is not in [0, 64) (at while/embedding/GatherV2); '
   )

@@ -36,9 +36,9 @@ def make_trainer(
 
   from configs import definitions
   from training import builders
-  from training import trainer as trainer_lib
   from training import optimizers
   from training import schedules
+  from training import trainer as trainer_lib
 
   keras.utils.set_random_seed(seed)
   config = definitions.RunConfig(

@@ -14,11 +14,9 @@ import tensorflow as tf
 
 import data
 from records import results
-from records import run_files
 from records import run_groups as groups
 from records import run_record
 from records import target as target_lib
-from training import checkpoints
 from training import devices
 from training import noise_scale
 from training import schedules
@@ -104,6 +102,7 @@ def hparams(config, trainer, card=None):
 
 def result(
   config,
+  run_dir,
   trainer,
   state,
   status,
@@ -115,8 +114,9 @@ def result(
   card=None,
   breakdown=None,
 ):
-  """The run's record: the setup, the model card, where the run got to, what faults cost, the
-  measurements, and where a step's time goes (training/step_timing.py; None when not measured).
+  """The run's record (of `run_dir`, a RunDirectory): the setup, the model card, where the run
+  got to, what faults cost, the measurements, and where a step's time goes
+  (training/step_timing.py; None when not measured).
   What is measured around it (memory, what was left out, TensorBoard's tags) is the caller's."""
   history, target = state.history, target_lib.parse(config.target)
   return run_record.RunRecord(
@@ -144,9 +144,9 @@ def result(
       steps_done=state.step,
       wall_time_seconds=wall_time_seconds,
       checkpoint_seconds=state.checkpoint_seconds,
-      checkpoint=checkpoints.latest(config.run_dir),
+      checkpoint=run_dir.latest_checkpoint(),
     ),
-    recoveries=_recoveries(config, state, retried_steps, late_results),
+    recoveries=_recoveries(run_dir, state, retried_steps, late_results),
     history=history,
     step_evaluations=[run_record.part(groups.StepEvaluation, e) for e in state.step_evaluations],
     final=groups.Final(**results.final_values(history)),
@@ -188,8 +188,8 @@ def measured_around(record, memory, left_out, started, shown):
   )
 
 
-def _recoveries(config, state, retried_steps, late_results):
-  resumes, restart_log = state.resumes, run_files.read_restarts(config.run_dir)
+def _recoveries(run_dir, state, retried_steps, late_results):
+  resumes, restart_log = state.resumes, run_dir.read_restarts()
   return run_record.part(
     groups.Recoveries,
     {

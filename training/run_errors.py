@@ -67,7 +67,7 @@ def lost_peer(config, run_dir, trainer, state, error, spec, me):
     return error
   who = ', '.join(silent) or 'a peer task'
   reason = type(error).__name__  # TensorFlow's first line is "Graph execution error:".
-  if not trainer.executor.in_lockstep:  # Status 1, as for a lost all-reduce peer: a restart resumes it.
+  if not trainer.executor.in_lockstep:  # Status 1, as a lost all-reduce peer's: a restart resumes.
     return peers.PeerLost(
       f'[{config.name}] {who} lost at step {state.step} ({reason}); {kept(run_dir)}: '
       f'restart the task; {resume.hint()}'

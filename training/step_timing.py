@@ -144,7 +144,10 @@ class Parts:
     left = budget_seconds - (time.perf_counter() - started)
     # An all-reduce cluster's workers run the windows' collectives together: one length.
     steps = window_steps(
-      trainer.executor.workers_mean(left), trainer.executor.workers_mean(step_ms), most_steps, self._execution
+      trainer.executor.workers_mean(left),
+      trainer.executor.workers_mean(step_ms),
+      most_steps,
+      self._execution,
     )
     expected = REPETITIONS * ROUND_STEPS * steps * step_ms / 1e3
     say(

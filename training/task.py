@@ -21,6 +21,7 @@ from orchestration import processes
 from orchestration import startup_watchdog
 from records import environment
 from records import resume
+from records import run_directory
 from records import run_files
 from records import storage
 from records import target as target_lib
@@ -30,7 +31,6 @@ from training import checkpoints
 from training import controller as controller_lib
 from training import devices
 from training import event_files
-from training import trainer as trainer_lib
 from training import model_card
 from training import outcome
 from training import peak_memory
@@ -41,6 +41,7 @@ from training import run_errors
 from training import schedules
 from training import serving
 from training import step_timing
+from training import trainer as trainer_lib
 
 # With gRPC's own ping limits (no pings without calls, two per silence): more, and TensorFlow's
 # servers close the connection (GOAWAY too_many_pings), failing its calls; a cut link still
@@ -55,11 +56,11 @@ def run(config, tf_config=None, refusal=None, say=print):
   `config.checkpoints.resume`); a chief's `refusal` (ValueError: the experiment's lock) ends
   every task of its cluster before the first step. Returns the path of result.json, or None
   for a task that does not record."""
-  task = _Task(config, tf_config, refusal)
-  if task.serves:
-    return serving.serve(config, task.spec, task.me, say)
-  task.memory_before = peak_memory.start()
-  trainer, compute_devices = _build(config, task.spec, task.me, say, task.refusal)
+  role = _Role(config, tf_config, refusal)
+  if role.serves:
+    return serving.serve(config, role.spec, role.me, say)
+  role.memory_before = peak_memory.start()
+  trainer, compute_devices = _build(config, role.spec, role.me, say, role.refusal)
   # Before anything is written: a target on a metric the model does not report is refused.
   given = config.target != definitions.RunConfig.target  # Else the default's, accuracy.
   names = trainer.step.objective.names
@@ -70,30 +71,29 @@ def run(config, tf_config=None, refusal=None, say=print):
   )
   # TensorFlow's own writers (event files, checkpoints, the profiler) refuse in OpErrors that
   # end in the system's reason: named as the disk's, wherever they are written.
-  with storage.writing(config.run_dir, (tf.errors.OpError,)):
-    return _train(config, tf_config, task, trainer, compute_devices, say)
+  with role.run_dir.writing((tf.errors.OpError,)):
+    return _train(config, tf_config, role, trainer, compute_devices, say)
 
 
-def _train(config, tf_config, task, trainer, compute_devices, say):
+def _train(config, tf_config, role, trainer, compute_devices, say):
   """Resumes, trains and records the run (run's)."""
   # Installed once TensorFlow has started: during start-up its own handler takes SIGTERM.
   stop = processes.StopRequests()
   models.check_ghost_batch_size(
     config.model.ghost_batch_size, trainer.batching.per_replica_batch_size
   )
-  checkpointer = checkpoints.Checkpointer(config.run_dir, trainer.trackables(), task.writes)
+  run_dir = role.run_dir
+  checkpointer = checkpoints.Checkpointer(run_dir, trainer.trackables())
   probes = probes_lib.Probes(lambda line: say(f'[{config.name}] {line}'))
-  state, card = _start(config, task, trainer, checkpointer, probes, say)
-  say = task.start_record(state, say)
-  writers = event_files.Writers(config.run_dir if task.writes else None)
+  state, card = _start(config, role, trainer, checkpointer, probes, say)
+  say = role.start_record(state, say)
+  writers = event_files.Writers(run_dir)
   recorder = _Recorder(config, trainer, writers, tf_config, compute_devices, card, probes)
-  recorder.memory_before = task.memory_before  # What its peak memory is measured from.
+  recorder.memory_before = role.memory_before  # What its peak memory is measured from.
   _announce(config, trainer, compute_devices, state, say)
   try:
     breakdown = step_timing.traced_parts(config, trainer, probes, say)  # Before the clock.
-    saver, controller = _controller(
-      config, trainer, state, checkpointer, writers, stop, say, task.writes
-    )
+    saver, controller = _controller(config, trainer, state, checkpointer, writers, stop, say)
     started = time.perf_counter()
     if controller.train():
       _interrupt(config, controller, saver, stop, recorder)
@@ -102,61 +102,64 @@ def _train(config, tf_config, task, trainer, compute_devices, say):
     )
     return recorder.write('complete', controller, saver, parts)
   except trainer_lib.NonFiniteLoss as e:
-    raise run_errors.diverged(config, trainer, e) from None
+    raise run_errors.diverged(config, run_dir, trainer, e) from None
   except tf.errors.OpError as e:
     if refused_values.refused(e):  # The same data fails the same way: never restarted.
-      raise run_errors.rejected(config, e) from None
+      raise run_errors.rejected(config, run_dir, e) from None
     if storage.refusal(e):  # The storage's refusal is named by `run`.
       raise
-    if task.spec:
-      e = run_errors.lost_peer(config, trainer, state, e, task.spec, task.me)
-    raise run_errors.repeated(config, e) from None
+    if role.spec:
+      e = run_errors.lost_peer(config, run_dir, trainer, state, e, role.spec, role.me)
+    raise run_errors.repeated(config, run_dir, e) from None
   finally:
     checkpointer.close()
     writers.close()
 
 
-def _start(config, task, trainer, checkpointer, probes, say):
+def _start(config, role, trainer, checkpointer, probes, say):
   """The run's state, resumed or fresh, and (for the chief) its model card; in a cluster whose
   tasks all step, once every task can start, and at the same step (training/agreement.py)."""
-  in_step = task.spec and trainer.executor.in_lockstep
+  in_step = role.spec and trainer.executor.in_lockstep
   try:
     state = checkpoints.start_or_resume(
-      config.run_dir,
+      role.run_dir,
       config.checkpoints.resume,
       trainer,
       checkpointer,
       outcome.resume_settings(config, trainer),
       lambda line: say(f'[{config.name}] {line}'),
-      started_before=task.dir_state == 'stale',
+      started_before=role.dir_state == 'stale',
     )
-    if task.writes:
+    if role.writes:
       say(f'[{config.name}] tracing the step: the model card')
     # Traced, not run: nothing changes.
-    card = _card(config, trainer, probes) if task.writes else None
+    card = _card(config, trainer, probes) if role.writes else None
   except ValueError as e:  # A checkpoint or a model refused: the others end with it.
     if in_step:
-      agreement.check_start(config, task.spec, task.me, None, e)  # Raises.
-    elif task.spec:
-      agreement.refuse_servers(task.spec, e)
+      agreement.check_start(config, role.spec, role.me, None, e)  # Raises.
+    elif role.spec:
+      agreement.refuse_servers(role.spec, e)
     raise
   if in_step:
-    agreement.check_start(config, task.spec, task.me, state.step)
+    agreement.check_start(config, role.spec, role.me, state.step)
   return state, card
 
 
-class _Task:
-  """This process's place in the run: which task it is, and whether it serves or records."""
+class _Role:
+  """This process's role in the run: which task of its cluster it is (if any), and whether it
+  serves or records."""
 
   def __init__(self, config, tf_config, refusal=None):
     self.config = config
     self.spec = tf_config['cluster'] if tf_config else None
     self.me = (tf_config['task']['type'], tf_config['task'].get('index', 0)) if self.spec else None
-    self.writes = cluster_spec.writes(tf_config)
+    # Opened once, here: where this process records (the chief does), and nothing elsewhere.
+    self.run_dir = run_directory.RunDirectory(config.run_dir, cluster_spec.writes(tf_config))
+    self.writes = self.run_dir.writes
     self.refusal, self.dir_state = refusal, None
     try:
       if self.writes and not refusal:
-        self.dir_state = run_files.check_run_dir(config.run_dir, config.checkpoints.resume)
+        self.dir_state = self.run_dir.check(config.checkpoints.resume)
       if self.dir_state == 'finished':
         raise run_files.RunDirError(
           f'{config.run_dir} holds a finished run; choose another --experiment or remove it'
@@ -179,9 +182,9 @@ class _Task:
     config = self.config
     if not self.writes:
       return lambda line: None
-    run_files.write_config(config.run_dir, config.to_json())  # A task started by hand, too.
-    event_files.clear(config.run_dir)
-    environment.write_once(storage.dirname(config.run_dir), environment.describe(self.spec))
+    self.run_dir.write_config(config.to_json())  # A task started by hand, too.
+    self.run_dir.clear_events()
+    environment.write_once(self.run_dir.experiment, environment.describe(self.spec))
     return say
 
 
@@ -192,7 +195,8 @@ class _Recorder:
   def __init__(self, config, trainer, writers, tf_config, compute_devices, card, probes):
     self.config, self.trainer, self.writers, self.probes = config, trainer, writers, probes
     self.tf_config, self.compute_devices, self.card = tf_config, compute_devices, card
-    self.writes = writers.run_dir is not None
+    self.run_dir = writers.run_dir
+    self.writes = self.run_dir.writes
     self.started = time.time()  # Orders the report's runs.
     writers.text(config.flags, devices.describe())
     writers.hparams(outcome.hparams(config, trainer, card), trial_id=config.name)
@@ -204,6 +208,7 @@ class _Recorder:
     config = self.config
     result = outcome.result(
       config,
+      self.run_dir,
       self.trainer,
       controller.state,
       status,
@@ -221,13 +226,13 @@ class _Recorder:
     record = outcome.measured_around(
       result, memory, self.probes.left_out, self.started, self.writers.shown()
     )
-    path = run_files.write_result(config.run_dir, record)
+    path = self.run_dir.write_result(record)
     if status == 'complete':
-      run_files.remove_progress(config.run_dir)
+      self.run_dir.remove_progress()
     return path
 
 
-def _controller(config, trainer, state, checkpointer, writers, stop, say, writes):
+def _controller(config, trainer, state, checkpointer, writers, stop, say):
   """The checkpoint action and the controller with every action of the run."""
   name, performance = config.name, config.performance
   for epoch in range(len(state.history.epoch_times)):  # Epochs of earlier attempts.
@@ -247,12 +252,12 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
   profile = (
     [
       actions.Profile(
-        profiling.StepProfiler(config.run_dir, *performance.profile_steps),
+        profiling.StepProfiler(writers.run_dir, *performance.profile_steps),
         say,
         name,
       )
     ]
-    if performance.profile_steps and writes
+    if performance.profile_steps and writers.run_dir.writes
     else []
   )
   controller = controller_lib.Controller(
@@ -262,7 +267,7 @@ def _controller(config, trainer, state, checkpointer, writers, stop, say, writes
     performance.steps_per_execution,
     [
       *profile,
-      actions.Progress(config.run_dir if writes else None, say, name),
+      actions.Progress(writers.run_dir, say, name),
       actions.StopAgreement(trainer, stop),
       actions.EpochSummary(writers, say, name),
       saver,
@@ -319,14 +324,14 @@ def _build(config, spec, me, say, refusal=None):
     )
   try:  # After the strategy (a tf.data pipeline starts the runtime), outside the watchdog.
     options = (config.data, config.seed, perf.mixed_precision, config.steps_per_epoch)
-    source = data.load(*options, remote_pipelines=descriptor.coordinated)
+    source = data.load(*options, remote_pipelines=descriptor.steps_on_workers)
   except (ValueError, data.DatasetError) as e:  # Every task of a cluster ends with it.
     if not spec:
       raise
     refusal, source = refusal or e, None
   with watchdog:
     if spec:
-      agreement.check(config, spec, me, descriptor.coordinated, refusal, source)
+      agreement.check(config, spec, me, descriptor.steps_on_workers, refusal, source)
     keras.utils.set_random_seed(config.seed)
     trainer = trainer_lib.Trainer(strategy, config, source)
   return trainer, compute_devices
@@ -380,5 +385,5 @@ def _interrupt(config, controller, saver, stop, recorder):
   raise processes.Interrupted(
     stop.signum or signal.SIGTERM,  # A worker stopping because another was asked.
     f'[{config.name}] interrupted at step {controller.state.step} of {controller.total_steps}; '
-    f'checkpoint {checkpoints.latest(config.run_dir)} written; {resume.hint()}',
+    f'checkpoint {recorder.run_dir.latest_checkpoint()} written; {resume.hint()}',
   )
