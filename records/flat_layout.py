@@ -17,6 +17,8 @@ import dataclasses
 import typing
 from typing import Any
 
+from records import typed_json
+
 LAYOUT = 'flat_layout'
 SPREAD = {LAYOUT: 'spread'}
 PREFIXED = {LAYOUT: 'prefixed'}
@@ -30,13 +32,13 @@ def flatten(record: Any) -> dict[str, Any]:
     if how == 'spread' and dataclasses.is_dataclass(value):
       flat.update(flatten(value))
     elif how == 'spread' and isinstance(value, dict):
-      flat.update(_json(value))
+      flat.update(typed_json.to_json(value))
     elif how == 'prefixed':
       for part in dataclasses.fields(value):
         for name, each in getattr(value, part.name).items():
-          flat[f'{field.name}_{part.name}_{name}'] = _json(each)
+          flat[f'{field.name}_{part.name}_{name}'] = typed_json.to_json(each)
     elif how is None:
-      flat[field.name] = _json(value)
+      flat[field.name] = typed_json.to_json(value)
   return flat
 
 
@@ -109,14 +111,3 @@ def _group(hint: Any) -> Any:
   """The dataclass of a field's hint (`Group` or `Group | None`), or None."""
   found = [h for h in (hint, *typing.get_args(hint)) if dataclasses.is_dataclass(h)]
   return found[0] if found else None
-
-
-def _json(value: Any) -> Any:
-  """A record's value as JSON holds it: dataclasses as objects, tuples as arrays."""
-  if dataclasses.is_dataclass(value):
-    return {field.name: _json(getattr(value, field.name)) for field in dataclasses.fields(value)}
-  if isinstance(value, (list, tuple)):
-    return [_json(each) for each in value]
-  if isinstance(value, dict):
-    return {name: _json(each) for name, each in value.items()}
-  return value

@@ -9,6 +9,7 @@ import dataclasses
 import typing
 from typing import Any
 
+from records import typed_json
 from records.flat_layout import SPREAD
 
 Number = float | None  # A measured value; None where not measured, or not finite.
@@ -19,9 +20,15 @@ def field(
   layout: dict[str, str] | None = None,
   default: Any = None,
   factory: typing.Callable[[], Any] | None = None,
+  omitted: bool = False,
 ) -> Any:
-  """A record's field: its description, where it lay in the flat layout, its default."""
-  metadata = {**({'doc': doc} if doc else {}), **(layout or {})}
+  """A record's field: its description, where it lay in the flat layout, its default, and
+  whether it is left out where it is None (`omitted`: written only by who has one)."""
+  metadata = {
+    **({'doc': doc} if doc else {}),
+    **(layout or {}),
+    **({typed_json.OMITTED: True} if omitted else {}),
+  }
   if factory is not None:
     return dataclasses.field(default_factory=factory, metadata=metadata)
   return dataclasses.field(default=default, metadata=metadata)
@@ -119,11 +126,20 @@ class Progress:
 
 
 @dataclasses.dataclass
+class SkippedCheckpoint:
+  checkpoint: str
+  reason: str
+
+
+@dataclasses.dataclass
 class Resume:
   step: int
   checkpoint: str | None
   cause: str
   redone_steps: int
+  skipped: list[SkippedCheckpoint] | None = field(
+    'Newer checkpoints that could not be restored, with why.', omitted=True
+  )
 
 
 @dataclasses.dataclass

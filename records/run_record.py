@@ -80,8 +80,9 @@ IDENTITY = ('strategy', 'num_workers', 'num_replicas_in_sync', 'global_batch_siz
 
 
 def part(cls: type[Group], value: dict[str, Any] | None) -> Group | None:
-  """A group of the record of the JSON object a producer gives (a dict), or None for None."""
-  return None if value is None else typed_json.from_json(cls, value, cls.__name__)
+  """A group of the record of the JSON object a producer gives (a dict), or None for None;
+  typed_json.Mismatch for a field it has that the group has not (add it to the group)."""
+  return None if value is None else typed_json.from_json(cls, value, cls.__name__, exact=True)
 
 
 def of_json(document: dict[str, Any]) -> RunRecord:

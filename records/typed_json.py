@@ -4,7 +4,9 @@ the record read back from JSON with every value checked against those hints.
 One description serves the writer, the reader and the published schema, so they cannot drift
 apart. The hints this understands: bool, int, float (an int is a number too), str, None, Any,
 unions (`int | None`), list[X], tuple[X, Y, ...] (fixed length), dict[str, X], Literal[...]
-and nested dataclasses. A field's `metadata['doc']` is its schema's description.
+and nested dataclasses. A field's `metadata['doc']` is its schema's description; one whose
+`metadata[OMITTED]` is set is left out where it is None (not required by the schema), as a
+producer that writes it only when it has one does.
 """
 
 import dataclasses
@@ -15,6 +17,7 @@ from typing import Any
 Json = dict[str, Any]  # A JSON object, as json.load gives it.
 
 SIMPLE = {bool: 'boolean', int: 'integer', float: 'number', str: 'string', type(None): 'null'}
+OMITTED = 'omitted_when_none'
 
 
 class Mismatch(ValueError):
@@ -60,7 +63,9 @@ def _object(cls: type, definitions: dict[str, Json]) -> Json:
     properties[field.name] = schema(hints[field.name], definitions)
     if 'doc' in field.metadata:
       properties[field.name] = {'description': field.metadata['doc'], **properties[field.name]}
-  found = {'type': 'object', 'required': list(properties), 'properties': properties}
+  omitted = {field.name for field in dataclasses.fields(cls) if field.metadata.get(OMITTED)}
+  required = [name for name in properties if name not in omitted]
+  found = {'type': 'object', 'required': required, 'properties': properties}
   return {'description': _doc(cls), **found} if _doc(cls) else found
 
 
@@ -70,10 +75,11 @@ def _doc(cls: type) -> str:
   return '' if text.startswith(f'{cls.__name__}(') else ' '.join(text.split())
 
 
-def from_json(hint: Any, value: Any, where: str = '') -> Any:
+def from_json(hint: Any, value: Any, where: str = '', exact: bool = False) -> Any:
   """`value` (as json.load gives it) as `hint` says: a dataclass built from an object (its
-  fields the object lacks take their defaults, those it does not know are ignored), a tuple
-  from an array; Mismatch naming where, for a value of another kind."""
+  fields the object lacks take their defaults, those it does not know are ignored, or with
+  `exact` refused: a producer's field the record does not hold), a tuple from an array;
+  Mismatch naming where, for a value of another kind."""
   origin, arguments = typing.get_origin(hint), typing.get_args(hint)
   if hint is typing.Any:
     return value
@@ -85,16 +91,16 @@ def from_json(hint: Any, value: Any, where: str = '') -> Any:
       return value
     raise _mismatch(where, value, SIMPLE[hint])
   if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-    return _dataclass(hint, value, where)
+    return _dataclass(hint, value, where, exact)
   if origin in (typing.Union, types.UnionType):
     if value is None and type(None) in arguments:
       return None
     others = [argument for argument in arguments if argument is not type(None)]
     if len(others) == 1 and not (value is None or others[0] in SIMPLE):
-      return from_json(others[0], value, where)  # What is wrong inside it, said.
+      return from_json(others[0], value, where, exact)  # What is wrong inside it, said.
     for argument in others:
       try:
-        return from_json(argument, value, where)
+        return from_json(argument, value, where, exact)
       except Mismatch:
         continue
     raise _mismatch(where, value, ' or '.join(_name(argument) for argument in arguments))
@@ -106,25 +112,30 @@ def from_json(hint: Any, value: Any, where: str = '') -> Any:
     if not isinstance(value, list) or (origin is tuple and len(value) != len(arguments)):
       raise _mismatch(where, value, f'an array of {len(arguments)}' if origin is tuple else 'array')
     each = arguments if origin is tuple else arguments * len(value)
-    items = [from_json(item, v, f'{where}[{i}]') for i, (item, v) in enumerate(zip(each, value))]
+    items = [
+      from_json(item, v, f'{where}[{i}]', exact) for i, (item, v) in enumerate(zip(each, value))
+    ]
     return tuple(items) if origin is tuple else items
   if origin is dict:
     if not isinstance(value, dict):
       raise _mismatch(where, value, 'object')
-    return {k: from_json(arguments[1], v, _at(where, k)) for k, v in value.items()}
+    return {k: from_json(arguments[1], v, _at(where, k), exact) for k, v in value.items()}
   raise TypeError(f'no JSON reading for {hint!r}')
 
 
-def _dataclass(cls: type, value: Any, where: str) -> Any:
+def _dataclass(cls: type, value: Any, where: str, exact: bool) -> Any:
   if not isinstance(value, dict):
     raise _mismatch(where, value, 'object')
   hints, fields = typing.get_type_hints(cls), dataclasses.fields(cls)
   lacking = [f.name for f in fields if f.name not in value and _required(f)]
   if lacking:
     raise Mismatch(f'{where or "the record"} lacks {", ".join(lacking)}')
+  unknown = sorted(set(value) - {f.name for f in fields}) if exact else []
+  if unknown:
+    raise Mismatch(f'{where or "the record"} holds {", ".join(unknown)}, which it has no field for')
   return cls(
     **{
-      field.name: from_json(hints[field.name], value[field.name], _at(where, field.name))
+      field.name: from_json(hints[field.name], value[field.name], _at(where, field.name), exact)
       for field in fields
       if field.name in value
     }
@@ -135,9 +146,20 @@ def _required(field: dataclasses.Field[Any]) -> bool:
   return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
 
 
-def to_json(record: Any) -> Json:
-  """The record (a dataclass) as JSON values: objects, arrays, numbers, text."""
-  return dataclasses.asdict(record)
+def to_json(value: Any) -> Any:
+  """A record (a dataclass) as JSON values: objects (but the OMITTED fields that are None),
+  arrays (tuples too), numbers, text."""
+  if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    return {
+      field.name: to_json(getattr(value, field.name))
+      for field in dataclasses.fields(value)
+      if not (getattr(value, field.name) is None and field.metadata.get(OMITTED))
+    }
+  if isinstance(value, (list, tuple)):
+    return [to_json(each) for each in value]
+  if isinstance(value, dict):
+    return {name: to_json(each) for name, each in value.items()}
+  return value
 
 
 def _at(where: str, name: object) -> str:
