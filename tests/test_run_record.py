@@ -134,6 +134,28 @@ def test_the_setup_holds_every_optimizer_and_schedule_setting_of_a_run_config():
     assert {field.name for field in dataclasses.fields(cls)} <= fields, cls.__name__
 
 
+def test_a_producers_field_the_record_lacks_is_refused_not_dropped():
+  """training/outcome.py builds each group of its producer's dict: a field added there and not
+  to the group would vanish from result.json."""
+  with pytest.raises(run_record.typed_json.Mismatch, match='Breakdown holds spill_ms, which it'):
+    run_record.part(run_groups.Breakdown, {'step_ms': 1.0, 'spill_ms': 0.5})
+  assert run_record.part(run_groups.Breakdown, None) is None
+
+
+def test_a_resumes_skipped_checkpoints_are_kept_and_written_only_when_there_are_some():
+  skipped = {'checkpoint': 'ckpt-3', 'reason': 'truncated'}
+  resumes = [
+    {'step': 2, 'checkpoint': 'ckpt-2', 'cause': 'resume', 'redone_steps': 0, 'skipped': [skipped]},
+    {'step': 4, 'checkpoint': 'ckpt-4', 'cause': 'restart', 'redone_steps': 1},
+  ]
+  record = run_record.of_json({**VERSION_1, 'resumes': resumes})
+  assert record.recoveries.resumes[0].skipped == [
+    run_groups.SkippedCheckpoint('ckpt-3', 'truncated')
+  ]
+  assert run_record.flat(record)['resumes'] == resumes
+  assert run_record.document(record)['recoveries']['resumes'] == resumes
+
+
 def test_identity_is_what_places_a_run():
   assert run_record.RunRecord().lacking() == list(run_record.IDENTITY)
   assert run_record.of_json(VERSION_1).lacking() == []
