@@ -11,6 +11,7 @@ import pytest
 from orchestration import exit_status
 from orchestration import processes
 from tests.conftest import ROOT
+from tests.conftest import kill_all
 from tests.conftest import read_result
 from tests.conftest import run_py
 
@@ -27,24 +28,39 @@ JOBS = [
 ]
 
 
+@pytest.fixture(scope='module')
+def jobs(tmp_path_factory):
+  """The jobs as the variants of one experiment, each named for its example: one launcher and
+  one report for all five (a launcher each paid its start and its report's four more times).
+  (the experiment's directory, run.py's process)."""
+  logdir = tmp_path_factory.mktemp('jobs')
+  try:
+    proc = run_py(
+      *(
+        f'--variant={job}: --model={job}:build --dataset={job}:load --strategies={strategy}'
+        for job, strategy, _ in JOBS
+      ),
+      '--epochs=1',
+      f'--logdir={logdir}',
+      '--experiment=jobs',
+      breakdown=True,
+      cwd=EXAMPLES,
+      env={**os.environ, 'EXAMPLE_DATA_DIR': str(logdir / 'data')},
+      timeout=900,
+    )
+  finally:
+    kill_all(str(logdir))
+  return logdir / 'jobs', proc
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('job, strategy, metric', JOBS)
-def test_an_example_job_trains_with_defaults_and_its_breakdown(job, strategy, metric, tmp_path):
-  proc = run_py(
-    f'--model={job}:build',
-    f'--dataset={job}:load',
-    f'--strategies={strategy}',
-    '--epochs=1',
-    f'--logdir={tmp_path}',
-    '--experiment=job',
-    breakdown=True,
-    cwd=EXAMPLES,
-    env={**os.environ, 'EXAMPLE_DATA_DIR': str(tmp_path / 'data')},
-    timeout=400,
-  )
+def test_an_example_job_trains_with_defaults_and_its_breakdown(job, strategy, metric, jobs):
+  experiment, proc = jobs
   assert proc.returncode == 0, proc.stderr
   assert 'Traceback' not in proc.stderr and 'restarting' not in proc.stderr, proc.stderr
-  result = read_result(tmp_path / 'job' / strategy)
+  result = read_result(experiment / f'{job}-{strategy}')
+  assert (result['model'], result['strategy']) == (f'{job}:build', strategy)
   assert result['status'] == 'complete'
   assert result['left_out'] == {}, result['left_out']
   breakdown = result['breakdown']

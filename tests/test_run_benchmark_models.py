@@ -3,7 +3,9 @@ per process to build and trace on 2 cores; the keras.applications models under t
 test_every_model.py) and the transformer on synthetic tokens under one_device and mirrored
 (its model card, of one replica's share, for one and two replicas). The transformer under
 every strategy: test_every_model.py; run.py's local clusters: the default experiment
-(tests/conftest.py), which a third strategy here would run again at the price of a cluster."""
+(tests/conftest.py), which a third strategy here would run again at the price of a cluster.
+ResNet-50's one run trains in run.py's own process (--in_process: the same run, without a
+child or a report, which the transformer's two runs build)."""
 
 import json
 import os
@@ -20,7 +22,7 @@ STRATEGIES = ('one_device', 'mirrored')
 @pytest.mark.parametrize(
   'model, dataset, flags, strategies',
   [
-    ('resnet50', 'synthetic', ['--image_shape=32,32,3'], STRATEGIES[:1]),
+    ('resnet50', 'synthetic', ['--image_shape=32,32,3', '--in_process'], STRATEGIES[:1]),
     (
       'transformer',
       'synthetic_tokens',
