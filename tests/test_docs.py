@@ -22,6 +22,7 @@ PAGES = sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md'))) + [
 FOREIGN = {
   'numprocesses': 'pytest',
   'dist': 'pytest',
+  'no-loadscope-reorder': 'pytest',
   'site-dir': 'mkdocs',
   'strict': 'mkdocs',
   'nodes': 'sbatch',
