@@ -73,8 +73,7 @@ def launch(training_task):
 
 
 def report(experiment):
-  log_filter.quiet_tensorflow()
-  from reporting import report as report_lib  # Loads TensorFlow, for the report's TensorBoard.
+  from reporting import report as report_lib  # matplotlib; no TensorFlow.
 
   print(f'Report: {report_lib.build(experiment.directory, experiment.target)}')
 

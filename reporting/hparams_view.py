@@ -12,7 +12,8 @@ headline metrics first.
 """
 
 from tensorboard.plugins.hparams import api_pb2
-from tensorboard.plugins.hparams import summary as hparams_summary
+
+from reporting import report_events
 
 SHOWN = 'strategy'
 HEADLINE = ('condition', 'global_batch_size', 'num_replicas_in_sync', 'num_workers')
@@ -51,7 +52,7 @@ def config(runs):
   metrics = [
     api_pb2.MetricInfo(name=api_pb2.MetricName(group=group, tag=tag)) for tag, group in names
   ]
-  return hparams_summary.experiment_pb(hparams, metrics)
+  return report_events.experiment(hparams, metrics)
 
 
 def _info(name, values, differs):

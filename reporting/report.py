@@ -3,13 +3,14 @@
 from prediction import forecast_plots
 from prediction import predict
 from prediction import recommendations
-from records import staging
+from records import environment
 from records import storage
 from records import target as target_lib
 from reporting import figures
 from reporting import hparams_view
 from reporting import plots
 from reporting import repeats
+from reporting import report_events
 from reporting import runs as run_records
 from reporting import step_times
 from reporting import summary
@@ -76,32 +77,20 @@ def build(experiment_dir, target):
 
 
 def _to_tensorboard(experiment_dir, summary_path, images, runs):
-  import tensorflow as tf
-
+  """The report's TensorBoard page (reporting/report_events.py), in place of an earlier one."""
   directory = storage.join(experiment_dir, 'report')
-  with storage.writing(directory, (tf.errors.OpError,)):  # TensorFlow's writer fails in its way.
-    _write_report_events(directory, experiment_dir, summary_path, images, runs)
-
-
-def _write_report_events(directory, experiment_dir, summary_path, images, runs):
-  import tensorflow as tf
-
-  from records import environment
-
   if storage.isdir(directory):  # TensorBoard keeps a tag's first metadata: drop the old report.
     for name in storage.listdir(directory):
       if name.startswith('events.out.tfevents.'):
         storage.remove(storage.join(directory, name))
-  with staging.Staged(directory) as staged:  # TensorFlow writes locally; uploaded at the end.
-    writer = tf.summary.create_file_writer(staged.local())
-    with writer.as_default(step=0):
-      tf.summary.experimental.write_raw_pb(hparams_view.config(runs).SerializeToString(), step=0)
-      tf.summary.text('summary', storage.read_text(summary_path))
-      info = environment.read(experiment_dir)
-      if info is not None:
-        tf.summary.text('environment', environment.markdown(info))
-      for image in images:
-        png = tf.io.decode_png(storage.read_bytes(image))
-        tf.summary.image(storage.basename(image).removesuffix('.png'), png[tf.newaxis])
-    writer.close()
-    staged.push()
+  info = environment.read(experiment_dir)
+  summaries = [
+    hparams_view.config(runs),
+    report_events.text('summary', storage.read_text(summary_path)),
+    *([report_events.text('environment', environment.markdown(info))] if info else []),
+    *(
+      report_events.image(storage.basename(image).removesuffix('.png'), storage.read_bytes(image))
+      for image in images
+    ),
+  ]
+  report_events.write(directory, summaries)

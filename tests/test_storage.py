@@ -147,6 +147,7 @@ LOCAL_FILE_CALLS = {
   'records/staging.py': 9,  # The local copy TensorFlow writes and reads on an object store.
   'prediction/validation.py': 4,  # prediction/published.csv and its variables, in the repository.
   'prediction/cards.py': 2,  # prediction/model_cards.csv, in the repository.
+  'prediction/intervals.py': 2,  # prediction/prediction_errors.json, in the repository.
   'records/schemas.py': 3,  # records/schemas/, the JSON Schemas, in the repository.
   'training/peak_memory.py': 2,  # /proc/self: the process's own peak memory.
   'records/paths.py': 8,  # The links of a local path (after local_path), followed.
