@@ -235,9 +235,10 @@ def run_with_restarts(run, experiment, hide, worker_gpus=None):
   cluster's GPUs, as start_cluster takes them."""
   max_restarts, verbosity = experiment.max_restarts, experiment.verbosity
   is_cluster = run.distribution.descriptor.cluster
+  own = run.distribution.descriptor.process_environment(run.distribution.num_replicas, os.environ)
   with task_logs(run.run_dir) if is_cluster else contextlib.nullcontext() as logs:
     for attempt in range(max_restarts + 1):
-      env = dict(os.environ, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
+      env = dict(os.environ, **own, **({processes.RESTART_ENV: str(attempt)} if attempt else {}))
       if is_cluster:
         start = lambda group: start_cluster(
           group,

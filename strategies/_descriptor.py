@@ -70,6 +70,22 @@ class Descriptor:
   # holds_variables(options, devices): whether each training device holds the variables and
   # the optimizer's slots (else a parameter device or ps tasks do): prediction/memory.py.
   holds_variables: typing.Callable[[Options, int], bool] = lambda options, devices: True
+  # The Keras backend its processes run (KERAS_BACKEND): TensorFlow's, whose tf.distribute
+  # strategies run both loops, or another whose own distribution runs only Keras' fit.
+  backend: str = 'tensorflow'
+  loops: tuple[str, ...] = ('custom', 'fit')  # The training loops it can run.
+  # environment(num_replicas, environ): the variables its processes must start with beyond
+  # KERAS_BACKEND, read before Python imports Keras or its backend (`environ`: the launcher's).
+  environment: typing.Callable[[int, typing.Mapping[str, str]], dict[str, str]] = (
+    lambda num_replicas, environ: {}
+  )
+
+  def process_environment(
+    self, num_replicas: int, environ: typing.Mapping[str, str]
+  ) -> dict[str, str]:
+    """What a process of its run is started with on top of `environ`: its Keras backend (so a
+    shell's KERAS_BACKEND reaches no other strategy's run) and its own `environment`."""
+    return {'KERAS_BACKEND': self.backend, **self.environment(num_replicas, environ)}
 
   @property
   def cluster(self) -> bool:

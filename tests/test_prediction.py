@@ -642,8 +642,9 @@ def test_the_report_plots_and_recommends_from_prediction_json(tmp_path):
   assert len(sentences) == 2
   assert sentences[0].startswith(
     'On dgx1_v100, for throughput, 8 device(s) (the fastest at 75% efficiency or better; a tie '
-    'within 5% goes to fewer devices): mirrored, predicted 7.7x (96% efficiency), limited by '
-    'compute, tied within 5% with multi_worker_mirrored 7.7x (96% efficiency), limited by compute;'
+    'within 5% goes to fewer devices): jax_data_parallel, predicted 7.7x (96% efficiency), '
+    'limited by compute, tied within 5% with mirrored 7.7x (96% efficiency), limited by compute '
+    'and multi_worker_mirrored 7.7x (96% efficiency), limited by compute;'
   )
   assert 'parameter_server 6.9x (86% efficiency), limited by compute' in sentences[0]
   assert 'limited by' in sentences[1] and 'central_storage' in sentences[1]
