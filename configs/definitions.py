@@ -121,6 +121,7 @@ class RunConfig:
   # The validation metric a run times (records/target.py): NAME>=VALUE or NAME<=VALUE.
   target: str = 'accuracy>=0.9'
   eval_every_steps: int = 0  # also evaluate every this many steps; 0: only at epoch ends
+  loop: str = 'custom'  # what trains it: the custom loop, or Keras' fit (configs/loops.py)
   data: Data = Data()
   model: Model = Model()
   optimizer: Optimizer = Optimizer()

@@ -19,6 +19,7 @@ import strategies
 import user_code
 from configs import definitions
 from configs import hardware_profiles
+from configs import loops
 
 # The defaults of the flags that set a configuration field are that field's default.
 _RUN = definitions.RunConfig()
@@ -569,6 +570,8 @@ def _known_strategies(names: list[str]) -> bool:
 
 
 flags.register_validator('strategies', _known_strategies)  # absl's @flags.validator has no types.
+flags.DEFINE_list('loops', loops.DEFAULT, loops.HELP)
+flags.register_validator('loops', loops.known)
 for _name, _least in (
   ('batch_size', 1),
   ('num_replicas', 0),

@@ -25,6 +25,7 @@ import user_code
 from configs import definitions
 from configs import flags as _defined  # noqa: F401  # Defines the flags read here.
 from configs import hyperparameters
+from configs import loops
 from configs import names
 from configs import noise_scale_of
 from configs import plan
@@ -65,7 +66,7 @@ def experiment(values: FlagValues = FLAGS, name: str | None = None) -> Experimen
   _check_finite(values)
   logdir = _logdir(values)
   directory = storage.join(logdir, name)
-  runs = plan.repeated(_runs(values, directory), values.repeats)
+  runs = plan.repeated(loops.crossed(_runs(values, directory), values.loops), values.repeats)
   plan.check_lengths(name, runs)
   for path in (directory, *{run.run_dir for run in runs}):
     if (local := storage.local_path(path)) is not None:

@@ -81,6 +81,10 @@ class Setup:
   bn_momentum: Number = None
   jit_compile: bool | None = None
   mixed_precision: str | None = None
+  loop: str | None = field(
+    "Which loop trained it: 'custom' (training/trainer.py) or 'fit' (Keras' model.fit, "
+    'training/fit_loop.py); None in a record of before the fit arm: custom.'
+  )
 
 
 @dataclasses.dataclass

@@ -40,8 +40,13 @@ Group = typing.TypeVar('Group')
 class RunRecord:
   """A run's record: written at its end, or when it is interrupted; the report's one source."""
 
-  status: typing.Literal['complete', 'interrupted'] | None = None
+  status: typing.Literal['complete', 'interrupted', 'unsupported'] | None = None
   run: str | None = field("The run's name.")
+  unsupported: str | None = field(
+    "Why the loop cannot train under the strategy (status 'unsupported'): the error's first "
+    'line and the upstream issue where one is known. Written only then.',
+    omitted=True,
+  )
   started: Number = field("When the run's latest attempt began, Unix seconds: the report's order.")
   setup: groups.Setup = field(layout=SPREAD, factory=groups.Setup)
   invocation: groups.Invocation = field(layout=SPREAD, factory=groups.Invocation)

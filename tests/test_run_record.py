@@ -110,7 +110,7 @@ def test_a_value_of_another_kind_is_refused_naming_where_and_the_fix(tmp_path):
     ({**VERSION_1, 'target': {'metric': 'auc'}}, 'headline.target lacks goal, value'),
     (
       {**VERSION_1, 'status': 'done'},
-      "status holds 'done', not one of ['complete', 'interrupted']",
+      "status holds 'done', not one of ['complete', 'interrupted', 'unsupported']",
     ),
     (
       {'schema_version': 2, 'history': {'epoch_startup': [1, None]}},

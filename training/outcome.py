@@ -31,6 +31,7 @@ NOT_CHECKED_ON_RESUME = (
   'train_examples',
   'repeat_of',
   'repeat',
+  'loop',
 )
 
 
@@ -50,7 +51,7 @@ def setup(config, trainer):
     repeat=config.repeat,
     seed=config.seed,
     num_workers=trainer.num_workers,
-    num_replicas_in_sync=trainer.strategy.num_replicas_in_sync,
+    num_replicas_in_sync=trainer.batching.replicas_in_sync,
     global_batch_size=config.batch_size,
     per_replica_batch_size=trainer.batching.per_replica_batch_size,
     epochs=config.epochs,
@@ -67,6 +68,7 @@ def setup(config, trainer):
     bn_momentum=model.bn_momentum,
     jit_compile=config.performance.jit_compile,
     mixed_precision=config.performance.mixed_precision,
+    loop=config.loop,
   )
 
 
@@ -128,14 +130,7 @@ def result(
       options=config.distribution.options,
       cluster=tf_config['cluster'] if tf_config else None,
     ),
-    environment=groups.Environment(
-      devices=devices.describe(),
-      compute_devices=list(compute_devices),
-      intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
-      inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
-      tf_version=tf.__version__,
-      keras_version=keras.__version__,
-    ),
+    environment=environment(compute_devices),
     # The job's metrics (training/objective.py), as the model reports them; which optimizer
     # trained it.
     job=groups.Job(metrics=list(trainer.step.objective.names), **trainer.optimizer_record),
@@ -169,6 +164,19 @@ def result(
     placement=run_record.part(
       groups.Placement, trainer.executor.variable_placement(trainer.model) or None
     ),
+  )
+
+
+def environment(compute_devices):
+  """Where the run trained: this process's devices, the replicas' compute devices, the
+  threads, the versions."""
+  return groups.Environment(
+    devices=devices.describe(),
+    compute_devices=list(compute_devices),
+    intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+    inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+    tf_version=tf.__version__,
+    keras_version=keras.__version__,
   )
 
 

@@ -184,6 +184,20 @@ def compiled_loss_and_metrics(model):
   return _require(model, '_compile_loss', COMPILED), _require(model, '_compile_metrics', COMPILED)
 
 
+COMPILE_CONFIG = 'keras Trainer._compile_config'
+
+
+def compile_arguments(model):
+  """{argument: value} a compiled Keras 3 model was given by `compile` (its loss, loss weights,
+  metrics and weighted metrics as the user's own objects, not serialised: a user's metric class
+  need not be registered), for `fit` to compile it again with the run's optimizer
+  (training/fit_loop.py); {} for an uncompiled model. Keras exports them only serialised
+  (`get_compile_config`)."""
+  if compiled_loss_and_metrics(model)[0] is None:
+    return {}
+  return dict(_require(model, '_compile_config', COMPILE_CONFIG).config)
+
+
 def flat_losses(compiled_loss):
   """[(path into the outputs, loss, loss weight or None)] of a built CompileLoss: each output's
   own loss, so that the step takes it per example (Keras' own reduces it by the local batch and

@@ -31,6 +31,7 @@ from training import checkpoints
 from training import controller as controller_lib
 from training import devices
 from training import event_files
+from training import fit_loop
 from training import model_card
 from training import outcome
 from training import peak_memory
@@ -60,6 +61,12 @@ def run(config, tf_config=None, refusal=None, say=print):
   if role.serves:
     return serving.serve(config, role.spec, role.me, say)
   role.memory_before = peak_memory.start()
+  if config.loop == 'fit':  # Keras' own fit under the strategy (training/fit_loop.py).
+    (strategy, source), where = _build(config, role.spec, role.me, say, role.refusal, _parts)
+    placement = fit_loop.Placement.of(strategy, where, config)
+    with role.run_dir.writing((tf.errors.OpError,)):
+      say = role.start_record(None, say)
+      return fit_loop.run(config, role.run_dir, source, placement, say, role.memory_before)
   trainer, compute_devices = _build(config, role.spec, role.me, say, role.refusal)
   # Before anything is written: a target on a metric the model does not report is refused.
   given = config.target != definitions.RunConfig.target  # Else the default's, accuracy.
@@ -114,6 +121,9 @@ def _train(config, tf_config, role, trainer, compute_devices, say):
   finally:
     checkpointer.close()
     writers.close()
+
+
+_parts = lambda strategy, config, source: (strategy, source)  # What fit takes of _build's.
 
 
 def _start(config, role, trainer, checkpointer, probes, say):
@@ -297,8 +307,8 @@ def _card(config, trainer, probes):
   return model_card.measure(trainer, step, probes)
 
 
-def _build(config, spec, me, say, refusal=None):
-  """The devices, the strategy, the data and the Trainer (once a cluster's tasks agree)."""
+def _build(config, spec, me, say, refusal=None, make=trainer_lib.Trainer):
+  """The devices, the strategy, the data and the Trainer (or `make`'s), once a cluster agrees."""
   descriptor, perf = config.distribution.descriptor, config.performance
   devices.set_runtime(perf)
   compute_devices = devices.configure(
@@ -333,7 +343,7 @@ def _build(config, spec, me, say, refusal=None):
     if spec:
       agreement.check(config, spec, me, descriptor.steps_on_workers, refusal, source)
     keras.utils.set_random_seed(config.seed)
-    trainer = trainer_lib.Trainer(strategy, config, source)
+    trainer = make(strategy, config, source)
   return trainer, compute_devices
 
 
