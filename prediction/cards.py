@@ -12,6 +12,9 @@ from typing import Any
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'model_cards.csv')
 CARD_BATCH = 64
+# A model card by field (training/model_card.py): numbers, the compute dtype as text, None where
+# its trace could not tell.
+Card = dict[str, Any]
 _IMAGES = ['--dataset=synthetic', '--num_classes=1000', f'--per_device_batch={CARD_BATCH}']
 
 
@@ -106,7 +109,7 @@ FIELDS = (
 )
 
 
-def load(path: str = PATH) -> dict[str, dict[str, Any]]:
+def load(path: str = PATH) -> dict[str, Card]:
   """{card name: {field: value}}, numbers as floats, the dtype as text, None where the trace
   could not tell."""
   with open(path, newline='') as f:

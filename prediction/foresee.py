@@ -2,6 +2,7 @@
 recommendations and plots printed; trains nothing, loads no TensorFlow unless a model card
 must be traced (`card_of`)."""
 
+from configs import definitions
 from prediction import forecast_plots
 from prediction import memory_explained
 from prediction import predict
@@ -10,7 +11,7 @@ from prediction import workload
 from records import storage
 
 
-def show(config, card_of):
+def show(config: definitions.Prediction, card_of: predict.CardOf | None) -> None:
   """--predict: the prediction written, and its table, recommendations and plots printed."""
   document = predict.forecast(config, card_of=card_of)
   print(predict.table(document['predictions']))

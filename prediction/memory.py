@@ -48,6 +48,10 @@ weights it computes with and its gradients, and the optimizer's slots are `elsew
 """
 
 import math
+from typing import Any
+
+from prediction.cards import Card
+from prediction.hardware import Profile
 
 MIB = 2**20
 GIB = 1024 * MIB
@@ -121,7 +125,7 @@ PARTS_FROM = {
 }
 
 
-def kind(card):
+def kind(card: Card) -> str | None:
   """'products' where most of the card's matrix FLOPs are matrix products (a transformer),
   else 'convolutions'; None for a card without the products' FLOPs (a run's of before
   2026-11-28)."""
@@ -131,38 +135,47 @@ def kind(card):
   return 'products' if products else 'convolutions'
 
 
-def precision_path(card):
+def precision_path(card: Card) -> str:
   return 'float32' if card.get('compute_dtype', 'float32') == 'float32' else 'mixed'
 
 
-def kept_fraction(card, kept=None):
+def kept_fraction(card: Card, kept: dict[tuple[str, str], float] | None = None) -> float:
   """KEPT (or `kept`) for `card`: 1 for a card of unknown kind (kept as traced)."""
   work = kind(card)
   return 1.0 if work is None else (kept or KEPT)[work, precision_path(card)]
 
 
-def slots_bytes(card, optimizer):
+def slots_bytes(card: Card, optimizer: str) -> float:
   """The optimizer's slot variables: as the card measured them where it was traced with
   `optimizer` (its `optimizer` field says so), else SLOTS x trainable bytes."""
-  if card.get('optimizer_bytes') is not None and card.get('optimizer') == optimizer:
-    return card['optimizer_bytes']
-  return SLOTS[optimizer] * card['trainable_bytes']
+  measured: float | None = card.get('optimizer_bytes')
+  if measured is not None and card.get('optimizer') == optimizer:
+    return measured
+  trainable: float = card['trainable_bytes']
+  return SLOTS[optimizer] * trainable
 
 
-def workspace_bytes(profile):
+def workspace_bytes(profile: Profile | None) -> int:
   """cuBLAS's workspace on `profile`'s GPU; 0 on a profile without a GPU generation."""
   if profile is None or profile.generation not in SYSTEM_RESERVE_MIB:
     return 0
   return WORKSPACE_BYTES.get(profile.generation, WORKSPACE_BYTES['other'])
 
 
-def parts(card, batch, variables_on_device, optimizer='adam', profile=None, kept=None):
+def parts(
+  card: Card,
+  batch: int,
+  variables_on_device: bool,
+  optimizer: str = 'adam',
+  profile: Profile | None = None,
+  kept: dict[tuple[str, str], float] | None = None,
+) -> dict[str, float]:
   """{part: bytes} one device holds at its peak at per-device batch `batch` (on `profile`'s
   device: its workspace), their sum `memory_per_device_bytes`, and what sits on the parameter
   device or ps tasks instead (`elsewhere_bytes`)."""
   weights = card.get('weight_bytes') or card['trainable_bytes']
   slots = slots_bytes(card, optimizer)
-  tensors = {
+  tensors: dict[str, float] = {
     'weights_bytes': weights,
     'gradients_bytes': card['gradient_bytes_per_step'],
     'optimizer_slots_bytes': slots if variables_on_device else 0,
@@ -181,12 +194,12 @@ def parts(card, batch, variables_on_device, optimizer='adam', profile=None, kept
   }
 
 
-def device_bytes(profile):
+def device_bytes(profile: Profile) -> float | None:
   """The device's memory as its data sheet gives it (GB that are GiB), or None."""
   return None if profile.device_memory_gb is None else profile.device_memory_gb * GIB
 
 
-def usable_bytes(profile):
+def usable_bytes(profile: Profile) -> float | None:
   """What TensorFlow's allocator gets of a device of `profile` (see above), or None if the
   profile gives no memory."""
   total = device_bytes(profile)
@@ -198,7 +211,13 @@ def usable_bytes(profile):
   return free - reserve * MIB
 
 
-def max_batch(card, profile, variables_on_device, optimizer='adam', kept=None):
+def max_batch(
+  card: Card,
+  profile: Profile,
+  variables_on_device: bool,
+  optimizer: str = 'adam',
+  kept: dict[tuple[str, str], float] | None = None,
+) -> int | None:
   """The largest per-device batch that fits on `profile`'s device (0: not even one example;
   None: the profile gives no memory, or the card no activations)."""
   usable = usable_bytes(profile)
@@ -206,29 +225,35 @@ def max_batch(card, profile, variables_on_device, optimizer='adam', kept=None):
     return None
   fixed = parts(card, 0, variables_on_device, optimizer, profile, kept)
   tensors = sum(fixed[part] for part in TENSOR_PARTS)
-  per_example = kept_fraction(card, kept) * card['activation_bytes_per_example']
+  per_example: float = kept_fraction(card, kept) * card['activation_bytes_per_example']
   room = (usable - fixed['workspace_bytes']) / (1 + ALLOCATOR_OVERHEAD) - tensors
   return max(0, math.floor(room / per_example))
 
 
-def estimate(card, batch, profile, variables_on_device, optimizer='adam', kept=None):
+def estimate(
+  card: Card,
+  batch: int,
+  profile: Profile,
+  variables_on_device: bool,
+  optimizer: str = 'adam',
+  kept: dict[tuple[str, str], float] | None = None,
+) -> dict[str, Any]:
   """parts() with the device's memory, what is reserved of it, what TensorFlow's allocator
   gets (`usable_bytes`), `fits` and `memory_margin`, the fraction of the usable memory left
   (negative: short by that much); None where the profile gives no memory."""
   split = parts(card, batch, variables_on_device, optimizer, profile, kept)
   total, usable = device_bytes(profile), usable_bytes(profile)
-  known = usable is not None
   return {
     **split,
     'device_memory_bytes': total,
-    'reserved_bytes': total - usable if known else None,
+    'reserved_bytes': total - usable if total is not None and usable is not None else None,
     'usable_bytes': usable,
-    'fits': split['memory_per_device_bytes'] <= usable if known else None,
-    'memory_margin': 1 - split['memory_per_device_bytes'] / usable if known else None,
+    'fits': split['memory_per_device_bytes'] <= usable if usable is not None else None,
+    'memory_margin': 1 - split['memory_per_device_bytes'] / usable if usable is not None else None,
   }
 
 
-def described():
+def described() -> dict[str, Any]:
   """prediction.json's `memory_parts`: where each part comes from, and the constants."""
   return {
     'from': PARTS_FROM,

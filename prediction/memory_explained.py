@@ -2,7 +2,10 @@
 sum against what the device offers and the margin left, once per hardware profile, strategy and
 batch (the parts do not change with the device count), and where each part comes from."""
 
+from typing import Any
+
 from prediction import memory
+from prediction.choices import Prediction
 
 # The parts as the explanation names them, in prediction.json's order.
 NAMES = {
@@ -16,10 +19,11 @@ NAMES = {
 }
 
 
-def lines(predictions):
+def lines(predictions: list[Prediction]) -> list[str]:
   """The explanation's lines for `predictions` (prediction.json's): none where no entry has
   the parts (a card without activations, a prediction.json of before they were split)."""
-  said, seen = [], set()
+  said: list[str] = []
+  seen: set[tuple[Any, ...]] = set()
   for p in predictions:
     if any(part not in p for part in NAMES):
       continue
@@ -45,7 +49,7 @@ def lines(predictions):
   return said
 
 
-def sources():
+def sources() -> str:
   """Where each part comes from, in a line: measured, the optimizer's rule, fitted, published,
   assumed (memory.PARTS_FROM)."""
   named = {**NAMES, 'reserved_bytes': 'reserved'}
@@ -56,5 +60,5 @@ def sources():
   )
 
 
-def _kept():
+def _kept() -> str:
   return ', '.join(f'{work} {path} {value:g}' for (work, path), value in memory.KEPT.items())

@@ -7,8 +7,11 @@ before anything is written.
 """
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import strategies
+from configs import definitions
 from prediction import choices
 from prediction import cost_model
 from prediction import hardware
@@ -17,6 +20,8 @@ from prediction import memory
 from prediction import roofline
 from prediction import time_to_target
 from prediction import workload as workloads
+from prediction.cards import Card
+from prediction.hardware import Profile
 from records import environment
 from records import files
 from records import run_files
@@ -27,14 +32,16 @@ from records import tables
 
 FILE = 'prediction.json'
 DEVICES = (1, 2, 4, 8, 16, 32, 64)  # Without --num_devices: those each profile holds.
+# The model card of a RunConfig (training/task.py's card, which loads TensorFlow).
+CardOf = Callable[[definitions.RunConfig], Card]
 
 
-def forecast(config, card_of=None):
+def forecast(config: definitions.Prediction, card_of: CardOf | None = None) -> dict[str, Any]:
   """Predicts what `config` (configs/definitions.Prediction) asks; returns the document
   written to <experiment>/prediction.json. `card_of(run)` gives the model card of a
   RunConfig (training/task.py's card, which loads TensorFlow), for a prediction from one."""
   profiles = [hardware.load(name) for name in config.hardware]
-  devices = {}
+  devices: dict[str, list[int]] = {}
   for profile in profiles:
     for count in config.num_devices:
       profile.check(count)
@@ -42,7 +49,9 @@ def forecast(config, card_of=None):
       count for count in DEVICES if profile.holds(count)
     ]
   chosen, reason = _target_source(config, workloads.finished_runs(config.directory))
+  source: dict[str, Any]
   if config.run is not None:  # From a model card.
+    assert card_of is not None, 'a prediction from a model card needs card_of'
     card = card_of(config.run)
     work = workloads.from_card(card, config.per_device_batch, config.device_examples_per_second)
     optimizer = config.run.optimizer.optimizer
@@ -65,7 +74,7 @@ def forecast(config, card_of=None):
   errors = intervals.load()
   source['time_to_target_from'] = chosen.run if chosen else None
   source['tf32'] = config.tf32  # --tf32: float32 matrix work as TF32 where the device has it.
-  document = {
+  document: dict[str, Any] = {
     'source': source,
     'overlap': cost_model.OVERLAP,
     'options': dict(config.options),
@@ -123,7 +132,13 @@ def forecast(config, card_of=None):
   return document
 
 
-def _compute(config, card, work, profile, source):
+def _compute(
+  config: definitions.Prediction,
+  card: Card,
+  work: cost_model.Workload,
+  profile: Profile,
+  source: dict[str, Any],
+) -> tuple[cost_model.Workload, dict[str, str]]:
   """(the workload on `profile`'s device, what each entry says of its compute): the figure
   --device_examples_per_second gave; else the roofline of the card on the profile's device
   (prediction/roofline.py), unless the experiment measured that very device; else this
@@ -152,11 +167,17 @@ def _compute(config, card, work, profile, source):
   return work, {'compute_from': f'measured on {measured_on}', 'compute_measured_on': measured_on}
 
 
-def _holds_variables(strategy, config, devices):
+def _holds_variables(strategy: str, config: definitions.Prediction, devices: int) -> bool:
   return strategies.describe(strategy).holds_variables(config.options, devices)
 
 
-def _memory(card, prediction, profile, config, optimizer):
+def _memory(
+  card: Card,
+  prediction: choices.Prediction,
+  profile: Profile,
+  config: definitions.Prediction,
+  optimizer: str,
+) -> dict[str, Any]:
   """The entry's memory per device at its peak (prediction/memory.py), split into its parts;
   all None where the card has no activations (a card from before they were counted)."""
   if card.get('activation_bytes_per_example') is None:
@@ -170,16 +191,18 @@ def _memory(card, prediction, profile, config, optimizer):
   )
 
 
-def recommended(predictions):
+def recommended(predictions: list[choices.Prediction]) -> dict[str, Any]:
   """prediction.json's `recommended`: the rules (prediction/choices.py) and, per hardware
   profile, what they choose for throughput and, where times to target are predicted, the
   soonest and the knee (None: no knee), each {'strategy', 'num_devices', 'tied_with'}."""
-  named = lambda chosen, tied: {
-    'strategy': chosen['strategy'],
-    'num_devices': chosen['num_devices'],
-    'tied_with': [p['strategy'] for p in tied],
-  }
-  profiles: dict[str, dict] = {}
+  named: Callable[[choices.Prediction, list[choices.Prediction]], dict[str, Any]] = (
+    lambda chosen, tied: {
+      'strategy': chosen['strategy'],
+      'num_devices': chosen['num_devices'],
+      'tied_with': [p['strategy'] for p in tied],
+    }
+  )
+  profiles: dict[str, dict[str, Any]] = {}
   for profile in dict.fromkeys(p['hardware'] for p in predictions):
     mine = choices.fitting([p for p in predictions if p['hardware'] == profile])
     if not mine:
@@ -196,7 +219,9 @@ def recommended(predictions):
   return {'tie': choices.TIE, 'scales_well': cost_model.SCALES_WELL, 'hardware': profiles}
 
 
-def _target_source(config, runs):
+def _target_source(
+  config: definitions.Prediction, runs: list[dict[str, Any]]
+) -> tuple[time_to_target.Source | None, str | None]:
   """(time_to_target.Source, None), or (None, why there is none); refuses (TargetError) a run
   --predict_from names that cannot be one, and a --noise_scale_of that is no noise scale."""
   noise_scale = time_to_target.given_noise_scale(config.noise_scale_of)
@@ -208,7 +233,7 @@ def _target_source(config, runs):
   return time_to_target.choose(runs, noise_scale, target)
 
 
-def _named_run(name, runs):
+def _named_run(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
   """--predict_from: a run of the experiment by name, or a run directory's path or URL."""
   found = next((run for run in runs if run['run'] == name), None)
   if found is None and storage.exists(run_files.path(name, run_files.RESULT)):
@@ -222,7 +247,7 @@ def _named_run(name, runs):
   return found
 
 
-def read(experiment_dir):
+def read(experiment_dir: str) -> dict[str, Any] | None:
   """The experiment's prediction.json, or None; files.Damaged, naming it and the fix, when it
   cannot be read or lacks what the report reads of it (its source and predictions)."""
   path = storage.join(experiment_dir, FILE)
@@ -239,12 +264,12 @@ def read(experiment_dir):
   return document
 
 
-def _range(bounds):
+def _range(bounds: list[float] | None) -> str:
   """'1,020-1,480', or '' where no range was measured for it (a given figure, an old file)."""
   return '' if not bounds else f'{bounds[0]:,.0f}-{bounds[1]:,.0f}'
 
 
-def table(predictions):
+def table(predictions: list[choices.Prediction]) -> str:
   """One row per prediction, with the range its error was found in (prediction/intervals.py):
   its memory per device and whether it fits, where its compute comes
   from (given, the roofline on the profile's device, or measured here); under parameter

@@ -3,18 +3,22 @@ count and strategy chosen and what limits each strategy; where a time to the tar
 predicted, per profile the device count reaching the target soonest and the knee; the report's
 closing section."""
 
+from collections.abc import Callable
+from collections.abc import Iterable
+from typing import Any
+
 from prediction import choices
 from prediction import cost_model
 from prediction import forecast_plots
 from prediction import time_to_target
 
 
-def recommendations(document):
+def recommendations(document: dict[str, Any]) -> list[str]:
   """One sentence per hardware profile: for throughput, the device count and strategy
   prediction/choices.py recommends (the fastest that keeps cost_model.SCALES_WELL efficiency;
   ties within choices.TIE to the fewer devices), every strategy predicted there fastest first,
   with its speed-up, efficiency and limiting part; and what the most devices predicted give."""
-  sentences = []
+  sentences: list[str] = []
   for profile in dict.fromkeys(p['hardware'] for p in document['predictions']):
     every = [p for p in document['predictions'] if p['hardware'] == profile]
     mine = choices.fitting(every)
@@ -39,7 +43,7 @@ def recommendations(document):
       (p for p in mine if p['num_devices'] == n and p is not chosen and p not in tied),
       key=lambda p: -p['examples_per_second'],
     )
-    figures = lambda p: (
+    figures: Callable[[choices.Prediction], str] = lambda p: (
       f'{p["speedup"]:.1f}x ({p["scaling_efficiency"]:.0%} efficiency), limited by {p["limiting"]}'
     )
     leaders = f'{chosen["strategy"]}, predicted {figures(chosen)}' + _tied(
@@ -78,11 +82,11 @@ def recommendations(document):
   return sentences + _by_time_to_target(document)
 
 
-def _bound_by_one_server(predictions):
+def _bound_by_one_server(predictions: list[choices.Prediction]) -> str:
   """' At N devices, S is bound by one ps task (...): what its other flags would predict.'
   for the most devices where a prediction names alternatives (its `instead`) that predict
   more, else '' (where the input bounds every placement alike, none is named)."""
-  better = lambda p: {
+  better: Callable[[choices.Prediction], dict[str, float]] = lambda p: {
     label: examples
     for label, examples in (p.get('instead') or {}).items()
     if examples > p['examples_per_second']
@@ -99,7 +103,7 @@ def _bound_by_one_server(predictions):
   )
 
 
-def _by_time_to_target(document):
+def _by_time_to_target(document: dict[str, Any]) -> list[str]:
   """Where the document predicts a time to target: where it comes from, then per profile the
   device count and strategy that reach it soonest and the knee, with their device-hours, ties
   (prediction/choices.py) named beside them."""
@@ -122,7 +126,7 @@ def _by_time_to_target(document):
     f'{source["noise_scale_from"]}): {source["min_steps"]:,.1f} steps at the least, at any batch.'
   ]
 
-  def at(choice):
+  def at(choice: tuple[choices.Prediction, list[choices.Prediction]]) -> str:
     p, tied = choice
     return (
       f'{p["strategy"]} on {p["num_devices"]} device(s), {_duration(p["time_to_target_seconds"])}'
@@ -154,22 +158,22 @@ def _by_time_to_target(document):
   return sentences
 
 
-def _tied(others):
+def _tied(others: Iterable[str]) -> str:
   """', tied within 5% with a, b and c', or '' without others."""
-  others = list(others)
-  if not others:
+  named = list(others)
+  if not named:
     return ''
-  names = ', '.join(others[:-1]) + ' and ' + others[-1] if len(others) > 1 else others[0]
+  names = ', '.join(named[:-1]) + ' and ' + named[-1] if len(named) > 1 else named[0]
   return f', tied within {choices.TIE:.0%} with {names}'
 
 
-def _duration(seconds):
+def _duration(seconds: float) -> str:
   if seconds < 120:
     return f'{seconds:.3g} s'
   return f'{seconds / 60:.3g} min' if seconds < 7200 else f'{seconds / 3600:.3g} h'
 
 
-def markdown(document):
+def markdown(document: dict[str, Any]) -> list[str]:
   """The report's closing section."""
   return [
     '',

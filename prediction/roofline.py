@@ -37,8 +37,13 @@ docs/prediction.md).
 
 import dataclasses
 import math
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
 
 from prediction import hardware
+from prediction.cards import Card
+from prediction.hardware import Profile
 
 # Fitted by `fit` on the `fit` rows of prediction/published.csv (tests/test_roofline.py checks
 # that the fit gives them).
@@ -80,13 +85,13 @@ class Fractions:
   products_volta: float = PRODUCTS['volta']
   products_ampere: float = PRODUCTS['ampere']
 
-  def cuda_cores(self, generation):
+  def cuda_cores(self, generation: str) -> float:
     return self._of(generation, '')
 
-  def tensor_cores(self, generation):
+  def tensor_cores(self, generation: str) -> float:
     return self._of(generation, 'tensor_')
 
-  def products(self, generation, tensor):
+  def products(self, generation: str, tensor: bool) -> float:
     """The matrix products' fraction (on either kind of core); the convolutions' on `tensor`
     cores or CUDA cores where none is fitted (the first stage of the fit, on CNNs, whose
     products are their classifier)."""
@@ -94,16 +99,19 @@ class Fractions:
       return self.tensor_cores(generation) if tensor else self.cuda_cores(generation)
     return self._of(generation, 'products_')
 
-  def _of(self, generation, prefix):
+  def _of(self, generation: str, prefix: str) -> float:
     """The fraction `prefix`<generation>: its own if fitted, else the latest fitted
     generation's before it (else the earliest fitted after it)."""
     order = hardware.GENERATIONS
     fitted = [g for g in order if getattr(self, prefix + g, 0.0)]
     before = [g for g in fitted if order.index(g) <= order.index(generation)]
-    return getattr(self, prefix + (before[-1] if before else fitted[0]))
+    fraction: float = getattr(self, prefix + (before[-1] if before else fitted[0]))
+    return fraction
 
 
 FITTED = Fractions()
+# What fit() fits on: (card, batch, profile, tf32, published examples per second).
+Observation = tuple[Card, int, Profile, bool, float]
 
 # The card's figures the roofline reads (training/model_card.py).
 CARD_FIELDS = (
@@ -130,8 +138,9 @@ ADDED_FIELDS = (
 )
 
 
-def matrix_rate(profile, dtype, tf32=True):
-  """(TFLOP/s, on tensor cores) of the matrix ops at `dtype` on `profile`'s device; `tf32`:
+def matrix_rate(profile: Profile, dtype: str, tf32: bool = True) -> tuple[float | None, bool]:
+  """(TFLOP/s, on tensor cores) of the matrix ops at `dtype` on `profile`'s device (None: the
+  profile gives no float32 rate, missing() says so); `tf32`:
   whether float32 runs as TF32 where the device has it (TensorFlow's default since 2.4, off
   by --notf32 as by `tf.config.experimental.enable_tensor_float_32_execution(False)`).
   float16 runs with float32 accumulation, as Keras' mixed precision does: on a GeForce card
@@ -149,7 +158,7 @@ def matrix_rate(profile, dtype, tf32=True):
   return rate, profile.tensor_cores
 
 
-def missing(profile, card):
+def missing(profile: Profile, card: Card) -> str | None:
   """Why the roofline cannot predict `card` on `profile` (a sentence), or None."""
   if None in (profile.peak_tflops_float32, profile.memory_bandwidth_gbps) or not profile.generation:
     return (
@@ -164,7 +173,9 @@ def missing(profile, card):
   return None
 
 
-def step_ms(card, batch, profile, fractions=None, tf32=True):
+def step_ms(
+  card: Card, batch: int, profile: Profile, fractions: Fractions | None = None, tf32: bool = True
+) -> dict[str, Any]:
   """{'compute_ms': one device's step at `batch`, 'convolutions_ms', 'products_ms',
   'elementwise_ms': its parts, 'bound': what bounds the largest part ('compute' or 'memory'),
   'peak_tflops', 'tensor_cores'}.
@@ -180,17 +191,24 @@ def step_ms(card, batch, profile, fractions=None, tf32=True):
   card = {**dict.fromkeys(ADDED_FIELDS, 0.0), **card}
   fractions = fractions or FITTED
   peak, tensor = matrix_rate(profile, card['compute_dtype'], tf32)
+  # missing() said the profile gives these.
+  assert peak is not None and profile.peak_tflops_float32 is not None
+  assert profile.memory_bandwidth_gbps is not None
   bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory
   cuda = fractions.cuda_cores(profile.generation)
   convolution_flops = card['matrix_flops_per_example'] - card['product_flops_per_example']
   # What an example moves at `batch`: its own bytes and its share of the step's (weights).
-  moved = lambda kind: card[f'{kind}_bytes_per_example'] + card[f'{kind}_bytes_per_step'] / batch
+  moved: Callable[[str], float] = lambda kind: (
+    card[f'{kind}_bytes_per_example'] + card[f'{kind}_bytes_per_step'] / batch
+  )
 
-  def timed(arithmetic, memory, on_tensor_cores):
+  def timed(arithmetic: float, memory: float, on_tensor_cores: bool) -> tuple[float, float, float]:
     """(time, arithmetic, memory) per example: their sum on tensor cores, else the larger."""
     return (arithmetic + memory if on_tensor_cores else max(arithmetic, memory), arithmetic, memory)
 
-  def matrix(rate, on_tensor_cores):
+  def matrix(
+    rate: float, on_tensor_cores: bool
+  ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
     """The convolutions' and the products' timed() at `rate`."""
     winograd = 0.0 if on_tensor_cores else card['winograd_flops_per_example']
     conv = fractions.tensor_cores(profile.generation) if on_tensor_cores else cuda
@@ -231,17 +249,27 @@ def step_ms(card, batch, profile, fractions=None, tf32=True):
   }
 
 
-def examples_per_second(card, batch, profile, fractions=None, tf32=True):
-  return batch / step_ms(card, batch, profile, fractions, tf32)['compute_ms'] * 1e3
+def examples_per_second(
+  card: Card, batch: int, profile: Profile, fractions: Fractions | None = None, tf32: bool = True
+) -> float:
+  compute_ms: float = step_ms(card, batch, profile, fractions, tf32)['compute_ms']
+  return batch / compute_ms * 1e3
 
 
-def mostly_products(card):
+def mostly_products(card: Card) -> bool:
   """Whether most of the card's matrix FLOPs are matrix products (a transformer), not
   convolutions: which stage of the fit its rows fit."""
-  return card['product_flops_per_example'] > card['matrix_flops_per_example'] / 2
+  products: float = card['product_flops_per_example']
+  matrix: float = card['matrix_flops_per_example']
+  return products > matrix / 2
 
 
-def fit(observations, grid=0.01, most=4.0, start=None):
+def fit(
+  observations: Sequence[Observation],
+  grid: float = 0.01,
+  most: float = 4.0,
+  start: Fractions | None = None,
+) -> Fractions:
   """The Fractions minimising the squared log ratios of predicted to published examples per
   second over `observations` ((card, batch, profile, tf32, published) tuples): each fraction
   on a grid of `grid` in (0, 1], WINOGRAD in [1, `most`] (Winograd's F(4x4, 3x3) saves at
@@ -268,12 +296,14 @@ def fit(observations, grid=0.01, most=4.0, start=None):
     }
   else:
     ranges = {f'products_{g}': steps for g in PRODUCTS if any(c[0] == g for c in cores)}
-  loss = lambda f: sum(
+  loss: Callable[[Fractions], float] = lambda f: sum(
     math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
     for card, batch, profile, tf32, published in observations
   )
   fields = [f.name for f in dataclasses.fields(Fractions)]
-  middle = lambda n: (1.0 if n == 'winograd' else 0.5) if n in ranges else 0.0
+  middle: Callable[[str], float] = lambda n: (
+    (1.0 if n == 'winograd' else 0.5) if n in ranges else 0.0
+  )
   best = Fractions(**{n: middle(n) for n in fields}) if start is None else start
   best = dataclasses.replace(best, **{n: middle(n) for n in ranges})
   while True:

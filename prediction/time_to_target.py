@@ -19,6 +19,7 @@ differs: then S0 is the step of the first of the run's evaluations (result.json'
 
 import dataclasses
 import math
+from typing import Any
 
 from prediction import choices
 from records import results
@@ -42,21 +43,21 @@ class Source:
   trained_target: str | None = None  # The run's own, where --predict gave another.
 
   @property
-  def min_steps(self):
+  def min_steps(self) -> float:
     return min_steps(self.steps_to_target, self.global_batch_size, self.noise_scale)
 
 
-def min_steps(steps, batch, noise_scale):
+def min_steps(steps: float, batch: int, noise_scale: float) -> float:
   """S_min: the steps at an infinite batch of a run that took `steps` at `batch`."""
   return steps / (1 + noise_scale / batch)
 
 
-def steps_at(least_steps, noise_scale, batch):
+def steps_at(least_steps: float, noise_scale: float, batch: int) -> float:
   """S(B) = S_min (1 + N / B)."""
   return least_steps * (1 + noise_scale / batch)
 
 
-def given_noise_scale(text):
+def given_noise_scale(text: str) -> float | None:
   """--noise_scale_of as --predict takes it: a positive number of examples, or None if ''."""
   if not text:
     return None
@@ -74,7 +75,9 @@ def given_noise_scale(text):
   return value
 
 
-def source(run, noise_scale=None, target=None):
+def source(
+  run: dict[str, Any], noise_scale: float | None = None, target: str | None = None
+) -> Source:
   """The Source of `run` (a result.json dict with its 'run' name), `noise_scale` (given)
   overriding its measured one, to `target` (given, text) or its own target; raises
   TargetError saying why it cannot be one."""
@@ -85,13 +88,13 @@ def source(run, noise_scale=None, target=None):
       f'run {name} never reached --target={target} in its evaluations (it trained toward '
       f'{trained}): predict a target it reached, or drop --target to predict its own'
     )
-  if steps is None:
+  if steps is None or target is None:  # No target: no steps_to_target (records/results.py).
     raise TargetError(
       f'run {name} never reached its target {target} (steps_to_target is null in its '
       'result.json): predict from a run that reached it, or train this one longer'
     )
   measured, given = run.get('critical_batch_size') or {}, noise_scale is not None
-  if not given:
+  if noise_scale is None:  # Not given.
     noise_scale = measured.get('value')
     if noise_scale is None:
       raise TargetError(
@@ -114,7 +117,7 @@ def source(run, noise_scale=None, target=None):
   )
 
 
-def _steps_to(run, target):
+def _steps_to(run: dict[str, Any], target: str | None) -> tuple[str | None, int | None]:
   """(target, S0): the run's own target and steps_to_target, or, `target` given and another,
   the step of the first of its evaluations that reached it (None if none did)."""
   if target is None or target == _own(run):
@@ -123,16 +126,19 @@ def _steps_to(run, target):
   return target, results.to_target(evaluations, target_lib.parse(target))['steps_to_target']
 
 
-def _own(run):
+def _own(run: dict[str, Any]) -> str | None:
   """The target `run` (a result.json dict) trained toward, as text; None if it has none."""
   recorded = run.get('target')
   return str(target_lib.from_json(recorded)) if recorded else None
 
 
-def choose(runs, noise_scale=None, target=None):
+def choose(
+  runs: list[dict[str, Any]], noise_scale: float | None = None, target: str | None = None
+) -> tuple[Source | None, str | None]:
   """(Source, None) from the run at the smallest global batch of those that can be one, or
   (None, why none can) in one sentence."""
-  usable, why = [], {}
+  usable: list[Source] = []
+  why: dict[str, str] = {}
   for run in sorted(runs, key=lambda r: (r['global_batch_size'], r['run'])):
     try:
       usable.append(source(run, noise_scale, target))
@@ -152,7 +158,7 @@ def choose(runs, noise_scale=None, target=None):
   return None, why[reached[0]]
 
 
-def entry(prediction, chosen):
+def entry(prediction: choices.Prediction, chosen: Source | None) -> dict[str, Any]:
   """The time-to-target fields of one cost-model prediction (None where `chosen` is None):
   its steps at its global batch, each taking the step the run pays (`paid_step_ms`: the batch
   at its predicted examples per second plus what a run pays between steps)."""
@@ -176,19 +182,23 @@ def entry(prediction, chosen):
   }
 
 
-def soonest(predictions):
+def soonest(
+  predictions: list[choices.Prediction],
+) -> tuple[choices.Prediction, list[choices.Prediction]]:
   """(chosen, tied): the prediction that reaches the target soonest, by prediction/choices.py's
   rule (of those within its tie, the fewest devices), and those tied with it at its count."""
   return choices.preferred(predictions, 'time_to_target_seconds')
 
 
-def knee(predictions, saving=0.1):
+def knee(
+  predictions: list[choices.Prediction], saving: float = 0.1
+) -> tuple[choices.Prediction, list[choices.Prediction]] | None:
   """The device count beyond which doubling the devices saves less than `saving` of the time,
   as (chosen, tied) at that count (choices.preferred): the larger count of the last step
   between predicted counts that saved that much per doubling (counts not a doubling apart: the
   saving per doubling at the same rate), or the smallest count if none did. None when the step
   to the largest count still saved that much, or only one count was predicted."""
-  at: dict[int, list] = {}
+  at: dict[int, list[choices.Prediction]] = {}
   for p in predictions:
     at.setdefault(p['num_devices'], []).append(p)
   best = {n: soonest(mine) for n, mine in at.items()}

@@ -38,15 +38,17 @@ from prediction import roofline
 PUBLISHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'published.csv')
 VARIABLES = os.path.join(os.path.dirname(PUBLISHED), 'published_variables.json')
 FLOAT32_BYTES = 4
+# A row of published.csv, its numbers read (rows()); compare() and single_device() add to it.
+Row = dict[str, typing.Any]
 # The columns of a parameter-server row, as the strategy's flags: empty in the other rows.
-PS_COLUMNS: dict[str, typing.Callable] = {
+PS_COLUMNS: dict[str, typing.Callable[[str], typing.Any]] = {
   'num_ps': int,
   'ps_colocated': lambda text: text == '1',
   'gpus_per_worker': int,
 }
 
 
-def rows(path=PUBLISHED):
+def rows(path: str = PUBLISHED) -> list[Row]:
   """The published rows, each with its `table`: the source of the row that opens its table (a
   row whose source says "same ..." continues the table above it)."""
   with open(path, newline='') as f:
@@ -80,25 +82,26 @@ def rows(path=PUBLISHED):
 
 
 @functools.cache
-def variables(path=VARIABLES):
+def variables(path: str = VARIABLES) -> dict[str, tuple[tuple[float, int, str], ...]]:
   """{model: ((bytes, rows, kind) of each variable in creation order)}."""
   with open(path) as f:
     return {model: tuple(map(tuple, sizes)) for model, sizes in json.load(f).items()}
 
 
-def _single_device(row):
+def _single_device(row: Row) -> bool:
   """A row of the baseline strategy: one device's throughput, for the roofline."""
-  return row['strategy'] == strategies.baseline()
+  strategy: str = row['strategy']
+  return strategy == strategies.baseline()
 
 
-def _group(row):
+def _group(row: Row) -> tuple[typing.Any, ...]:
   return tuple(
     row[k]
     for k in ('table', 'hardware', 'model', 'per_device_batch', 'strategy', 'parameter_device')
   )
 
 
-def compare(table=None, overlap=cost_model.OVERLAP):
+def compare(table: list[Row] | None = None, overlap: float = cost_model.OVERLAP) -> list[Row]:
   """Every published row with the model's prediction and its error (predicted / published - 1)."""
   table = [r for r in (rows() if table is None else table) if not _single_device(r)]
   single = {_group(r): r['images_per_second'] for r in table if r['num_devices'] == 1}
@@ -144,7 +147,9 @@ OPEN = 'open'
 HELD_OUT = 'held_out'
 
 
-def parameter_server_claim(compared, sets=('', HELD_OUT)):
+def parameter_server_claim(
+  compared: list[Row], sets: tuple[str, ...] = ('', HELD_OUT)
+) -> tuple[list[Row], float, float, bool]:
   """(rows, median |error|, max |error|, whether both keep the claim) of the published
   parameter-server rows of `compared` beyond one GPU in `sets` (by default those the claim is
   kept on: the rows OVERLAP was fitted on and the held-out ones; (OPEN,) for the open check)."""
@@ -154,7 +159,7 @@ def parameter_server_claim(compared, sets=('', HELD_OUT)):
   return mine, median, errors[-1], median <= PS_MEDIAN_ERROR and errors[-1] <= PS_MAX_ERROR
 
 
-def fit_overlap(table=None):
+def fit_overlap(table: list[Row] | None = None) -> float:
   """The overlap in [0, 0.99] (steps of 0.01) minimising the squared log ratios of predicted
   to published throughput over every row but the open check's and the held-out ones (a check
   is not fitted on): how OVERLAP was chosen, once."""
@@ -163,7 +168,7 @@ def fit_overlap(table=None):
   return min((i / 100 for i in range(100)), key=loss)
 
 
-def _card_name(row):
+def _card_name(row: Row) -> str:
   """The card of a single-device row: its model at the published input size (an image's side;
   a transformer's row names its sequence length in its model, bert_large_128) and precision."""
   dtype = 'float16' if row['precision'] == 'float16' else 'float32'
@@ -173,7 +178,7 @@ def _card_name(row):
   return f'{row["model"]}_{size}_{dtype}'
 
 
-def _observation(row, model_cards):
+def _observation(row: Row, model_cards: dict[str, cards.Card]) -> roofline.Observation:
   """(card, batch, profile, tf32, published) of a single-device row, as roofline.fit takes:
   TF32 only where the row says its float32 ran as TF32 (TensorFlow 2.4 and later on Ampere)."""
   return (
@@ -185,7 +190,9 @@ def _observation(row, model_cards):
   )
 
 
-def single_device(table=None, fractions=None):
+def single_device(
+  table: list[Row] | None = None, fractions: roofline.Fractions | None = None
+) -> list[Row]:
   """Every single-device row with the roofline's prediction from its card and its error."""
   table = rows() if table is None else table
   model_cards = cards.load()
@@ -206,7 +213,7 @@ def single_device(table=None, fractions=None):
   return out
 
 
-def fit_roofline(table=None):
+def fit_roofline(table: list[Row] | None = None) -> roofline.Fractions:
   """roofline.fit on the single-device rows marked `fit`, how its fractions were chosen, once:
   the convolutions' fractions, MEMORY and WINOGRAD on the rows whose work is mostly
   convolutions, then the products' on those whose work is mostly products, the first held."""
@@ -220,7 +227,7 @@ def fit_roofline(table=None):
   return roofline.fit(products, start=roofline.fit(convolutions))
 
 
-def single_device_markdown(compared):
+def single_device_markdown(compared: list[Row]) -> str:
   """The single-device table of docs/prediction.md and of benchmarks/roofline_check.py."""
   from records import tables
 
@@ -254,7 +261,7 @@ def single_device_markdown(compared):
   )
 
 
-def markdown(compared):
+def markdown(compared: list[Row]) -> str:
   """The table of docs/prediction.md: predicted against published, the error of each; for
   parameter-server rows, how their ps tasks ran and the busiest one's share of the bytes."""
   from records import tables
