@@ -24,12 +24,10 @@ from records import results
 from records import resume
 from records import run_files
 from records import storage
-from records import tables
 from reporting import figures
 from reporting import repeats
 from reporting import runs as run_records
-from reporting import summary
-from reporting import uncertainty
+from reporting.console import table
 
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'run.py')
 
@@ -349,52 +347,3 @@ def launch(experiment):
   if failed and len(rows) > 1:
     print(f'run.py: {len(failed)} of {len(rows)} runs failed: {", ".join(failed)}', file=sys.stderr)
   return exit_status(errors)
-
-
-def _target_metric(rows):
-  """The metric the runs' target names (result.json's `target`): the one the table shows."""
-  return next((row['target']['metric'] for row in rows if row.get('target')), 'accuracy')
-
-
-def _final(row, metric):
-  value = row.get(f'final_validation_{metric}')
-  return '-' if value is None else f'{value:.4f}'
-
-
-def table(rows):
-  """A plain-text table, one row per run (reporting/runs.py's records, or a failed run's
-  name, strategy and error), of the figures a comparison needs, ending with the
-  speed-up and scaling efficiency against the one_device baseline, throughput and speed-up
-  with what their epochs can resolve (as summary.md has them)."""
-  header = (
-    'run',
-    'workers',
-    'replicas',
-    'examples/s (epoch range)',
-    'epoch time (s)',
-    f'val {_target_metric(rows)}',
-    'speed-up',
-    'efficiency',
-  )
-  scaled = summary.scaling([row for row in rows if 'error' not in row])
-  cells = []
-  for row in rows:
-    if 'error' in row:
-      cells.append((row['run'], '-', '-', '-', '-', 'FAILED', '-', '-'))
-    else:
-      throughput, speedup, efficiency = uncertainty.cells(
-        uncertainty.measure(row), *scaled[row['run']][1:]
-      )
-      cells.append(
-        (
-          row['run'],
-          str(row['num_workers']),
-          str(row['num_replicas_in_sync']),
-          throughput,
-          f'{row["epoch_time_seconds"]:.3f}',
-          _final(row, _target_metric(rows)),
-          speedup,
-          efficiency,
-        )
-      )
-  return tables.render(header, cells)

@@ -8,6 +8,7 @@ from records import storage
 from records import target as target_lib
 from reporting import figures
 from reporting import hparams_view
+from reporting import loops
 from reporting import plots
 from reporting import repeats
 from reporting import report_events
@@ -71,6 +72,7 @@ def build(experiment_dir, target):
     images,
     recommendations.markdown(forecast) if forecast else (),
     across,
+    loops.section(runs, target),
   )
   _to_tensorboard(experiment_dir, path, images, runs)
   return path

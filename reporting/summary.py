@@ -26,6 +26,7 @@ from records import storage
 from records import tables
 from records import target as target_lib
 from reporting import breakdown
+from reporting import loops
 from reporting import step_times
 from reporting import uncertainty
 
@@ -171,7 +172,11 @@ def convergence(table):
 
 
 def _baseline(run, runs, n):
-  same = [b for b in runs if b['model'] == run['model'] and b['dataset'] == run['dataset']]
+  same = [
+    b
+    for b in runs
+    if (b['model'], b['dataset'], loops.loop(b)) == (run['model'], run['dataset'], loops.loop(run))
+  ]
   candidates = [b for b in same if b['strategy'] == BASELINE] or [
     b for b in same if parallel_units(b) == 1
   ]
@@ -185,7 +190,7 @@ def _baseline(run, runs, n):
 def notes(runs, table):
   """What a reader must know before comparing the rows."""
   said = []
-  incomplete = [run['run'] for run in runs if not run['complete']]
+  incomplete = [run['run'] for run in runs if not run['complete'] and not run.get('unsupported')]
   if incomplete:
     said.append(f'Not finished, left out: {", ".join(incomplete)}.')
   kinds = sorted({(run['model'], run['dataset']) for run in runs})
@@ -211,11 +216,13 @@ def notes(runs, table):
   return said
 
 
-def write(experiment_dir, table, said, target, plots=(), closing=(), across=None):
+def write(experiment_dir, table, said, target, plots=(), closing=(), across=None, by_loop=None):
   """summary.json, summary.csv and summary.md in the experiment directory; `closing`: the
   Markdown lines summary.md ends with (the predictions' section); `across`: the statistics
-  across repeats (reporting/repeats.py's `section`), also written as summary_repeats.csv."""
+  across repeats (reporting/repeats.py's `section`), also written as summary_repeats.csv;
+  `by_loop`: the custom loop against fit (reporting/loops.py's `section`)."""
   across = across or {'groups': [], 'differences': [], 'markdown': []}
+  by_loop = by_loop or {'gains': [], 'unsupported': []}
   name = storage.basename(experiment_dir)
   files.write_json(
     storage.join(experiment_dir, 'summary.json'),
@@ -227,6 +234,7 @@ def write(experiment_dir, table, said, target, plots=(), closing=(), across=None
         'notes': said,
         'rows': table,
         'convergence': convergence(table),
+        'loops': by_loop,
         'repeats': {
           key: across[key] for key in ('groups', 'differences', 'metric_parity') if key in across
         },
@@ -243,7 +251,7 @@ def write(experiment_dir, table, said, target, plots=(), closing=(), across=None
   path = storage.join(experiment_dir, 'summary.md')
   storage.write_text(
     path,
-    markdown(name, table, said, target, plots, across['markdown'])
+    markdown(name, table, said, target, plots, [*across['markdown'], *loops.markdown(by_loop)])
     + ''.join(f'{line}\n' for line in closing),
   )
   return path
