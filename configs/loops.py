@@ -35,10 +35,16 @@ def known(names: list[str]) -> bool:
 
 
 def crossed(runs: list[RunConfig], loops: list[str]) -> list[RunConfig]:
-  """Each of `runs` once per loop of `loops`, in order, trained by that loop: the custom
-  loop's runs keep their names, the others' are named <run>-<loop>."""
+  """Each of `runs` once per loop of `loops` its strategy runs, in order, trained by that loop
+  (a strategy that runs none of them, as Keras-on-JAX runs only fit: once, by its own first):
+  the custom loop's runs keep their names, the others' are named <run>-<loop>."""
   known(loops)
-  return [_by(run, loop) for run in runs for loop in loops]
+  return [_by(run, loop) for run in runs for loop in _runnable(run, loops)]
+
+
+def _runnable(run: RunConfig, loops: list[str]) -> list[str]:
+  own = run.distribution.descriptor.loops
+  return [loop for loop in loops if loop in own] or [own[0]]
 
 
 def _by(run: RunConfig, loop: str) -> RunConfig:

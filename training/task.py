@@ -32,6 +32,7 @@ from training import controller as controller_lib
 from training import devices
 from training import event_files
 from training import fit_loop
+from training import keras_distribution
 from training import model_card
 from training import outcome
 from training import peak_memory
@@ -48,6 +49,7 @@ from training import trainer as trainer_lib
 # servers close the connection (GOAWAY too_many_pings), failing its calls; a cut link still
 # fails a call within about 5 s (docs/parameter-servers.md#noticing-a-lost-worker).
 GRPC_KEEPALIVE = 'grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000'
+_parts = lambda strategy, config, source: (strategy, source)  # What fit takes of _build's.
 
 
 def run(config, tf_config=None, refusal=None, say=print):
@@ -61,6 +63,8 @@ def run(config, tf_config=None, refusal=None, say=print):
   if role.serves:
     return serving.serve(config, role.spec, role.me, say)
   role.memory_before = peak_memory.start()
+  if config.distribution.descriptor.backend != 'tensorflow':  # Keras's own distribution, by fit.
+    return keras_distribution.run(config, role, say)
   if config.loop == 'fit':  # Keras' own fit under the strategy (training/fit_loop.py).
     (strategy, source), where = _build(config, role.spec, role.me, say, role.refusal, _parts)
     placement = fit_loop.Placement.of(strategy, where, config)
@@ -121,9 +125,6 @@ def _train(config, tf_config, role, trainer, compute_devices, say):
   finally:
     checkpointer.close()
     writers.close()
-
-
-_parts = lambda strategy, config, source: (strategy, source)  # What fit takes of _build's.
 
 
 def _start(config, role, trainer, checkpointer, probes, say):
