@@ -44,6 +44,7 @@ FOREIGN = {
   'count': 'pytest-repeat',
   'cpu': 'stress',
   'check': 'ruff',
+  'xla_force_host_platform_device_count': "XLA's (XLA_FLAGS)",
 }
 ABSL = {'flagfile', 'helpfull', 'help', 'helpshort', 'verbosity'}
 PLACEHOLDERS = {'flag', 'name', 'noname'}  # "--flag=value", "--name or --noname".
