@@ -31,7 +31,8 @@ def third_party_distributions(paths):
         modules.update(alias.name.split('.')[0] for alias in node.names)
       elif isinstance(node, ast.ImportFrom) and node.level == 0:
         modules.add(node.module.split('.')[0])
-  modules -= PROJECT | set(sys.stdlib_module_names)
+  # _typeshed: the type checkers' stub-only module, imported under TYPE_CHECKING alone.
+  modules -= PROJECT | set(sys.stdlib_module_names) | {'_typeshed'}
   provided = importlib.metadata.packages_distributions()
   missing = modules - set(provided)
   assert not missing, f'imported but installed by no distribution: {missing}'
