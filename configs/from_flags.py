@@ -66,7 +66,7 @@ def experiment(values: FlagValues = FLAGS, name: str | None = None) -> Experimen
   _check_finite(values)
   logdir = _logdir(values)
   directory = storage.join(logdir, name)
-  runs = plan.repeated(loops.crossed(_runs(values, directory), values.loops), values.repeats)
+  runs = plan.repeated(_runs(values, directory), values.repeats)
   plan.check_lengths(name, runs)
   for path in (directory, *{run.run_dir for run in runs}):
     if (local := storage.local_path(path)) is not None:
@@ -252,7 +252,7 @@ def child_run(values: FlagValues = FLAGS) -> RunConfig:
 def _runs(values: FlagValues, directory: str) -> list[RunConfig]:
   """The runs: as the flags give them, or once per --variant with its flags on top."""
   if not values.variant:
-    return plan.named(_plan(values, directory), values.run_name)
+    return loops.crossed(plan.named(_plan(values, directory), values.run_name), values.loops)
   runs: list[definitions.RunConfig] = []
   for spec in values.variant:
     name, args = plan.parse_variant(spec)
@@ -261,7 +261,7 @@ def _runs(values: FlagValues, directory: str) -> list[RunConfig]:
     variant = copy.deepcopy(values)
     try:
       variant([sys.argv[0], *args])
-      mine = plan.in_variant(_plan(variant, directory), name)
+      mine = plan.in_variant(loops.crossed(_plan(variant, directory), variant.loops), name)
       hyperparameters.check_taken(hyperparameters.given_in(args), mine)
       runs += mine
     except (flags.Error, ValueError) as e:

@@ -119,12 +119,13 @@ def run(config, run_dir, source, placement, say=print, memory_before=None):
         )
         train, validation = _data(source, config, batching)
         with placement.scope(), warnings.catch_warnings():
-          # Keras' note that it does not shuffle a tf.data pipeline: the pipeline shuffles.
+          # Keras' notes that it does not shuffle a tf.data pipeline (the pipeline shuffles),
+          # and that the validation set ran out (a pass of it ends the validation).
           warnings.filterwarnings('ignore', message='`shuffle=True` was passed')
+          warnings.filterwarnings('ignore', message='Your input ran out of data')
           model.fit(
             train,
             validation_data=validation,
-            validation_steps=source.validation_steps(batching.global_batch_size),
             epochs=config.epochs,
             steps_per_epoch=batching.steps_per_epoch,
             callbacks=[clock],
@@ -202,13 +203,14 @@ def _compiled(config, source, batching, placement):
 
 def _data(source, config, batching):
   """(training, validation) datasets of global batches: the training stream endless, in the
-  custom loop's order for the seed; the validation set without its weight-0 padding, a pass
-  of source.validation_steps batches (the last one short) after another."""
+  custom loop's order for the seed; the validation set without its weight-0 padding, the last
+  batch short."""
   size = batching.global_batch_size
   train = source.train_fn(size, config.seed)(None)
   padded = source.validation_fn(size, size)(None).take(source.validation_steps(size))
-  validation = padded.unbatch().filter(lambda x, y, w: w > 0).batch(size)
-  return train, validation.repeat()  # Each epoch takes one pass: validation_steps batches.
+  # Once: each epoch's validation reads it to its end, which also ends an execution of fewer
+  # steps (given a number of steps, Keras runs whole executions: batches of the next pass).
+  return train, padded.unbatch().filter(lambda x, y, w: w > 0).batch(size)
 
 
 class _Clock(keras.callbacks.Callback):
