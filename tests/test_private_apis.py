@@ -19,7 +19,9 @@ def test_each_private_api_is_there():
   assert callable(service.put) and callable(service.get) and callable(service.barrier)
   model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
   assert private_apis.compiled_loss_and_metrics(model) == (None, None)
+  assert private_apis.compile_arguments(model) == {}
   model.compile(loss='mse', metrics=['mae'])
+  assert private_apis.compile_arguments(model)['metrics'] == ['mae']
   loss, metrics = private_apis.compiled_loss_and_metrics(model)
   labels, outputs = keras.ops.ones((3, 1)), model(keras.ops.zeros((3, 2)))
   loss.build(labels, outputs)

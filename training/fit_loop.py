@@ -30,8 +30,9 @@ them (validation's without `val_`). The record: training/fit_record.py, which le
 
 Keras 3.15's `fit` runs whole executions (an epoch of 22 steps at 10 per execution trains 30):
 `fit` is given the most steps per execution, up to --steps_per_execution, that divide an epoch
-(`whole_executions`). Where more than one fails (MirroredStrategy: keras-team/keras#19246) the
-run starts again at one, saying so in result.json's left_out.
+(`whole_executions`). A `fit` that fails before its first step at more than one (under
+MirroredStrategy: keras-team/keras#19246) starts again at one, saying so in result.json's
+left_out; failing again, the run is unsupported.
 
 A `fit` that raises (but a lost peer or connection, which a restart may cure) ends the run at
 once with status 'unsupported' and its reason in one line: the error's first line, and the
@@ -46,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from orchestration import exit_status
 from orchestration import processes
@@ -61,8 +63,6 @@ from training import probes as probes_lib
 
 EVERY_STEPS = 'evaluation every --eval_every_steps'
 STEPS_PER_EXECUTION = '--steps_per_execution'
-# Keras 3's fit under MirroredStrategy at more than one step per execution (keras#19246).
-PLACEHOLDER = 'Placeholder'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,18 +106,19 @@ def run(config, run_dir, source, placement, say=print, memory_before=None):
     if steps != config.performance.steps_per_execution:
       tell(
         f'--steps_per_execution={config.performance.steps_per_execution}: model.fit runs '
-        f'{steps}, so that an epoch is whole executions'
+        f'{steps}, so that an epoch is whole executions (a --steps_per_epoch that is a multiple '
+        'of it compares both loops at the same)'
       )
     while True:
       record.config = config = _executing(config, steps)
       clock = _Clock(config, batching, run_dir, stop, tell, writers)
       try:
-        model = _compiled(config, source, batching, placement)
+        model, outputs = _compiled(config, source, batching, placement)
         tell(
           f'model.fit: {placement.num_replicas} replica(s) in sync, global batch '
           f'{config.batch_size}, {batching.steps_per_epoch} steps/epoch, {steps} per execution'
         )
-        train, validation = _data(source, config, batching)
+        train, validation = _data(source, config, batching, outputs)
         with placement.scope(), warnings.catch_warnings():
           # Keras' notes that it does not shuffle a tf.data pipeline (the pipeline shuffles),
           # and that the validation set ran out (a pass of it ends the validation).
@@ -135,12 +136,12 @@ def run(config, run_dir, source, placement, say=print, memory_before=None):
       except Exception as e:  # pylint: disable=broad-except  # Whatever Keras raises.
         if exit_status.may_pass(e):  # A lost peer or connection: a restart may cure it.
           raise
-        if steps > 1 and clock.step == 0 and PLACEHOLDER in str(e):
+        if steps > 1 and clock.step == 0:  # Before its first step: tried again at one.
+          why = fit_record.unsupported_reason(e)
           probes.left_out[STEPS_PER_EXECUTION] = (
-            f'{steps} steps per execution fail under model.fit here '
-            f'({fit_record.unsupported_reason(e)}); it ran 1'
+            f'{steps} steps per execution fail under model.fit here ({why}); it ran 1'
           )
-          tell(f'{STEPS_PER_EXECUTION}: {probes.left_out[STEPS_PER_EXECUTION]}')
+          tell(f'model.fit fails at {steps} steps per execution ({why}); trying 1')
           steps = 1
           continue
         return record.unsupported(e, tell, clock)
@@ -179,9 +180,9 @@ def _compiled(config, source, batching, placement):
   with placement.scope():
     model = builders.model()
     given = private_apis.compile_arguments(model)
+    outputs = model(source.probe(4)[0], training=False)
     if given.get('loss') is None:
-      features, _ = source.probe(4)
-      probabilities = model_outputs.are_probabilities(model(features, training=False))
+      probabilities = model_outputs.are_probabilities(outputs)
       given = {
         'loss': keras.losses.SparseCategoricalCrossentropy(from_logits=not probabilities),
         'metrics': ['accuracy'],
@@ -198,19 +199,39 @@ def _compiled(config, source, batching, placement):
     )
     # Built up front, as the custom loop builds it: built lazily inside a replica, Adam fails.
     optimizer.build(model.trainable_variables)
-  return model
+  return model, outputs
 
 
-def _data(source, config, batching):
+def _data(source, config, batching, outputs):
   """(training, validation) datasets of global batches: the training stream endless, in the
   custom loop's order for the seed; the validation set without its weight-0 padding, the last
-  batch short."""
+  batch short. Labels as the user gave them to fit (`outputs`: the model's on a probe batch)."""
   size = batching.global_batch_size
-  train = source.train_fn(size, config.seed)(None)
+  train = source.train_fn(size, config.seed)(None).map(_as_given(outputs))
   padded = source.validation_fn(size, size)(None).take(source.validation_steps(size))
   # Once: each epoch's validation reads it to its end, which also ends an execution of fewer
   # steps (given a number of steps, Keras runs whole executions: batches of the next pass).
-  return train, padded.unbatch().filter(lambda x, y, w: w > 0).batch(size)
+  validation = padded.unbatch().filter(lambda x, y, w: w > 0).batch(size)
+  return train, validation.map(_as_given(outputs))
+
+
+def _as_given(outputs):
+  """A batch's labels as a user's fit gets them: the pipeline keeps one value per example,
+  (B,), which beside an output of one column, (B, 1), are the (N, 1) labels the user gave (as
+  the custom loop's objective aligns them); a loss or metric of the user's own takes them as
+  they come (a (B,) label against a (B, 1) output broadcasts to (B, B))."""
+
+  def column(label, output):
+    single = label.shape.rank == 1 and output.shape.rank == 2 and output.shape[-1] == 1
+    return label[:, None] if single else label
+
+  def align(x, y, w):
+    try:
+      return x, tf.nest.map_structure(column, y, outputs), w
+    except (TypeError, ValueError):  # Labels in another structure than the outputs: as given.
+      return x, y, w
+
+  return align
 
 
 class _Clock(keras.callbacks.Callback):

@@ -12,6 +12,7 @@ from typing import Any
 
 import tensorflow as tf
 
+import user_code
 from orchestration import processes
 from records import results
 from records import run_groups as groups
@@ -32,7 +33,7 @@ LEFT_OUT = {
   'model has it',
 }
 NOISE_REASON = "model.fit: Keras' own step does not give each replica's gradients: not measured"
-LONGEST = 300  # Characters of an error's line kept in the record.
+LONGEST = 200  # Characters of an error's line kept in the record.
 _ELIDED = re.compile(r'\{[^{}]*\}', re.S)
 # Errors of fit with an upstream issue: (text in the error, the issue).
 UPSTREAM = (
@@ -41,6 +42,10 @@ UPSTREAM = (
   ('_maybe_symbolic_build', 'keras-team/keras#20585'),
   ('create_per_worker_dataset', 'keras-team/keras#18624'),
   ('ParameterServerStrategy', 'keras-team/keras#18624'),
+  # A layer's state assigned in a replica (a running statistic): the custom loop gives it one.
+  ('AggregatingVariable in Replica Context', 'keras-team/keras#20612'),
+  # String features (a lookup, TextVectorization) under MirroredStrategy.
+  ('of string is not in the list of allowed values', 'tensorflow/tensorflow#80951'),
 )
 
 
@@ -58,10 +63,14 @@ def unsupported_reason(error: BaseException) -> str:
   text = _ELIDED.sub('{...}', str(error))  # A PerReplica's values, over lines.
   if isinstance(error, tf.errors.OpError):  # Its own line, not "Graph execution error:".
     line = refused_values.line(error)
-  else:
-    line = f'{type(error).__name__}: {processes.first_line(text)}'
+  else:  # A Keras layer's own line, not "Exception encountered when calling ...".
+    line = user_code.message(error)
+    if line.count('{') > line.count('}'):  # Cut inside values over lines: elided.
+      line = f'{type(error).__name__}: {processes.first_line(text)}'
   issue = next((issue for needle, issue in UPSTREAM if needle in text), None)
-  line = line if len(line) <= LONGEST else line[: LONGEST - 3] + '...'
+  if len(line) > LONGEST:  # Its first sentence where it fits, else cut.
+    end = line.find('. ', 0, LONGEST)
+    line = line[: end + 1] if end > 0 else line[: LONGEST - 3] + '...'
   return f'{line}; upstream: {issue}' if issue else line
 
 
