@@ -150,6 +150,7 @@ LOCAL_FILE_CALLS = {
   'prediction/intervals.py': 2,  # prediction/prediction_errors.json, in the repository.
   'records/schemas.py': 3,  # records/schemas/, the JSON Schemas, in the repository.
   'training/peak_memory.py': 2,  # /proc/self: the process's own peak memory.
+  'training/tensorflow_calls.py': 1,  # A traceback's file name, shown as the call's place.
   'records/paths.py': 8,  # The links of a local path (after local_path), followed.
   'configs/names.py': 2,  # The claim of an experiment's name in a local --logdir.
 }
