@@ -54,7 +54,7 @@ def _one_run(values: FlagValues, where: str) -> str:
     raise ValueError(f'{where}, run.py is one task of one run; give one strategy to --strategies')
   swept = [
     f'--{name}'
-    for name in ('batch_size', 'num_replicas', 'num_workers')
+    for name in ('batch_size', 'num_replicas', 'num_workers', 'loops')
     if len(values[name].value) > 1  # type: ignore[arg-type]
   ]
   if values.repeats > 1:
