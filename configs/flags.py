@@ -6,64 +6,20 @@ The validators here check what a flag's text must look like (a known name, integ
 run's values must satisfy together is `RunConfig.validate`'s (configs/definitions.py).
 """
 
-import math
-import threading
-
-import numpy as np
 from absl import flags
 
 import data
 import declarations
 import models
 import strategies
-import user_code
 from configs import definitions
+from configs import flag_checks
 from configs import hardware_profiles
 from configs import loops
 
 # The defaults of the flags that set a configuration field are that field's default.
 _RUN = definitions.RunConfig()
 _EXPERIMENT = definitions.Experiment(directory='', runs=())
-
-
-# What each number's type can mean where it lands, as the most a flag takes. Epochs and steps
-# per epoch each fit int32, so that the run's steps (their product) fit TensorFlow's int64 step
-# counter; a flag beyond its bound was accepted and trained (or failed deep in TensorFlow).
-_INT32, _INT64 = 2**31 - 1, 2**63 - 1
-_RUN_STEPS = 'so that the steps of a run (epochs x steps per epoch) fit int64'
-_STEPS = "TensorFlow counts a run's steps in int64"
-_DIMENSION = "TensorFlow's dimensions are int64"
-_DEVICE = 'TensorFlow numbers devices in int32'
-_PORT = 'each task of a local cluster listens on a port of its own, of 65535'
-_WAIT = f"Python's waits last at most {threading.TIMEOUT_MAX:.0f} s"
-MOST = {
-  'epochs': (_INT32, _RUN_STEPS),
-  'steps_per_epoch': (_INT32, _RUN_STEPS),
-  'steps_per_execution': (_INT32, _RUN_STEPS),
-  'breakdown_steps': (_INT32, _RUN_STEPS),
-  'checkpoint_every_epochs': (_INT32, _RUN_STEPS),
-  'checkpoint_every_steps': (_INT64, _STEPS),
-  'eval_every_steps': (_INT64, _STEPS),
-  'profile_steps': (_INT64, _STEPS),
-  'max_restarts': (_INT64, 'restarts are counted in int64'),
-  'batch_size': (_INT64, _DIMENSION),
-  'base_batch_size': (_INT64, _DIMENSION),
-  'ghost_batch_size': (_INT64, _DIMENSION),
-  'per_device_batch': (_INT64, _DIMENSION),
-  'num_devices': (_INT32, _DEVICE),
-  'num_replicas': (_INT32, _DEVICE),
-  'gpus_per_worker': (_INT32, _DEVICE),
-  'num_packs': (_INT32, 'TensorFlow counts packs in int32'),
-  'intra_op_threads': (_INT32, "TensorFlow's thread counts are int32"),
-  'inter_op_threads': (_INT32, "TensorFlow's thread counts are int32"),
-  'num_workers': (65535, _PORT),
-  'num_ps': (65535, _PORT),
-  'repeats': (2**32, "each repeat takes a seed of its own, of Keras' 2**32"),
-  'startup_timeout': (threading.TIMEOUT_MAX, _WAIT),
-  'idle_timeout': (threading.TIMEOUT_MAX, _WAIT),
-  'learning_rate': (float(np.finfo(np.float32).max), 'the optimizer computes in float32'),
-  'device_examples_per_second': (float(np.finfo(np.float32).max), 'it is kept in float32'),
-}
 
 
 def _text(values: object) -> str:
@@ -125,7 +81,7 @@ def _define_hyperparameters() -> None:
       )
       continue
     if not isinstance(declared['default'], tuple):
-      most = _INT32 if most is None else most  # A size or count Keras takes as an int32.
+      most = flag_checks.INT32 if most is None else most  # A size or count Keras takes as an int32.
       flags.DEFINE_integer(
         name, declared['default'], declared['help'], lower_bound=least, upper_bound=most
       )
@@ -549,55 +505,5 @@ flags.DEFINE_string(
   "Internal: the launcher starts each process of a run with the run's "
   '<run>/config.json; set, every other flag is ignored.',
 )
-
-
-for _flag, _registry in (('model', models), ('dataset', data)):
-  flags.register_validator(
-    _flag,
-    lambda name, registry=_registry: name in registry.names() or user_code.is_spec(name),
-    f'give one of {", ".join(_registry.names())}, or package.module:function for your own',
-  )
-
-
-def _known_strategies(names: list[str]) -> bool:
-  unknown = [n for n in names if n not in strategies.names()] if names else ['(none)']
-  if unknown:
-    raise flags.ValidationError(
-      f'unknown strategy {", ".join(unknown)}; give a comma list out of '
-      f'{", ".join(strategies.names())}'
-    )
-  return True
-
-
-flags.register_validator('strategies', _known_strategies)  # absl's @flags.validator has no types.
 flags.DEFINE_list('loops', loops.DEFAULT, loops.HELP)
-flags.register_validator('loops', loops.known)
-for _name, _least in (
-  ('batch_size', 1),
-  ('num_replicas', 0),
-  ('num_workers', 1),
-  ('profile_steps', 0),
-  ('num_devices', 1),
-):
-  flags.register_validator(
-    _name,
-    lambda v, least=_least: all(s.strip().isdigit() and int(s) >= least for s in v),
-    f'give integers of at least {_least}, comma-separated',
-  )
-for _name in ('batch_size', 'num_replicas', 'num_workers', 'hardware'):
-  flags.register_validator(_name, bool, 'give at least one value')
-
-
-def _within(value: list[str] | float | None, most: float) -> bool:
-  """Whether every number of `value` (a number, a comma list's texts, or None: not given) is at
-  most `most`; a text that is no integer, NaN and infinity are refused elsewhere, as such."""
-  if isinstance(value, list):
-    return all(int(s) <= most for s in value if s.strip().isdigit())
-  return value is None or not math.isfinite(value) or value <= most
-
-
-for _name, (_most, _why) in MOST.items():
-  _shown = str(_most) if isinstance(_most, int) else f'{_most:g}'
-  flags.register_validator(
-    _name, lambda v, most=_most: _within(v, most), f'give at most {_shown}: {_why}'
-  )
+flag_checks.register()  # Each flag defined above, checked.

@@ -136,7 +136,7 @@ def test_no_module_is_longer_than_400_lines_and_run_py_80():
     for name in os.listdir(os.path.join(ROOT, package)):
       if name.endswith('.py'):
         sizes[os.path.join(package, name)] = 400
-  sizes['configs/flags.py'] = 605  # The flag list: one definition per flag, nothing else.
+  sizes['configs/flags.py'] = 600  # The flag list: one definition per flag, nothing else.
   for path, limit in sizes.items():
     with open(os.path.join(ROOT, path)) as f:
       assert len(f.read().splitlines()) <= limit, path
