@@ -222,7 +222,8 @@ def _as_given(outputs):
   they come (a (B,) label against a (B, 1) output broadcasts to (B, B))."""
 
   def column(label, output):
-    single = label.shape.rank == 1 and output.shape.rank == 2 and output.shape[-1] == 1
+    shape = tuple(output.shape)  # A TensorShape, or a tuple on the JAX backend.
+    single = label.shape.rank == 1 and len(shape) == 2 and shape[-1] == 1
     return label[:, None] if single else label
 
   def align(x, y, w):
