@@ -84,6 +84,26 @@ def test_an_unsupported_run_says_the_errors_own_line_and_its_upstream_issue():
   assert fit_record.unsupported_reason(TypeError('its own\nsecond line')) == 'TypeError: its own'
 
 
+def test_an_error_of_the_tools_own_code_is_no_unsupported_run():
+  """A bug of the tool (raised in one of run.py's packages) fails the run as a bug; what Keras,
+  TensorFlow, NumPy or a user's module raise is what fit cannot do."""
+  import numpy as np_
+
+  from records import storage
+  from training import fit_record
+
+  def raised(call):
+    try:
+      call()
+    except Exception as e:  # pylint: disable=broad-except
+      return e
+    raise AssertionError('nothing raised')
+
+  assert fit_record.ours(raised(lambda: storage.join(None, None)))
+  assert not fit_record.ours(raised(lambda: np_.reshape(np_.zeros(2), 3)))  # In numpy's code.
+  assert not fit_record.ours(raised(lambda: int('x')))  # Raised in a test's frame: not run.py's.
+
+
 def _arrays():
   rng = np.random.default_rng(0)
   x = rng.random((200, 6, 6, 1), dtype=np.float32)

@@ -134,7 +134,7 @@ def run(config, run_dir, source, placement, say=print, memory_before=None):
           )
         break
       except Exception as e:  # pylint: disable=broad-except  # Whatever Keras raises.
-        if exit_status.may_pass(e):  # A lost peer or connection: a restart may cure it.
+        if exit_status.may_pass(e) or fit_record.ours(e):  # A lost peer; the tool's own bug.
           raise
         if steps > 1 and clock.step == 0:  # Before its first step: tried again at one.
           why = fit_record.unsupported_reason(e)

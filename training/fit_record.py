@@ -6,8 +6,10 @@ is known (UPSTREAM).
 """
 
 import dataclasses
+import os
 import re
 import time
+import traceback
 from typing import Any
 
 import tensorflow as tf
@@ -56,6 +58,19 @@ class Trained:
   source: Any
   batching: batching_lib.Batching
   num_workers: int
+
+
+def ours(error: BaseException) -> bool:
+  """Whether `error` was raised in this tool's own code (its innermost frame in one of run.py's
+  packages, not Keras's, TensorFlow's or the user's): a bug of the tool, never recorded as
+  something fit cannot do."""
+  frames = traceback.extract_tb(error.__traceback__)
+  if not frames:
+    return False
+  path = os.path.abspath(frames[-1].filename)
+  top = os.path.relpath(path, user_code.ROOT).split(os.sep)[0]
+  product = top not in ('tests', '..') and not top.startswith('..')
+  return product and os.path.isfile(os.path.join(user_code.ROOT, top, '__init__.py'))
 
 
 def unsupported_reason(error: BaseException) -> str:
