@@ -24,7 +24,9 @@ TF_LOG_LINE = re.compile(
   r'peer|This could happen if the remote target has been disconnected|'
   # The coordination service's report when an all-reduce peer is lost.
   r'/job:\w+/replica:\d+/task:\d+\s*$|The tasks have crashed\. |The error '
-  r'could be from a previous operation|RPC: /tensorflow\.)'
+  r'could be from a previous operation|RPC: /tensorflow\.|'
+  # The node an error of a C++ log line came from, on a line of its own after it.
+  r'^\s*\[\[\{\{node \S+\}\}\]\])'
 )
 
 

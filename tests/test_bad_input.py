@@ -25,7 +25,11 @@ CARD = ['--model=resnet50', '--device_examples_per_second=219', '--per_device_ba
   [
     (
       ['--strategies=one_device,warp_drive'],
-      ['--strategies', 'unknown strategy warp_drive', 'central_storage, jax_data_parallel, mirrored'],
+      [
+        '--strategies',
+        'unknown strategy warp_drive',
+        'central_storage, jax_data_parallel, mirrored',
+      ],
     ),
     (['--strategies='], ['--strategies']),
     (['--model=vgg'], ['--model', 'cnn', 'resnet20']),

@@ -2,14 +2,7 @@
 the TensorFlow and Keras installed here, for every tf.distribute strategy and loop and every
 model kind. Read, never re-run (the runs take minutes: rerun the script after an upgrade)."""
 
-import os
-import sys
-
-from tests.conftest import ROOT
-
-sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
-
-import compatibility_matrix as matrix  # noqa: E402
+from benchmarks import compatibility_matrix as matrix
 
 
 def test_the_compatibility_page_is_of_the_installed_versions_and_covers_every_cell():

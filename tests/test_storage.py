@@ -151,6 +151,7 @@ LOCAL_FILE_CALLS = {
   'records/schemas.py': 3,  # records/schemas/, the JSON Schemas, in the repository.
   'training/peak_memory.py': 2,  # /proc/self: the process's own peak memory.
   'training/tensorflow_calls.py': 1,  # A traceback's file name, shown as the call's place.
+  'training/fit_record.py': 3,  # A traceback's file, placed against run.py's packages.
   'records/paths.py': 8,  # The links of a local path (after local_path), followed.
   'configs/names.py': 2,  # The claim of an experiment's name in a local --logdir.
 }
