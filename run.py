@@ -24,6 +24,7 @@ from absl import flags
 import strategies
 from configs import flags as defined_flags
 from configs import from_flags
+from orchestration import keras_import
 from orchestration import log_filter
 from orchestration import main_runner
 from orchestration import run_py_actions as actions
@@ -47,8 +48,8 @@ def training_task():
   """training/task.py, to train a run or trace a model card: where TensorFlow loads, only in
   the process that does either."""
   log_filter.quiet_tensorflow()
-  from training import task
-
+  with keras_import.without_scikit_learn():
+    from training import task
   return task
 
 

@@ -10,6 +10,8 @@ import os
 import pickle
 import re
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ import data
 from configs import definitions
 from data import deformed_digits
 from data import synthetic
+from tests.conftest import ROOT
 
 ALL_NAMES = [
   'cifar10',
@@ -655,3 +658,33 @@ def test_resumed_stream_counts_every_replica_a_pipeline_feeds(digits):
   whole = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, seed=0)(context), 40)]
   resumed = [y for _, y, _ in _batches(pipeline.train_fn(digits, 16, 0, 10)(context), 4)]
   assert all(np.array_equal(p, q) for p, q in zip(whole[20:24], resumed))
+
+
+def test_the_bundled_digits_are_scikit_learns_split():
+  """data/digits.npz holds what scikit-learn's digits split gives (data.digits.split), so a run
+  reads the file instead of importing scikit-learn."""
+  from data import digits
+
+  kept = digits.load(None)
+  mine_all = (kept.x_train, kept.y_train, kept.x_validation, kept.y_validation)
+  for mine, theirs in zip(mine_all, digits.split()):
+    np.testing.assert_array_equal(mine, theirs)
+    assert mine.dtype == theirs.dtype
+
+
+def test_keras_loads_without_scikit_learn_and_users_import_it_after():
+  """A training process's Keras import leaves scikit-learn unloaded; a user's code imports it
+  afterwards as usual."""
+  code = (
+    f'import sys; sys.path.insert(0, {ROOT!r})\n'
+    'from orchestration import keras_import\n'
+    'with keras_import.without_scikit_learn():\n'
+    '  import keras\n'
+    "print('sklearn' in sys.modules)\n"
+    'import sklearn.datasets\n'
+    'print(sklearn.datasets.load_digits().images.shape)\n'
+  )
+  out = subprocess.run(
+    [sys.executable, '-c', code], capture_output=True, text=True, timeout=120, check=True
+  )
+  assert out.stdout.split('\n')[:2] == ['False', '(1797, 8, 8)']
