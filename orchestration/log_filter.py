@@ -26,7 +26,7 @@ TF_LOG_LINE = re.compile(
   r'/job:\w+/replica:\d+/task:\d+\s*$|The tasks have crashed\. |The error '
   r'could be from a previous operation|RPC: /tensorflow\.|'
   # The node an error of a C++ log line came from, on a line of its own after it.
-  r'^\s*\[\[\{\{node \S+\}\}\]\])'
+  r'^\s*\[\[\{\{(function_)?node )'
 )
 
 
