@@ -9,19 +9,8 @@ import pytest
 from prediction import hardware
 from prediction import memory
 from prediction import memory_explained
+from tests.test_roofline_memory import CARD  # 400 MB of float32 variables; no products.
 
-# 400 MB of float32 variables, 100 MB of activations an example; a CNN (no products).
-CARD = {
-  'matrix_flops_per_example': 1e9,
-  'product_flops_per_example': 0.0,
-  'compute_dtype': 'float32',
-  'trainable_bytes': 4e8,
-  'weight_bytes': 4e8,
-  'optimizer_bytes': None,
-  'gradient_bytes_per_step': 4e8,
-  'activation_bytes_per_example': 1e8,
-  'activation_bytes_fixed': 0,
-}
 MIB = 2**20
 
 

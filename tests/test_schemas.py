@@ -18,6 +18,7 @@ from configs import definitions
 from prediction import predict
 from prediction import workload
 from records import flat_layout
+from records import results
 from records import run_files
 from records import run_record
 from records import schemas
@@ -29,15 +30,6 @@ from tests import fault_hooks
 SCHEMA = 'https://json-schema.org/draft/2020-12/schema'
 # A test's injected fault (tests/fault_hooks.py): test machinery, not an output.
 NOT_AN_OUTPUT = {fault_hooks.FILE}
-# result.json's fields of before its metrics were named, deprecated in schema_version 1.
-OLD_NAMES = (
-  'train_loss',
-  'train_accuracy',
-  'validation_loss',
-  'validation_accuracy',
-  'target_accuracy',
-  'time_to_accuracy_seconds',
-)
 
 
 def check(path):
@@ -126,7 +118,7 @@ def test_the_flat_names_of_result_json_are_written_beside_the_groups_and_marked_
     for split in ('train', 'validation'):
       for metric, value in document['final'][split].items():
         assert document[f'final_{split}_{metric}'] == value
-    assert not set(OLD_NAMES) & set(document)
+    assert not set(results.OLD_NAMES) & set(document)  # Deprecated in version 1, dropped.
     assert all(
       set(e) == {'step', 'elapsed_seconds', 'metrics'} for e in document['step_evaluations']
     )
