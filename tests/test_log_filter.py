@@ -7,7 +7,7 @@ DROPPED = (
   'E1128 23:59:01.123456   1234 coordination_service_agent.cc:412] Task was lost',
   "\t [[{{node CollectiveReduceV2}}]] [type.googleapis.com/tensorflow.DerivedStatus='']",
   '  [[{{node while/body/_1/CollectiveReduceV2}}]]',
-  "\t [[{{function_node while_body_700}}{{node while/CollectiveReduceV2_1}}]] [type.googleap",
+  '\t [[{{function_node while_body_700}}{{node while/CollectiveReduceV2_1}}]] [type.googleap',
   'Additional GRPC error information from remote target /job:worker/replica:0/task:1',
 )
 KEPT = (
