@@ -10,13 +10,13 @@ range every prediction carries (prediction/intervals.py).
 
   .venv/bin/python benchmarks/leave_one_device_out.py [--write]
 
-Why this is far above the in-sample error of the held-out rows (8.5% median for float32 when
-issue 48 was filed): the roofline's fractions are per generation, and our GPUs are one per
-generation (K80, P100, V100, Quadro RTX 6000, A100), so leaving a GPU out leaves its generation
-with no row to fix its fractions, and it takes the nearest fitted generation's, which differ
-by up to 2x (CUDA cores: Kepler 0.19, Pascal 0.36, Volta 0.48). The held-out rows were of
-fitted generations, mostly the very GPU, source and software of a fit row. This is the error
-on a new generation, harsher than on a new card of a fitted one, which no row here measures.
+Why this is above the in-sample error of the held-out rows (8.4% median): our GPUs are one
+per generation (K80, P100, V100, Quadro RTX 6000, A100), so leaving a GPU out leaves its
+generation without fitted rows, predicted with the fractions fitted across the others
+(roofline.ACROSS_GENERATIONS), while the generations' own differ (CUDA cores: Pascal 0.36,
+Volta 0.48, Turing 0.36, Ampere 0.49). The held-out rows were of fitted generations, mostly
+the very GPU, source and software of a fit row. This is the error on a new generation,
+harsher than on a new card of a fitted one, which no row here measures.
 """
 
 import json

@@ -29,8 +29,9 @@ prediction/published.csv marked `fit` (least squares of the log ratios of predic
 published throughput, grid of 0.01), never per case: first the convolutions' fractions, MEMORY
 and WINOGRAD on the rows whose work is mostly convolutions (CNNs), then the products' fractions
 on the rows whose work is mostly products (BERT), the first held fixed. A generation without
-fitted rows takes the latest fitted one before it (Hopper takes Ampere's; a generation before
-any fitted one the earliest fitted). The other
+fitted rows (a new one, or one whose GPU a leave-one-device-out check left out) takes the
+fractions fitted across generations (ACROSS_GENERATIONS: every fit row, as if of no fitted
+generation), the error benchmarks/leave_one_device_out.py measures. The other
 single-device rows are held out and predicted with them (prediction/validation.py,
 docs/prediction.md).
 """
@@ -47,12 +48,11 @@ from prediction.hardware import Profile
 
 # Fitted by `fit` on the `fit` rows of prediction/published.csv (tests/test_roofline.py checks
 # that the fit gives them).
-# CUDA cores' fraction of the float32 peak, per generation fitted (a generation without fitted
-# rows takes the latest fitted one before it: Hopper takes Ampere's).
-CUDA_CORES = {'kepler': 0.19, 'pascal': 0.36, 'volta': 0.48, 'turing': 0.36, 'ampere': 0.49}
+# CUDA cores' fraction of the float32 peak (at ISSUE_BOUND), per generation fitted.
+CUDA_CORES = {'kepler': 0.29, 'pascal': 0.36, 'volta': 0.48, 'turing': 0.36, 'ampere': 0.49}
 # Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
-TENSOR_CORES = {'volta': 0.45, 'turing': 0.26, 'ampere': 0.34}
-MEMORY = 0.46
+TENSOR_CORES = {'volta': 0.46, 'turing': 0.27, 'ampere': 0.35}
+MEMORY = 0.45
 WINOGRAD = 4.0
 # NVIDIA's Turing (TU102, 2018, Table 1/Appendix A) and Ampere GA102 (2020, Table 3)
 # whitepapers: GeForce cards run float16 tensor products with float32 accumulation at half
@@ -63,7 +63,17 @@ GEFORCE_FLOAT32_ACCUMULATE = 0.5
 # core: cuBLAS's large products reach much the same fraction of a CUDA-core or a tensor-core
 # peak (fitted apart they were 0.69 and 0.57 on Volta), while a fraction per kind left a
 # generation without CUDA-core product rows (only Volta has them) at the convolutions'.
-PRODUCTS = {'volta': 0.66, 'ampere': 0.75}
+PRODUCTS = {'volta': 0.66, 'ampere': 0.78}
+# The fractions of a generation without fitted rows, fitted on every fit row with its
+# generation's own fractions set aside: CUDA cores, tensor cores, matrix products.
+ACROSS_GENERATIONS = {'cuda_cores': 0.35, 'tensor_cores': 0.39, 'products': 0.69}
+# The share of a generation's CUDA cores its schedulers can issue to at one instruction per
+# clock each: Kepler's SMX has 192 float32 lanes and 4 warp schedulers of 32 lanes, the other
+# 64 reached only by dual issue of independent instructions (NVIDIA Kepler GK110 whitepaper,
+# 2012, "SMX Processing Core Architecture", "Quad Warp Scheduler"); Maxwell and later have 32
+# lanes per scheduler (Pascal GP100, Volta, Turing, Ampere whitepapers). The data sheet's peak
+# counts every lane.
+ISSUE_BOUND = {'kepler': 128 / 192}
 
 
 class RooflineError(ValueError):
@@ -84,28 +94,30 @@ class Fractions:
   winograd: float = WINOGRAD
   products_volta: float = PRODUCTS['volta']
   products_ampere: float = PRODUCTS['ampere']
+  across_cuda_cores: float = ACROSS_GENERATIONS['cuda_cores']
+  across_tensor_cores: float = ACROSS_GENERATIONS['tensor_cores']
+  across_products: float = ACROSS_GENERATIONS['products']
 
   def cuda_cores(self, generation: str) -> float:
-    return self._of(generation, '')
+    return self._of(generation, '', self.across_cuda_cores)
 
   def tensor_cores(self, generation: str) -> float:
-    return self._of(generation, 'tensor_')
+    return self._of(generation, 'tensor_', self.across_tensor_cores)
 
   def products(self, generation: str, tensor: bool) -> float:
     """The matrix products' fraction (on either kind of core); the convolutions' on `tensor`
     cores or CUDA cores where none is fitted (the first stage of the fit, on CNNs, whose
     products are their classifier)."""
-    if not any(getattr(self, 'products_' + g, 0.0) for g in hardware.GENERATIONS):
+    fitted = [getattr(self, 'products_' + g, 0.0) for g in hardware.GENERATIONS]
+    if not any(fitted) and not self.across_products:
       return self.tensor_cores(generation) if tensor else self.cuda_cores(generation)
-    return self._of(generation, 'products_')
+    return self._of(generation, 'products_', self.across_products)
 
-  def _of(self, generation: str, prefix: str) -> float:
-    """The fraction `prefix`<generation>: its own if fitted, else the latest fitted
-    generation's before it (else the earliest fitted after it)."""
-    order = hardware.GENERATIONS
-    fitted = [g for g in order if getattr(self, prefix + g, 0.0)]
-    before = [g for g in fitted if order.index(g) <= order.index(generation)]
-    fraction: float = getattr(self, prefix + (before[-1] if before else fitted[0]))
+  def _of(self, generation: str, prefix: str, across: float) -> float:
+    """The fraction `prefix`<generation>: its own if fitted, else `across` generations'."""
+    fraction: float = getattr(self, prefix + generation, 0.0) or across
+    if not fraction:
+      raise RooflineError(f'no {prefix}fraction is fitted for {generation} nor across generations')
     return fraction
 
 
@@ -194,6 +206,8 @@ def step_ms(
   # missing() said the profile gives these.
   assert peak is not None and profile.peak_tflops_float32 is not None
   assert profile.memory_bandwidth_gbps is not None
+  issued = ISSUE_BOUND.get(profile.generation, 1.0)  # Of a CUDA-core peak.
+  cuda_peak = profile.peak_tflops_float32 * issued
   bandwidth = profile.memory_bandwidth_gbps * 1e9 * fractions.memory
   cuda = fractions.cuda_cores(profile.generation)
   convolution_flops = card['matrix_flops_per_example'] - card['product_flops_per_example']
@@ -226,15 +240,15 @@ def step_ms(
       ),
     )
 
-  convolutions, products = matrix(peak, tensor)
+  convolutions, products = matrix(peak if tensor else peak * issued, tensor)
   if tensor and card['compute_dtype'] == 'float32':  # TF32: cuDNN may keep CUDA cores.
-    on_cuda = matrix(profile.peak_tflops_float32, False)
+    on_cuda = matrix(cuda_peak, False)
     convolutions, products = min(convolutions, on_cuda[0]), min(products, on_cuda[1])
   parts = {
     'convolutions_ms': convolutions,
     'products_ms': products,
     'elementwise_ms': timed(
-      card['elementwise_flops_per_example'] / (profile.peak_tflops_float32 * 1e12 * cuda),
+      card['elementwise_flops_per_example'] / (cuda_peak * 1e12 * cuda),
       moved('elementwise') / bandwidth,
       False,
     ),
@@ -279,8 +293,8 @@ def fit(
   Without `start`, the convolutions' fractions, MEMORY and WINOGRAD (the products left
   unfitted: they run at the convolutions' fractions); with it, only the products' fractions,
   the others `start`'s. A generation's fraction is fitted only if some observation is of that
-  generation on that kind of core (else 0: not fitted, Fractions takes the nearest fitted
-  generation's)."""
+  generation on that kind of core (else 0: not fitted, Fractions takes the fractions fitted
+  across generations, fit_across)."""
   steps = [round(i * grid, 10) for i in range(1, round(1 / grid) + 1)]  # A fraction: at most 1.
   winograd_steps = [round(1 + i * grid, 10) for i in range(round((most - 1) / grid) + 1)]
   cores = {
@@ -296,16 +310,47 @@ def fit(
     }
   else:
     ranges = {f'products_{g}': steps for g in PRODUCTS if any(c[0] == g for c in cores)}
-  loss: Callable[[Fractions], float] = lambda f: sum(
-    math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
-    for card, batch, profile, tf32, published in observations
-  )
   fields = [f.name for f in dataclasses.fields(Fractions)]
   middle: Callable[[str], float] = lambda n: (
     (1.0 if n == 'winograd' else 0.5) if n in ranges else 0.0
   )
   best = Fractions(**{n: middle(n) for n in fields}) if start is None else start
-  best = dataclasses.replace(best, **{n: middle(n) for n in ranges})
+  return _descend(observations, dataclasses.replace(best, **{n: middle(n) for n in ranges}), ranges)
+
+
+def fit_across(
+  observations: Sequence[Observation], start: Fractions, grid: float = 0.01
+) -> Fractions:
+  """`start` with its ACROSS_GENERATIONS fractions: those minimising the squared log ratios
+  over `observations` predicted as if no generation's own fractions were fitted (MEMORY and
+  WINOGRAD `start`'s), what a generation without fitted rows is predicted with."""
+  steps = [round(i * grid, 10) for i in range(1, round(1 / grid) + 1)]
+  tensor = any(matrix_rate(p, c['compute_dtype'], t)[1] for c, _, p, t, _ in observations)
+  products = any(mostly_products(card) for card, *_ in observations)
+  ranges = {
+    'across_cuda_cores': steps,
+    **({'across_tensor_cores': steps} if tensor else {}),
+    **({'across_products': steps} if products else {}),
+  }
+  own = [
+    f.name
+    for f in dataclasses.fields(Fractions)
+    if f.name not in ('memory', 'winograd') and not f.name.startswith('across_')
+  ]
+  unfitted = dataclasses.replace(start, **dict.fromkeys(own, 0.0), **dict.fromkeys(ranges, 0.5))
+  best = _descend(observations, unfitted, ranges)
+  return dataclasses.replace(start, **{name: getattr(best, name) for name in ranges})
+
+
+def _descend(
+  observations: Sequence[Observation], best: Fractions, ranges: dict[str, list[float]]
+) -> Fractions:
+  """Coordinate descent from `best` over `ranges` of the squared log ratios of predicted to
+  published examples per second, until no fraction moves."""
+  loss: Callable[[Fractions], float] = lambda f: sum(
+    math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
+    for card, batch, profile, tf32, published in observations
+  )
   while True:
     before = best
     for name, values in ranges.items():

@@ -216,7 +216,8 @@ def single_device(
 def fit_roofline(table: list[Row] | None = None) -> roofline.Fractions:
   """roofline.fit on the single-device rows marked `fit`, how its fractions were chosen, once:
   the convolutions' fractions, MEMORY and WINOGRAD on the rows whose work is mostly
-  convolutions, then the products' on those whose work is mostly products, the first held."""
+  convolutions, then the products' on those whose work is mostly products, the first held;
+  last, the fractions across generations on all of them (roofline.fit_across)."""
   table = rows() if table is None else table
   model_cards = cards.load()
   observations = [
@@ -224,7 +225,7 @@ def fit_roofline(table: list[Row] | None = None) -> roofline.Fractions:
   ]
   convolutions = [o for o in observations if not roofline.mostly_products(o[0])]
   products = [o for o in observations if roofline.mostly_products(o[0])]
-  return roofline.fit(products, start=roofline.fit(convolutions))
+  return roofline.fit_across(observations, roofline.fit(products, start=roofline.fit(convolutions)))
 
 
 def single_device_markdown(compared: list[Row]) -> str:

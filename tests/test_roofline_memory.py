@@ -43,6 +43,9 @@ HALF = roofline.Fractions(
   memory=0.5,
   products_volta=0.8,
   products_ampere=0.4,
+  across_cuda_cores=0.3,
+  across_tensor_cores=0.2,
+  across_products=0.6,
 )
 
 
@@ -82,21 +85,55 @@ def test_matrix_products_run_at_their_own_fraction_of_the_peak():
   small = roofline.step_ms(weights, 2, hardware.load('dgx1_v100'), HALF)
   assert small['products_ms'] == pytest.approx(2 * (5e5 + 4e8 / 2) / (900e9 * 0.5) * 1e3)
   assert small['bound'] == 'memory'
-  # float16 on tensor cores: the products' tensor-core fraction; a Hopper takes the Ampere's.
+  # float16 on tensor cores: a Hopper, no generation fitted, takes the products' fraction
+  # fitted across generations.
   half = {**card, 'compute_dtype': 'float16'}
   h100 = hardware.load('hgx_h100')
   step = roofline.step_ms(half, 100, h100, HALF)
   assert step['tensor_cores']
   # On tensor cores the arithmetic and the kernels' own traffic add up.
   assert step['products_ms'] == pytest.approx(
-    100 * (6e8 / (h100.peak_tflops_float16 * 1e12 * 0.4) + 5e5 / (3350e9 * 0.5)) * 1e3
+    100 * (6e8 / (h100.peak_tflops_float16 * 1e12 * 0.6) + 5e5 / (3350e9 * 0.5)) * 1e3
   )
   # Where no products' fraction is fitted (the fit's first stage), the convolutions' is used.
-  unfitted = dataclasses.replace(HALF, products_volta=0.0, products_ampere=0.0)
+  unfitted = dataclasses.replace(HALF, products_volta=0.0, products_ampere=0.0, across_products=0.0)
   assert unfitted.products('volta', False) == 0.5 and unfitted.products('ampere', True) == 0.25
-  assert HALF.products('pascal', False) == 0.8  # Before any fitted: the earliest fitted.
+  assert unfitted.products('hopper', False) == 0.3  # CUDA cores across generations.
+  assert HALF.products('hopper', False) == 0.6
+  assert HALF.cuda_cores('hopper') == 0.3 and HALF.tensor_cores('hopper') == 0.2
+  nothing = dataclasses.replace(unfitted, across_cuda_cores=0.0)
+  with pytest.raises(roofline.RooflineError, match='no fraction is fitted for hopper'):
+    nothing.cuda_cores('hopper')
   # A generation's products run at one fraction on either kind of core (cuBLAS's products).
   assert HALF.products('volta', True) == HALF.products('volta', False) == 0.8
+
+
+def test_keplers_cuda_cores_count_what_its_schedulers_issue_to():
+  """A Kepler SMX's 4 schedulers issue to 128 of its 192 float32 lanes without dual issue:
+  its CUDA-core time is that of 2/3 of the data sheet's peak."""
+  k80 = hardware.load('gce_k80')
+  kepler = dataclasses.replace(HALF, kepler=0.5)
+  step = roofline.step_ms(CARD, 100, k80, kepler)
+  assert step['peak_tflops'] == 4.37  # The data sheet's, as shown.
+  assert step['convolutions_ms'] == pytest.approx(100 * 1e9 / (4.37e12 * 2 / 3 * 0.5) * 1e3)
+  pascal = dataclasses.replace(k80, generation='pascal')
+  assert roofline.step_ms(CARD, 100, pascal, dataclasses.replace(HALF, pascal=0.5))[
+    'convolutions_ms'
+  ] == pytest.approx(100 * 1e9 / (4.37e12 * 0.5) * 1e3)
+
+
+def test_the_fractions_across_generations_are_fitted_with_no_generations_own():
+  """fit_across fits what an unfitted generation runs at, every row predicted through it."""
+  v100, p100 = hardware.load('dgx1_v100'), hardware.load('dgx1_p100')
+  truth = dataclasses.replace(HALF, across_cuda_cores=0.4)
+  observations = [
+    (CARD, 100, device, False, roofline.examples_per_second(CARD, 100, device, unfit, False))
+    for device in (v100, p100)
+    for unfit in [dataclasses.replace(truth, volta=0.0, pascal=0.0)]
+  ]
+  fitted = roofline.fit_across(observations, HALF)
+  assert fitted.across_cuda_cores == 0.4 and fitted.volta == HALF.volta
+  assert fitted.across_products == HALF.across_products  # No product rows: left as given.
 
 
 def test_a_card_from_before_products_and_per_step_bytes_is_read_as_it_was():
