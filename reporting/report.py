@@ -39,10 +39,7 @@ def build(experiment_dir, target):
   target = _reported(target, runs)
   table = summary.rows(runs, target)
   if not table:
-    raise ReportError(
-      f'{experiment_dir} holds no finished run (a complete result.json); check '
-      '--logdir and --experiment'
-    )
+    raise ReportError(_nothing_finished(experiment_dir, loops.unsupported(runs)))
   metric = target_lib.parse(target).metric
   histories = {
     run['run']: {
@@ -76,6 +73,21 @@ def build(experiment_dir, target):
   )
   _to_tensorboard(experiment_dir, path, images, runs)
   return path
+
+
+def _nothing_finished(experiment_dir, unsupported):
+  """Why there is no report: no run finished, or every one was one `fit` cannot train."""
+  if not unsupported:
+    return (
+      f'{experiment_dir} holds no finished run (a complete result.json); check '
+      '--logdir and --experiment'
+    )
+  first = unsupported[0]
+  return (
+    f'{experiment_dir}: no run trained: {len(unsupported)} unsupported by the fit loop '
+    f'({first["run"]}: {first["reason"]}); train them with --loops=custom '
+    '(docs/compatibility.md lists what fit trains)'
+  )
 
 
 def _to_tensorboard(experiment_dir, summary_path, images, runs):

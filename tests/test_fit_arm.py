@@ -197,6 +197,17 @@ def test_a_fit_that_raises_ends_the_run_recorded_unsupported_with_why(tmp_path):
   )
   assert lines[-1].endswith(record.unsupported) and 'cannot train' in lines[-1]
   assert json.load(open(path))['unsupported'] == record.unsupported
+  # An experiment of nothing but such runs has no report; its one line says why, not "check
+  # --logdir".
+  from reporting import report
+
+  with pytest.raises(report.ReportError) as refused:
+    report.build(str(tmp_path), 'accuracy>=0.9')
+  assert str(refused.value) == (
+    f'{tmp_path}: no run trained: 1 unsupported by the fit loop (one_device-fit: '
+    f'{record.unsupported}); train them with --loops=custom (docs/compatibility.md lists what '
+    'fit trains)'
+  )
 
 
 def _row(name, strategy, rate, accuracy, loop=None, **more):
