@@ -174,6 +174,7 @@ def test_a_fit_that_raises_ends_the_run_recorded_unsupported_with_why(tmp_path):
     """A placement whose scope refuses, as fit refuses a strategy it does not support."""
 
     num_replicas, devices, num_workers = 1, ['/cpu:0'], 1
+    cluster = {'worker': ['localhost:1', 'localhost:2']}  # TF_CONFIG's, recorded as given.
 
     @staticmethod
     def scope():
@@ -191,6 +192,7 @@ def test_a_fit_that_raises_ends_the_run_recorded_unsupported_with_why(tmp_path):
   )
   record = run_record.load(path)
   assert record.status == 'unsupported' and record.history.epoch_times == []
+  assert record.invocation.cluster == Refusing.cluster
   assert record.unsupported == (
     'ValueError: To use this dataset, you need to pass this dataset to '
     'ClusterCoordinator.create_per_worker_dataset.; upstream: keras-team/keras#18624'

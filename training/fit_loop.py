@@ -7,13 +7,14 @@ shows what the custom loop gains over it, strategy by strategy.
 Interface (every arm that trains through `fit` reuses it: the tf.distribute strategies through
 training/task.py, the Keras-on-JAX arm under a keras.distribution):
 
-  Placement(scope, num_replicas, devices, num_workers=1), or Placement.of(strategy, devices,
-  config) under a tf.distribute strategy
+  Placement(scope, num_replicas, devices, num_workers=1, cluster=None), or
+  Placement.of(strategy, devices, config, cluster) under a tf.distribute strategy
     scope          a callable returning the context manager the model, its optimizer and
                    `fit` are built and run inside: a tf.distribute strategy's `scope`, or a
                    keras.distribution's (`keras.distribution.DataParallel(...).scope`), set
                    before the model is built
     num_replicas   the replicas a global batch is split over; devices: where they compute
+    cluster        TF_CONFIG's cluster, recorded in result.json's invocation.cluster
   run(config, run_dir, source, placement, say, memory_before) -> result.json's path or None
     config         the run's RunConfig (configs/definitions.py)
     run_dir        its records.run_directory.RunDirectory: result.json and the event files are
@@ -67,19 +68,21 @@ STEPS_PER_EXECUTION = '--steps_per_execution'
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-  """Where `fit` trains: the distribution's scope, its replicas and devices, its workers."""
+  """Where `fit` trains: the distribution's scope, its replicas and devices, its workers and
+  their cluster (TF_CONFIG's; None in one process)."""
 
   scope: Callable[[], contextlib.AbstractContextManager[Any]]
   num_replicas: int
   devices: list[str]
   num_workers: int = 1
+  cluster: dict[str, Any] | None = None
 
   @classmethod
-  def of(cls, strategy, devices, config):
-    """The placement of run `config` under tf.distribute `strategy` on `devices`."""
-    cluster = config.distribution.descriptor.cluster
-    workers = config.distribution.num_workers if cluster else 1
-    return cls(strategy.scope, strategy.num_replicas_in_sync, list(devices), workers)
+  def of(cls, strategy, devices, config, cluster=None):
+    """The placement of run `config` under tf.distribute `strategy` on `devices`, in
+    `cluster` (TF_CONFIG's, or None)."""
+    workers = config.distribution.num_workers if config.distribution.descriptor.cluster else 1
+    return cls(strategy.scope, strategy.num_replicas_in_sync, list(devices), workers, cluster)
 
 
 def run(config, run_dir, source, placement, say=print, memory_before=None):

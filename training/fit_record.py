@@ -125,7 +125,7 @@ class Record:
       invocation=groups.Invocation(
         flags=config.flags,
         options=config.distribution.options,
-        cluster=None,
+        cluster=self.placement.cluster,
       ),
       environment=outcome.environment(self.placement.devices),
       job=groups.Job(

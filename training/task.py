@@ -67,7 +67,7 @@ def run(config, tf_config=None, refusal=None, say=print):
     return keras_distribution.run(config, role, say)
   if config.loop == 'fit':  # Keras' own fit under the strategy (training/fit_loop.py).
     (strategy, source), where = _build(config, role.spec, role.me, say, role.refusal, _parts)
-    placement = fit_loop.Placement.of(strategy, where, config)
+    placement = fit_loop.Placement.of(strategy, where, config, role.spec)
     with role.run_dir.writing((tf.errors.OpError,)):
       say = role.start_record(None, say)
       return fit_loop.run(config, role.run_dir, source, placement, say, role.memory_before)
