@@ -344,7 +344,7 @@ def target(values: FlagValues = FLAGS) -> str:
         f'--target={values.target} and --target_accuracy={values.target_accuracy}: give one '
         '(--target_accuracy=X is --target=accuracy>=X)'
       )
-    return str(target_lib.parse(values.target))
+    return str(target_lib.parse(values.target, given=True))
   accuracy = values.target_accuracy
   if not 0 < accuracy <= 1:
     raise ValueError(f'--target_accuracy={accuracy:g}: give a value in (0, 1]')

@@ -187,7 +187,7 @@ class Final:
 class Target:
   metric: str
   goal: typing.Literal['>=', '<=']
-  value: float
+  value: float | None  # None: a metric tracked with no value to reach (records.target.tracked).
 
 
 @dataclasses.dataclass

@@ -34,6 +34,11 @@ class Target:
   def __str__(self) -> str:
     return f'{self.metric}{self.goal}{self.threshold:g}'
 
+  @property
+  def has_value(self) -> bool:
+    """False for a metric tracked with no value to reach (`tracked`): no time to target."""
+    return not math.isnan(self.threshold)
+
   def reached(self, value: float | None) -> bool:
     """Whether a metric's `value` meets the target (None: not measured, not reached)."""
     if value is None:
@@ -41,12 +46,26 @@ class Target:
     mine, theirs = np.float32(value), np.float32(self.threshold)
     return bool(mine >= theirs if self.goal == '>=' else mine <= theirs)
 
-  def to_json(self) -> dict[str, str | float]:
-    return {'metric': self.metric, 'goal': self.goal, 'value': self.threshold}
+  def to_json(self) -> dict[str, str | float | None]:
+    """result.json's {metric, goal, value}; value null where there is none to reach."""
+    return {
+      'metric': self.metric,
+      'goal': self.goal,
+      'value': self.threshold if self.has_value else None,
+    }
 
 
-def parse(text: str, flag: str = '--target') -> Target:
-  """The Target `text` writes; TargetError, naming `flag` and the form, if it writes none."""
+def tracked(metric: str = 'loss') -> Target:
+  """`metric` (lower is better) tracked with no value to reach: the default target of a model
+  that reports no accuracy (compiled with a loss alone, as Keras' regression and recommender
+  examples are), written `loss<=nan`."""
+  return Target(metric, '<=', math.nan)
+
+
+def parse(text: str, flag: str = '--target', given: bool = False) -> Target:
+  """The Target `text` writes; TargetError, naming `flag` and the form, if it writes none. A
+  value of nan is a metric `tracked` with no value to reach, refused where the user `given`
+  it."""
   found = _FORM.fullmatch(text or '')
   how = 'write it NAME>=VALUE or NAME<=VALUE, e.g. accuracy>=0.9 or loss<=0.3'
   if not found:
@@ -56,14 +75,15 @@ def parse(text: str, flag: str = '--target') -> Target:
     number = float(value)
   except ValueError:
     raise TargetError(f'{flag}={text}: {value} is not a number; {how}') from None
-  if not math.isfinite(number):
+  if not math.isfinite(number) and (given or not math.isnan(number)):
     raise TargetError(f'{flag}={text}: give a finite value; {how}')
   return Target(metric, goal, number)
 
 
 def from_json(recorded: dict[str, Any]) -> Target:
   """The Target result.json records ({metric, goal, value}: Target.to_json)."""
-  return Target(recorded['metric'], recorded['goal'], float(recorded['value']))
+  value = recorded['value']
+  return Target(recorded['metric'], recorded['goal'], math.nan if value is None else float(value))
 
 
 def of_accuracy(value: float) -> Target:
@@ -74,11 +94,15 @@ def of_accuracy(value: float) -> Target:
 def default_for(default: Target, names: Sequence[str]) -> Target | None:
   """The `default` target (on accuracy) for a model reporting `names`: on `accuracy`, or on
   the metric its compile named as an accuracy (`sparse_categorical_accuracy`, an output's
-  `department_accuracy`), at the default's value; None if it reports none."""
+  `department_accuracy`; Keras' short `acc`, as `metrics=['acc']` and the examples'
+  `BinaryAccuracy(name='acc')` name it), at the default's value; of a model reporting no
+  accuracy, its loss `tracked` with no value to reach; None if it reports neither."""
   accuracies = [n for n in names if n == default.metric] or [
-    n for n in names if n.endswith(default.metric)
+    n for n in names if n.endswith(default.metric) or n == 'acc' or n.endswith('_acc')
   ]
-  return dataclasses.replace(default, metric=accuracies[0]) if accuracies else None
+  if accuracies:
+    return dataclasses.replace(default, metric=accuracies[0])
+  return tracked() if 'loss' in names else None
 
 
 def check_reported(target: Target, names: Sequence[str], who: str, given: bool = True) -> None:

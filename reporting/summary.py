@@ -257,8 +257,17 @@ def write(experiment_dir, table, said, target, plots=(), closing=(), across=None
   return path
 
 
+def _time_column(target):
+  """The time-to-target column's header, and what it says of a run without a time: a target
+  with no value to reach (the loss of a model reporting no accuracy) is none to time."""
+  if target_lib.parse(target).has_value:
+    return f'time to {target} (s)', 'not reached'
+  return 'time to target (s)', 'no target: give --target'
+
+
 def markdown(name, table, said, target, plots=(), across=()):
   metric = target_lib.parse(target).metric
+  timed, untimed = _time_column(target)
   header = [
     'run',
     'workers',
@@ -269,7 +278,7 @@ def markdown(name, table, said, target, plots=(), across=()):
     'efficiency',
     f'val {metric}',
     'wall time (s)',
-    f'time to {target} (s)',
+    timed,
     'critical batch',
   ]
   lines = [f'# Strategy comparison: {name}', '']
@@ -285,7 +294,7 @@ def markdown(name, table, said, target, plots=(), across=()):
         *uncertainty.cells(row, row['speedup'], row['scaling_efficiency'], row['speedup_note']),
         _maybe(row['final_validation_metric'], '{:.4f}'),
         f'{row["wall_time_seconds"]:.1f}',
-        _maybe(row['time_to_target_seconds'], '{:.1f}', 'not reached'),
+        _maybe(row['time_to_target_seconds'], '{:.1f}', untimed),
         critical_batch.cell(row),
       ]
     )
@@ -351,6 +360,7 @@ def _convergence_markdown(study, target):
   if not study:
     return []
   metric = target_lib.parse(target).metric
+  timed, untimed = _time_column(target)
   header = [
     'condition',
     'run',
@@ -359,7 +369,7 @@ def _convergence_markdown(study, target):
     'peak learning rate',
     f'val {metric}',
     f'change vs {study[0]["condition"]}',
-    f'time to {target} (s)',
+    timed,
     'examples/s',
   ]
   cells = []
@@ -373,7 +383,7 @@ def _convergence_markdown(study, target):
         _maybe(row['peak_learning_rate'], '{:.4g}'),
         _maybe(row['final_validation_metric'], '{:.4f}'),
         _maybe(row['metric_change'], '{:+.4f}'),
-        _maybe(row['time_to_target_seconds'], '{:.1f}', 'not reached'),
+        _maybe(row['time_to_target_seconds'], '{:.1f}', untimed),
         f'{row["examples_per_second"]:,.0f}',
       ]
     )

@@ -527,13 +527,30 @@ def test_steps_to_target_is_the_first_evaluation_that_reaches_the_target():
     ('accuracy>0.9', 'write it NAME>=VALUE or NAME<=VALUE'),
     ('auc>=high', 'high is not a number'),
     ('loss<=nan', 'give a finite value'),
+    ('auc>=inf', 'give a finite value'),
   ],
 )
 def test_a_malformed_target_is_refused_saying_how_to_write_one(text, message):
   from records import target
 
   with pytest.raises(target.TargetError, match=message):
-    target.parse(text)
+    target.parse(text, given=True)
+
+
+def test_a_model_reporting_no_accuracy_tracks_its_loss_with_no_value_to_reach():
+  """Keras' regression and recommender examples compile a loss alone: the default target
+  is their loss, tracked (result.json's value null), never reached, read back the same."""
+  from records import target
+
+  tracked = target.default_for(target.of_accuracy(0.9), ('loss',))
+  assert tracked.metric == 'loss' and not tracked.has_value and not tracked.reached(0.0)
+  assert tracked.to_json() == {'metric': 'loss', 'goal': '<=', 'value': None}
+  again = target.parse(str(tracked))
+  assert not again.has_value and again.metric == 'loss'
+  assert not target.from_json(tracked.to_json()).has_value
+  assert target.parse('loss<=0.5').has_value
+  with pytest.raises(target.TargetError, match='give a finite value'):
+    target.parse('loss<=inf')  # Only nan reads as tracked.
 
 
 def test_a_target_is_parsed_and_compared_in_float32():

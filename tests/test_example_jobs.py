@@ -148,7 +148,12 @@ def test_the_default_target_follows_a_models_own_accuracy_name():
   assert str(target.default_for(default, ['loss', 'priority_mae', 'department_accuracy'])) == (
     'department_accuracy>=0.9'
   )
-  assert target.default_for(default, ['loss', 'mae']) is None
+  assert str(target.default_for(default, ['loss', 'acc'])) == 'acc>=0.9'
+  assert str(target.default_for(default, ['loss', 'auc', 'department_acc'])) == (
+    'department_acc>=0.9'
+  )
+  assert str(target.default_for(default, ['loss', 'mae'])) == 'loss<=nan'  # Tracked, no value.
+  assert target.default_for(default, ['mae']) is None
 
 
 FAILS_IN_ITS_STEP = """
