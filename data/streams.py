@@ -30,6 +30,7 @@ import tensorflow as tf
 
 import data
 import user_code
+from data import element_shapes
 from data import pipeline
 
 FILE, DATA, OFF = 'file', 'data', 'off'  # How a split is sharded over the input pipelines.
@@ -47,10 +48,14 @@ class Streams:
 
   def __init__(self, who, make, first=None):
     """`first`: what `make()` already returned, if it was called."""
-    self.who, self._make = who, lambda: _unbatched(make())
     given = first or make()
     self.unbatched = _batched(given[0])  # Batched by the user's pipeline: unbatched here.
-    train, validation = _unbatched(given)
+    shapes = element_shapes.read(who, _unbatched(given)[0])  # Sizes the spec leaves unknown.
+    self.who, self._make = who, lambda: element_shapes.fixed(_unbatched(make()), shapes)
+    train, validation = element_shapes.fixed(_unbatched(given), shapes)
+    # Read on this process (counted, probed, its files listed) as first returned; each input
+    # pipeline calls the user's function again.
+    self._given = train, validation
     self.element_spec, self.weighted = check(who, train, validation)
     self._sharding = {}  # {pipelines: sharding}
     cardinality = int(train.cardinality())
@@ -103,7 +108,7 @@ class Streams:
     examples = self.validation_size + (self.train_size or 0)
     if not self._integer_labels or self._largest_label < examples:
       return
-    train, validation = self._make()
+    train, validation = self._given
     labels = validation if self.endless else validation.concatenate(train)
     labels = pipeline.without_autotune(labels).map(lambda *e: tf.cast(e[1], tf.int64))
     n, top = _count(labels.map(lambda label: ((), label)), True, self.who)
@@ -120,7 +125,7 @@ class Streams:
           '--steps_per_epoch; give --steps_per_epoch, or drop its repeat() '
           '(the run repeats it)'
         )
-      self.train_size, top = _count(self._make()[0], self._integer_labels, self.who)
+      self.train_size, top = _count(self._given[0], self._integer_labels, self.who)
       self._largest_label = max(self._largest_label, top)
       self.counted = True
       self._check_classes()
@@ -132,7 +137,7 @@ class Streams:
     if pipelines == 1:
       return {'training': OFF, 'validation': OFF}
     if pipelines not in self._sharding:
-      splits = dict(zip(('training', 'validation'), self._make()))
+      splits = dict(zip(('training', 'validation'), self._given))
       self._sharding[pipelines] = {split: _policy(ds, pipelines) for split, ds in splits.items()}
     return self._sharding[pipelines]
 
@@ -208,7 +213,7 @@ class Streams:
 
   def probe(self, n):
     """(features, labels) of the first `n` training elements, batched."""
-    ds = pipeline.without_autotune(self._make()[0].take(n).batch(n))
+    ds = pipeline.without_autotune(self._given[0].take(n).batch(n))
     return tuple(next(iter(ds))[:2])
 
   def fingerprint(self):

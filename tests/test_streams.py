@@ -193,6 +193,12 @@ def ragged():
   return ds, ds
 def other_validation():
   return tf.data.Dataset.range(4).map(element), tf.data.Dataset.range(4).map(lambda i: (i, i))
+def windows():  # Keras' forecasting example: windows of shape (None, None, 2), each 6 long.
+  import keras
+  series = np.arange(120, dtype=np.float32).reshape(60, 2)
+  make = lambda part: keras.utils.timeseries_dataset_from_array(
+    part[:-6], part[6:, 0], sequence_length=6, batch_size=4)
+  return make(series[:40]), make(series[40:])
 def not_a_pair():
   return tf.data.Dataset.range(4), tf.data.Dataset.range(4)
 def one_dataset():
@@ -216,8 +222,9 @@ def dict_arrays():
   [
     (
       'ragged',
-      'gives features of shape float32 (None,), not fixed; return unbatched elements (the run '
-      'batches them) of one shape each (tf.ensure_shape in your map)',
+      'gives elements of different shapes ((1,), (), then (2,), ()); give elements of one '
+      'shape each: pad them to one length in your map (the run batches them; a padded_batch '
+      'pads each batch to its own longest)',
     ),
     (
       'other_validation',
@@ -256,6 +263,12 @@ def test_user_datasets_and_dict_arrays_load_as_pipelines(module):  # noqa: F811
   assert features.shape == (5, 3) and labels.shape == (5,) and weights.shape == (5,)
   arrays = data.load(definitions.Data(f'{name}:dict_arrays'))
   assert arrays.input_shape == {'a': (2,), 'b': ()} and arrays.train_size == 6
+  # A size the pipeline leaves unknown but every element has alike: read from the first ones.
+  windows = data.load(definitions.Data(f'{name}:windows'))
+  assert windows.input_shape == (6, 2) and windows.count_training() == 29
+  features, labels, _ = next(iter(windows.train_fn(3)(None)))
+  assert features.shape == (3, 6, 2) and labels.shape == (3,)
+  assert sorted(features[:, 0, 0].numpy()) == sorted(labels.numpy() - 12)  # Window and target.
 
 
 def test_a_model_that_does_not_take_the_datasets_features_is_refused_naming_both(module):  # noqa: F811
