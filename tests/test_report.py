@@ -249,15 +249,29 @@ def test_tensorboard_hparams_plugin_lists_every_run(default_experiment):
   assert sorted(sessions) == sorted(STRATEGIES)
 
 
-def test_a_sweep_yields_its_runs_and_efficiency(tmp_path):
+def test_a_sweep_of_the_synthetic_throughput_config_yields_its_runs_and_efficiency(tmp_path):
+  """configs/synthetic_throughput.cfg, shortened, as a sweep of mirrored over 1 and 2 replicas:
+  the runs it yields, their batches and throughput, and the sweep's efficiency against its run
+  of one replica (the experiment has no one_device run)."""
   proc = run_py(
+    '--flagfile=configs/synthetic_throughput.cfg',
     '--strategies=mirrored',
     '--num_replicas=1,2',
     '--epochs=2',
+    '--steps_per_epoch=5',
+    '--image_shape=16,16,3',
     f'--logdir={tmp_path}',
     '--experiment=sweep',
   )
   assert proc.returncode == 0, proc.stderr
+  for run, replicas in (('mirrored-r1', 1), ('mirrored-r2', 2)):
+    result = read_result(tmp_path / 'sweep' / run)
+    assert result['steps_per_epoch'] == 5 and result['global_batch_size'] == 256
+    assert result['per_replica_batch_size'] == 256 // replicas
+    for seconds, rate in zip(result['epoch_times'], result['epoch_examples_per_second']):
+      assert rate * seconds == pytest.approx(5 * 256, rel=1e-6)
+    # Random labels: accuracy near chance (1/10) on 256 validation images.
+    assert result['final_validation_accuracy'] < 0.3
   rows = {
     row['run']: row for row in json.loads((tmp_path / 'sweep' / 'summary.json').read_text())['rows']
   }

@@ -168,26 +168,3 @@ def test_same_seed_same_run_other_seed_other_run_and_repeats_compared(tmp_path):
   throughput = [row for row in found['rows'] if row['figure'] == 'examples_per_second']
   assert [row['run'] for row in throughput] == ['a-one_device', 'b-one_device']
   assert [row['change'] for row in throughput] == [pytest.approx(1.0)] * 2
-
-
-def test_synthetic_throughput_config(tmp_path):
-  from tests.conftest import run_py
-
-  proc = run_py(
-    '--flagfile=configs/synthetic_throughput.cfg',
-    '--strategies=one_device,mirrored',
-    '--epochs=2',
-    '--steps_per_epoch=5',
-    '--image_shape=16,16,3',
-    f'--logdir={tmp_path}',
-    '--experiment=synthetic',
-  )
-  assert proc.returncode == 0, proc.stderr
-  for run, replicas in (('one_device', 1), ('mirrored', 2)):
-    result = read_result(tmp_path / 'synthetic' / run)
-    assert result['steps_per_epoch'] == 5 and result['global_batch_size'] == 256
-    assert result['per_replica_batch_size'] == 256 // replicas
-    for seconds, rate in zip(result['epoch_times'], result['epoch_examples_per_second']):
-      assert rate * seconds == pytest.approx(5 * 256, rel=1e-6)
-    # Random labels: accuracy near chance (1/10) on 256 validation images.
-    assert result['final_validation_accuracy'] < 0.3
