@@ -135,6 +135,8 @@ def _row(group, figure, target, new, base, max_regression):
     ]
     what = 'target not reached' if figure in figures_lib.LOWER_IS_BETTER else 'no value'
     row['verdict'] = f'{what} in the {" and ".join(missing)}'
+    if figure in figures_lib.LOWER_IS_BETTER and not target.has_value:
+      row['verdict'] = f'no target: {target.metric} tracked with no value to reach'
     return row
   found = uncertainty.change(known_new, known_base, log=log, paired=by_seed)
   words = ('faster', 'slower') if figure in NAMES else ('better', 'worse')

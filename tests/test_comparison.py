@@ -101,6 +101,23 @@ def test_with_one_run_each_no_interval_is_available(tmp_path):
   assert 'no interval is available' in comparison.text(found)
 
 
+def test_a_loss_tracked_with_no_value_to_reach_is_no_target_not_a_target_missed(tmp_path):
+  """A model reporting no accuracy is compared on its loss with no value to reach: its time
+  to target is no target, not one missed."""
+  sides = []
+  for name in ('a', 'b'):
+    directory = experiment(tmp_path, name, {'one_device': [1000]})
+    path = os.path.join(directory, 'one_device', 'result.json')
+    record = json.load(open(path))
+    record['headline']['target'] = {'metric': 'loss', 'goal': '<=', 'value': None}
+    record['headline']['time_to_target_seconds'] = None
+    json.dump(record, open(path, 'w'))
+    sides.append(directory)
+  found = comparison.compare(*sides, max_regression=10)
+  verdict = rows_of(found, 'seconds_to_target')['one_device']['verdict']
+  assert verdict == 'no target: loss tracked with no value to reach'
+
+
 def test_it_is_written_beside_the_experiment(tmp_path):
   base = experiment(tmp_path, 'a', BASE)
   other = experiment(tmp_path, 'b', BASE)

@@ -70,6 +70,11 @@ def test_the_run_at_the_smallest_batch_that_reached_the_target_is_chosen():
     None,
     'no run reached its target (steps_to_target is null in every result.json)',
   )
+  tracked = {**runs[0], 'target': {'metric': 'loss', 'goal': '<=', 'value': None}}
+  assert time_to_target.choose([tracked]) == (
+    None,
+    'the runs track loss with no value to reach (a model that reports no accuracy); give --target',
+  )
   runs[1]['critical_batch_size']['reason'] = 'one replica in sync'
   assert time_to_target.choose(runs[:2]) == (
     None,
