@@ -149,11 +149,11 @@ def choose(
   if not runs:
     return None, 'no finished run to take the steps to the target from'
   reached = [r['run'] for r in runs if _steps_to(r, target)[1] is not None]
-  tracked = {_steps_to(r, target)[0] for r in runs} - {None}
-  if not reached and tracked and not any(target_lib.parse(t).has_value for t in tracked):
+  tracked = [target_lib.parse(t) for r in runs if (t := _steps_to(r, target)[0]) is not None]
+  if not reached and tracked and not any(t.has_value for t in tracked):
     return None, (
-      f'the runs track {target_lib.parse(tracked.pop()).metric} with no value to reach (a '
-      'model that reports no accuracy); give --target'
+      f'the runs track {tracked[0].metric} with no value to reach (a model that reports no '
+      'accuracy); give --target'
     )
   if not reached:
     return None, (
