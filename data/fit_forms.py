@@ -64,13 +64,16 @@ def from_user(spec, returned, seed=0):
 
 
 def _structured(split):
-  """Whether `split` is other than one numeric array of features and one of class labels."""
+  """Whether `split` is other than one numeric array of features and one of class labels, one
+  per example (a segmentation's per-pixel classes, several labels per example: fed as they
+  are)."""
   x, y, *weights = split
   return bool(
     weights
     or not isinstance(x, np.ndarray)
     or not isinstance(y, np.ndarray)
     or x.dtype.kind not in 'biuf'
+    or y.shape[1:] not in ((), (1,))
     or (y.dtype.kind == 'f' and not _whole(y))
   )
 

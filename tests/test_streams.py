@@ -428,6 +428,9 @@ def strings():  # A string column among numbers, as in Keras' structured-data ex
   return train({'thal': thal, 'age': a[:, 0]}, c), val({'thal': thal, 'age': a[:, 0]}, c)
 def regression():
   return train(a, r), val(a, r)
+def masks():  # Keras' segmentation example: a class per pixel, uint8, as its arrays are.
+  pixels = (np.arange(24 * 8).reshape(24, 2, 4, 1) % 3).astype(np.uint8)
+  return train(a, pixels), val(a, pixels)
 def nan_label():
   labels = {'c': c, 'r': np.where(np.arange(24)[:, None] == 20, np.nan, r)}
   return train(DICTS[0], labels), val(DICTS[0], labels)
@@ -500,6 +503,10 @@ def test_every_form_fit_takes_gives_the_same_elements_and_counts_classes(module)
   _close(_elements(remote, 'validation'), [(a[i], c[i], w[i]) for i in range(16, 24)])
   regression = load('regression')
   assert regression.num_classes == 1 and regression.element_spec[1].dtype == tf.float32
+  masks = load('masks')  # Labels other than one per example: fed as they are, as fit takes.
+  assert masks.element_spec[1] == tf.TensorSpec((2, 4, 1), tf.uint8)
+  pixels = (np.arange(24 * 8).reshape(24, 2, 4, 1) % 3).astype(np.uint8)
+  _close(_elements(masks, 'validation'), [(a[i], pixels[i]) for i in range(16, 24)])
 
 
 def test_strings_among_features_are_fed_as_strings_a_built_in_model_refuses_them(module):  # noqa: F811
