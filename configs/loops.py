@@ -29,7 +29,8 @@ def known(names: list[str]) -> bool:
   unknown = [name for name in names if name not in LOOPS] if names else ['(none)']
   if unknown or len(set(names)) < len(names):
     raise flags.ValidationError(
-      f'--loops: give a comma list of {", ".join(LOOPS)}, each once, not {",".join(names)}'
+      f'--loops: give a comma list of {", ".join(LOOPS)}, each once, not '
+      + (','.join(names) or 'an empty one')
     )
   return True
 

@@ -50,10 +50,14 @@ def test_each_run_is_planned_once_per_loop_the_fit_run_named_after_it():
   ]
 
 
-@pytest.mark.parametrize('given', ['custom,custom', 'fit,keras', ''])
-def test_a_loop_list_that_is_not_one_is_refused_naming_the_loops(given):
-  with pytest.raises(flags.IllegalFlagValueError, match='give a comma list of custom, fit'):
+@pytest.mark.parametrize(
+  'given, said',
+  [('custom,custom', 'custom,custom'), ('fit,keras', 'fit,keras'), ('', 'an empty one')],
+)
+def test_a_loop_list_that_is_not_one_is_refused_naming_the_loops(given, said):
+  with pytest.raises(flags.IllegalFlagValueError) as refused:
     planned(f'--loops={given}')
+  assert f'give a comma list of custom, fit, each once, not {said}' in str(refused.value)
 
 
 def test_fit_runs_whole_executions_that_end_each_epoch():
