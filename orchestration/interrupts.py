@@ -9,6 +9,12 @@ its first half second trained on. So run.py calls `catch` first of all. Until `r
 entered nothing needs cleaning up, and a signal ends the process at once; inside it, the signal
 raises Interrupted, so that `with` blocks let go of what they hold (children, the experiment's
 lock) on the way out, and `raising` prints the line.
+
+Python ignores an exception raised where nothing can catch it (a `__del__`, a garbage
+collector's callback: JAX's `_xla_gc_callback` runs at every collection) and prints "Exception
+ignored"; a signal whose Interrupted landed there was lost, and a training task trained on to
+its last epoch. Such an Interrupted is delivered again (`_unraisable`): the signal sent anew,
+its handler runs where the program goes on.
 """
 
 import atexit
@@ -16,6 +22,8 @@ import contextlib
 import os
 import signal
 import sys
+import threading
+import time
 
 from records import resume
 
@@ -23,6 +31,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Set in the processes a launcher starts (orchestration/processes.py): their launcher says it.
 PARENT_PID_ENV = 'STRATEGY_COMPARISON_PARENT_PID'
 _raising = False
+_ignored = sys.unraisablehook  # What reports an exception Python ignores, but Interrupted.
+AGAIN_AFTER_SECONDS = 0.05  # Beyond a garbage collector's callback; a blink at a Ctrl-C.
 
 
 class Interrupted(KeyboardInterrupt):
@@ -38,7 +48,29 @@ def catch():
   interpreter finalises, where no Python handler runs any more, they kill it as by default."""
   for sig in SIGNALS:
     signal.signal(sig, _handler)
+  if sys.unraisablehook is not _unraisable:
+    global _ignored
+    _ignored = sys.unraisablehook
+    sys.unraisablehook = _unraisable
   atexit.register(_default)  # Registered first: called last.
+
+
+def _unraisable(unraisable):
+  """sys.unraisablehook: an Interrupted raised where Python ignores exceptions is sent again
+  (see the module); anything else as Python reports it."""
+  if isinstance(unraisable.exc_value, Interrupted):
+    signum = unraisable.exc_value.signum
+    threading.Thread(target=_send_again, args=(signum,), daemon=True).start()
+    return
+  _ignored(unraisable)
+
+
+def _send_again(signum):
+  """`signum` to this process once its main thread has left the callback that ignored its
+  Interrupted (a signal sent at once is handled still inside it); should it land in another,
+  `_unraisable` sends it again."""
+  time.sleep(AGAIN_AFTER_SECONDS)
+  os.kill(os.getpid(), signum)
 
 
 def _default():

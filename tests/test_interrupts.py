@@ -113,3 +113,37 @@ def test_an_interruption_leaving_the_block_is_its_line_and_status(
       raise error
   assert status.value.code == 128 + getattr(error, 'signum', signal.SIGINT)
   assert capsys.readouterr().err.strip() == said
+
+
+LOST_IN_A_DESTRUCTOR = """
+import os, signal, sys, time
+from orchestration import interrupts
+interrupts.catch()
+
+class Late:
+  def __del__(self):  # As JAX's garbage-collector callback: Python ignores what it raises.
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.01)  # The handler runs here, inside __del__.
+
+with interrupts.raising():
+  Late()
+  for _ in range(500):
+    time.sleep(0.01)
+  print('trained on', flush=True)
+"""
+
+
+def test_an_interruption_raised_where_python_ignores_exceptions_is_delivered_again():
+  """A signal whose Interrupted lands in a destructor or a garbage collector's callback ends the
+  program all the same, without Python's "Exception ignored" report."""
+  env = {k: v for k, v in os.environ.items() if k != interrupts.PARENT_PID_ENV}
+  proc = subprocess.run(
+    [sys.executable, '-c', LOST_IN_A_DESTRUCTOR],
+    cwd=os.path.dirname(RUN_PY),
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
+  assert proc.returncode == 130 and 'trained on' not in proc.stdout, proc.stderr
+  assert proc.stderr.strip() == 'run.py: interrupted'
