@@ -48,7 +48,7 @@ def training_task():
   """training/task.py, to train a run or trace a model card: where TensorFlow loads, only in
   the process that does either."""
   log_filter.quiet_tensorflow()
-  with keras_import.without_scikit_learn():
+  with keras_import.without_unused_packages():
     from training import task
   return task
 

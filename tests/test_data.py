@@ -672,19 +672,27 @@ def test_the_bundled_digits_are_scikit_learns_split():
     assert mine.dtype == theirs.dtype
 
 
-def test_keras_loads_without_scikit_learn_and_users_import_it_after():
-  """A training process's Keras import leaves scikit-learn unloaded; a user's code imports it
-  afterwards as usual."""
+@pytest.mark.parametrize('backend', ['tensorflow', 'jax'])
+def test_keras_loads_without_the_packages_it_never_uses_and_users_import_them_after(backend):
+  """A training process's Keras import leaves scikit-learn, matplotlib and (on TensorFlow's
+  backend) JAX unloaded; a user's code imports them afterwards as usual. On JAX's backend,
+  Keras loads JAX."""
   code = (
     f'import sys; sys.path.insert(0, {ROOT!r})\n'
     'from orchestration import keras_import\n'
-    'with keras_import.without_scikit_learn():\n'
+    'with keras_import.without_unused_packages():\n'
     '  import keras\n'
-    "print('sklearn' in sys.modules)\n"
-    'import sklearn.datasets\n'
-    'print(sklearn.datasets.load_digits().images.shape)\n'
+    "print([name for name in ('sklearn', 'matplotlib', 'jax') if name in sys.modules])\n"
+    'import sklearn.datasets, matplotlib.pyplot, jax.numpy\n'
+    'print(sklearn.datasets.load_digits().images.shape, int(jax.numpy.ones(3).sum()))\n'
   )
   out = subprocess.run(
-    [sys.executable, '-c', code], capture_output=True, text=True, timeout=120, check=True
+    [sys.executable, '-c', code],
+    capture_output=True,
+    text=True,
+    timeout=120,
+    check=True,
+    env={**os.environ, 'KERAS_BACKEND': backend},
   )
-  assert out.stdout.split('\n')[:2] == ['False', '(1797, 8, 8)']
+  loaded = "['jax']" if backend == 'jax' else '[]'
+  assert out.stdout.split('\n')[:2] == [loaded, '(1797, 8, 8) 3']
