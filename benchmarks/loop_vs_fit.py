@@ -142,7 +142,7 @@ class LoopRun:
       arrays,
       builders.Builders(
         model=build_model,
-        optimizer=lambda rate: optimizers.create(definitions.Optimizer('sgd'), rate),
+        optimizer=lambda rate, model: optimizers.create(definitions.Optimizer('sgd'), rate),
         schedule=lambda batching: lambda step: 0.01,
       ),
     )

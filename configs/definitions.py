@@ -15,10 +15,13 @@ from typing import Any
 
 import models
 import strategies
+import user_code
 from records import target as target_lib
 
 # The optimizers --optimizer names (training/optimizers.py makes each).
-OPTIMIZERS = ('adam', 'lamb', 'lars', 'momentum', 'sgd')
+OPTIMIZERS = ('adam', 'lamb', 'lars', 'momentum', 'sgd', 'compiled')
+# --optimizer's name for the optimizer a user's model was compiled with, used as it is.
+COMPILED = 'compiled'
 
 
 class ConfigError(ValueError):
@@ -263,6 +266,8 @@ def _shapes(config: RunConfig) -> str | None:
 
 def _schedule(config: RunConfig) -> str | None:
   schedule = config.schedule
+  if config.optimizer.optimizer == COMPILED:
+    return _compiled(config)
   if schedule.lr_scaling != 'none' and not schedule.base_batch_size:
     return '--lr_scaling needs --base_batch_size: the batch --learning_rate was tuned for'
   if schedule.warmup_epochs and schedule.lr_scaling == 'none':
@@ -273,6 +278,28 @@ def _schedule(config: RunConfig) -> str | None:
   if schedule.warmup_epochs > config.epochs:
     return '--warmup_epochs must not exceed --epochs'
   return _noise_scale_of(schedule)
+
+
+def _compiled(config: RunConfig) -> str | None:
+  """--optimizer=compiled takes a user's model's own optimizer, with its own learning rate:
+  the tool's schedule flags would not apply."""
+  if not user_code.is_spec(config.model.model):
+    return (
+      f'--optimizer=compiled trains with the optimizer a --model=module:function compiled; '
+      f'--model={config.model.model} is built in: give --optimizer={Optimizer.optimizer} or '
+      'another'
+    )
+  schedule = config.schedule
+  if (schedule.lr_scaling, schedule.warmup_epochs, schedule.lr_schedule) != (
+    Schedule.lr_scaling,
+    Schedule.warmup_epochs,
+    Schedule.lr_schedule,
+  ):
+    return (
+      "--optimizer=compiled trains with the compiled optimizer's own learning rate: "
+      '--lr_scaling, --warmup_epochs and --lr_schedule do not apply; drop them'
+    )
+  return None
 
 
 def _noise_scale_of(schedule: Schedule) -> str | None:

@@ -128,7 +128,9 @@ flags.DEFINE_enum(
   _RUN.optimizer.optimizer,
   list(definitions.OPTIMIZERS),
   "Optimizer. momentum: SGD with --momentum. lamb: Keras' LAMB (You et al. 2019). lars: "
-  'layer-wise adaptive rate scaling (You et al. 2017), SGD with --momentum and a trust ratio.',
+  'layer-wise adaptive rate scaling (You et al. 2017), SGD with --momentum and a trust ratio. '
+  'compiled: the optimizer a --model=module:function compiled, as it is (its own learning '
+  'rate and schedule; the learning-rate flags do not apply).',
 )
 flags.DEFINE_float('momentum', _RUN.optimizer.momentum, 'momentum and lars: momentum, in [0, 1).')
 flags.DEFINE_float('beta_1', _RUN.optimizer.beta_1, 'adam and lamb: first-moment decay, in [0, 1).')

@@ -77,9 +77,13 @@ def _refuse(config: typing.Any) -> str | None:
     )
   optimizer = config.optimizer.optimizer
   if optimizer not in SHARDABLE_OPTIMIZERS:
+    why = (
+      "a model's own optimizer may not update a shard as the rows of its variable"
+      if optimizer == 'compiled'
+      else 'its trust ratio is the norm of a whole variable'
+    )
     return (
-      f'--optimizer={optimizer} cannot update sharded variables (its trust ratio is the '
-      'norm of a whole variable); use --optimizer '
+      f'--optimizer={optimizer} cannot update sharded variables ({why}); use --optimizer '
       f'{" or ".join(SHARDABLE_OPTIMIZERS)}, or --variable_partitioner=none'
     )
   return None

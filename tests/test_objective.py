@@ -43,12 +43,12 @@ def test_two_replicas_train_a_compiled_model_as_one_device_does(truth, model):
     assert two[split] == pytest.approx(one[split], rel=1e-4)
 
 
-def binary_trainer(build):
+def binary_trainer(build, optimizer='momentum'):
   arrays = tiny_training.arrays()
   import tensorflow as tf
 
   return tiny_training.make_trainer(
-    tf.distribute.OneDeviceStrategy('/cpu:0'), arrays, build, tiny_training.BATCH
+    tf.distribute.OneDeviceStrategy('/cpu:0'), arrays, build, tiny_training.BATCH, optimizer
   )
 
 
@@ -86,10 +86,40 @@ def test_the_default_job_is_cross_entropy_and_accuracy_and_a_compiled_one_its_ow
   assert 0 <= trainer.evaluate()['auc'] <= 1
   # Its compiled optimizer (Keras' default, RMSprop) did not train it: said, not silent.
   record = trainer.optimizer_record
-  assert record['trained_by'] == '--optimizer=adam'  # The run configuration's.
+  assert record['trained_by'] == '--optimizer=momentum'  # The run configuration's.
   assert record['compiled_optimizer'] == 'RMSprop(learning_rate=0.001)'
   assert 'was not used' in record['optimizer_note']
   assert tiny_training.trainer().optimizer_record['compiled_optimizer'] is None
+
+
+def test_the_compiled_optimizer_trains_with_its_own_schedule_when_asked():
+  """--optimizer=compiled: the model's own optimizer, its learning-rate schedule counted by
+  its own steps, recorded as what trained the run; a model compiled without one is refused."""
+  decay = keras.optimizers.schedules.ExponentialDecay(0.5, decay_steps=4, decay_rate=0.5)
+
+  def build():
+    model = small_binary(['accuracy'])()
+    model.compile(optimizer=keras.optimizers.SGD(decay, clipnorm=1.0), loss='binary_crossentropy')
+    return model
+
+  trainer = binary_trainer(build, 'compiled')
+  own = trainer.model.optimizer
+  assert trainer.step.optimizer is own and trainer.learning_rate == pytest.approx(0.5)
+  trainer.train_epoch(4, 2)
+  assert int(own.iterations) == 4 and trainer.learning_rate == pytest.approx(0.25)
+  assert trainer.optimizer_record == {
+    'trained_by': "--optimizer=compiled: the model's SGD(learning_rate=ExponentialDecay)",
+    'compiled_optimizer': 'SGD(learning_rate=ExponentialDecay)',
+    'optimizer_note': None,
+  }
+
+  def uncompiled():
+    return keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(2)])
+
+  import user_code
+
+  with pytest.raises(user_code.UserCodeError, match='--optimizer=compiled: the model was not'):
+    binary_trainer(uncompiled, 'compiled')
 
 
 @pytest.mark.parametrize(

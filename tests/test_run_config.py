@@ -94,6 +94,20 @@ def scaled(**schedule):
       replace(performance={'profile_steps': (1, 2)}, distribution={'strategy': 'parameter_server'}),
       '--profile_steps traces this process, but under parameter_server',
     ),
+    (
+      replace(optimizer={'optimizer': 'compiled'}),
+      '--optimizer=compiled trains with the optimizer a --model=module:function compiled; '
+      '--model=cnn is built in',
+    ),
+    (
+      replace(
+        optimizer={'optimizer': 'compiled'},
+        model={'model': 'mine:build'},
+        schedule={'lr_schedule': 'cosine'},
+      ),
+      "--optimizer=compiled trains with the compiled optimizer's own learning rate: "
+      '--lr_scaling, --warmup_epochs and --lr_schedule do not apply; drop them',
+    ),
   ],
 )
 def test_validate_refuses_a_run_that_cannot_work(config, message):
@@ -108,6 +122,7 @@ def test_validate_refuses_a_run_that_cannot_work(config, message):
   [
     GOOD,
     replace(target='loss<=0.1', optimizer={'trust_coefficient': 1.0, 'momentum': 0.0}),
+    replace(optimizer={'optimizer': 'compiled'}, model={'model': 'mine:build'}),
     replace(epochs=5, schedule=scaled(warmup_epochs=5.0)),
     replace(batch_size=66, distribution={'strategy': 'mirrored', 'num_replicas': 2}),
     # The replicas are counted at run time (0: all), where the batch is checked again.

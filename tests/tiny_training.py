@@ -44,6 +44,7 @@ def make_trainer(
   config = definitions.RunConfig(
     batch_size=batch_size,
     seed=seed,
+    optimizer=definitions.Optimizer(optimizer),
     steps_per_epoch=steps_per_epoch,
     performance=performance or definitions.Performance(),
   )
@@ -53,8 +54,8 @@ def make_trainer(
     arrays,
     builders.Builders(
       model=build_model,
-      optimizer=lambda learning_rate: optimizers.create(
-        definitions.Optimizer(optimizer), learning_rate, loss_scale=loss_scale
+      optimizer=lambda learning_rate, model: optimizers.create(
+        definitions.Optimizer(optimizer), learning_rate, loss_scale, model
       ),
       schedule=schedule or (lambda batching: schedules.LearningRate(rate, rate)),
     ),

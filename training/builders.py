@@ -16,8 +16,9 @@ from training import schedules
 @dataclasses.dataclass(frozen=True)
 class Builders:
   model: typing.Callable[[], keras.Model]
-  # The optimizer, given a callable that returns the learning rate of the step under way.
-  optimizer: typing.Callable[[typing.Callable], keras.optimizers.Optimizer]
+  # The optimizer, given a callable that returns the learning rate of the step under way and
+  # the model it updates (--optimizer=compiled: the model's own, its own rate).
+  optimizer: typing.Callable[[typing.Callable, keras.Model], keras.optimizers.Optimizer]
   # The schedule for a run's Batching: the rate may depend on the batch of one update and on
   # how many updates an epoch makes.
   schedule: typing.Callable[[typing.Any], schedules.LearningRate]
@@ -41,7 +42,7 @@ def of(config, arrays):
       arrays.example_dtype,
       **config.model_sizes,
     ),
-    optimizer=lambda rate: optimizers.create(config.optimizer, rate, loss_scale=loss_scale),
+    optimizer=lambda rate, built: optimizers.create(config.optimizer, rate, loss_scale, built),
     schedule=lambda batching: schedules.LearningRate(
       config.optimizer.learning_rate,
       schedules.peak_learning_rate(config, batching.step_batch_size),

@@ -190,7 +190,7 @@ def _compiled(config, source, batching, placement):
         'loss': keras.losses.SparseCategoricalCrossentropy(from_logits=not probabilities),
         'metrics': ['accuracy'],
       }
-    optimizer = builders.optimizer(builders.schedule(batching))
+    optimizer = builders.optimizer(builders.schedule(batching), model)
     model.compile(
       optimizer=optimizer,
       loss=given['loss'],

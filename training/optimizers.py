@@ -3,15 +3,21 @@
 The names are configs.definitions.OPTIMIZERS.
 `--weight_decay` is Keras' decoupled weight decay (AdamW-style: w -= learning_rate * decay * w)
 for sgd, momentum, adam and lamb, and LARS' own term inside its trust ratio for lars.
+`compiled` is the optimizer the user's model was compiled with, as it is: its own learning
+rate and schedule (counted by its own `iterations`), its clipping, weight decay and moving
+averages.
 """
 
 import numpy as np
 
+import user_code
+from configs import definitions
 
-def create(settings, learning_rate, loss_scale=False):
+
+def create(settings, learning_rate, loss_scale=False, model=None):
   """The optimizer `settings` (configs.definitions.Optimizer) name, with the hyper-parameters
-  it has. `learning_rate`: a float, a keras LearningRateSchedule, or a callable returning the
-  rate.
+  it has, or, for `compiled`, `model`'s own. `learning_rate`: a float, a keras
+  LearningRateSchedule, or a callable returning the rate (not a compiled optimizer's).
 
   `loss_scale` wraps the optimizer in Keras' dynamic LossScaleOptimizer, which float16
   gradients need so that small values do not underflow to zero.
@@ -21,6 +27,12 @@ def create(settings, learning_rate, loss_scale=False):
   from training import lars
 
   s = settings
+  if s.optimizer == definitions.COMPILED:
+    optimizer = compiled(model)
+    scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    return (
+      keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale and not scaled else optimizer
+    )
   decay = s.weight_decay or None
   optimizer = {
     'sgd': lambda: keras.optimizers.SGD(learning_rate, weight_decay=decay),
@@ -40,20 +52,40 @@ def create(settings, learning_rate, loss_scale=False):
   return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale else optimizer
 
 
+def compiled(model):
+  """The optimizer `model` was compiled with; UserCodeError (every run would give it) if it
+  was not compiled."""
+  optimizer = getattr(model, 'optimizer', None)
+  if optimizer is None:
+    raise user_code.UserCodeError(
+      '--optimizer=compiled: the model was not compiled with an optimizer; compile it with '
+      f'one, or give --optimizer={definitions.Optimizer.optimizer} or another'
+    )
+  return optimizer
+
+
 def record(settings, model):
   """Which optimizer trains a run, and why, for result.json: always the one --optimizer and
   its flags make (every strategy compared is trained alike, with the tool's learning-rate
   schedule and batch scaling); a model compiled with an optimizer of its own is told it was
   not used (`compiled_optimizer`: its class and learning rate), never silently overridden."""
-  compiled = getattr(model, 'optimizer', None)
+  own = getattr(model, 'optimizer', None)
   described = None
-  if compiled is not None:
-    rate = getattr(compiled, 'learning_rate', None)
+  if own is not None:
+    inner = getattr(own, 'inner_optimizer', own)  # Under a LossScaleOptimizer: the user's.
+    rate = inner.get_config().get('learning_rate')  # A number, or a schedule's config.
     try:
-      shown = f'{float(np.asarray(rate)):g}'  # A number, or a variable holding one.
+      shown = f'{float(np.asarray(rate)):g}'
     except (TypeError, ValueError):  # A schedule: named by its class.
-      shown = type(rate).__name__
-    described = f'{type(compiled).__name__}(learning_rate={shown})'
+      shown = rate.get('class_name', 'a schedule') if isinstance(rate, dict) else 'a schedule'
+
+    described = f'{type(inner).__name__}(learning_rate={shown})'
+  if settings.optimizer == definitions.COMPILED:
+    return {
+      'trained_by': f"--optimizer=compiled: the model's {described}",
+      'compiled_optimizer': described,
+      'optimizer_note': None,
+    }
   return {
     'trained_by': f'--optimizer={settings.optimizer}',
     'compiled_optimizer': described,

@@ -76,7 +76,7 @@ class ComputeWindow:
     for device in devices:
       with tf.device(device):
         model = trainer.builders.model()
-        optimizer = trainer.builders.optimizer(lambda: 0.0)
+        optimizer = trainer.builders.optimizer(lambda: 0.0, model)
         optimizer.build(model.trainable_variables)
         batch = tf.nest.map_structure(tf.identity, element)
       self._replicas.append((device, model, optimizer, batch))

@@ -361,9 +361,12 @@ def _announce(config, trainer, compute_devices, state, say):
   per_step = (
     f' ({batching.step_batch_size} per worker step)' if trainer.executor.worker_shares > 1 else ''
   )
+  trained_by = f'{opt.optimizer} at {rates}'
+  if opt.optimizer == definitions.COMPILED:
+    trained_by = f"the model's compiled {trainer.optimizer_record['compiled_optimizer']}"
   say(
     f'[{config.name}] {layout}; global batch {config.batch_size}{per_step}, '
-    f'{batching.steps_per_epoch} steps/epoch, {opt.optimizer} at {rates}'
+    f'{batching.steps_per_epoch} steps/epoch, {trained_by}'
   )
   if trainer.step.probabilities:
     say(

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 import user_code
+from configs import definitions
 from configs.definitions import RunConfig
 from records import critical_batch
 from training import batching as batching_lib
@@ -146,7 +147,7 @@ class Trainer:
         0, dtype=tf.int64, trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA
       )
       self._schedule = self.builders.schedule(self.batching)
-      optimizer = self.builders.optimizer(lambda: self._schedule(counter))
+      optimizer = self.builders.optimizer(lambda: self._schedule(counter), self.model)
       # Built here, not lazily inside strategy.run, where Adam fails under MirroredStrategy.
       optimizer.build(variables)
     self.step = step_lib.Step(
@@ -161,6 +162,7 @@ class Trainer:
     )
     # Which optimizer trains it, and the model's own compiled one, if any, that does not.
     self.optimizer_record = optimizers.record(config.optimizer, self.model)
+    self._compiled = config.optimizer.optimizer == definitions.COMPILED
     self.source, self._seed = source, config.seed  # The data it trains on.
     # result.json's `input_pipeline`: how the data was sharded, counted and resumed.
     self.input_record = source.record(
@@ -222,7 +224,11 @@ class Trainer:
 
   @property
   def learning_rate(self) -> float:
-    """The learning rate the next update will use (the schedule's value at this step)."""
+    """The learning rate the next update will use (the schedule's value at this step; a
+    compiled optimizer's own, at its own step)."""
+    if self._compiled:
+      optimizer = self.step.optimizer
+      return float(getattr(optimizer, 'inner_optimizer', optimizer).learning_rate)
     return float(self._schedule(self.step.counter))
 
   def train_epoch(
