@@ -258,8 +258,8 @@ def write(experiment_dir, table, said, target, plots=(), closing=(), across=None
 
 
 def _time_column(target):
-  """The time-to-target column's header, and what it says of a run without a time: a target
-  with no value to reach (the loss of a model reporting no accuracy) is none to time."""
+  """The time-to-target column's header and a run's cell without a time (a target with no
+  value to reach, the loss of a model reporting no accuracy, has none to time)."""
   if target_lib.parse(target).has_value:
     return f'time to {target} (s)', 'not reached'
   return 'time to target (s)', 'no target: give --target'
@@ -283,21 +283,20 @@ def markdown(name, table, said, target, plots=(), across=()):
   ]
   lines = [f'# Strategy comparison: {name}', '']
   lines += [f'> {note}' for note in said] + ([''] if said else [])
-  cells = []
-  for row in table:
-    cells.append(
-      [
-        row['run'],
-        str(row['num_workers']),
-        str(row['num_replicas_in_sync']),
-        str(row['global_batch_size']),
-        *uncertainty.cells(row, row['speedup'], row['scaling_efficiency'], row['speedup_note']),
-        _maybe(row['final_validation_metric'], '{:.4f}'),
-        f'{row["wall_time_seconds"]:.1f}',
-        _maybe(row['time_to_target_seconds'], '{:.1f}', untimed),
-        critical_batch.cell(row),
-      ]
-    )
+  cells = [
+    [
+      row['run'],
+      str(row['num_workers']),
+      str(row['num_replicas_in_sync']),
+      str(row['global_batch_size']),
+      *uncertainty.cells(row, row['speedup'], row['scaling_efficiency'], row['speedup_note']),
+      _maybe(row['final_validation_metric'], '{:.4f}'),
+      f'{row["wall_time_seconds"]:.1f}',
+      _maybe(row['time_to_target_seconds'], '{:.1f}', untimed),
+      critical_batch.cell(row),
+    ]
+    for row in table
+  ]
   lines += [
     tables.render(header, cells, markdown=True),
     '',
@@ -372,21 +371,20 @@ def _convergence_markdown(study, target):
     timed,
     'examples/s',
   ]
-  cells = []
-  for row in study:
-    cells.append(
-      [
-        row['condition'],
-        row['run'],
-        str(row['global_batch_size']),
-        str(row['optimizer']),
-        _maybe(row['peak_learning_rate'], '{:.4g}'),
-        _maybe(row['final_validation_metric'], '{:.4f}'),
-        _maybe(row['metric_change'], '{:+.4f}'),
-        _maybe(row['time_to_target_seconds'], '{:.1f}', untimed),
-        f'{row["examples_per_second"]:,.0f}',
-      ]
-    )
+  cells = [
+    [
+      row['condition'],
+      row['run'],
+      str(row['global_batch_size']),
+      str(row['optimizer']),
+      _maybe(row['peak_learning_rate'], '{:.4g}'),
+      _maybe(row['final_validation_metric'], '{:.4f}'),
+      _maybe(row['metric_change'], '{:+.4f}'),
+      _maybe(row['time_to_target_seconds'], '{:.1f}', untimed),
+      f'{row["examples_per_second"]:,.0f}',
+    ]
+    for row in study
+  ]
   return [
     '## Convergence',
     '',

@@ -14,6 +14,7 @@ import math
 import keras
 from keras import ops
 
+from configs import definitions
 from training import noise_scale as noise_scale_lib
 
 STEP_DECAY_POINTS = (0.5, 0.75)
@@ -41,6 +42,20 @@ def peak_learning_rate(config, step_batch_size):
     schedule.base_batch_size,
     float(schedule.noise_scale_of or 0),
   )
+
+
+def described(config, step_batch_size, compiled=None):
+  """What trains run `config`, as its start line says: its optimizer at the learning rate (as
+  scaled and warmed up), or the model's `compiled` one (--optimizer=compiled)."""
+  opt = config.optimizer
+  if opt.optimizer == definitions.COMPILED:
+    return f"the model's compiled {compiled}"
+  peak = peak_learning_rate(config, step_batch_size)
+  if peak == opt.learning_rate:
+    return f'{opt.optimizer} at learning rate {peak:g}'
+  warmup = config.schedule.warmup_epochs
+  ramp = f' over {warmup:g} warm-up epochs' if warmup else ''
+  return f'{opt.optimizer} at learning rate {opt.learning_rate:g} scaled to {peak:g}{ramp}'
 
 
 class LearningRate(keras.optimizers.schedules.LearningRateSchedule):

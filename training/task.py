@@ -352,18 +352,11 @@ def _announce(config, trainer, compute_devices, state, say):
   """The run's start line (layout, batch, rates), and where a resumed run continues."""
   batching = trainer.batching
   layout = trainer.executor.layout(compute_devices)
-  opt, peak = config.optimizer, schedules.peak_learning_rate(config, batching.step_batch_size)
-  rates = f'learning rate {peak:g}'
-  if peak != opt.learning_rate:
-    warmup = config.schedule.warmup_epochs
-    ramp = f' over {warmup:g} warm-up epochs' if warmup else ''
-    rates = f'learning rate {opt.learning_rate:g} scaled to {peak:g}{ramp}'
+  compiled = trainer.optimizer_record['compiled_optimizer']
+  trained_by = schedules.described(config, batching.step_batch_size, compiled)
   per_step = (
     f' ({batching.step_batch_size} per worker step)' if trainer.executor.worker_shares > 1 else ''
   )
-  trained_by = f'{opt.optimizer} at {rates}'
-  if opt.optimizer == definitions.COMPILED:
-    trained_by = f"the model's compiled {trainer.optimizer_record['compiled_optimizer']}"
   say(
     f'[{config.name}] {layout}; global batch {config.batch_size}{per_step}, '
     f'{batching.steps_per_epoch} steps/epoch, {trained_by}'
