@@ -113,6 +113,23 @@ def test_the_compiled_optimizer_trains_with_its_own_schedule_when_asked():
     'optimizer_note': None,
   }
 
+  from configs import definitions
+  from training import schedules
+
+  said = schedules.described(
+    definitions.RunConfig(optimizer=definitions.Optimizer('compiled')),
+    64,
+    'SGD(learning_rate=ExponentialDecay)',
+  )
+  assert said == "the model's compiled SGD(learning_rate=ExponentialDecay)"
+  assert schedules.described(definitions.RunConfig(), 64) == 'adam at learning rate 0.001'
+  scaled = definitions.RunConfig(
+    schedule=definitions.Schedule(lr_scaling='linear', base_batch_size=32, warmup_epochs=2)
+  )
+  assert schedules.described(scaled, 64) == (
+    'adam at learning rate 0.001 scaled to 0.002 over 2 warm-up epochs'
+  )
+
   def uncompiled():
     return keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(2)])
 
