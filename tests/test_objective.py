@@ -113,6 +113,23 @@ def test_the_compiled_optimizer_trains_with_its_own_schedule_when_asked():
     'optimizer_note': None,
   }
 
+  # A constant rate under a mirrored strategy: a mirrored variable, read as a number.
+  import tensorflow as tf
+
+  def constant():
+    model = small_binary(['accuracy'])()
+    model.compile(optimizer=keras.optimizers.Adam(0.02), loss='binary_crossentropy')
+    return model
+
+  mirrored = tiny_training.make_trainer(
+    tf.distribute.MirroredStrategy(['/cpu:0']),
+    tiny_training.arrays(),
+    constant,
+    tiny_training.BATCH,
+    'compiled',
+  )
+  assert mirrored.learning_rate == pytest.approx(0.02)
+
   from configs import definitions
   from training import schedules
 

@@ -228,7 +228,8 @@ class Trainer:
     compiled optimizer's own, at its own step)."""
     if self._compiled:
       optimizer = self.step.optimizer
-      return float(getattr(optimizer, 'inner_optimizer', optimizer).learning_rate)
+      rate = getattr(optimizer, 'inner_optimizer', optimizer).learning_rate
+      return float(tf.convert_to_tensor(rate))  # A mirrored variable's, under mirrored.
     return float(self._schedule(self.step.counter))
 
   def train_epoch(
