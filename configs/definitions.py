@@ -19,9 +19,10 @@ import user_code
 from records import target as target_lib
 
 # The optimizers --optimizer names (training/optimizers.py makes each).
-OPTIMIZERS = ('adam', 'lamb', 'lars', 'momentum', 'sgd', 'compiled')
 # --optimizer's name for the optimizer a user's model was compiled with, used as it is.
 COMPILED = 'compiled'
+BUILT_IN_OPTIMIZERS = ('adam', 'lamb', 'lars', 'momentum', 'sgd')  # training/optimizers.py's.
+OPTIMIZERS = (*BUILT_IN_OPTIMIZERS, COMPILED)
 
 
 class ConfigError(ValueError):
