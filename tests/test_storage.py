@@ -143,6 +143,7 @@ LOCAL_FILE_CALLS = {
   'training/agreement.py': 1,  # A parameter-server server's settings, in its temporary directory.
   'prediction/hardware.py': 6,  # configs/hardware/ profiles, or a --hardware file.
   'configs/hardware_profiles.py': 2,  # The configs/hardware/ directory, in the repository.
+  'orchestration/keras_import.py': 2,  # Keras' own keras.json, read for its backend as Keras does.
   'configs/noise_scale_of.py': 1,  # `~` of a local run directory (not a URL).
   'records/staging.py': 9,  # The local copy TensorFlow writes and reads on an object store.
   'prediction/validation.py': 4,  # prediction/published.csv and its variables, in the repository.
