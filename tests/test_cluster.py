@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -501,7 +502,9 @@ def test_startup_watchdog_left_in_time_lets_process_exit_normally():
 
 def test_startup_watchdog_message_when_every_peer_answers():
   """The watchdog process itself: every peer listens, yet the waiting task is still stopped."""
-  victim = subprocess.Popen(['sleep', '30'])
+  # SIGHUP as by default, though the suite runs under nohup (which has its children ignore it).
+  default_hup = lambda: signal.signal(startup_watchdog.STOP_SIGNAL, signal.SIG_DFL)
+  victim = subprocess.Popen(['sleep', '30'], preexec_fn=default_hup)
   try:
     with listening() as (a, _), listening() as (b, _):
       args = json.dumps(
