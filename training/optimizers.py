@@ -65,10 +65,11 @@ def compiled(model):
 
 
 def record(settings, model):
-  """Which optimizer trains a run, and why, for result.json: always the one --optimizer and
-  its flags make (every strategy compared is trained alike, with the tool's learning-rate
-  schedule and batch scaling); a model compiled with an optimizer of its own is told it was
-  not used (`compiled_optimizer`: its class and learning rate), never silently overridden."""
+  """Which optimizer trains a run, and why, for result.json: the one --optimizer and its flags
+  make (every strategy compared is trained alike, with the tool's learning-rate schedule and
+  batch scaling), a model compiled with an optimizer of its own told it was not used
+  (`compiled_optimizer`: its class and learning rate), never silently overridden; or, with
+  --optimizer=compiled, that one."""
   own = getattr(model, 'optimizer', None)
   described = None
   if own is not None:
@@ -78,7 +79,6 @@ def record(settings, model):
       shown = f'{float(np.asarray(rate)):g}'
     except (TypeError, ValueError):  # A schedule: named by its class.
       shown = rate.get('class_name', 'a schedule') if isinstance(rate, dict) else 'a schedule'
-
     described = f'{type(inner).__name__}(learning_rate={shown})'
   if settings.optimizer == definitions.COMPILED:
     return {

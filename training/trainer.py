@@ -160,7 +160,8 @@ class Trainer:
       config.performance.jit_compile,
       measures_noise=self.noise_reason is None,
     )
-    # Which optimizer trains it, and the model's own compiled one, if any, that does not.
+    # Which optimizer trains it, and the model's own compiled one, if any (used where
+    # --optimizer=compiled asks for it).
     self.optimizer_record = optimizers.record(config.optimizer, self.model)
     self._compiled = config.optimizer.optimizer == definitions.COMPILED
     self.source, self._seed = source, config.seed  # The data it trains on.
