@@ -50,9 +50,10 @@ class Streams:
     """`first`: what `make()` already returned, if it was called."""
     given = first or make()
     self.unbatched = _batched(given[0])  # Batched by the user's pipeline: unbatched here.
-    shapes = element_shapes.read(who, _unbatched(given)[0])  # Sizes the spec leaves unknown.
+    unbatched = _unbatched(given)
+    shapes = element_shapes.read(who, unbatched[0])  # Sizes the spec leaves unknown.
     self.who, self._make = who, lambda: element_shapes.fixed(_unbatched(make()), shapes)
-    train, validation = element_shapes.fixed(_unbatched(given), shapes)
+    train, validation = element_shapes.fixed(unbatched, shapes)
     # Read on this process (counted, probed, its files listed) as first returned; each input
     # pipeline calls the user's function again.
     self._given = train, validation

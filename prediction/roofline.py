@@ -295,7 +295,7 @@ def fit(
   the others `start`'s. A generation's fraction is fitted only if some observation is of that
   generation on that kind of core (else 0: not fitted, Fractions takes the fractions fitted
   across generations, fit_across)."""
-  steps = [round(i * grid, 10) for i in range(1, round(1 / grid) + 1)]  # A fraction: at most 1.
+  steps = _fractions(grid)
   winograd_steps = [round(1 + i * grid, 10) for i in range(round((most - 1) / grid) + 1)]
   cores = {
     (profile.generation, matrix_rate(profile, card['compute_dtype'], tf32)[1])
@@ -324,7 +324,7 @@ def fit_across(
   """`start` with its ACROSS_GENERATIONS fractions: those minimising the squared log ratios
   over `observations` predicted as if no generation's own fractions were fitted (MEMORY and
   WINOGRAD `start`'s), what a generation without fitted rows is predicted with."""
-  steps = [round(i * grid, 10) for i in range(1, round(1 / grid) + 1)]
+  steps = _fractions(grid)
   tensor = any(matrix_rate(p, c['compute_dtype'], t)[1] for c, _, p, t, _ in observations)
   products = any(mostly_products(card) for card, *_ in observations)
   ranges = {
@@ -340,6 +340,11 @@ def fit_across(
   unfitted = dataclasses.replace(start, **dict.fromkeys(own, 0.0), **dict.fromkeys(ranges, 0.5))
   best = _descend(observations, unfitted, ranges)
   return dataclasses.replace(start, **{name: getattr(best, name) for name in ranges})
+
+
+def _fractions(grid: float) -> list[float]:
+  """The fractions a fit tries: steps of `grid` in (0, 1] (a fraction: at most 1)."""
+  return [round(i * grid, 10) for i in range(1, round(1 / grid) + 1)]
 
 
 def _descend(

@@ -148,8 +148,9 @@ def choose(
     return usable[0], None
   if not runs:
     return None, 'no finished run to take the steps to the target from'
-  reached = [r['run'] for r in runs if _steps_to(r, target)[1] is not None]
-  tracked = [target_lib.parse(t) for r in runs if (t := _steps_to(r, target)[0]) is not None]
+  steps_to = {r['run']: _steps_to(r, target) for r in runs}
+  reached = [name for name, (_, steps) in steps_to.items() if steps is not None]
+  tracked = [target_lib.parse(t) for t, _ in steps_to.values() if t is not None]
   if not reached and tracked and not any(t.has_value for t in tracked):
     return None, (
       f'the runs track {tracked[0].metric} with no value to reach (a model that reports no '

@@ -134,9 +134,11 @@ def _row(group, figure, target, new, base, max_regression):
       side for side, known in (('baseline', known_base), ('experiment', known_new)) if not known
     ]
     what = 'target not reached' if figure in figures_lib.LOWER_IS_BETTER else 'no value'
-    row['verdict'] = f'{what} in the {" and ".join(missing)}'
-    if figure in figures_lib.LOWER_IS_BETTER and not target.has_value:
-      row['verdict'] = f'no target: {target.metric} tracked with no value to reach'
+    row['verdict'] = (
+      f'no target: {target.metric} tracked with no value to reach'
+      if figure in figures_lib.LOWER_IS_BETTER and not target.has_value
+      else f'{what} in the {" and ".join(missing)}'
+    )
     return row
   found = uncertainty.change(known_new, known_base, log=log, paired=by_seed)
   words = ('faster', 'slower') if figure in NAMES else ('better', 'worse')

@@ -27,14 +27,9 @@ def create(settings, learning_rate, loss_scale=False, model=None):
   from training import lars
 
   s = settings
-  if s.optimizer == definitions.COMPILED:
-    optimizer = compiled(model)
-    scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-    return (
-      keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale and not scaled else optimizer
-    )
   decay = s.weight_decay or None
   optimizer = {
+    definitions.COMPILED: lambda: compiled(model),
     'sgd': lambda: keras.optimizers.SGD(learning_rate, weight_decay=decay),
     'momentum': lambda: keras.optimizers.SGD(
       learning_rate, momentum=s.momentum, weight_decay=decay
@@ -49,7 +44,8 @@ def create(settings, learning_rate, loss_scale=False, model=None):
       learning_rate, s.momentum, s.trust_coefficient, s.weight_decay, s.epsilon
     ),
   }[settings.optimizer]()
-  return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale else optimizer
+  scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)  # A compiled one may be.
+  return keras.optimizers.LossScaleOptimizer(optimizer) if loss_scale and not scaled else optimizer
 
 
 def compiled(model):
@@ -64,6 +60,11 @@ def compiled(model):
   return optimizer
 
 
+def inner(optimizer):
+  """The optimizer a LossScaleOptimizer wraps, else `optimizer`: the one with the rate."""
+  return getattr(optimizer, 'inner_optimizer', optimizer)
+
+
 def record(settings, model):
   """Which optimizer trains a run, and why, for result.json: the one --optimizer and its flags
   make (every strategy compared is trained alike, with the tool's learning-rate schedule and
@@ -73,13 +74,12 @@ def record(settings, model):
   own = getattr(model, 'optimizer', None)
   described = None
   if own is not None:
-    inner = getattr(own, 'inner_optimizer', own)  # Under a LossScaleOptimizer: the user's.
-    rate = inner.get_config().get('learning_rate')  # A number, or a schedule's config.
+    rate = inner(own).get_config().get('learning_rate')  # A number, or a schedule's config.
     try:
       shown = f'{float(np.asarray(rate)):g}'
     except (TypeError, ValueError):  # A schedule: named by its class.
       shown = rate.get('class_name', 'a schedule') if isinstance(rate, dict) else 'a schedule'
-    described = f'{type(inner).__name__}(learning_rate={shown})'
+    described = f'{type(inner(own)).__name__}(learning_rate={shown})'
   if settings.optimizer == definitions.COMPILED:
     return {
       'trained_by': f"--optimizer=compiled: the model's {described}",

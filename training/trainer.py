@@ -228,8 +228,7 @@ class Trainer:
     """The learning rate the next update will use (the schedule's value at this step; a
     compiled optimizer's own, at its own step)."""
     if self._compiled:
-      optimizer = self.step.optimizer
-      rate = getattr(optimizer, 'inner_optimizer', optimizer).learning_rate
+      rate = optimizers.inner(self.step.optimizer).learning_rate
       return float(tf.convert_to_tensor(rate))  # A mirrored variable's, under mirrored.
     return float(self._schedule(self.step.counter))
 
