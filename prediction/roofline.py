@@ -29,9 +29,10 @@ prediction/published.csv marked `fit` (least squares of the log ratios of predic
 published throughput, grid of 0.01), never per case: first the convolutions' fractions, MEMORY
 and WINOGRAD on the rows whose work is mostly convolutions (CNNs), then the products' fractions
 on the rows whose work is mostly products (BERT), the first held fixed. A generation without
-fitted rows (a new one, or one whose GPU a leave-one-device-out check left out) takes the
-fractions fitted across generations (ACROSS_GENERATIONS: every fit row, as if of no fitted
-generation), the error benchmarks/leave_one_device_out.py measures. The other
+fitted rows (a new one, or one whose GPU a leave-one-device-out check left out) takes the law
+fitted across generations (ACROSS_GENERATIONS: every fit row, as if of no fitted generation)
+of the shared memory its SMs give per unit of math (prediction/on_chip.py), the error
+benchmarks/leave_one_device_out.py measures. The other
 single-device rows are held out and predicted with them (prediction/validation.py,
 docs/prediction.md).
 """
@@ -45,6 +46,7 @@ from typing import Any
 from prediction import hardware
 from prediction.cards import Card
 from prediction.hardware import Profile
+from prediction.on_chip import ON_CHIP
 
 # Fitted by `fit` on the `fit` rows of prediction/published.csv (tests/test_roofline.py checks
 # that the fit gives them).
@@ -64,9 +66,22 @@ GEFORCE_FLOAT32_ACCUMULATE = 0.5
 # peak (fitted apart they were 0.69 and 0.57 on Volta), while a fraction per kind left a
 # generation without CUDA-core product rows (only Volta has them) at the convolutions'.
 PRODUCTS = {'volta': 0.66, 'ampere': 0.78}
-# The fractions of a generation without fitted rows, fitted on every fit row with its
-# generation's own fractions set aside: CUDA cores, tensor cores, matrix products.
-ACROSS_GENERATIONS = {'cuda_cores': 0.35, 'tensor_cores': 0.39, 'products': 0.69}
+# The law a generation without fitted rows is predicted by, fitted on every fit row with its
+# generation's own fractions set aside (fit_across), read from what its SMs hold
+# (prediction/on_chip.py): CUDA cores at `cuda_cores` + `cuda_slope` x ln(shared memory per
+# float32 lane / CUDA_REFERENCE), tensor cores at `tensor_cores` x shared memory per tensor
+# multiply-add per clock / TENSOR_REFERENCE, matrix products at `products`. The tensor cores'
+# law has one constant: three generations have them, and leaving one out leaves two, through
+# which a law of two constants is a line that extrapolates their noise (Turing -33%).
+ACROSS_GENERATIONS = {
+  'cuda_cores': 0.37,
+  'cuda_slope': 0.16,
+  'tensor_cores': 0.29,
+  'products': 0.69,
+}
+# The shared memory per lane and per tensor multiply-add at which the law's constants are read:
+# a Turing SM's (64 KiB over 64 lanes and over 512 multiply-adds).
+CUDA_REFERENCE, TENSOR_REFERENCE = 1024.0, 128.0
 # The share of a generation's CUDA cores its schedulers can issue to at one instruction per
 # clock each: Kepler's SMX has 192 float32 lanes and 4 warp schedulers of 32 lanes, the other
 # 64 reached only by dual issue of independent instructions (NVIDIA Kepler GK110 whitepaper,
@@ -95,14 +110,27 @@ class Fractions:
   products_volta: float = PRODUCTS['volta']
   products_ampere: float = PRODUCTS['ampere']
   across_cuda_cores: float = ACROSS_GENERATIONS['cuda_cores']
+  across_cuda_slope: float = ACROSS_GENERATIONS['cuda_slope']
   across_tensor_cores: float = ACROSS_GENERATIONS['tensor_cores']
   across_products: float = ACROSS_GENERATIONS['products']
 
   def cuda_cores(self, generation: str) -> float:
-    return self._of(generation, '', self.across_cuda_cores)
+    return self._of(generation, '', self.across_cuda_cores and self._cuda_law(generation))
 
   def tensor_cores(self, generation: str) -> float:
-    return self._of(generation, 'tensor_', self.across_tensor_cores)
+    return self._of(
+      generation, 'tensor_', self.across_tensor_cores and self._tensor_law(generation)
+    )
+
+  def _cuda_law(self, generation: str) -> float:
+    per_lane = ON_CHIP[generation].bytes_per_lane()
+    return _fraction(
+      self.across_cuda_cores + self.across_cuda_slope * math.log(per_lane / CUDA_REFERENCE)
+    )
+
+  def _tensor_law(self, generation: str) -> float:
+    per_fma = ON_CHIP[generation].bytes_per_tensor_fma() or TENSOR_REFERENCE
+    return _fraction(self.across_tensor_cores * per_fma / TENSOR_REFERENCE)
 
   def products(self, generation: str, tensor: bool) -> float:
     """The matrix products' fraction (on either kind of core); the convolutions' on `tensor`
@@ -119,6 +147,11 @@ class Fractions:
     if not fraction:
       raise RooflineError(f'no {prefix}fraction is fitted for {generation} nor across generations')
     return fraction
+
+
+def _fraction(value: float) -> float:
+  """`value` as a fraction a fit can give: in [0.01, 1]."""
+  return min(1.0, max(0.01, value))
 
 
 FITTED = Fractions()
@@ -321,14 +354,16 @@ def fit(
 def fit_across(
   observations: Sequence[Observation], start: Fractions, grid: float = 0.01
 ) -> Fractions:
-  """`start` with its ACROSS_GENERATIONS fractions: those minimising the squared log ratios
+  """`start` with its ACROSS_GENERATIONS law: the constants minimising the squared log ratios
   over `observations` predicted as if no generation's own fractions were fitted (MEMORY and
-  WINOGRAD `start`'s), what a generation without fitted rows is predicted with."""
+  WINOGRAD `start`'s), what a generation without fitted rows is predicted with; the CUDA
+  cores' slope on a grid of `grid` in [0, 0.5] (more shared memory never slows a kernel)."""
   steps = _fractions(grid)
   tensor = any(matrix_rate(p, c['compute_dtype'], t)[1] for c, _, p, t, _ in observations)
   products = any(mostly_products(card) for card, *_ in observations)
   ranges = {
     'across_cuda_cores': steps,
+    'across_cuda_slope': [round(i * grid, 10) for i in range(round(0.5 / grid) + 1)],
     **({'across_tensor_cores': steps} if tensor else {}),
     **({'across_products': steps} if products else {}),
   }

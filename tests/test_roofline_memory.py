@@ -3,6 +3,7 @@ prediction/memory.py against published batches; its parts: tests/test_memory_par
 fixed numbers: no TensorFlow, no training."""
 
 import dataclasses
+import math
 import os
 import types
 
@@ -11,6 +12,7 @@ import pytest
 from prediction import cost_model
 from prediction import hardware
 from prediction import memory
+from prediction import on_chip
 from prediction import predict
 from prediction import roofline
 from prediction import validation
@@ -44,6 +46,7 @@ HALF = roofline.Fractions(
   products_volta=0.8,
   products_ampere=0.4,
   across_cuda_cores=0.3,
+  across_cuda_slope=0.0,  # The law on-chip memory gives an unfitted generation: flat here.
   across_tensor_cores=0.2,
   across_products=0.6,
 )
@@ -100,7 +103,7 @@ def test_matrix_products_run_at_their_own_fraction_of_the_peak():
   assert unfitted.products('volta', False) == 0.5 and unfitted.products('ampere', True) == 0.25
   assert unfitted.products('hopper', False) == 0.3  # CUDA cores across generations.
   assert HALF.products('hopper', False) == 0.6
-  assert HALF.cuda_cores('hopper') == 0.3 and HALF.tensor_cores('hopper') == 0.2
+  assert HALF.cuda_cores('hopper') == 0.3
   nothing = dataclasses.replace(unfitted, across_cuda_cores=0.0)
   with pytest.raises(roofline.RooflineError, match='no fraction is fitted for hopper'):
     nothing.cuda_cores('hopper')
@@ -122,17 +125,42 @@ def test_keplers_cuda_cores_count_what_its_schedulers_issue_to():
   ] == pytest.approx(100 * 1e9 / (4.37e12 * 0.5) * 1e3)
 
 
+def test_a_generation_without_fitted_rows_runs_at_the_law_of_what_its_sms_hold():
+  """CUDA cores: the law's fraction at a Turing SM's 1 KiB of shared memory per float32 lane,
+  plus its slope per e-fold; tensor cores: in proportion to the shared memory per tensor
+  multiply-add per clock (128 bytes on Turing). A fitted generation keeps its own."""
+  law = dataclasses.replace(HALF, across_cuda_slope=0.1)
+  # GH100: 228 KiB over 128 lanes and over 2048 multiply-adds; GK210: 112 KiB over 192 lanes.
+  assert law.cuda_cores('hopper') == pytest.approx(0.3 + 0.1 * math.log(228 / 128))
+  assert law.cuda_cores('kepler') == 0.29  # Fitted: its own.
+  assert dataclasses.replace(law, kepler=0.0).cuda_cores('kepler') == pytest.approx(
+    0.3 + 0.1 * math.log(112 / 192)
+  )
+  assert law.tensor_cores('hopper') == pytest.approx(0.2 * 114 / 128)
+  assert law.tensor_cores('volta') == 0.25
+  assert dataclasses.replace(law, tensor_volta=0.0).tensor_cores('volta') == pytest.approx(
+    0.2 * 192 / 128
+  )
+  # The law gives a fraction: never above 1 nor at or below 0.
+  assert dataclasses.replace(law, across_cuda_slope=5.0).cuda_cores('hopper') == 1.0
+  assert dataclasses.replace(law, kepler=0.0, across_cuda_slope=5.0).cuda_cores('kepler') == 0.01
+  # Every generation a profile may name has what its SMs hold.
+  assert set(on_chip.ON_CHIP) == set(hardware.GENERATIONS)
+
+
 def test_the_fractions_across_generations_are_fitted_with_no_generations_own():
-  """fit_across fits what an unfitted generation runs at, every row predicted through it."""
+  """fit_across fits what an unfitted generation runs at, every row predicted through it:
+  the CUDA cores' law from a Volta (1.5 KiB of shared memory per lane) and a Pascal (1 KiB)."""
   v100, p100 = hardware.load('dgx1_v100'), hardware.load('dgx1_p100')
-  truth = dataclasses.replace(HALF, across_cuda_cores=0.4)
+  truth = dataclasses.replace(HALF, across_cuda_cores=0.4, across_cuda_slope=0.2)
   observations = [
     (CARD, 100, device, False, roofline.examples_per_second(CARD, 100, device, unfit, False))
     for device in (v100, p100)
     for unfit in [dataclasses.replace(truth, volta=0.0, pascal=0.0)]
   ]
   fitted = roofline.fit_across(observations, HALF)
-  assert fitted.across_cuda_cores == 0.4 and fitted.volta == HALF.volta
+  assert fitted.across_cuda_cores == 0.4 and fitted.across_cuda_slope == 0.2
+  assert fitted.volta == HALF.volta
   assert fitted.across_products == HALF.across_products  # No product rows: left as given.
 
 
