@@ -11,6 +11,7 @@ from configs import cluster_spec
 from configs import dry_run as plan_description
 from configs import from_flags
 from configs import task_flags
+from configs import unused_flags
 from orchestration import commands
 from orchestration import experiment_lock
 from orchestration import gpus
@@ -25,6 +26,7 @@ from reporting import comparison  # No TensorFlow.
 
 def dry_run():
   """--dry_run: the plan printed; trains nothing, writes nothing."""
+  _note_unused_flags()
   print(plan_description.describe(from_flags.dry_run(), gpus=len(gpus.visible(os.environ))))
   return 0
 
@@ -87,10 +89,20 @@ def _claimed(action):
   text = os.environ.get('TF_CONFIG')
   one_task = action == 'in_process' or (action == 'launch' and text)
   experiment, tf_config = task_flags.task(text) if one_task else (from_flags.experiment(), None)
+  if not one_task:
+    _note_unused_flags()
   logdir.check_experiment(experiment)  # Before anything is written.
   experiment = from_flags.claimed(experiment, cluster=bool(tf_config))
   resume.export(commands.resume(sys.argv, from_flags.resume_flags(experiment), environ, started_by))
   return experiment, tf_config
+
+
+def _note_unused_flags():
+  """A line on stderr for each flag given that none of --strategies reads (not an error: a
+  flagfile may hold settings for strategies this launch leaves out)."""
+  if not from_flags.FLAGS.predict:
+    for line in unused_flags.lines(from_flags.FLAGS):
+      print(f'run.py: note: {line}', file=sys.stderr)
 
 
 def _adopt_launcher_environment(started_by):

@@ -51,3 +51,49 @@ def test_options_given_are_shown_as_given():
   text = described(0, given)
   assert options_shown(text) == {'mirrored': 'cross_device_ops=nccl --num_packs=2'}
   assert '(auto and empty settings' not in text
+
+
+def parsed(*args):
+  """run.py's flags parsed from `args` into a copy, none leaking into another test."""
+  import copy
+
+  from absl import flags
+
+  import run  # noqa: F401  # Defines every flag, as run.py does.
+
+  values = copy.deepcopy(flags.FLAGS)
+  values.unparse_flags()
+  values(['run.py', *args])
+  return values
+
+
+def test_a_flag_no_planned_strategy_reads_is_named_in_one_line(capsys, monkeypatch):
+  from configs import from_flags
+  from configs import unused_flags
+  from orchestration import run_py_actions
+
+  values = parsed(
+    '--strategies=mirrored,one_device', '--num_workers=4', '--num_ps=3', '--cross_device_ops=nccl'
+  )
+  assert unused_flags.lines(values) == [
+    '--num_workers=4 changes none of the runs: multi_worker_mirrored and parameter_server read '
+    'it, and --strategies=mirrored,one_device has no such run',
+    '--num_ps=3 changes none of the runs: parameter_server reads it, and '
+    '--strategies=mirrored,one_device has no such run',
+  ]  # --cross_device_ops is mirrored's: read.
+  assert unused_flags.lines(parsed('--strategies=one_device', '--num_replicas=2,4')) == [
+    '--num_replicas=2,4 changes none of the runs: central_storage, jax_data_parallel and '
+    'mirrored read it, and --strategies=one_device has no such run'
+  ]
+  assert unused_flags.lines(parsed('--strategies=parameter_server', '--num_workers=3')) == []
+  # --dry_run and a launch say so on stderr; --predict, which reads them otherwise, does not.
+  monkeypatch.setattr(from_flags, 'FLAGS', parsed('--strategies=mirrored', '--num_ps=3'))
+  run_py_actions._note_unused_flags()
+  assert capsys.readouterr().err == (
+    'run.py: note: --num_ps=3 changes none of the runs: parameter_server reads it, and '
+    '--strategies=mirrored has no such run\n'
+  )
+  predicting = parsed('--strategies=mirrored', '--num_ps=3', '--predict')
+  monkeypatch.setattr(from_flags, 'FLAGS', predicting)
+  run_py_actions._note_unused_flags()
+  assert capsys.readouterr().err == ''
