@@ -43,6 +43,9 @@ class Arrays:
   scale: float  # multiplies the stored pixels to bring them to [0, 1]
   examples_per_epoch: int = 0  # 0: one pass over x_train
   tokens: bool = False  # examples are token ids: kept integers, not scaled
+  # One label's shape as the user's function gave it ((1,) for (N, 1) labels, which the
+  # pipeline feeds as (N,)), for a compiled loss or metric of theirs; None: the tool's data.
+  label_shape: tuple[int, ...] | None = None
 
   @property
   def input_shape(self):
@@ -131,7 +134,14 @@ def hyperparameters(name):
   return declarations.constants(path).get('HYPERPARAMETERS', {})
 
 
-def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0, remote_pipelines=False):
+def load(
+  options,
+  seed=0,
+  mixed_precision='float32',
+  steps_per_epoch=0,
+  remote_pipelines=False,
+  as_fit_feeds=False,
+):
   """The Arrays of the dataset `options` (a configs.definitions.Data) names, checked to hold
   only what a model can take (`check`; under `mixed_precision` mixed_float16, what a model
   computing in float16 can: `check_range`), its hyperparameters not given taking their
@@ -139,7 +149,9 @@ def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0, remote_p
   `steps_per_epoch`, for the length of a training pass that is unknown (counted: one
   streaming pass). With `remote_pipelines` (a parameter-server coordinator's, whose workers run
   the pipelines as graphs, where no Python generator runs), a user's PyDataset is read once
-  into arrays."""
+  into arrays. With `as_fit_feeds` (the model is the user's own too), a user's uint8 examples
+  are fed as `fit` feeds them, not scaled by 1/255: a model of theirs scales its own input
+  (Rescaling), and would be scaled twice."""
   name = options.dataset
   if user_code.is_spec(name):
     returned = user_code.call(name, 'dataset')
@@ -150,6 +162,8 @@ def load(options, seed=0, mixed_precision='float32', steps_per_epoch=0, remote_p
 
     fed = fit_forms.from_user(name, returned, seed)
     arrays = from_user(name, returned) if fed is None else None
+    if arrays is not None and as_fit_feeds:
+      arrays = dataclasses.replace(arrays, scale=1.0)
   elif name not in names():
     raise DatasetError(f'unknown dataset {name!r}; choose from {", ".join(names())}')
   else:
@@ -326,6 +340,7 @@ def from_user(spec, returned):
   except ValueError as e:  # Lists of examples of different lengths: no array of them.
     raise refuse(f'returned examples or labels that make no array ({e})') from None
   # Labels of shape (N, 1), as keras.datasets.cifar10 returns them: one label per example.
+  label_shape = tuple(np.shape(y_train)[1:])
   y_train, y_val = (y[:, 0] if y.ndim == 2 and y.shape[1:] == (1,) else y for y in (y_train, y_val))
   numeric = [y for y in (y_train, y_val) if y.dtype.kind in 'iuf' and y.size]
   if numeric:  # Before a cast: 1e30 would be int64's least, and the pipeline's labels int32.
@@ -379,4 +394,5 @@ def from_user(spec, returned):
     y_val.astype(np.int32),
     num_classes,
     scale=1 / 255 if x_train.dtype == np.uint8 else 1.0,
+    label_shape=label_shape,
   )

@@ -315,6 +315,59 @@ def test_a_model_of_two_outputs_is_judged_as_keras_evaluate_judges_it():
     assert found[name] == pytest.approx(expected[name], rel=1e-5), name
 
 
+class CategoricalTruePositives(keras.metrics.Metric):
+  """keras.io's guide's own metric ("Training & evaluation with the built-in methods"), as
+  written there: its result() is its variable, its values (B, 1), times any sample weight."""
+
+  def __init__(self, name='categorical_true_positives', **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.true_positives = self.add_variable(shape=(), name='ctp', initializer='zeros')
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    y_pred = keras.ops.reshape(keras.ops.argmax(y_pred, axis=1), (-1, 1))
+    values = keras.ops.cast(
+      keras.ops.cast(y_true, 'int32') == keras.ops.cast(y_pred, 'int32'), 'float32'
+    )
+    if sample_weight is not None:
+      values = keras.ops.multiply(values, keras.ops.cast(sample_weight, 'float32'))
+    self.true_positives.assign_add(keras.ops.sum(values))
+
+  def result(self):
+    return self.true_positives
+
+
+def test_a_metric_of_the_keras_guide_counts_as_keras_evaluate_counts_it_padding_or_not():
+  """The user's (N, 1) labels reach their metric as (B, 1), as fit gives them (fed (B,), the
+  guide's metric broadcast them to (B, B): 12352 for 200), its result() read inside the state
+  it was given (read after, it was its variable: 0), and the validation set's padding (weight
+  0, the last batch's) counts for none, though the metric's (B, 1) values meet the weights."""
+  import tensorflow as tf
+
+  from training import objective
+
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+  model.compile(
+    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics=[CategoricalTruePositives()],
+  )
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(40, 4)).astype(np.float32)
+  y = rng.integers(0, 3, size=(40, 1))
+  judged = objective.of(model, tf.constant(y[:4, 0]), model(x[:4]), False, label_shape=(1,))
+  expected = model.evaluate(x, y, batch_size=40, verbose=0, return_dict=True)
+  # As the pipeline feeds them: one value per example, the last 8 of 48 padding.
+  padded_x = np.concatenate([x, np.zeros((8, 4), np.float32)])
+  padded_y = tf.constant(np.concatenate([y[:, 0], np.zeros(8, np.int64)]))
+  for x_fed, y_fed, weights in (
+    (x, tf.constant(y[:, 0]), tf.ones(40)),
+    (padded_x, padded_y, tf.concat([tf.ones(40), tf.zeros(8)], 0)),
+  ):
+    _, sums = judged.sums(y_fed, model(x_fed), weights)
+    found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
+    assert found['categorical_true_positives'] == expected['categorical_true_positives'] > 0
+    assert found['loss'] == pytest.approx(expected['loss'], rel=1e-5)
+
+
 @pytest.mark.parametrize(
   'args, fragment',
   [

@@ -390,6 +390,14 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
   assert arrays.y_train.dtype == np.int32
   images = data.load(definitions.Data(f'{name}:images'))
   assert images.scale == pytest.approx(1 / 255) and images.num_classes == 2
+  assert images.label_shape == ()
+  # For a model of the user's own, uint8 images as fit feeds them (a Rescaling of theirs
+  # scaled them twice: 0.10 validation accuracy where fit reached 0.88), and (N, 1) labels
+  # remembered as (1,) for a compiled loss or metric of theirs.
+  own = data.load(definitions.Data(f'{name}:images'), as_fit_feeds=True)
+  assert own.scale == 1.0 and np.array_equal(own.x_train, images.x_train)
+  shaped = data.load(definitions.Data(f'{name}:keras_shaped'))
+  assert shaped.label_shape == (1,) and shaped.y_train.shape == (6,)
 
 
 @pytest.mark.parametrize(

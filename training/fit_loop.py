@@ -48,7 +48,6 @@ from collections.abc import Callable
 from typing import Any
 
 import keras
-import tensorflow as tf
 
 from orchestration import exit_status
 from orchestration import processes
@@ -58,6 +57,7 @@ from training import builders as builders_lib
 from training import event_files
 from training import fit_record
 from training import model_outputs
+from training import objective
 from training import outcome
 from training import private_apis
 from training import probes as probes_lib
@@ -210,32 +210,20 @@ def _data(source, config, batching, outputs):
   custom loop's order for the seed; the validation set without its weight-0 padding, the last
   batch short. Labels as the user gave them to fit (`outputs`: the model's on a probe batch)."""
   size = batching.global_batch_size
-  train = source.train_fn(size, config.seed)(None).map(_as_given(outputs))
+  given = _as_given(outputs, getattr(source, 'label_shape', None))
+  train = source.train_fn(size, config.seed)(None).map(given)
   padded = source.validation_fn(size, size)(None).take(source.validation_steps(size))
   # Once: each epoch's validation reads it to its end, which also ends an execution of fewer
   # steps (given a number of steps, Keras runs whole executions: batches of the next pass).
   validation = padded.unbatch().filter(lambda x, y, w: w > 0).batch(size)
-  return train, validation.map(_as_given(outputs))
+  return train, validation.map(given)
 
 
-def _as_given(outputs):
-  """A batch's labels as a user's fit gets them: the pipeline keeps one value per example,
-  (B,), which beside an output of one column, (B, 1), are the (N, 1) labels the user gave (as
-  the custom loop's objective aligns them); a loss or metric of the user's own takes them as
-  they come (a (B,) label against a (B, 1) output broadcasts to (B, B))."""
-
-  def column(label, output):
-    shape = tuple(output.shape)  # A TensorShape, or a tuple on the JAX backend.
-    single = label.shape.rank == 1 and len(shape) == 2 and shape[-1] == 1
-    return label[:, None] if single else label
-
-  def align(x, y, w):
-    try:
-      return x, tf.nest.map_structure(column, y, outputs), w
-    except (TypeError, ValueError):  # Labels in another structure than the outputs: as given.
-      return x, y, w
-
-  return align
+def _as_given(outputs, label_shape):
+  """A batch's labels as a user's fit gets them (objective.as_given): a loss or metric of the
+  user's own takes them as they come (a (B,) label against a (B, 1) output broadcasts to
+  (B, B))."""
+  return lambda x, y, w: (x, objective.as_given(y, outputs, label_shape), w)
 
 
 class _Clock(keras.callbacks.Callback):

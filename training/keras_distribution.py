@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import data
 import strategies
+import user_code
 from training import builders as builders_lib
 from training import fit_loop
 from training import tensorflow_calls
@@ -29,7 +30,7 @@ def run(config, role, say=print):
     )
   keras.mixed_precision.set_global_policy(config.performance.mixed_precision)
   options = (config.data, config.seed, config.performance.mixed_precision, config.steps_per_epoch)
-  source = data.load(*options)
+  source = data.load(*options, as_fit_feeds=user_code.is_spec(config.model.model))
   check_traceable(config, source)
   devices = _devices(config.name, distribution.num_replicas)
   keras_distribution = strategies.get(distribution.strategy).create(devices, distribution.options)

@@ -102,8 +102,11 @@ class Compiled:
 
   compiled = True
 
-  def __init__(self, model: Any, labels: Any, outputs: Any) -> None:
+  def __init__(
+    self, model: Any, labels: Any, outputs: Any, label_shape: tuple[int, ...] | None = None
+  ) -> None:
     compiled_loss, self._metrics = private_apis.compiled_loss_and_metrics(model)
+    self._label_shape = label_shape
     self._output_names = list(getattr(model, 'output_names', None) or [])
     labels = self._align(labels, outputs)
     try:
@@ -132,16 +135,16 @@ class Compiled:
 
   def _align(self, labels: Any, outputs: Any) -> Any:
     """`labels` in the structure of `outputs`: a dict of labels by output name for a model
-    with a list of outputs; a label of one value per example, which the data's labels are
+    with a list of outputs; the user's arrays' labels in the shape they gave (`label_shape`:
+    their (N, 1) labels as (B, 1), as fit gives a loss or metric of theirs; a metric comparing
+    (B,) labels with (B, 1) predictions would broadcast them to (B, B)); a label of one value
+    per example of the tool's own data, which the data's labels are
     (the pipeline keeps one class number per example), as its output's single column, (B, 1):
     the shape the user's own (N, 1) labels had, which `fit` gives a loss or metric of their
     own as it is (Keras' built-in ones align the two ranks themselves)."""
     if isinstance(outputs, (list, tuple)) and isinstance(labels, dict) and self._output_names:
       labels = [labels[name] for name in self._output_names]
-    try:
-      return tf.nest.map_structure(_as_column, labels, outputs)
-    except (TypeError, ValueError):  # Structures that differ: the loss's paths pick from each.
-      return labels
+    return as_given(labels, outputs, self._label_shape)
 
   def per_example(self, labels: Any, outputs: Any) -> tf.Tensor:
     """Each example's loss: every output's, averaged over its values, times its weight."""
@@ -166,12 +169,15 @@ class Compiled:
     return loss, sums
 
   def _update(self, state: list[tf.Tensor], labels: Any, outputs: Any, weights: tf.Tensor) -> Any:
-    """The metrics' state after the batch: every metric sees each example's weight, so the
-    validation set's padding (weight 0) counts for none (Keras' unweighted `metrics` see
-    whether an example counts at all, its `weighted_metrics` the weight itself)."""
-    return private_apis.stateless_update(
-      self._metrics, state, labels, outputs, weights, tf.cast(weights > 0, tf.float32)
+    """The metrics' state after the batch: Keras' `weighted_metrics` see each example's
+    weight, its unweighted `metrics` none, as `fit` gives them, but on a batch with the
+    validation set's padding (weight 0) whether an example counts, so that the padding counts
+    for none."""
+    update: Callable[[Any], Any] = lambda mask: private_apis.stateless_update(
+      self._metrics, state, labels, outputs, weights, mask
     )
+    padding = tf.reduce_any(weights <= 0)
+    return tf.cond(padding, lambda: update(tf.cast(weights > 0, tf.float32)), lambda: update(None))
 
   def results(self, sums: dict[str, Any]) -> dict[str, float]:
     examples = max(sums['examples'][0], 1)
@@ -181,7 +187,7 @@ class Compiled:
     ]
     found = {'loss': sums['loss'][0] / examples}
     if self._metrics is not None:
-      for name, value in self._metrics.stateless_result(state).items():
+      for name, value in private_apis.stateless_result(self._metrics, state).items():
         found[name] = _scalar(name, value)
     return found
 
@@ -218,10 +224,24 @@ class Compiled:
       offset += count
 
 
+def as_given(labels: Any, outputs: Any, label_shape: tuple[int, ...] | None = None) -> Any:
+  """A batch's labels as the user's `fit` gets them: the user's arrays' labels in the shape
+  they gave (`label_shape`, the pipeline keeping one value per example); else a label of one
+  value per example, (B,), beside an output of one column as (B, 1); labels in another
+  structure than the outputs as they come (the loss's paths pick from each)."""
+  if label_shape is not None and isinstance(labels, tf.Tensor):
+    return tf.reshape(labels, [-1, *label_shape])
+  try:
+    return tf.nest.map_structure(_as_column, labels, outputs)
+  except (TypeError, ValueError):
+    return labels
+
+
 def _as_column(label: Any, output: Any) -> tf.Tensor:
   """`label` (B,) as (B, 1) beside an `output` of shape (B, 1); else as it is."""
   label = tf.convert_to_tensor(label)
-  if label.shape.rank == 1 and output.shape.rank == 2 and output.shape[-1] == 1:
+  shape = tuple(output.shape)  # A TensorShape, or a tuple on the JAX backend.
+  if label.shape.rank == 1 and len(shape) == 2 and shape[-1] == 1:
     return label[:, None]
   return label
 
@@ -251,10 +271,17 @@ def is_compiled(model: Any) -> bool:
   return private_apis.compiled_loss_and_metrics(model)[0] is not None
 
 
-def of(model: Any, probe_labels: Any, probe_outputs: Any, probabilities: bool) -> 'Objective':
-  """The objective of `model`: Compiled when it was compiled with a loss, else Default."""
+def of(
+  model: Any,
+  probe_labels: Any,
+  probe_outputs: Any,
+  probabilities: bool,
+  label_shape: tuple[int, ...] | None = None,
+) -> 'Objective':
+  """The objective of `model`: Compiled when it was compiled with a loss (`label_shape`: one
+  label's shape as the user's arrays gave it), else Default."""
   if is_compiled(model):
-    return Compiled(model, probe_labels, probe_outputs)
+    return Compiled(model, probe_labels, probe_outputs, label_shape)
   return Default(probabilities)
 
 

@@ -208,9 +208,10 @@ def flat_losses(compiled_loss):
 
 def stateless_update(compiled_metrics, state, labels, outputs, weights, mask):
   """The state of a built CompileMetrics after one batch, from `state` (its variables'
-  values), without touching its variables: each unweighted metric weighed by `mask` and each
-  weighted one by `weights`. Keras' CompileMetrics.update_state gives its unweighted metrics
-  no weight at all, so the validation set's padding would count."""
+  values), without touching its variables: each weighted metric weighed by `weights`, each
+  unweighted one by `mask` in the shape of its labels ((B, 1) beside (B, 1) labels: a metric
+  of the user's multiplying its (B, 1) values by it would broadcast a (B,) one to (B, B)), or,
+  `mask` None, by nothing, as Keras' CompileMetrics.update_state gives them."""
   import keras
 
   for name in ('_flat_metrics', '_flat_weighted_metrics', '_flatten_y'):
@@ -225,9 +226,27 @@ def stateless_update(compiled_metrics, state, labels, outputs, weights, mask):
     ):
       for metric, true, predicted in zip(metrics, y_true, y_pred):
         if metric:
+          if weight is mask and mask is not None:
+            rank = len(getattr(true, 'shape', ()))
+            weight = keras.ops.reshape(mask, (-1,) + (1,) * max(rank - 1, 0))
           metric.update_state(true, predicted, weight)
   updated = [scope.get_current_value(variable) for variable, _ in mapping]
   return [value if new is None else new for new, (_, value) in zip(updated, mapping)]
+
+
+def stateless_result(compiled_metrics, state):
+  """{name: numpy value} of a built CompileMetrics' results at `state` (its variables' values),
+  read inside the scope that maps them: Keras' own stateless_result returns what result()
+  returns, and a metric whose result() is its own variable (keras.io's guide writes
+  `return self.true_positives`) would be read after the scope, as the variable itself, never
+  updated (0)."""
+  import keras
+
+  with keras.StatelessScope(state_mapping=list(zip(compiled_metrics.variables, state))):
+    return {
+      name: keras.ops.convert_to_numpy(keras.ops.convert_to_tensor(value))
+      for name, value in compiled_metrics.result().items()
+    }
 
 
 KERAS_SCOPE = 'keras.src.backend.tensorflow.core.name_scope and its _tf_name_scope'

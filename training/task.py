@@ -335,7 +335,11 @@ def _build(config, spec, me, say, refusal=None, make=trainer_lib.Trainer):
     )
   try:  # After the strategy (a tf.data pipeline starts the runtime), outside the watchdog.
     options = (config.data, config.seed, perf.mixed_precision, config.steps_per_epoch)
-    source = data.load(*options, remote_pipelines=descriptor.steps_on_workers)
+    source = data.load(
+      *options,
+      remote_pipelines=descriptor.steps_on_workers,
+      as_fit_feeds=user_code.is_spec(config.model.model),
+    )
   except (ValueError, data.DatasetError) as e:  # Every task of a cluster ends with it.
     if not spec:
       raise

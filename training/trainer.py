@@ -201,7 +201,8 @@ class Trainer:
         f'fails on a batch of {probe} training examples: {user_code.message(e)}'
       ) from None
     try:
-      return objective_lib.of(self.model, labels, outputs, probabilities)
+      label_shape = getattr(source, 'label_shape', None)
+      return objective_lib.of(self.model, labels, outputs, probabilities, label_shape)
     except ValueError as e:
       raise refuse(str(e)) from None
 
