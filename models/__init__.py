@@ -145,6 +145,7 @@ def _user_model(spec, input_shape, num_classes, input_dtype):
       f'--model={spec} returned {type(model).__name__}, not a '
       'keras.Model; return the model (uncompiled with logits out, or compiled with its loss)'
     )
+  _check_own_steps(spec, model)  # Before a call: keras.io's VAE has train_step and no call().
   outputs = _outputs(spec, model, input_shape, input_dtype)
   if getattr(model, '_compile_loss', None) is not None:  # Its own loss says what it outputs.
     return _trainable(spec, model)
@@ -169,7 +170,7 @@ def _user_model(spec, input_shape, num_classes, input_dtype):
 OWN_STEPS = ('train_step', 'test_step', 'compute_loss', 'compute_metrics')
 
 
-def _trainable(spec, model):
+def _check_own_steps(spec, model):
   import keras
 
   overridden = [
@@ -183,6 +184,9 @@ def _trainable(spec, model):
       "strategy trains with run.py's own step, the compiled loss and metrics plus the losses "
       "the model adds (self.add_loss in call()); move the step's extra work there"
     )
+
+
+def _trainable(spec, model):
   if not model.trainable_weights:
     raise user_code.UserCodeError(
       f'--model={spec} returned a model with no trainable weights ({len(model.weights)} '

@@ -5,6 +5,7 @@ layer, loss and metric) train with default flags, the breakdown included; and wh
 adds around the training never fails it."""
 
 import os
+import textwrap
 
 import pytest
 
@@ -190,26 +191,31 @@ def test_an_error_the_same_run_repeats_ends_it_once_never_restarted(tmp_path):
   ), lines
 
 
-def test_a_model_with_its_own_train_step_is_refused_it_would_not_run():
+def test_a_model_with_its_own_train_step_is_refused_it_would_not_run(tmp_path, monkeypatch):
   """fit would run a model's own train_step (a VAE's, a GAN's); run.py's loop would not, and
-  would silently train the compiled loss instead: refused in one line, before any run."""
-  import keras
-
+  would silently train the compiled loss instead: refused in one line, before any run, and
+  before a call: keras.io's VAE defines train_step and no call() (was refused for that)."""
   import models
   import user_code
 
-  class Own(keras.Model):
-    def __init__(self):
-      super().__init__()
-      self.dense = keras.layers.Dense(2)
+  (tmp_path / 'vae_job.py').write_text(
+    textwrap.dedent("""
+      import keras
 
-    def call(self, x):
-      return self.dense(x)
+      class VAE(keras.Model):
+        def __init__(self):
+          super().__init__()
+          self.encoder = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
 
-    def train_step(self, data):
-      return {}
+        def train_step(self, data):
+          return {}
 
-  model = Own()
-  model(keras.ops.zeros((1, 3)))
-  with pytest.raises(user_code.UserCodeError, match='--model=vae:build overrides train_step,'):
-    models._trainable('vae:build', model)  # pylint: disable=protected-access
+      def build():
+        model = VAE()
+        model.compile(optimizer=keras.optimizers.Adam())
+        return model
+    """)
+  )
+  monkeypatch.syspath_prepend(str(tmp_path))
+  with pytest.raises(user_code.UserCodeError, match='--model=vae_job:build overrides train_step,'):
+    models._user_model('vae_job:build', (3,), 2, 'float32')  # pylint: disable=protected-access
