@@ -9,6 +9,8 @@ among those read (a pipeline that pads each batch to its longest sequence) are r
 line before anything is built: pad them to one length in the pipeline instead.
 """
 
+import re
+
 import tensorflow as tf
 
 import data
@@ -30,12 +32,29 @@ def read(who, train):
     if first is None:
       first = shapes
     elif shapes != first:
-      raise data.DatasetError(
-        f'{who} gives elements of different shapes ({_text(first)}, then {_text(shapes)}); '
-        'give elements of one shape each: pad them to one length in your map (the run '
-        'batches them; a padded_batch pads each batch to its own longest)'
-      )
+      raise _different(who, _text(first), _text(shapes))
   return first
+
+
+# tf.ensure_shape's complaint, when an element after the first PEEK differs from them.
+_NOT_AS_READ = re.compile(
+  r'Shape of tensor \S+ (\[[^\]]*\]) is not compatible with expected shape (\[[^\]]*\])'
+)
+
+
+def refusal(who, message):
+  """The DatasetError for a pipeline whose later element had another shape than the first
+  PEEK gave (`message`: the error reading it raised), else None."""
+  found = _NOT_AS_READ.search(message)
+  return found and _different(who, found.group(2), f'{found.group(1)} after the first {PEEK}')
+
+
+def _different(who, first, then):
+  return data.DatasetError(
+    f'{who} gives elements of different shapes ({first}, then {then}); give elements of one '
+    'shape each: pad them to one length in your map (the run batches them; a padded_batch '
+    'pads each batch to its own longest)'
+  )
 
 
 def fixed(splits, shapes):

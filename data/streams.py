@@ -310,7 +310,7 @@ def _count(ds, integer_labels=False, who=''):
   try:
     n, top = pipeline.without_autotune(ds).reduce(start, add)
   except tf.errors.OpError as e:
-    raise data.DatasetError(
+    raise element_shapes.refusal(who, e.message) or data.DatasetError(
       f'{who} could not be read: {type(e).__name__}: {user_code.first_line(e.message)}; fix '
       'the pipeline or its files'
     ) from None
@@ -319,11 +319,30 @@ def _count(ds, integer_labels=False, who=''):
 
 def _batched(ds):
   """Whether `ds` batches (as the datasets Keras' fit() takes do): every part of its elements
-  has a first dimension of unknown size."""
+  has a first dimension of unknown size, or of one size and the last of its transformations
+  that batch or unbatch batches (`.batch(64, drop_remainder=True)`: a first dimension of 64)."""
   leaves = tf.nest.flatten(ds.element_spec) if isinstance(ds, tf.data.Dataset) else []
-  return bool(leaves) and all(
-    isinstance(s, tf.TensorSpec) and s.shape.rank and s.shape[0] is None for s in leaves
-  )
+  if not leaves or not all(isinstance(s, tf.TensorSpec) and s.shape.rank for s in leaves):
+    return False
+  firsts = {s.shape[0] for s in leaves}
+  return firsts == {None} or (len(firsts) == 1 and _batches_last(ds))
+
+
+# tf.data's transformations that batch, by their classes' names (tensorflow/python/data/ops/).
+_BATCHING = ('_BatchDataset', '_PaddedBatchDataset', '_ParallelBatchDataset', '_RebatchDataset')
+
+
+def _batches_last(ds):
+  """Whether, of `ds`'s transformations back to its source, the last that batches or unbatches
+  batches (a dataset made another way, a zip of several, says nothing: False)."""
+  while ds is not None:
+    name = type(ds).__name__
+    if name == '_UnbatchDataset':
+      return False
+    if name in _BATCHING:
+      return True
+    ds = getattr(ds, '_input_dataset', None)
+  return False
 
 
 def _unbatched(splits):
@@ -346,6 +365,14 @@ def check(who, train, validation):
     raise _refused(who, f'gives elements {_described(spec)}')
   for part, value in zip(('features', 'labels'), spec):
     leaves = tf.nest.flatten(value)  # A tensor, or a dict or tuple of them (nested).
+    ragged = [s for s in leaves if isinstance(s, (tf.RaggedTensorSpec, tf.SparseTensorSpec))]
+    if ragged:  # Text split into words, ragged_batch: Keras' examples pad them to a length.
+      raise data.DatasetError(
+        f'{who} gives {part} {_described(value)}; give each '
+        'a dense tensor of one length: pad or cut it in your map (`.to_tensor(shape=[LENGTH])` '
+        "of a ragged one, or TextVectorization's output_sequence_length), then let the run "
+        'batch them'
+      )
     if not leaves or not all(isinstance(s, tf.TensorSpec) for s in leaves):
       raise _refused(who, f'gives {part} {_described(value)}')
     unknown = [s for s in leaves if not s.shape.is_fully_defined()]
@@ -381,6 +408,9 @@ def _described(value):
   """An element spec in a line: 'float32 (8,)', {'a': 'int64 ()'}, (..., ...)."""
   if isinstance(value, tf.TensorSpec):
     return _shape(value)
+  if isinstance(value, (tf.RaggedTensorSpec, tf.SparseTensorSpec)):
+    kind = 'ragged' if isinstance(value, tf.RaggedTensorSpec) else 'sparse'
+    return f'{kind} {_shape(value)}'
   if isinstance(value, dict):
     return '{' + ', '.join(f'{k!r}: {_described(v)}' for k, v in value.items()) + '}'
   if isinstance(value, tuple):

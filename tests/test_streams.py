@@ -191,6 +191,15 @@ def batched():
 def ragged():
   ds = tf.data.Dataset.range(1, 5).map(lambda i: (tf.zeros([i]), i % 2))
   return ds, ds
+def dropped():  # Keras' TPU-style examples: batches of one size, the remainder dropped.
+  ds = tf.data.Dataset.range(40).map(element)
+  return ds.batch(8, drop_remainder=True).prefetch(2), ds.take(10).batch(3, drop_remainder=True)
+def later_longer():  # 300 elements of length 2, then one of 3 (padded_batch's last batch).
+  ds = tf.data.Dataset.range(301).map(lambda i: (tf.zeros([2 + i // 300]), i % 2))
+  return ds, ds
+def words():  # Text split into words: ragged, as Keras' examples pad them before batching.
+  ds = tf.data.Dataset.from_tensor_slices((['a b', 'c d e', 'f'] * 4, [0, 1, 0] * 4))
+  return [d.batch(2).map(lambda t, y: (tf.strings.split(t), y)) for d in (ds, ds.take(4))]
 def other_validation():
   return tf.data.Dataset.range(4).map(element), tf.data.Dataset.range(4).map(lambda i: (i, i))
 def windows():  # Keras' forecasting example: windows of shape (None, None, 2), each 6 long.
@@ -239,6 +248,16 @@ def dict_arrays():
     ('one_dataset', 'returned a validation ndarray, not a tf.data.Dataset; give unbatched'),
     ('empty', 'returned an empty validation dataset; give it examples'),
     ('damaged', 'could not be read: DataLossError: '),
+    (
+      'later_longer',
+      'gives elements of different shapes ([2], then [3] after the first 256); give elements '
+      'of one shape each: pad them to one length in your map',
+    ),
+    (
+      'words',
+      'gives features ragged string (None, None); give each a dense tensor of one length: pad or '
+      'cut it in your map (`.to_tensor(shape=[LENGTH])` of a ragged one',
+    ),
   ],
 )
 def test_a_bad_user_dataset_pipeline_is_one_line_naming_the_flag(module, function, message):  # noqa: F811
@@ -261,6 +280,11 @@ def test_user_datasets_and_dict_arrays_load_as_pipelines(module):  # noqa: F811
   assert batched.record(None, 1, False)['unbatched']
   features, labels, weights = next(iter(batched.train_fn(5)(None)))
   assert features.shape == (5, 3) and labels.shape == (5,) and weights.shape == (5,)
+  # Batched to one size, the remainder dropped: a first dimension of 8, batches all the same
+  # (was read as elements of 8 examples each: '--batch_size=64 exceeds the 5 ... examples').
+  dropped = data.load(definitions.Data(f'{name}:dropped'))
+  assert dropped.count_training() == 40 and dropped.validation_size == 9
+  assert dropped.input_shape == (3,) and dropped.record(None, 1, False)['unbatched']
   arrays = data.load(definitions.Data(f'{name}:dict_arrays'))
   assert arrays.input_shape == {'a': (2,), 'b': ()} and arrays.train_size == 6
   # A size the pipeline leaves unknown but every element has alike: read from the first ones.
