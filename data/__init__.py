@@ -160,7 +160,7 @@ def load(
     if remote_pipelines:
       returned = fit_forms.in_memory(named(name), returned)
 
-    fed = fit_forms.from_user(name, returned, seed)
+    fed = fit_forms.from_user(name, returned, seed, remote_pipelines)
     arrays = from_user(name, returned) if fed is None else None
     if arrays is not None and as_fit_feeds:
       arrays = dataclasses.replace(arrays, scale=1.0)

@@ -28,12 +28,14 @@ import tensorflow as tf
 
 import data
 import user_code
+from data import portable
 from data import streams
 
 
-def from_user(spec, returned, seed=0):
+def from_user(spec, returned, seed=0, remote=False):
   """Streams of what `--dataset=spec` returned; None for one numeric array of features and one
-  array of class labels per split (data.from_user makes those data.Arrays)."""
+  array of class labels per split (data.from_user makes those data.Arrays). `remote`: the
+  pipelines run on a parameter-server coordinator's workers (data/portable.py)."""
   import keras
 
   who = data.named(spec)
@@ -42,7 +44,10 @@ def from_user(spec, returned, seed=0):
   except (TypeError, ValueError):
     return None
   if any(isinstance(split, tf.data.Dataset) for split in returned):
-    return streams.Streams(who, lambda: user_code.call(spec, 'dataset'), (train, validation))
+    datasets = all(isinstance(split, tf.data.Dataset) for split in returned)
+    rebuilt = remote and datasets and portable.maker(returned)
+    make = rebuilt or (lambda: user_code.call(spec, 'dataset'))
+    return streams.Streams(who, make, (train, validation))
   if any(isinstance(split, keras.utils.PyDataset) for split in returned):
     make = lambda: _datasets(who, user_code.call(spec, 'dataset'), seed)
     return streams.Streams(who, make, _datasets(who, returned, seed))

@@ -592,3 +592,55 @@ def test_a_model_of_dicts_in_and_out_trains_on_dicts_of_arrays(module):  # noqa:
   judged = run.evaluate()  # Each output judged by its own metric, by Keras' names.
   assert set(judged) == {'loss', 'c_accuracy', 'r_mae'} and np.isfinite(judged['loss'])
   assert run.validation_totals().examples == 8
+
+
+ADAPTED = """
+import keras
+import numpy as np
+import tensorflow as tf
+
+calls = []
+
+def load():  # keras.io's preprocessing-layers guide: adapted in load(), applied in a map.
+  calls.append(tf.executing_eagerly())
+  x = np.arange(40, dtype=np.float32).reshape(20, 2)
+  norm = keras.layers.Normalization()
+  norm.adapt(tf.data.Dataset.from_tensor_slices(x).batch(5))
+  ds = tf.data.Dataset.from_tensor_slices((x, np.arange(20) % 2)).map(lambda a, b: (norm(a), b))
+  return ds, ds.take(6)
+
+def generated():  # A Python generator: its graph needs this process.
+  sig = (tf.TensorSpec((2,), tf.float32), tf.TensorSpec((), tf.int64))
+  make = lambda: tf.data.Dataset.from_generator(
+    lambda: ((np.ones(2, np.float32), i % 2) for i in range(8)), output_signature=sig)
+  return make(), make()
+"""
+
+
+def test_a_parameter_server_s_workers_rebuild_the_pipelines_from_their_graphs(module):  # noqa: F811
+  """Under parameter_server each worker's pipeline is traced on the coordinator: a load() that
+  adapts a layer ran there in graph mode (FeatureSpace hung; Normalization: 'Creating variables
+  in dataset_fn is not allowed'). Its datasets, returned once eagerly, are rebuilt from their
+  graphs instead, the same elements; a generator's, which needs this process, is made by
+  calling the function, as before."""
+  import importlib
+
+  import tensorflow as tf
+
+  from data import portable
+
+  name = module(ADAPTED)
+  fed = data.load(definitions.Data(f'{name}:load'), remote_pipelines=True)
+  user = importlib.import_module(name)
+  assert user.calls == [True]
+  # As the coordinator traces a worker's dataset function: not called again, in graph mode.
+  traced = tf.function(lambda: tf.data.experimental.to_variant(fed._make()[0]))
+  traced.get_concrete_function()
+  assert user.calls == [True]
+  rebuilt = list(fed._make()[1])  # pylint: disable=protected-access
+  given = list(fed._given[1])  # pylint: disable=protected-access
+  assert len(rebuilt) == 6
+  assert all(np.allclose(a[0], b[0]) and a[1] == b[1] for a, b in zip(rebuilt, given))
+  assert abs(float(np.mean([e[0].numpy() for e in rebuilt]))) < 2  # Normalised.
+  generated = data.load(definitions.Data(f'{name}:generated'), remote_pipelines=True)
+  assert portable.maker(generated._given) is None  # pylint: disable=protected-access
