@@ -112,6 +112,18 @@ def test_the_compiled_optimizer_trains_with_its_own_schedule_when_asked():
     'compiled_optimizer': 'SGD(learning_rate=ExponentialDecay)',
     'optimizer_note': None,
   }
+  # Recorded as what trained it: not the flags' rate and schedule, which did not apply.
+  from configs import definitions
+  from training import outcome
+
+  config = definitions.RunConfig(optimizer=definitions.Optimizer('compiled'))
+  setup = outcome.setup(config, trainer)
+  assert (setup.optimizer, setup.learning_rate, setup.peak_learning_rate) == (
+    'compiled',
+    None,
+    None,
+  )
+  assert setup.lr_schedule is None and setup.momentum is None
 
   # A constant rate under a mirrored strategy: a mirrored variable, read as a number.
   import tensorflow as tf
@@ -130,7 +142,6 @@ def test_the_compiled_optimizer_trains_with_its_own_schedule_when_asked():
   )
   assert mirrored.learning_rate == pytest.approx(0.02)
 
-  from configs import definitions
   from training import schedules
 
   said = schedules.described(

@@ -8,9 +8,35 @@ import typing
 import keras
 
 import models
+import user_code
 from training import optimizers
 from training import private_apis
 from training import schedules
+
+
+def policy(model):
+  """The mixed-precision policy `model` computes in: its own Keras dtype policy's name where
+  that is one of --mixed_precision's (a user's build() may set mixed_float16 itself, as
+  keras.io's examples do; fit then scales the loss, Keras' compile(auto_scale_loss=True)),
+  else None."""
+  name = getattr(getattr(model, 'dtype_policy', None), 'name', None)
+  return name if name in ('float32', 'mixed_float16', 'mixed_bfloat16') else None
+
+
+def _own_float16(config, model):
+  """Whether `model` computes in float16 by a policy its build() set, as fit would scale its
+  loss; UserCodeError where the strategy cannot (as --mixed_precision=mixed_float16 is refused
+  there before any run)."""
+  if policy(model) != 'mixed_float16':
+    return False
+  strategy = config.distribution.strategy
+  if not config.distribution.descriptor.loss_scaling:
+    raise user_code.UserCodeError(
+      f"--model={config.model.model} sets Keras' mixed_float16 policy, which needs its "
+      f'LossScaleOptimizer, whose variables {strategy} cannot update; set mixed_bfloat16 '
+      'there'
+    )
+  return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +68,9 @@ def of(config, arrays):
       arrays.example_dtype,
       **config.model_sizes,
     ),
-    optimizer=lambda rate, built: optimizers.create(config.optimizer, rate, loss_scale, built),
+    optimizer=lambda rate, built: optimizers.create(
+      config.optimizer, rate, loss_scale or _own_float16(config, built), built
+    ),
     schedule=lambda batching: schedules.LearningRate(
       config.optimizer.learning_rate,
       schedules.peak_learning_rate(config, batching.step_batch_size),

@@ -13,10 +13,12 @@ import keras
 import tensorflow as tf
 
 import data
+from configs import definitions
 from records import results
 from records import run_groups as groups
 from records import run_record
 from records import target as target_lib
+from training import builders
 from training import devices
 from training import noise_scale
 from training import schedules
@@ -36,8 +38,16 @@ NOT_CHECKED_ON_RESUME = (
 
 
 def setup(config, trainer):
-  """The run's distinguishing values: its strategy, scale, model, data and how it trains."""
+  """The run's distinguishing values: its strategy, scale, model, data and how it trains. With
+  --optimizer=compiled the model's own optimizer and rate train it (`compiled_optimizer`):
+  the optimizer flags' values and the tool's schedule did not apply, and are recorded None."""
   model = config.model
+  compiled = config.optimizer.optimizer == definitions.COMPILED
+  optimizer = {
+    name: None if compiled and name != 'optimizer' else value
+    for name, value in dataclasses.asdict(config.optimizer).items()
+  }
+  schedule = {**dataclasses.asdict(config.schedule), **({'lr_schedule': None} if compiled else {})}
   return groups.Setup(
     strategy=config.distribution.strategy,
     model=model.model,
@@ -60,14 +70,18 @@ def setup(config, trainer):
     train_examples=trainer.source.train_size,
     steps_per_execution=config.performance.steps_per_execution,
     eval_every_steps=config.eval_every_steps,
-    **dataclasses.asdict(config.optimizer),
-    peak_learning_rate=schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
-    **dataclasses.asdict(config.schedule),
+    **optimizer,
+    peak_learning_rate=None
+    if compiled
+    else schedules.peak_learning_rate(config, trainer.batching.step_batch_size),
+    **schedule,
     batch_norm=model.batch_norm or bool(model.ghost_batch_size),
     ghost_batch_size=model.ghost_batch_size,
     bn_momentum=model.bn_momentum,
     jit_compile=config.performance.jit_compile,
-    mixed_precision=config.performance.mixed_precision,
+    # What the model computes in: --mixed_precision's policy, or the one its build() set.
+    mixed_precision=builders.policy(getattr(trainer, 'model', None))
+    or config.performance.mixed_precision,
     loop=config.loop,
   )
 
