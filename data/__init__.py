@@ -115,7 +115,7 @@ class Arrays:
 # Modules that serve the datasets: the input pipeline, the reader of keras.datasets' files, a
 # user's own tf.data pipelines, the other forms of a user's data fit takes, and the sizes a
 # user's pipeline leaves unknown.
-HELPERS = ('pipeline', 'keras_format', 'streams', 'fit_forms', 'element_shapes')
+HELPERS = ('pipeline', 'keras_format', 'streams', 'fit_forms', 'element_shapes', 'portable')
 
 
 def names():
