@@ -1,11 +1,8 @@
-"""Flags to configuration: with configs/task_flags.py, the only modules that read flag values.
-
-`experiment()` maps the parsed flags onto the experiment's validated `RunConfig`s (each
-strategy crossed with the swept values, once per `--variant`); task_flags.py maps them onto the
-one run of a process started by hand or by a scheduler (srun, mpirun); `child_run()` reads the
-run a launcher's child was started with. No other module of run.py reads `FLAGS` (the
-benchmarks read their own).
-"""
+"""Flags to configuration: with configs/task_flags.py, the only modules of run.py that read
+flag values (the benchmarks read their own). `experiment()` maps the parsed flags onto the
+experiment's validated `RunConfig`s (each strategy crossed with the swept values, once per
+`--variant`); task_flags.py onto the one run of a process started by hand or by a scheduler
+(srun, mpirun); `child_run()` reads the run a launcher's child was started with."""
 
 import copy
 import dataclasses
@@ -170,8 +167,7 @@ def prediction(values: FlagValues = FLAGS) -> Prediction:
 
 
 def comparison(values: FlagValues = FLAGS) -> tuple[str, str, float | None]:
-  """What --compare is asked for: (the baseline experiment's directory, the compared
-  experiment's, --max_regression or None)."""
+  """--compare's (baseline experiment's directory, compared one's, --max_regression or None)."""
   if not values.experiment:
     raise ValueError(
       f'--compare={values.compare} needs --experiment: the experiment to compare with it'
@@ -188,9 +184,8 @@ def comparison(values: FlagValues = FLAGS) -> tuple[str, str, float | None]:
 
 
 def _card_run(values: FlagValues, directory: str) -> RunConfig:
-  """The baseline strategy's run whose model card --predict traces: the model with its flags
-  and its own defaults, on its own dataset, or on synthetic data of the model's default input
-  shape (not on digits: a card describes the model, not the default data set)."""
+  """The baseline strategy's run whose model card --predict traces: the model with its flags and
+  defaults, on its dataset or synthetic data of its input shape (a card describes the model)."""
   values = copy.deepcopy(_with_model_defaults(values))
   if not values['dataset'].present:
     values.dataset = 'synthetic'  # type: ignore[assignment]  # absl's stub: a TypeVar.
@@ -376,9 +371,8 @@ def _hyperparameters(v: FlagValues, declared: dict[str, dict[str, Any]]) -> dict
 
 
 def _synthetic_input(v: FlagValues, hyperparameters: dict[str, Any]) -> dict[str, Any]:
-  """The dataset's `hyperparameters`, with --image_shape and --num_classes not given
-  ImageNet's for a keras.applications model on synthetic data, as tf_cnn_benchmarks runs
-  them."""
+  """The dataset's `hyperparameters`, --image_shape and --num_classes not given ImageNet's for
+  a keras.applications model on synthetic data, as tf_cnn_benchmarks runs them."""
   if not (v.dataset == 'synthetic' and models.declared(v.model).get('IMAGENET')):
     return hyperparameters
   imagenet = {'image_shape': models.IMAGENET_SHAPE, 'num_classes': models.IMAGENET_CLASSES}
@@ -386,10 +380,16 @@ def _synthetic_input(v: FlagValues, hyperparameters: dict[str, Any]) -> dict[str
 
 
 def strategy_options(name: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
-  """`given` (flag values by name) with the defaults of strategy `name`'s own flags it lacks,
-  for its cost when a prediction from a table gives only the flags it varies."""
+  """`given` (flag values by name) and the defaults of strategy `name`'s other own flags."""
   flagged = FLAGS.get_key_flags_for_module(strategies.get(name).__name__)
   return {**{f.name: f.default for f in flagged}, **(given or {})}
+
+
+def flags_given(values: FlagValues = FLAGS) -> tuple[dict[str, str], list[str]]:
+  """({name: value as text} of the flags given, in the command line or a flagfile; the
+  strategies --strategies plans)."""
+  text = lambda v: ','.join(map(str, v)) if isinstance(v, list) else str(v)
+  return {n: text(values[n].value) for n in values if values[n].present}, list(values.strategies)
 
 
 def own_flags(values: FlagValues, module: str) -> dict[str, Any]:

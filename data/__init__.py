@@ -113,9 +113,9 @@ class Arrays:
 
 
 # Modules that serve the datasets: the input pipeline, the reader of keras.datasets' files, a
-# user's own tf.data pipelines, the other forms of a user's data fit takes, and the sizes a
-# user's pipeline leaves unknown.
-HELPERS = ('pipeline', 'keras_format', 'streams', 'fit_forms', 'element_shapes', 'portable')
+# user's own tf.data pipelines (whether batched, their unknown sizes, rebuilt on parameter-server
+# workers) and the other forms of a user's data fit takes.
+HELPERS = tuple('pipeline keras_format streams batched element_shapes portable fit_forms'.split())
 
 
 def names():

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 import data
 import user_code
+from data import batched
 from data import element_shapes
 from data import pipeline
 
@@ -49,10 +50,10 @@ class Streams:
   def __init__(self, who, make, first=None):
     """`first`: what `make()` already returned, if it was called."""
     given = first or make()
-    self.unbatched = _batched(given[0])  # Batched by the user's pipeline: unbatched here.
-    unbatched = _unbatched(given)
+    self.unbatched = batched.batches(given[0])  # Batched by the user's pipeline: unbatched here.
+    unbatched = batched.unbatched(given)
     shapes = element_shapes.read(who, unbatched[0])  # Sizes the spec leaves unknown.
-    self.who, self._make = who, lambda: element_shapes.fixed(_unbatched(make()), shapes)
+    self.who, self._make = who, lambda: element_shapes.fixed(batched.unbatched(make()), shapes)
     train, validation = element_shapes.fixed(unbatched, shapes)
     # Read on this process (counted, probed, its files listed) as first returned; each input
     # pipeline calls the user's function again.
@@ -315,40 +316,6 @@ def _count(ds, integer_labels=False, who=''):
       'the pipeline or its files'
     ) from None
   return int(n), int(top)
-
-
-def _batched(ds):
-  """Whether `ds` batches (as the datasets Keras' fit() takes do): every part of its elements
-  has a first dimension of unknown size, or of one size and the last of its transformations
-  that batch or unbatch batches (`.batch(64, drop_remainder=True)`: a first dimension of 64)."""
-  leaves = tf.nest.flatten(ds.element_spec) if isinstance(ds, tf.data.Dataset) else []
-  if not leaves or not all(isinstance(s, tf.TensorSpec) and s.shape.rank for s in leaves):
-    return False
-  firsts = {s.shape[0] for s in leaves}
-  return firsts == {None} or (len(firsts) == 1 and _batches_last(ds))
-
-
-# tf.data's transformations that batch, by their classes' names (tensorflow/python/data/ops/).
-_BATCHING = ('_BatchDataset', '_PaddedBatchDataset', '_ParallelBatchDataset', '_RebatchDataset')
-
-
-def _batches_last(ds):
-  """Whether, of `ds`'s transformations back to its source, the last that batches or unbatches
-  batches (a dataset made another way, a zip of several, says nothing: False)."""
-  while ds is not None:
-    name = type(ds).__name__
-    if name == '_UnbatchDataset':
-      return False
-    if name in _BATCHING:
-      return True
-    ds = getattr(ds, '_input_dataset', None)
-  return False
-
-
-def _unbatched(splits):
-  """The user's datasets as elements: a batched one is unbatched, as the run batches to the
-  comparison's per-replica batch, the same under every strategy."""
-  return tuple(ds.unbatch() if _batched(ds) else ds for ds in splits)
 
 
 def check(who, train, validation):

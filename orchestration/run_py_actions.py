@@ -100,9 +100,8 @@ def _claimed(action):
 def _note_unused_flags():
   """A line on stderr for each flag given that none of --strategies reads (not an error: a
   flagfile may hold settings for strategies this launch leaves out)."""
-  if not from_flags.FLAGS.predict:
-    for line in unused_flags.lines(from_flags.FLAGS):
-      print(f'run.py: note: {line}', file=sys.stderr)
+  for line in unused_flags.lines(*from_flags.flags_given()):
+    print(f'run.py: note: {line}', file=sys.stderr)
 
 
 def _adopt_launcher_environment(started_by):

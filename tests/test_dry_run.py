@@ -72,28 +72,30 @@ def test_a_flag_no_planned_strategy_reads_is_named_in_one_line(capsys, monkeypat
   from configs import unused_flags
   from orchestration import run_py_actions
 
-  values = parsed(
-    '--strategies=mirrored,one_device', '--num_workers=4', '--num_ps=3', '--cross_device_ops=nccl'
-  )
-  assert unused_flags.lines(values) == [
+  said = lambda *args: unused_flags.lines(*from_flags.flags_given(parsed(*args)))
+  flagged = ('--num_workers=4', '--num_ps=3', '--cross_device_ops=nccl')
+  assert said('--strategies=mirrored,one_device', *flagged) == [
     '--num_workers=4 changes none of the runs: multi_worker_mirrored and parameter_server read '
     'it, and --strategies=mirrored,one_device has no such run',
     '--num_ps=3 changes none of the runs: parameter_server reads it, and '
     '--strategies=mirrored,one_device has no such run',
   ]  # --cross_device_ops is mirrored's: read.
-  assert unused_flags.lines(parsed('--strategies=one_device', '--num_replicas=2,4')) == [
+  assert said('--strategies=one_device', '--num_replicas=2,4') == [
     '--num_replicas=2,4 changes none of the runs: central_storage, jax_data_parallel and '
     'mirrored read it, and --strategies=one_device has no such run'
   ]
-  assert unused_flags.lines(parsed('--strategies=parameter_server', '--num_workers=3')) == []
+  assert said('--strategies=parameter_server', '--num_workers=3') == []
   # --dry_run and a launch say so on stderr; --predict, which reads them otherwise, does not.
-  monkeypatch.setattr(from_flags, 'FLAGS', parsed('--strategies=mirrored', '--num_ps=3'))
-  run_py_actions._note_unused_flags()
-  assert capsys.readouterr().err == (
-    'run.py: note: --num_ps=3 changes none of the runs: parameter_server reads it, and '
-    '--strategies=mirrored has no such run\n'
-  )
-  predicting = parsed('--strategies=mirrored', '--num_ps=3', '--predict')
-  monkeypatch.setattr(from_flags, 'FLAGS', predicting)
-  run_py_actions._note_unused_flags()
-  assert capsys.readouterr().err == ''
+  flags_given = from_flags.flags_given
+  for args, said_there in (
+    (
+      ['--num_ps=3'],
+      'run.py: note: --num_ps=3 changes none of the runs: parameter_server reads '
+      'it, and --strategies=mirrored has no such run\n',
+    ),
+    (['--num_ps=3', '--predict'], ''),
+  ):
+    values = parsed('--strategies=mirrored', *args)
+    monkeypatch.setattr(from_flags, 'flags_given', lambda values=values: flags_given(values))
+    run_py_actions._note_unused_flags()
+    assert capsys.readouterr().err == said_there
