@@ -388,7 +388,7 @@ def strategy_options(name: str, given: dict[str, Any] | None = None) -> dict[str
 def flags_given(values: FlagValues = FLAGS) -> tuple[dict[str, str], list[str]]:
   """({name: value as text} of the flags given, in the command line or a flagfile; the
   strategies --strategies plans)."""
-  text = lambda v: ','.join(map(str, v)) if isinstance(v, list) else str(v)
+  text: Callable[[Any], str] = lambda v: ','.join(map(str, v)) if isinstance(v, list) else str(v)
   return {n: text(values[n].value) for n in values if values[n].present}, list(values.strategies)
 
 
