@@ -139,7 +139,7 @@ def _checked(who, name, parts):
     if not isinstance(weights, np.ndarray) or weights.size != _length(parts):
       raise data.DatasetError(
         f'{who} returned {name} sample weights of shape {getattr(weights, "shape", None)}; '
-        f'give one number per example ({_length(parts)})'
+        f'give one number per example ({_length(parts)}); {streams.PER_VALUE_WEIGHTS}'
       )
     parts = (*parts[:2], weights.reshape(-1).astype(np.float32))
   return parts

@@ -351,13 +351,23 @@ def check(who, train, validation):
   if len(spec) == 3:
     weights = spec[2]
     if not (isinstance(weights, tf.TensorSpec) and weights.shape.rank == 0):
-      raise _refused(who, f'gives sample weights {_described(weights)}, not one number')
+      raise data.DatasetError(
+        f'{who} gives sample weights {_described(weights)}, not one number per element; '
+        f'{PER_VALUE_WEIGHTS}'
+      )
   if specs[1] != spec:
     raise data.DatasetError(
       f'{who} gives training elements {_described(spec)} and validation elements '
       f'{_described(specs[1])}; give both splits the same elements'
     )
   return spec, len(spec) == 3
+
+
+# What a user with a weight per token or pixel (fit's (N, T) sample_weight) does instead.
+PER_VALUE_WEIGHTS = (
+  "weights of each token or pixel that mask padding: let the model's mask do it "
+  '(Embedding(mask_zero=True), Masking), which the loss honours as fit does'
+)
 
 
 def _refused(who, problem):

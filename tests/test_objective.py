@@ -379,6 +379,50 @@ def test_a_metric_of_the_keras_guide_counts_as_keras_evaluate_counts_it_padding_
     assert found['loss'] == pytest.approx(expected['loss'], rel=1e-5)
 
 
+def test_a_masked_tagger_and_weighted_examples_are_judged_as_keras_evaluate_judges_them():
+  """A tagger's output carries Embedding(mask_zero=True)'s mask: its padding tokens weigh
+  nothing in the loss, which Keras averages over the unmasked ones (was 1.33 where evaluate
+  gave 1.13), and a weighted metric beside that (B, T) mask is given no (B,) weight where
+  none is given (it could not be traced). Sample weights that do not average 1 (fit's
+  class_weight, given as weights): the loss is their weighted sum over the examples, as
+  Keras reports it (was over the weights' sum: 0.68 where fit said 1.27)."""
+  import tensorflow as tf
+
+  from training import objective
+
+  inputs = keras.Input((6,), dtype='int32')
+  hidden = keras.layers.Embedding(20, 8, mask_zero=True)(inputs)
+  model = keras.Model(
+    inputs, keras.layers.Dense(3)(keras.layers.LSTM(8, return_sequences=True)(hidden))
+  )
+  model.compile(
+    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics=['accuracy'],
+    weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name='weighted')],
+  )
+  rng = np.random.default_rng(0)
+  x = rng.integers(1, 20, size=(32, 6)).astype(np.int32)
+  x[:, 4:] = 0  # Padding: a third of the tokens.
+  y = rng.integers(0, 3, size=(32, 6))
+  judged = objective.of(model, tf.constant(y[:4]), model(x[:4]), False)
+  expected = model.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+  _, sums = judged.sums(tf.constant(y), model(x), tf.ones(32))
+  found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
+  for name in ('loss', 'accuracy', 'weighted'):
+    assert found[name] == pytest.approx(expected[name], rel=1e-5), name
+
+  dense = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+  dense.compile(loss=keras.losses.BinaryCrossentropy(from_logits=True), metrics=['accuracy'])
+  x, y = rng.normal(size=(40, 4)).astype(np.float32), (rng.random(40) < 0.1).astype(np.float32)
+  weights = np.where(y > 0, 10.0, 1.0).astype(np.float32)
+  judged = objective.of(dense, tf.constant(y[:4]), dense(x[:4]), False)
+  expected = dense.evaluate(x, y, sample_weight=weights, batch_size=40, verbose=0, return_dict=True)
+  _, sums = judged.sums(tf.constant(y), dense(x), tf.constant(weights))
+  found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
+  assert found['loss'] == pytest.approx(expected['loss'], rel=1e-5)
+  assert found['accuracy'] == pytest.approx(expected['accuracy'], rel=1e-5)
+
+
 @pytest.mark.parametrize(
   'args, fragment',
   [

@@ -197,6 +197,9 @@ def dropped():  # Keras' TPU-style examples: batches of one size, the remainder 
 def later_longer():  # 300 elements of length 2, then one of 3 (padded_batch's last batch).
   ds = tf.data.Dataset.range(301).map(lambda i: (tf.zeros([2 + i // 300]), i % 2))
   return ds, ds
+def token_weights():  # fit's (N, T) sample_weight, a weight per token.
+  ds = tf.data.Dataset.range(8).map(lambda i: (tf.zeros([3]), i % 2, tf.ones([3])))
+  return ds, ds
 def words():  # Text split into words: ragged, as Keras' examples pad them before batching.
   ds = tf.data.Dataset.from_tensor_slices((['a b', 'c d e', 'f'] * 4, [0, 1, 0] * 4))
   return [d.batch(2).map(lambda t, y: (tf.strings.split(t), y)) for d in (ds, ds.take(4))]
@@ -252,6 +255,11 @@ def dict_arrays():
       'later_longer',
       'gives elements of different shapes ([2], then [3] after the first 256); give elements '
       'of one shape each: pad them to one length in your map',
+    ),
+    (
+      'token_weights',
+      'gives sample weights float32 (3,), not one number per element; weights of each token '
+      "or pixel that mask padding: let the model's mask do it (Embedding(mask_zero=True)",
     ),
     (
       'words',

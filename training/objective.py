@@ -80,10 +80,11 @@ class Default:
     )
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
     loss = tf.reduce_sum(per_example * weights)
+    counts = _counts(weights)
     return loss, {
       'loss': loss,
-      'correct': tf.reduce_sum(correct * weights),
-      'examples': tf.reduce_sum(weights),
+      'correct': tf.reduce_sum(correct * counts),
+      'examples': tf.reduce_sum(counts),
     }
 
   @property
@@ -147,12 +148,21 @@ class Compiled:
     return as_given(labels, outputs, self._label_shape)
 
   def per_example(self, labels: Any, outputs: Any) -> tf.Tensor:
-    """Each example's loss: every output's, averaged over its values, times its weight."""
+    """Each example's loss: every output's, averaged over its values, times its weight. An
+    output's Keras mask (Embedding(mask_zero=True), Masking) weighs its values as Keras' Loss
+    weighs them: masked ones 0, the others by the values over those unmasked in the batch, so
+    that the batch's mean is the mean over its unmasked values (a tagger's padding tokens
+    trained and counted in its loss without it: 1.33 where evaluate gave 1.13)."""
     total = 0.0
     for path, loss, weight in self._losses:
       y_true, y_pred = _at(labels, path), _at(outputs, path)
+      mask = getattr(y_pred, '_keras_mask', None)  # Keras' backend.get_keras_mask.
       y_pred = tf.cast(y_pred, tf.float32)
       values = tf.cast(loss.call(tf.cast(y_true, loss.dtype or 'float32'), y_pred), tf.float32)
+      if mask is not None and values.shape.rank == mask.shape.rank:
+        mask = tf.cast(mask, tf.float32)
+        unmasked = tf.maximum(tf.reduce_sum(mask), 1.0)
+        values *= mask * tf.cast(tf.size(mask), tf.float32) / unmasked
       if values.shape.rank > 1:
         values = tf.reduce_mean(values, axis=list(range(1, values.shape.rank)))
       total += values * (1.0 if weight is None else weight)
@@ -161,7 +171,7 @@ class Compiled:
   def sums(self, labels: Any, outputs: Any, weights: tf.Tensor) -> tuple[tf.Tensor, Sums]:
     labels = self._align(labels, outputs)
     loss = tf.reduce_sum(self.per_example(labels, outputs) * weights)
-    sums = {'loss': loss, 'examples': tf.reduce_sum(weights)}
+    sums = {'loss': loss, 'examples': tf.reduce_sum(_counts(weights))}
     if self._metrics is not None:
       initial = [tf.constant(v) for v in self._initial]
       updated = self._update(initial, labels, outputs, weights)
@@ -169,15 +179,21 @@ class Compiled:
     return loss, sums
 
   def _update(self, state: list[tf.Tensor], labels: Any, outputs: Any, weights: tf.Tensor) -> Any:
-    """The metrics' state after the batch: Keras' `weighted_metrics` see each example's
-    weight, its unweighted `metrics` none, as `fit` gives them, but on a batch with the
-    validation set's padding (weight 0) whether an example counts, so that the padding counts
-    for none."""
-    update: Callable[[Any], Any] = lambda mask: private_apis.stateless_update(
-      self._metrics, state, labels, outputs, weights, mask
+    """The metrics' state after the batch: on a batch whose examples all weigh 1, no weights,
+    as `fit` gives none without sample weights (a weighted metric given (B,) weights beside a
+    masked (B, T) output cannot combine them); else Keras' `weighted_metrics` see each
+    example's weight, its unweighted `metrics` whether an example counts (the validation
+    set's padding weighs 0: it counts for none)."""
+    update: Callable[[Any], Any] = lambda weighted: private_apis.stateless_update(
+      self._metrics,
+      state,
+      labels,
+      outputs,
+      *((weights, _counts(weights)) if weighted else (None, None)),
     )
-    padding = tf.reduce_any(weights <= 0)
-    return tf.cond(padding, lambda: update(tf.cast(weights > 0, tf.float32)), lambda: update(None))
+    return tf.cond(
+      tf.reduce_all(tf.equal(weights, 1.0)), lambda: update(False), lambda: update(True)
+    )
 
   def results(self, sums: dict[str, Any]) -> dict[str, float]:
     examples = max(sums['examples'][0], 1)
@@ -222,6 +238,12 @@ class Compiled:
             'it with a metric whose state is a sum (Mean, AUC, Precision, ...), or drop it'
           )
       offset += count
+
+
+def _counts(weights: tf.Tensor) -> tf.Tensor:
+  """1 for each example a batch has, 0 for the validation set's padding (weight 0): what Keras
+  divides a loss by (its examples, whatever their weights) and its unweighted metrics count."""
+  return tf.cast(weights > 0, tf.float32)
 
 
 def as_given(labels: Any, outputs: Any, label_shape: tuple[int, ...] | None = None) -> Any:

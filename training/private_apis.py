@@ -209,9 +209,10 @@ def flat_losses(compiled_loss):
 def stateless_update(compiled_metrics, state, labels, outputs, weights, mask):
   """The state of a built CompileMetrics after one batch, from `state` (its variables'
   values), without touching its variables: each weighted metric weighed by `weights`, each
-  unweighted one by `mask` in the shape of its labels ((B, 1) beside (B, 1) labels: a metric
-  of the user's multiplying its (B, 1) values by it would broadcast a (B,) one to (B, B)), or,
-  `mask` None, by nothing, as Keras' CompileMetrics.update_state gives them."""
+  unweighted one by `mask`, either None for none (as Keras' CompileMetrics.update_state gives
+  its unweighted metrics); each in the rank of the metric's labels ((B, 1) beside (B, 1) or
+  (B, T) labels: a metric of the user's multiplying its (B, 1) values by a (B,) weight would
+  broadcast them to (B, B), and a masked (B, T) output's mask takes no (B,) weight)."""
   import keras
 
   for name in ('_flat_metrics', '_flat_weighted_metrics', '_flatten_y'):
@@ -226,10 +227,7 @@ def stateless_update(compiled_metrics, state, labels, outputs, weights, mask):
     ):
       for metric, true, predicted in zip(metrics, y_true, y_pred):
         if metric:
-          if weight is mask and mask is not None:
-            rank = len(getattr(true, 'shape', ()))
-            weight = keras.ops.reshape(mask, (-1,) + (1,) * max(rank - 1, 0))
-          metric.update_state(true, predicted, weight)
+          metric.update_state(true, predicted, _shaped(weight, true))
   updated = [scope.get_current_value(variable) for variable, _ in mapping]
   return [value if new is None else new for new, (_, value) in zip(updated, mapping)]
 
@@ -247,6 +245,16 @@ def stateless_result(compiled_metrics, state):
       name: keras.ops.convert_to_numpy(keras.ops.convert_to_tensor(value))
       for name, value in compiled_metrics.result().items()
     }
+
+
+def _shaped(weight, labels):
+  """`weight` (B,) as (B, 1, ...) in the rank of `labels`; None as None."""
+  import keras
+
+  if weight is None:
+    return None
+  rank = len(getattr(labels, 'shape', ()))
+  return keras.ops.reshape(weight, (-1,) + (1,) * max(rank - 1, 0))
 
 
 KERAS_SCOPE = 'keras.src.backend.tensorflow.core.name_scope and its _tf_name_scope'
