@@ -349,8 +349,8 @@ def from_user(spec, returned):
       raise refuse(f'returned labels up to {_number(high)}, beyond int32')
     if low < 0:
       raise refuse(
-        f'returned labels from {_number(low)} to {_number(high)}: give at least two classes, '
-        'numbered from 0'
+        f'returned labels from {_number(low)} to {_number(high)}: number the classes from 0 '
+        '(np.unique(labels, return_inverse=True)[1])'
       )
   # Float labels of whole numbers are class numbers, as Keras' sparse losses take them.
   y_train, y_val = (_classes_of_floats(y) for y in (y_train, y_val))

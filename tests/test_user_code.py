@@ -405,7 +405,7 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
   [
     ('uneven', 'returned 40 training examples and 39 labels'),
     ('float_labels', 'labels from 0 to 0: give at least two classes'),  # Whole: classes.
-    ('negative', 'labels from -1 to 1'),
+    ('negative', 'labels from -1 to 1: number the classes from 0 (np.unique'),
     ('one_class', 'labels from 0 to 0: give at least two classes'),
     ('shapes', 'training examples of shape (2,) and validation examples of shape (3,)'),
     ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
