@@ -135,14 +135,10 @@ class Compiled:
     return int(np.prod(self.shapes[name]))
 
   def _align(self, labels: Any, outputs: Any) -> Any:
-    """`labels` in the structure of `outputs`: a dict of labels by output name for a model
-    with a list of outputs; the user's arrays' labels in the shape they gave (`label_shape`:
-    their (N, 1) labels as (B, 1), as fit gives a loss or metric of theirs; a metric comparing
-    (B,) labels with (B, 1) predictions would broadcast them to (B, B)); a label of one value
-    per example of the tool's own data, which the data's labels are
-    (the pipeline keeps one class number per example), as its output's single column, (B, 1):
-    the shape the user's own (N, 1) labels had, which `fit` gives a loss or metric of their
-    own as it is (Keras' built-in ones align the two ranks themselves)."""
+    """`labels` in the structure of `outputs` (a dict of labels by output name for a model
+    with a list of outputs), each as the user's `fit` gives it to a loss or metric of theirs
+    (as_given: a metric comparing (B,) labels with (B, 1) predictions would broadcast them to
+    (B, B))."""
     if isinstance(outputs, (list, tuple)) and isinstance(labels, dict) and self._output_names:
       labels = [labels[name] for name in self._output_names]
     return as_given(labels, outputs, self._label_shape)
