@@ -22,6 +22,8 @@ from records import target as target_lib
 # --optimizer's name for the optimizer a user's model was compiled with, used as it is.
 COMPILED = 'compiled'
 BUILT_IN_OPTIMIZERS = ('adam', 'lamb', 'lars', 'momentum', 'sgd')  # training/optimizers.py's.
+# Keras' dtype policies --mixed_precision names (and a user's build() may set itself).
+POLICIES = ('float32', 'mixed_float16', 'mixed_bfloat16')
 OPTIMIZERS = (*BUILT_IN_OPTIMIZERS, COMPILED)
 
 

@@ -220,7 +220,7 @@ flags.DEFINE_bool(
 flags.DEFINE_enum(
   'mixed_precision',
   _RUN.performance.mixed_precision,
-  ['float32', 'mixed_float16', 'mixed_bfloat16'],
+  list(definitions.POLICIES),
   'Keras dtype policy: compute in float16 or bfloat16 with float32 variables (mixed_float16 '
   'adds dynamic loss scaling), or all float32.',
 )

@@ -9,6 +9,7 @@ import keras
 
 import models
 import user_code
+from configs import definitions
 from training import optimizers
 from training import private_apis
 from training import schedules
@@ -20,7 +21,7 @@ def policy(model):
   keras.io's examples do; fit then scales the loss, Keras' compile(auto_scale_loss=True)),
   else None."""
   name = getattr(getattr(model, 'dtype_policy', None), 'name', None)
-  return name if name in ('float32', 'mixed_float16', 'mixed_bfloat16') else None
+  return name if name in definitions.POLICIES else None
 
 
 def _own_float16(config, model):
