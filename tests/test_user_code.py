@@ -731,6 +731,19 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
   lost = tf.errors.InvalidArgumentError(
     None, None, 'Unable to find the relevant tensor remote_handle'
   )
+  # An element of another shape than the first ones read (no counting pass read them first,
+  # as with --steps_per_epoch): said as the counting pass says it, not as a value to fit.
+  shaped = tf.function(
+    lambda x: tf.ensure_shape(x, [30]), input_signature=[tf.TensorSpec([None])]
+  )
+  with pytest.raises(tf.errors.InvalidArgumentError) as later:
+    shaped(tf.zeros([40]))
+  assert str(run_errors.rejected(config, run_directory.RunDirectory(config.run_dir), later.value)) == (
+    f'[{config.name}] --dataset=tok:load gives elements of different shapes ([30], then [40] '
+    'after the first 256); give elements of one shape each: pad them to one length in your '
+    'map (the run batches them; a padded_batch pads each batch to its own longest). No '
+    'checkpoint was written'
+  )
   assert not refused_values.refused(lost)
   forgot = tf.errors.InvalidArgumentError(None, None, "Op type not registered 'while_cond_true_1'")
   assert not refused_values.refused(forgot)

@@ -3,6 +3,7 @@ and what to do (a diverged loss, data the model refuses, a lost or finished peer
 
 import tensorflow as tf
 
+from data import element_shapes
 from orchestration import exit_status
 from orchestration import peers
 from records import resume
@@ -21,7 +22,12 @@ def diverged(config, run_dir, trainer, error):
 
 
 def rejected(config, run_dir, error):
-  """The error for a value of the data an op of the model refused (training/refused_values.py)."""
+  """The error for a value of the data an op of the model refused (training/refused_values.py),
+  or for an element of another shape than the first ones (data/element_shapes.py: met here
+  when no counting pass read the data first, as with --steps_per_epoch)."""
+  shapes = element_shapes.refusal(f'--dataset={config.data.dataset}', error.message)
+  if shapes:
+    return ValueError(f'[{config.name}] {shapes}. {kept(run_dir)}')
   return ValueError(
     f'[{config.name}] --model={config.model.model} cannot take the data of '
     f'--dataset={config.data.dataset}: {refused_values.describe(error)}; make every value fit '
