@@ -326,6 +326,36 @@ def test_a_model_of_two_outputs_is_judged_as_keras_evaluate_judges_it():
     assert found[name] == pytest.approx(expected[name], rel=1e-5), name
 
 
+def test_metrics_that_make_their_state_on_their_first_update_are_judged_as_evaluate_does():
+  """AUC(multi_label=True) without num_labels, F1Score and R2Score make their variables on
+  their first update_state, not at build: every run ended in an IndexError (their state was
+  read before it existed). A multi-label model and a regression's, by Keras' evaluate."""
+  import tensorflow as tf
+
+  from training import objective
+
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 4)).astype(np.float32)
+  for head, loss, metrics, labels in (
+    (
+      keras.layers.Dense(3, activation='sigmoid'),
+      'binary_crossentropy',
+      [keras.metrics.AUC(multi_label=True, name='auc'), keras.metrics.F1Score(average='macro', threshold=0.5)],
+      (rng.random((64, 3)) < 0.5).astype(np.float32),
+    ),
+    (keras.layers.Dense(1), 'mse', [keras.metrics.R2Score()], rng.normal(size=(64, 1))),
+  ):
+    model = keras.Sequential([keras.Input((4,)), head])
+    model.compile(loss=loss, metrics=metrics)
+    judged = objective.of(model, tf.constant(labels[:4]), model(x[:4]), False)
+    _, sums = judged.sums(tf.constant(labels), model(x), tf.ones(64))
+    found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
+    expected = model.evaluate(x, labels, batch_size=64, verbose=0, return_dict=True)
+    assert set(found) == set(expected)
+    for name in expected:
+      assert found[name] == pytest.approx(expected[name], rel=1e-5), name
+
+
 class CategoricalTruePositives(keras.metrics.Metric):
   """keras.io's guide's own metric ("Training & evaluation with the built-in methods"), as
   written there: its result() is its variable, its values (B, 1), times any sample weight."""

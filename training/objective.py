@@ -122,6 +122,10 @@ class Compiled:
     self._initial: list[np.ndarray[Any, Any]] = []
     if self._metrics is not None:
       self._metrics.build(labels, outputs)
+      # A metric that makes its state on its first update (AUC(multi_label=True) without
+      # num_labels, R2Score, F1Score) makes it here, on the probe batch, then starts afresh.
+      self._metrics.update_state(labels, outputs)
+      self._metrics.reset_state()
       self._initial = [np.asarray(v.numpy()) for v in self._metrics.variables]
       self._check_additive(labels, outputs)
     self.shapes: dict[str, Any] = {
