@@ -115,7 +115,9 @@ class Arrays:
 # Modules that serve the datasets: the input pipeline, the reader of keras.datasets' files, a
 # user's own tf.data pipelines (whether batched, their unknown sizes, rebuilt on parameter-server
 # workers) and the other forms of a user's data fit takes.
-HELPERS = tuple('pipeline keras_format streams batched element_shapes portable fit_forms'.split())
+HELPERS = tuple(
+  'pipeline keras_format streams batched element_shapes portable fit_forms class_labels'.split()
+)
 
 
 def names():
@@ -151,17 +153,24 @@ def load(
   the pipelines as graphs, where no Python generator runs), a user's PyDataset is read once
   into arrays. With `as_fit_feeds` (the model is the user's own too), a user's uint8 examples
   are fed as `fit` feeds them, not scaled by 1/255: a model of theirs scales its own input
-  (Rescaling), and would be scaled twice."""
+  (Rescaling), and would be scaled twice; and labels that are no class numbers (a regression's
+  whole-number targets, data/class_labels.py) are fed as they are, as `fit` feeds them."""
   name = options.dataset
   if user_code.is_spec(name):
     returned = user_code.call(name, 'dataset')
+    from data import class_labels
     from data import fit_forms  # TensorFlow: tf.data pipelines, any form but plain arrays.
 
     if remote_pipelines:
       returned = fit_forms.in_memory(named(name), returned)
 
-    fed = fit_forms.from_user(name, returned, seed, remote_pipelines)
-    arrays = from_user(name, returned) if fed is None else None
+    try:
+      fed = fit_forms.from_user(name, returned, seed, remote_pipelines)
+      arrays = from_user(name, returned) if fed is None else None
+    except class_labels.NotClasses as e:  # A model of the user's may take them as they are.
+      if not as_fit_feeds:
+        raise
+      fed, arrays = fit_forms.from_user(name, returned, seed, remote_pipelines, str(e)), None
     if arrays is not None and as_fit_feeds:
       arrays = dataclasses.replace(arrays, scale=1.0)
   elif name not in names():
@@ -291,39 +300,11 @@ def _listed(values, most=5):
   return shown + (f' and {len(values) - most} more' if len(values) > most else '')
 
 
-# Classes are counted from the largest label: beyond the examples and ten times the distinct
-# labels, most classes would have no example (an id or a stray label, not a class number), and
-# their logits alone can exhaust memory (a label 2e9 asked for 2e9 logits per example).
-SPARSE = 10
-
-
-def check_classes(who, top, examples, distinct):
-  """DatasetError naming `who` when labels that run to `top` make far more classes than the
-  `examples` labelled and the `distinct()` values they hold (called only then)."""
-  classes = top + 1
-  if classes <= examples or classes <= SPARSE * (seen := distinct()):
-    return
-  raise DatasetError(
-    f'{who}: labels run to {top} for {seen} distinct values in {examples} examples: {classes} '
-    'classes (the largest label + 1), nearly all without an example; number the classes 0 to '
-    f'{seen - 1} (np.unique(labels, return_inverse=True)) or fix the stray labels'
-  )
-
-
-def _number(value):
-  """A label as a message shows it: 2000000000, 1e+30, 2.5."""
-  exact = float(value).is_integer() and abs(float(value)) < 2**53
-  return str(int(value)) if exact else f'{float(value):g}'
-
-
-def _classes_of_floats(y):
-  whole = y.dtype.kind == 'f' and y.size and np.all(np.mod(y, 1) == 0)
-  return y.astype(np.int64) if whole else y
-
-
 def from_user(spec, returned):
-  """The Arrays of what a user's dataset function returned; DatasetError naming the problem.
-  Its classes are those of its training labels: validation labels beyond them are refused."""
+  """The Arrays of what a user's dataset function returned; DatasetError naming the problem
+  (class_labels.NotClasses for labels that are no class numbers). Its classes are those of its
+  training labels: validation labels beyond them are refused."""
+  from data import class_labels  # It is of this package: imported once the package is.
 
   def refuse(problem):
     return DatasetError(
@@ -342,18 +323,7 @@ def from_user(spec, returned):
   # Labels of shape (N, 1), as keras.datasets.cifar10 returns them: one label per example.
   label_shape = tuple(np.shape(y_train)[1:])
   y_train, y_val = (y[:, 0] if y.ndim == 2 and y.shape[1:] == (1,) else y for y in (y_train, y_val))
-  numeric = [y for y in (y_train, y_val) if y.dtype.kind in 'iuf' and y.size]
-  if numeric:  # Before a cast: 1e30 would be int64's least, and the pipeline's labels int32.
-    low, high = min(y.min() for y in numeric), max(y.max() for y in numeric)
-    if high > np.iinfo(np.int32).max:
-      raise refuse(f'returned labels up to {_number(high)}, beyond int32')
-    if low < 0:
-      raise refuse(
-        f'returned labels from {_number(low)} to {_number(high)}: number the classes from 0 '
-        '(np.unique(labels, return_inverse=True)[1])'
-      )
-  # Float labels of whole numbers are class numbers, as Keras' sparse losses take them.
-  y_train, y_val = (_classes_of_floats(y) for y in (y_train, y_val))
+  y_train, y_val = map(class_labels.numbered, (y_train, y_val))
   for split, x, y in (('training', x_train, y_train), ('validation', x_val, y_val)):
     if not len(x) or len(x) != len(y):
       raise refuse(f'returned {len(x)} {split} examples and {len(y)} labels')
@@ -362,7 +332,7 @@ def from_user(spec, returned):
         f'returned {split} examples of dtype {x.dtype} and shape {x.shape}: give a '
         'numeric array of one row per example'
       )
-    if y.dtype.kind not in 'iu' or y.ndim != 1:
+    if not class_labels.whole(y) or y.ndim != 1:
       raise refuse(
         f'returned {split} labels of dtype {y.dtype} and shape {y.shape}: give one '
         'integer label per example'
@@ -372,26 +342,12 @@ def from_user(spec, returned):
       f'returned training examples of shape {x_train.shape[1:]} and validation '
       f'examples of shape {x_val.shape[1:]}'
     )
-  labels = np.concatenate([y_train, y_val])
-  num_classes = int(y_train.max()) + 1
-  if num_classes < 2:
-    raise refuse(
-      f'returned labels from {labels.min()} to {labels.max()}: give at least two '
-      'classes, numbered from 0'
-    )
-  check_classes(named(spec), int(labels.max()), len(labels), lambda: len(np.unique(labels)))
-  unseen = np.unique(y_val[y_val >= num_classes])
-  if len(unseen):
-    raise DatasetError(
-      f'--dataset={spec} returned validation labels {_listed(unseen)} that no training '
-      f'example has (its labels are 0..{num_classes - 1}); give the training set examples '
-      'of every class, or drop those from the validation set'
-    )
+  y_train, y_val, num_classes = class_labels.counted(named(spec), y_train, y_val)
   return Arrays(
     x_train,
-    y_train.astype(np.int32),
+    y_train,
     x_val,
-    y_val.astype(np.int32),
+    y_val,
     num_classes,
     scale=1 / 255 if x_train.dtype == np.uint8 else 1.0,
     label_shape=label_shape,

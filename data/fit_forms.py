@@ -28,14 +28,17 @@ import tensorflow as tf
 
 import data
 import user_code
+from data import class_labels
 from data import portable
 from data import streams
 
 
-def from_user(spec, returned, seed=0, remote=False):
+def from_user(spec, returned, seed=0, remote=False, not_classes=None):
   """Streams of what `--dataset=spec` returned; None for one numeric array of features and one
   array of class labels per split (data.from_user makes those data.Arrays). `remote`: the
-  pipelines run on a parameter-server coordinator's workers (data/portable.py)."""
+  pipelines run on a parameter-server coordinator's workers (data/portable.py). `not_classes`:
+  why its labels are no class numbers (class_labels.NotClasses), for a model of the user's
+  own, which takes them as they are (any form, plain arrays too)."""
   import keras
 
   who = data.named(spec)
@@ -47,23 +50,23 @@ def from_user(spec, returned, seed=0, remote=False):
     datasets = all(isinstance(split, tf.data.Dataset) for split in returned)
     rebuilt = remote and datasets and portable.maker(returned)
     make = rebuilt or (lambda: user_code.call(spec, 'dataset'))
-    return streams.Streams(who, make, (train, validation))
+    return streams.Streams(who, make, (train, validation), not_classes)
   if any(isinstance(split, keras.utils.PyDataset) for split in returned):
     make = lambda: _datasets(who, user_code.call(spec, 'dataset'), seed)
-    return streams.Streams(who, make, _datasets(who, returned, seed))
+    return streams.Streams(who, make, _datasets(who, returned, seed), not_classes)
   if not all(isinstance(split, (tuple, list)) and len(split) in (2, 3) for split in returned):
     return None
   try:
     splits = [tuple(map(_array, split)) for split in returned]
   except ValueError:  # Lists of rows of different lengths: data.from_user says so.
     return None
-  if not any(map(_structured, splits)):
+  if not any(map(_structured, splits)) and not not_classes:
     return None
   splits = [_checked(who, name, split) for name, split in zip(('training', 'validation'), splits)]
   if any(len(split) == 3 for split in splits):  # One split weighted: the other's weights are 1.
     splits = [(*s[:2], s[2] if len(s) == 3 else np.ones(_length(s), np.float32)) for s in splits]
-  splits = _class_labels(who, splits)
-  fed = streams.Streams(who, lambda: _datasets(who, splits, seed))
+  splits = splits if not_classes else _class_labels(who, splits)
+  fed = streams.Streams(who, lambda: _datasets(who, splits, seed), not_classes=not_classes)
   fed.digest = _digest(splits)
   return fed
 
@@ -79,13 +82,8 @@ def _structured(split):
     or not isinstance(y, np.ndarray)
     or x.dtype.kind not in 'biuf'
     or y.shape[1:] not in ((), (1,))
-    or (y.dtype.kind == 'f' and not _whole(y))
+    or (y.dtype.kind == 'f' and not class_labels.whole(y))
   )
-
-
-def _whole(y):
-  """Whether float labels `y` are class numbers: whole, one per example."""
-  return (y.ndim == 1 or y.shape[1:] == (1,)) and bool(np.all(np.mod(y, 1) == 0))
 
 
 def _array(value):
@@ -164,37 +162,16 @@ def _length(split):
 
 
 def _class_labels(who, splits):
-  """`splits` with one array of integer (or whole float) labels per example made int32 class
-  numbers, checked as data.Arrays' are; other labels as they are."""
-  labels = [split[1] for split in splits]
-  if not all(isinstance(y, np.ndarray) and y.dtype.kind in 'iuf' for y in labels):
-    return splits
-  if not all(y.dtype.kind in 'iu' or _whole(y) for y in labels):
+  """`splits` with one array of labels per example that can be class numbers (integers, bools,
+  whole floats) made int32 classes, checked as data.Arrays' are (class_labels.counted); other
+  labels as they are."""
+  labels = [class_labels.numbered(s[1]) if isinstance(s[1], np.ndarray) else s[1] for s in splits]
+  if not all(isinstance(y, np.ndarray) and class_labels.whole(y) for y in labels):
     return splits
   if not all(y.ndim == 1 or y.shape[1:] == (1,) for y in labels):
     return splits
-  labels = [y.reshape(-1) for y in labels]
-  low = min(int(y.min()) for y in labels)
-  if low < 0:
-    raise data.DatasetError(f'{who} returned labels from {low}: give classes numbered from 0')
-  high = max(labels[0].max(), labels[1].max())
-  if high > np.iinfo(np.int32).max:  # The pipeline's labels are int32.
-    raise data.DatasetError(
-      f'{who} returned labels up to {data._number(high)}, beyond int32; number the classes '  # pylint: disable=protected-access
-      'from 0'
-    )
-  data.check_classes(
-    who, int(high), sum(map(len, labels)), lambda: len(np.unique(np.concatenate(labels)))
-  )
-  top = int(labels[0].max())
-  unseen = np.unique(labels[1][labels[1] > top])
-  if len(unseen):
-    raise data.DatasetError(
-      f'{who} returned validation labels {data._listed(unseen)} that no training '  # pylint: disable=protected-access
-      f'example has (its labels are 0..{top}); give the training set examples of every class, '
-      'or drop those from the validation set'
-    )
-  return [(s[0], y.astype(np.int32), *s[2:]) for s, y in zip(splits, labels)]
+  y_train, y_validation, _ = class_labels.counted(who, *(y.reshape(-1) for y in labels))
+  return [(s[0], y, *s[2:]) for s, y in zip(splits, (y_train, y_validation))]
 
 
 def _digest(splits):

@@ -3,9 +3,8 @@
 `--dataset=module:function` may return `(train, validation)`, two `tf.data.Dataset`s of
 elements `(features, labels)` or `(features, labels, sample_weights)`: features and labels
 each a tensor, or a dict or tuple of them (several inputs, several outputs), of fixed shapes.
-The other forms Keras' fit() takes (arrays of several inputs or outputs, of strings, sample
-weights, a PyDataset) come here as tf.data pipelines too (data/fit_forms.py). A
-pipeline that batches, as one given to Keras' fit() does, is unbatched first (`unbatched` in
+The other forms Keras' fit() takes come here as tf.data pipelines too (data/fit_forms.py).
+A pipeline that batches, as one given to fit() does, is unbatched first (`unbatched` in
 result.json): every strategy is compared at the run's own batch. The user's pipeline reads,
 parses and shuffles; this module shards it per input pipeline, batches it to the per-replica
 batch, and prefetches, and never holds it in memory: a dataset larger than memory streams.
@@ -31,6 +30,7 @@ import tensorflow as tf
 import data
 import user_code
 from data import batched
+from data import class_labels
 from data import element_shapes
 from data import pipeline
 
@@ -47,8 +47,10 @@ class Streams:
   source = 'tf.data'
   digest = None  # Of in-memory arrays (data/fit_forms.py): the tasks' copies must agree.
 
-  def __init__(self, who, make, first=None):
-    """`first`: what `make()` already returned, if it was called."""
+  def __init__(self, who, make, first=None, not_classes=None):
+    """`first`: what `make()` already returned, if called; `not_classes`: why its labels are
+    no class numbers (data/class_labels.py), fed as they are."""
+    self.not_classes = not_classes
     given = first or make()
     self.unbatched = batched.batches(given[0])  # Batched by the user's pipeline: unbatched here.
     unbatched = batched.unbatched(given)
@@ -74,6 +76,8 @@ class Streams:
     self.validation_size, top = _count(validation, self._integer_labels, who)
     if not self.validation_size:
       raise data.DatasetError(f'{who} returned an empty validation dataset; give it examples')
+    if self._integer_labels and self.train_size:  # Classes are the training labels' too.
+      top = max(top, _count(train, True, who)[1])
     self._largest_label = top
     self._check_classes()
 
@@ -93,7 +97,8 @@ class Streams:
   @property
   def _integer_labels(self):
     labels = self.element_spec[1]
-    return isinstance(labels, tf.TensorSpec) and labels.dtype.is_integer and labels.shape.rank == 0
+    single = isinstance(labels, tf.TensorSpec) and labels.shape.rank == 0
+    return single and labels.dtype.is_integer and self.not_classes is None
 
   @property
   def num_classes(self):
@@ -106,7 +111,7 @@ class Streams:
 
   def _check_classes(self):
     """Refuses labels that make far more classes than examples and distinct labels
-    (data.check_classes), read again in a pass of their own only when they might."""
+    (class_labels.sparse), read again in a pass of their own only when they might."""
     examples = self.validation_size + (self.train_size or 0)
     if not self._integer_labels or self._largest_label < examples:
       return
@@ -115,7 +120,7 @@ class Streams:
     labels = pipeline.without_autotune(labels).map(lambda *e: tf.cast(e[1], tf.int64))
     n, top = _count(labels.map(lambda label: ((), label)), True, self.who)
     distinct = lambda: int(labels.unique().reduce(tf.constant(0, tf.int64), lambda k, _: k + 1))
-    data.check_classes(self.who, top, n, distinct)
+    class_labels.sparse(self.who, top, n, distinct)
 
   def count_training(self):
     """The training examples of one pass, counted once (streaming), when unknown; DatasetError

@@ -340,7 +340,10 @@ def test_metrics_that_make_their_state_on_their_first_update_are_judged_as_evalu
     (
       keras.layers.Dense(3, activation='sigmoid'),
       'binary_crossentropy',
-      [keras.metrics.AUC(multi_label=True, name='auc'), keras.metrics.F1Score(average='macro', threshold=0.5)],
+      [
+        keras.metrics.AUC(multi_label=True, name='auc'),
+        keras.metrics.F1Score(average='macro', threshold=0.5),
+      ],
       (rng.random((64, 3)) < 0.5).astype(np.float32),
     ),
     (keras.layers.Dense(1), 'mse', [keras.metrics.R2Score()], rng.normal(size=(64, 1))),
@@ -354,6 +357,33 @@ def test_metrics_that_make_their_state_on_their_first_update_are_judged_as_evalu
     assert set(found) == set(expected)
     for name in expected:
       assert found[name] == pytest.approx(expected[name], rel=1e-5), name
+
+
+def test_a_model_without_a_compiled_loss_is_refused_labels_that_are_no_classes():
+  """It trains on class numbers: a regression's float labels ended in TensorFlow's TypeError
+  while tracing; labels the data refused as classes (fed as they are to a model of the
+  user's) are refused with the data's reason."""
+  import tensorflow as tf
+
+  from training import objective
+
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+  outputs = model(np.zeros((4, 4), np.float32))
+  fix = (
+    "; compile it with the loss its labels are for (model.compile(loss='mse') for a "
+    "regression's), or give integer classes from 0"
+  )
+  with pytest.raises(ValueError) as e:
+    objective.of(model, tf.constant([0.5, 1.5, 2.0, 3.0]), outputs, False)
+  assert str(e.value) == (
+    'has no compiled loss, so it trains on class numbers (sparse softmax cross-entropy on its '
+    'logits), but its labels are float32, not one integer class per example' + fix
+  )
+  why = '--dataset=d:load returned labels from -3 to 40: number the classes from 0'
+  with pytest.raises(ValueError) as e:
+    objective.of(model, tf.constant([0, 1, 2, 0]), outputs, False, not_classes=why)
+  assert str(e.value).endswith(f'but {why}' + fix)
+  assert isinstance(objective.of(model, np.array([0, 1, 2, 0]), outputs, False), objective.Default)
 
 
 class CategoricalTruePositives(keras.metrics.Metric):

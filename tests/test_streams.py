@@ -175,6 +175,18 @@ def test_an_endless_training_set_needs_steps_per_epoch():
     fed.count_training()
 
 
+def test_the_classes_are_the_training_labels_whose_pass_is_not_counted():
+  """A training pipeline of known length is not counted, but its labels are read: classes
+  were counted from the validation set's alone (9 where training had 10)."""
+  import tensorflow as tf
+
+  labelled = lambda n, classes: tf.data.Dataset.from_tensor_slices(
+    (tf.zeros([n, 2]), tf.range(n) % classes)
+  )
+  fed = _streams(lambda: labelled(100, 10), lambda: labelled(20, 9))
+  assert (fed.train_size, fed.num_classes) == (100, 10)
+
+
 USER = """
 import numpy as np
 import tensorflow as tf
@@ -558,7 +570,7 @@ def test_strings_among_features_are_fed_as_strings_a_built_in_model_refuses_them
   'function, message',
   [
     ('nan_label', ": 1 validation labels 'r' hold NaN or infinite values (the first is example 4)"),
-    ('negative', ' returned labels from -1: give classes numbered from 0'),
+    ('negative', ' returned labels from -1 to 2: number the classes from 0 (np.unique'),
     ('uneven', " returned training data of different lengths: 24 features 'a', 20 features 'b'"),
   ],
 )

@@ -337,7 +337,9 @@ def images():
 def uneven():
   return (np.zeros((40, 6)), np.zeros(39, int)), (np.zeros((10, 6)), np.zeros(10, int))
 def strings():
-  return (np.array([['a']] * 4), np.zeros(4, int)), (np.array([['b']] * 2), np.zeros(2, int))
+  return (np.array([['a']] * 4), np.arange(4) % 2), (np.array([['b']] * 2), np.zeros(2, int))
+def bool_labels():
+  return (np.zeros((4, 2)), np.arange(4) % 2 == 1), (np.zeros((2, 2)), np.array([True, False]))
 def float_labels():
   return (np.zeros((4, 2)), np.zeros(4)), (np.zeros((2, 2)), np.zeros(2))
 def negative():
@@ -398,19 +400,18 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
   assert own.scale == 1.0 and np.array_equal(own.x_train, images.x_train)
   shaped = data.load(definitions.Data(f'{name}:keras_shaped'))
   assert shaped.label_shape == (1,) and shaped.y_train.shape == (6,)
+  # bool labels are classes 0 and 1, as fit's losses take them (were refused).
+  bools = data.load(definitions.Data(f'{name}:bool_labels'))
+  assert bools.num_classes == 2 and bools.y_validation.tolist() == [1, 0]
 
 
 @pytest.mark.parametrize(
   'function, message',
   [
     ('uneven', 'returned 40 training examples and 39 labels'),
-    ('float_labels', 'labels from 0 to 0: give at least two classes'),  # Whole: classes.
-    ('negative', 'labels from -1 to 1: number the classes from 0 (np.unique'),
-    ('one_class', 'labels from 0 to 0: give at least two classes'),
     ('shapes', 'training examples of shape (2,) and validation examples of shape (3,)'),
     ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
     ('single', 'returned tuple, not two (examples, labels) pairs'),
-    ('wide_labels', 'returned labels up to 4294967296, beyond int32'),
     ('ragged', 'returned examples or labels that make no array (setting an array element'),
   ],
 )
@@ -428,11 +429,42 @@ def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, messag
   )
 
 
+@pytest.mark.parametrize(
+  'function, message',
+  [
+    ('float_labels', 'labels from 0 to 0: give at least two classes'),  # Whole: classes.
+    ('negative', 'labels from -1 to 1: number the classes from 0 (np.unique'),
+    ('one_class', 'labels from 0 to 0: give at least two classes'),
+    ('wide_labels', 'returned labels up to 4294967296, beyond int32; number the classes from 0'),
+  ],
+)
+def test_labels_that_are_no_classes_are_refused_for_a_built_in_model_and_fed_to_the_user_s(
+  module, function, message
+):
+  """Refused in one line for a built-in model (it trains on class numbers); a model of the
+  user's own gets them as fit gives them (a regression's whole-number targets: a validation
+  value never seen in training was refused as a class), the reason kept for the case it has no
+  compiled loss (training/objective.py)."""
+  from data import class_labels
+
+  name = module(DATA)
+  with pytest.raises(class_labels.NotClasses) as e:
+    data.load(definitions.Data(f'{name}:{function}'))
+  text = str(e.value)
+  assert text.startswith(f'--dataset={name}:{function} ') and message in text, text
+  fed = data.load(definitions.Data(f'{name}:{function}'), as_fit_feeds=True)
+  assert fed.not_classes == text and fed.num_classes == 1  # The labels' width: one value.
+  labels = np.array([element[1] for element in fed._make()[0].as_numpy_iterator()])
+  assert sorted(labels.tolist()) == sorted(
+    np.asarray(user_code.call(f'{name}:{function}', 'dataset')[0][1], np.float32).tolist()
+  )
+
+
 def test_strings_are_features_fit_takes_fed_as_strings(module):
   """As Keras' fit takes them, for a model with its own StringLookup: not refused (a built-in
   model refuses them, models.build)."""
   fed = data.load(definitions.Data(f'{module(DATA)}:strings'))
-  assert fed.example_dtype == 'string' and fed.input_shape == (1,) and fed.num_classes == 1
+  assert fed.example_dtype == 'string' and fed.input_shape == (1,) and fed.num_classes == 2
 
 
 def test_a_user_function_that_exits_is_one_line_naming_the_flag(module):
@@ -733,12 +765,12 @@ def test_a_value_an_op_refuses_is_refused_input_never_restarted(tmp_path):
   )
   # An element of another shape than the first ones read (no counting pass read them first,
   # as with --steps_per_epoch): said as the counting pass says it, not as a value to fit.
-  shaped = tf.function(
-    lambda x: tf.ensure_shape(x, [30]), input_signature=[tf.TensorSpec([None])]
-  )
+  shaped = tf.function(lambda x: tf.ensure_shape(x, [30]), input_signature=[tf.TensorSpec([None])])
   with pytest.raises(tf.errors.InvalidArgumentError) as later:
     shaped(tf.zeros([40]))
-  assert str(run_errors.rejected(config, run_directory.RunDirectory(config.run_dir), later.value)) == (
+  assert str(
+    run_errors.rejected(config, run_directory.RunDirectory(config.run_dir), later.value)
+  ) == (
     f'[{config.name}] --dataset=tok:load gives elements of different shapes ([30], then [40] '
     'after the first 256); give elements of one shape each: pad them to one length in your '
     'map (the run batches them; a padded_batch pads each batch to its own longest). No '

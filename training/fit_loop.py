@@ -49,6 +49,7 @@ from typing import Any
 
 import keras
 
+import user_code
 from orchestration import exit_status
 from orchestration import processes
 from records import results
@@ -183,8 +184,13 @@ def _compiled(config, source, batching, placement):
   with placement.scope():
     model = builders.model()
     given = private_apis.compile_arguments(model)
-    outputs = model(source.probe(4)[0], training=False)
+    features, labels = source.probe(4)
+    outputs = model(features, training=False)
     if given.get('loss') is None:
+      try:
+        objective.check_classes(labels, getattr(source, 'not_classes', None))
+      except ValueError as e:
+        raise user_code.UserCodeError(f'[{config.name}] --model={config.model.model} {e}') from None
       probabilities = model_outputs.are_probabilities(outputs)
       given = {
         'loss': keras.losses.SparseCategoricalCrossentropy(from_logits=not probabilities),

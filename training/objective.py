@@ -299,12 +299,32 @@ def of(
   probe_outputs: Any,
   probabilities: bool,
   label_shape: tuple[int, ...] | None = None,
+  not_classes: str | None = None,
 ) -> 'Objective':
   """The objective of `model`: Compiled when it was compiled with a loss (`label_shape`: one
-  label's shape as the user's arrays gave it), else Default."""
+  label's shape as the user's arrays gave it), else Default; ValueError for Default and labels
+  that are no class numbers (`not_classes`: why, data/class_labels.py; or not integers)."""
   if is_compiled(model):
     return Compiled(model, probe_labels, probe_outputs, label_shape)
+  check_classes(probe_labels, not_classes)
   return Default(probabilities)
+
+
+def check_classes(labels: Any, not_classes: str | None = None) -> None:
+  """ValueError unless `labels` (a probe batch's) are class numbers, which the default loss
+  (an uncompiled model's) takes: integers, and not labels the data refused as classes
+  (`not_classes`: why, data/class_labels.py)."""
+  integers = not tf.nest.is_nested(labels) and tf.as_dtype(labels.dtype).is_integer
+  if not_classes or not integers:
+    given = not_classes or (
+      f'its labels are {tf.nest.map_structure(lambda t: tf.as_dtype(t.dtype).name, labels)}, '
+      'not one integer class per example'
+    )
+    raise ValueError(
+      f'has no compiled loss, so it trains on class numbers (sparse softmax cross-entropy on '
+      f'its logits), but {given}; compile it with the loss its labels are for '
+      "(model.compile(loss='mse') for a regression's), or give integer classes from 0"
+    )
 
 
 Objective = Default | Compiled

@@ -202,7 +202,8 @@ class Trainer:
       ) from None
     try:
       label_shape = getattr(source, 'label_shape', None)
-      return objective_lib.of(self.model, labels, outputs, probabilities, label_shape)
+      not_classes = getattr(source, 'not_classes', None)
+      return objective_lib.of(self.model, labels, outputs, probabilities, label_shape, not_classes)
     except ValueError as e:
       raise refuse(str(e)) from None
 
