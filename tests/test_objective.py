@@ -466,10 +466,17 @@ def test_a_masked_tagger_and_weighted_examples_are_judged_as_keras_evaluate_judg
   y = rng.integers(0, 3, size=(32, 6))
   judged = objective.of(model, tf.constant(y[:4]), model(x[:4]), False)
   expected = model.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
-  _, sums = judged.sums(tf.constant(y), model(x), tf.ones(32))
-  found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
-  for name in ('loss', 'accuracy', 'weighted'):
-    assert found[name] == pytest.approx(expected[name], rel=1e-5), name
+  # As fed, and as the validation set's last batch is fed: padded with 32 weight-0 examples
+  # of zeros (its loss was 64/32 of evaluate's: the padding counted among the examples).
+  padded_x, padded_y = np.concatenate([x, 0 * x]), tf.constant(np.concatenate([y, 0 * y]))
+  for x_fed, y_fed, weights in (
+    (x, tf.constant(y), tf.ones(32)),
+    (padded_x, padded_y, tf.concat([tf.ones(32), tf.zeros(32)], 0)),
+  ):
+    _, sums = judged.sums(y_fed, model(x_fed), weights)
+    found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
+    for name in ('loss', 'accuracy', 'weighted'):
+      assert found[name] == pytest.approx(expected[name], rel=1e-5), name
 
   dense = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
   dense.compile(loss=keras.losses.BinaryCrossentropy(from_logits=True), metrics=['accuracy'])

@@ -147,12 +147,15 @@ class Compiled:
       labels = [labels[name] for name in self._output_names]
     return as_given(labels, outputs, self._label_shape)
 
-  def per_example(self, labels: Any, outputs: Any) -> tf.Tensor:
+  def per_example(self, labels: Any, outputs: Any, counts: tf.Tensor | None = None) -> tf.Tensor:
     """Each example's loss: every output's, averaged over its values, times its weight. An
     output's Keras mask (Embedding(mask_zero=True), Masking) weighs its values as Keras' Loss
     weighs them: masked ones 0, the others by the values over those unmasked in the batch, so
     that the batch's mean is the mean over its unmasked values (a tagger's padding tokens
-    trained and counted in its loss without it: 1.33 where evaluate gave 1.13)."""
+    trained and counted in its loss without it: 1.33 where evaluate gave 1.13). `counts`: 1
+    for each example that counts, 0 for the validation set's padding (its values masked too,
+    and the mean over the examples that count: over the padded batch's, it was 128/65 of
+    evaluate's)."""
     total = 0.0
     for path, loss, weight in self._losses:
       y_true, y_pred = _at(labels, path), _at(outputs, path)
@@ -160,9 +163,14 @@ class Compiled:
       y_pred = tf.cast(y_pred, tf.float32)
       values = tf.cast(loss.call(tf.cast(y_true, loss.dtype or 'float32'), y_pred), tf.float32)
       if mask is not None and values.shape.rank == mask.shape.rank:
+        examples = tf.cast(tf.shape(mask)[0], tf.float32)
         mask = tf.cast(mask, tf.float32)
+        if counts is not None:
+          mask *= tf.reshape(counts, [-1] + [1] * (mask.shape.rank - 1))
+          examples = tf.reduce_sum(counts)
         unmasked = tf.maximum(tf.reduce_sum(mask), 1.0)
-        values *= mask * tf.cast(tf.size(mask), tf.float32) / unmasked
+        positions = tf.cast(tf.size(mask) // tf.shape(mask)[0], tf.float32)  # Per example.
+        values *= mask * positions * examples / unmasked
       if values.shape.rank > 1:
         values = tf.reduce_mean(values, axis=list(range(1, values.shape.rank)))
       total += values * (1.0 if weight is None else weight)
@@ -170,7 +178,7 @@ class Compiled:
 
   def sums(self, labels: Any, outputs: Any, weights: tf.Tensor) -> tuple[tf.Tensor, Sums]:
     labels = self._align(labels, outputs)
-    loss = tf.reduce_sum(self.per_example(labels, outputs) * weights)
+    loss = tf.reduce_sum(self.per_example(labels, outputs, _counts(weights)) * weights)
     sums = {'loss': loss, 'examples': tf.reduce_sum(_counts(weights))}
     if self._metrics is not None:
       initial = [tf.constant(v) for v in self._initial]
