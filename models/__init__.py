@@ -46,6 +46,7 @@ def build(
   ghost_batch_size=0,
   bn_momentum=0.99,
   input_dtype='float32',
+  label_shape=(),
   **sizes,
 ):
   """Builds model `name`; call it inside `strategy.scope()` so its variables are distributed.
@@ -56,10 +57,12 @@ def build(
   batch norm a Ghost Batch Normalization over virtual batches of that many examples (and so
   implies `batch_norm`); `bn_momentum` is the momentum of their moving statistics. `sizes`:
   the model's hyperparameters (its HYPERPARAMETERS; those not given take their defaults).
+  `label_shape`: one example's labels' shape, () for a class number (a user's model without a
+  loss of its own takes one class per example).
   """
   if user_code.is_spec(name):
     shape = input_shape if isinstance(input_shape, dict) else tuple(input_shape)
-    return _user_model(name, shape, num_classes, input_dtype)
+    return _user_model(name, shape, num_classes, input_dtype, label_shape)
   if name not in names():
     raise ValueError(f'unknown model {name!r}; choose from {", ".join(names())}')
   if isinstance(input_shape, dict) or not data.is_shape(input_shape):
@@ -133,7 +136,7 @@ def check_ghost_batch_size(ghost_batch_size, per_replica_batch_size, run=''):
     )
 
 
-def _user_model(spec, input_shape, num_classes, input_dtype):
+def _user_model(spec, input_shape, num_classes, input_dtype, label_shape=()):
   """The user's model, built and checked to be a Keras model with `num_classes` logits and
   weights to train."""
   import keras
@@ -152,6 +155,14 @@ def _user_model(spec, input_shape, num_classes, input_dtype):
   shape = getattr(outputs, 'shape', None)
   if shape is None or len(shape) != 2 or shape[-1] != num_classes:
     described = tuple(shape) if shape is not None else f'{type(outputs).__name__} of outputs'
+    if label_shape:  # Several values per example: a class per position, a regression's.
+      raise user_code.UserCodeError(
+        f'--model={spec} has no compiled loss, so it trains on one class number per example '
+        f'and must output its logits, but the dataset gives labels of shape {label_shape} per '
+        f'example (its output: {described}); compile it with the loss its labels are for '
+        '(SparseCategoricalCrossentropy(from_logits=True) for a class per position), as fit '
+        'needs'
+      )
     raise user_code.UserCodeError(
       f'--model={spec} returned a model whose output shape is {described}; it must '
       f'be the {num_classes} class logits of the dataset per example: (None, {num_classes})'

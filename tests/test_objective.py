@@ -377,12 +377,14 @@ def test_a_model_without_a_compiled_loss_is_refused_labels_that_are_no_classes()
     objective.of(model, tf.constant([0.5, 1.5, 2.0, 3.0]), outputs, False)
   assert str(e.value) == (
     'has no compiled loss, so it trains on class numbers (sparse softmax cross-entropy on its '
-    'logits), but its labels are float32, not one integer class per example' + fix
+    'logits), but its labels are float32 () per example, not one integer class' + fix
   )
   why = '--dataset=d:load returned labels from -3 to 40: number the classes from 0'
   with pytest.raises(ValueError) as e:
     objective.of(model, tf.constant([0, 1, 2, 0]), outputs, False, not_classes=why)
   assert str(e.value).endswith(f'but {why}' + fix)
+  with pytest.raises(ValueError, match=r'its labels are int64 \(6,\) per example, not one'):
+    objective.of(model, tf.zeros([4, 6], tf.int64), outputs, False)  # A class per position.
   assert isinstance(objective.of(model, np.array([0, 1, 2, 0]), outputs, False), objective.Default)
 
 

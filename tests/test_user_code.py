@@ -140,6 +140,29 @@ def test_a_bad_user_model_is_one_line_naming_the_flag(module, function, message)
   assert message in str(e.value) and '\n' not in str(e.value)
 
 
+def test_an_uncompiled_model_of_labels_per_position_is_told_to_compile_its_loss(module):
+  """A tagger's (20,) labels per example: its num_classes is their width (20), and the output
+  check said the dataset had 20 classes; it trains on one class per example, so the fix is to
+  compile it with its loss, as fit needs."""
+  name = module(
+    """
+    import keras
+    def build(input_shape, num_classes):
+      inputs = keras.Input(input_shape, dtype='int32')
+      hidden = keras.layers.Embedding(50, 8)(inputs)
+      return keras.Model(inputs, keras.layers.Dense(5)(hidden))
+    """
+  )
+  with pytest.raises(user_code.UserCodeError) as e:
+    models.build(f'{name}:build', (20,), 20, input_dtype='int32', label_shape=(20,))
+  assert str(e.value) == (
+    f'--model={name}:build has no compiled loss, so it trains on one class number per example '
+    'and must output its logits, but the dataset gives labels of shape (20,) per example (its '
+    'output: (None, 20, 5)); compile it with the loss its labels are for '
+    '(SparseCategoricalCrossentropy(from_logits=True) for a class per position), as fit needs'
+  )
+
+
 @pytest.mark.parametrize('function', ['subclassed', 'sequential', 'softmax'])
 def test_a_model_without_an_input_is_built_by_a_batch(function):
   """Subclassed and Input-less models have no weights until called: models.build calls them on

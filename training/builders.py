@@ -67,6 +67,7 @@ def of(config, arrays):
       model.ghost_batch_size,
       model.bn_momentum,
       arrays.example_dtype,
+      _label_shape(arrays),
       **config.model_sizes,
     ),
     optimizer=lambda rate, built: optimizers.create(
@@ -80,3 +81,12 @@ def of(config, arrays):
       decay=schedule.lr_schedule,
     ),
   )
+
+
+def _label_shape(source):
+  """One example's labels' shape in `source`'s pipeline: () for one class number (data.Arrays),
+  a tuple for several values, None for several outputs' (a dict or tuple of labels)."""
+  spec = getattr(source, 'element_spec', None)
+  if spec is None:
+    return ()
+  return tuple(spec[1].shape) if hasattr(spec[1], 'shape') else None

@@ -322,11 +322,14 @@ def check_classes(labels: Any, not_classes: str | None = None) -> None:
   """ValueError unless `labels` (a probe batch's) are class numbers, which the default loss
   (an uncompiled model's) takes: integers, and not labels the data refused as classes
   (`not_classes`: why, data/class_labels.py)."""
-  integers = not tf.nest.is_nested(labels) and tf.as_dtype(labels.dtype).is_integer
-  if not_classes or not integers:
+  single = not tf.nest.is_nested(labels) and len(labels.shape) == 1
+  if not_classes or not single or not tf.as_dtype(labels.dtype).is_integer:
     given = not_classes or (
-      f'its labels are {tf.nest.map_structure(lambda t: tf.as_dtype(t.dtype).name, labels)}, '
-      'not one integer class per example'
+      'its labels are '
+      + ', '.join(
+        f'{tf.as_dtype(t.dtype).name} {tuple(t.shape[1:])}' for t in tf.nest.flatten(labels)
+      )
+      + ' per example, not one integer class'
     )
     raise ValueError(
       f'has no compiled loss, so it trains on class numbers (sparse softmax cross-entropy on '
