@@ -300,6 +300,16 @@ def _listed(values, most=5):
   return shown + (f' and {len(values) - most} more' if len(values) > most else '')
 
 
+def array_of(value):
+  """`value` as a numpy array, as Keras' fit takes it: a pandas DataFrame with a float column
+  wholly float32 (Keras casts the whole frame: numpy made one of bool and float columns, as
+  `pd.get_dummies` gives, an array of objects), anything else by np.asarray."""
+  if hasattr(value, 'dtypes') and hasattr(value, 'to_numpy') and getattr(value, 'ndim', 0) == 2:
+    if any(getattr(dtype, 'kind', 'O') == 'f' for dtype in value.dtypes):
+      return value.to_numpy(dtype=np.float32)
+  return np.asarray(value)
+
+
 def from_user(spec, returned):
   """The Arrays of what a user's dataset function returned; DatasetError naming the problem
   (class_labels.NotClasses for labels that are no class numbers). Its classes are those of its
@@ -317,7 +327,7 @@ def from_user(spec, returned):
   except (TypeError, ValueError):
     raise refuse(f'returned {type(returned).__name__}, not two (examples, labels) pairs') from None
   try:
-    x_train, y_train, x_val, y_val = map(np.asarray, (x_train, y_train, x_val, y_val))
+    x_train, y_train, x_val, y_val = map(array_of, (x_train, y_train, x_val, y_val))
   except ValueError as e:  # Lists of examples of different lengths: no array of them.
     raise refuse(f'returned examples or labels that make no array ({e})') from None
   # Labels of shape (N, 1), as keras.datasets.cifar10 returns them: one label per example.

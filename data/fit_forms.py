@@ -94,7 +94,7 @@ def _array(value):
     return {k: _array(v) for k, v in value.items()}
   if isinstance(value, (tuple, list)) and value and all(_is_array(v) for v in value):
     return tuple(map(_array, value))
-  array = np.asarray(value)
+  array = data.array_of(value)
   if array.dtype.kind == 'O' and all(isinstance(v, (str, bytes)) for v in array.flat):
     array = array.astype(str)
   if array.dtype.kind == 'f' and array.dtype != np.float32:

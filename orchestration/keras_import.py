@@ -1,6 +1,7 @@
 """Keras loaded without the packages it imports only for what this tool never uses. When they are
 installed, `import keras` imports scikit-learn (and with it SciPy) for `keras.wrappers`'
-scikit-learn classes, matplotlib's pyplot for `keras.visualization`'s galleries, and, through
+scikit-learn classes, matplotlib's pyplot for `keras.visualization`'s galleries, pandas for
+fit's slicing of DataFrames (the tool hands Keras arrays and pipelines), and, through
 TensorFlow's `tf.lite`, JAX for its converter of JAX functions (JAX is installed for the
 Keras-on-JAX arm, whose processes keep it: it is their backend). scikit-learn was about 0.85 s
 of CPU in the start of every process that trains, matplotlib and JAX about 0.9 s more: the
@@ -14,7 +15,7 @@ import json
 import os
 import sys
 
-UNUSED = ('sklearn', 'matplotlib')
+UNUSED = ('sklearn', 'matplotlib', 'pandas')
 
 
 def _keras_backend() -> str:

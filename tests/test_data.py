@@ -674,16 +674,16 @@ def test_the_bundled_digits_are_scikit_learns_split():
 
 @pytest.mark.parametrize('backend', ['tensorflow', 'jax'])
 def test_keras_loads_without_the_packages_it_never_uses_and_users_import_them_after(backend):
-  """A training process's Keras import leaves scikit-learn, matplotlib and (on TensorFlow's
-  backend) JAX unloaded; a user's code imports them afterwards as usual. On JAX's backend,
-  Keras loads JAX."""
+  """A training process's Keras import leaves scikit-learn, matplotlib, pandas and (on
+  TensorFlow's backend) JAX unloaded; a user's code imports them afterwards as usual. On JAX's
+  backend, Keras loads JAX."""
   code = (
     f'import sys; sys.path.insert(0, {ROOT!r})\n'
     'from orchestration import keras_import\n'
     'with keras_import.without_unused_packages():\n'
     '  import keras\n'
-    "print([name for name in ('sklearn', 'matplotlib', 'jax') if name in sys.modules])\n"
-    'import sklearn.datasets, matplotlib.pyplot, jax.numpy\n'
+    "print([name for name in ('sklearn', 'matplotlib', 'pandas', 'jax') if name in sys.modules])\n"
+    'import sklearn.datasets, matplotlib.pyplot, pandas, jax.numpy\n'
     'print(sklearn.datasets.load_digits().images.shape, int(jax.numpy.ones(3).sum()))\n'
   )
   out = subprocess.run(

@@ -361,6 +361,13 @@ def uneven():
   return (np.zeros((40, 6)), np.zeros(39, int)), (np.zeros((10, 6)), np.zeros(10, int))
 def strings():
   return (np.array([['a']] * 4), np.arange(4) % 2), (np.array([['b']] * 2), np.zeros(2, int))
+def frames():  # keras.io's and TensorFlow's regression tutorials: pandas, one-hot columns.
+  import pandas as pd
+  df = pd.DataFrame({'weight': [1.5, 2.0, 3.0, 4.5, 5.0, 6.0], 'origin': list('abacba'),
+                     'mpg': [18.0, 20.0, 25.0, 31.0, 19.0, 40.0]})
+  df = pd.get_dummies(df, columns=['origin'])  # bool columns beside a float one.
+  features = [c for c in df.columns if c != 'mpg']
+  return (df[features][:4], df['mpg'][:4]), (df[features][4:], df['mpg'][4:])
 def bool_labels():
   return (np.zeros((4, 2)), np.arange(4) % 2 == 1), (np.zeros((2, 2)), np.array([True, False]))
 def float_labels():
@@ -450,6 +457,22 @@ def test_a_bad_user_dataset_is_one_line_naming_the_flag(module, function, messag
     )
     and '\n' not in text
   )
+
+
+def test_a_pandas_regression_is_fed_as_fit_feeds_it(module):
+  """A DataFrame of a float and bool columns (pd.get_dummies') was refused as an array of
+  objects: Keras casts such a frame wholly to float32. Its Series of whole-number targets, a
+  validation one (40) never seen in training, reach a model of the user's as they are."""
+  from data import class_labels
+
+  name = module(DATA)
+  with pytest.raises(class_labels.NotClasses, match='validation labels 40 that no training'):
+    data.load(definitions.Data(f'{name}:frames'))
+  fed = data.load(definitions.Data(f'{name}:frames'), as_fit_feeds=True)
+  assert fed.input_shape == (4,) and fed.example_dtype == 'float32' and fed.num_classes == 1
+  validation = list(fed._make()[1].as_numpy_iterator())
+  assert [x.tolist() for x, _ in validation] == [[5.0, 0, 1, 0], [6.0, 1, 0, 0]]
+  assert [float(y) for _, y in validation] == [19.0, 40.0]
 
 
 @pytest.mark.parametrize(
