@@ -15,7 +15,7 @@ per generation (K80, P100, V100, Quadro RTX 6000, A100), so leaving a GPU out le
 generation without fitted rows, predicted by the law fitted across the others of the shared
 memory an SM gives per unit of math (roofline.ACROSS_GENERATIONS, prediction/on_chip.py),
 while the generations' own fractions scatter about it (CUDA cores: Pascal 0.36 against the
-law's 0.37, Volta 0.48 against 0.43). The held-out rows were of fitted generations, mostly
+law's 0.36, Volta 0.47 against 0.42). The held-out rows were of fitted generations, mostly
 the very GPU, source and software of a fit row. This is the error on a new generation,
 harsher than on a new card of a fitted one, which no row here measures.
 """

@@ -12,6 +12,8 @@ peak at a fitted fraction of it; Williams et al. 2009 for the roofline).
                      written) over the batch
   elementwise time = max(elementwise FLOPs / (float32 peak x CUDA_CORES),
                          elementwise bytes / (memory bandwidth x MEMORY))
+                     bytes: an example's own, and the step's over the batch, the
+                     optimizer's update among them (UPDATE)
   step             = batch x (convolution + product + elementwise time) per example
 
 The matrix ops (dense convolutions and matrix products, with their gradients) run at the rate
@@ -40,7 +42,6 @@ docs/prediction.md).
 import dataclasses
 import math
 from collections.abc import Callable
-from collections.abc import Sequence
 from typing import Any
 
 from prediction import hardware
@@ -51,10 +52,10 @@ from prediction.on_chip import ON_CHIP
 # Fitted by `fit` on the `fit` rows of prediction/published.csv (tests/test_roofline.py checks
 # that the fit gives them).
 # CUDA cores' fraction of the float32 peak (at ISSUE_BOUND), per generation fitted.
-CUDA_CORES = {'kepler': 0.29, 'pascal': 0.36, 'volta': 0.48, 'turing': 0.36, 'ampere': 0.49}
+CUDA_CORES = {'kepler': 0.29, 'pascal': 0.36, 'volta': 0.47, 'turing': 0.35, 'ampere': 0.48}
 # Tensor cores' fraction of the matrix peak at the card's precision, per generation fitted.
-TENSOR_CORES = {'volta': 0.46, 'turing': 0.27, 'ampere': 0.35}
-MEMORY = 0.45
+TENSOR_CORES = {'volta': 0.39, 'turing': 0.23, 'ampere': 0.28}
+MEMORY = 0.55
 WINOGRAD = 4.0
 # NVIDIA's Turing (TU102, 2018, Table 1/Appendix A) and Ampere GA102 (2020, Table 3)
 # whitepapers: GeForce cards run float16 tensor products with float32 accumulation at half
@@ -65,23 +66,30 @@ GEFORCE_FLOAT32_ACCUMULATE = 0.5
 # core: cuBLAS's large products reach much the same fraction of a CUDA-core or a tensor-core
 # peak (fitted apart they were 0.69 and 0.57 on Volta), while a fraction per kind left a
 # generation without CUDA-core product rows (only Volta has them) at the convolutions'.
-PRODUCTS = {'volta': 0.66, 'ampere': 0.78}
+PRODUCTS = {'volta': 0.65, 'ampere': 0.65}
 # The law a generation without fitted rows is predicted by, fitted on every fit row with its
-# generation's own fractions set aside (fit_across), read from what its SMs hold
+# generation's own fractions set aside (roofline_fit.fit_across), read from what its SMs hold
 # (prediction/on_chip.py): CUDA cores at `cuda_cores` + `cuda_slope` x ln(shared memory per
 # float32 lane / CUDA_REFERENCE), tensor cores at `tensor_cores` x shared memory per tensor
 # multiply-add per clock / TENSOR_REFERENCE, matrix products at `products`. The tensor cores'
 # law has one constant: three generations have them, and leaving one out leaves two, through
 # which a law of two constants is a line that extrapolates their noise (Turing -33%).
 ACROSS_GENERATIONS = {
-  'cuda_cores': 0.37,
-  'cuda_slope': 0.16,
-  'tensor_cores': 0.29,
-  'products': 0.69,
+  'cuda_cores': 0.36,
+  'cuda_slope': 0.14,
+  'tensor_cores': 0.24,
+  'products': 0.65,
 }
 # The shared memory per lane and per tensor multiply-add at which the law's constants are read:
 # a Turing SM's (64 KiB over 64 lanes and over 512 multiply-adds).
 CUDA_REFERENCE, TENSOR_REFERENCE = 1024.0, 128.0
+# The optimizer's update, once a step: it reads each weight and its gradient and writes the
+# weight (3 x the trainable bytes), and reads and writes each of its slots (2 x the optimizer's
+# bytes: Adam's two moments, momentum's one), elementwise, bound by memory. The card (the
+# forward and backward passes, traced) has none of it; at a small batch it is a step's
+# noticeable part (BERT-Large with Adam: 9.3 GB a step, 7% of a V100's mixed-precision step
+# at 8 sequences of 512).
+UPDATE_READS_WRITES = 3
 # The share of a generation's CUDA cores its schedulers can issue to at one instruction per
 # clock each: Kepler's SMX has 192 float32 lanes and 4 warp schedulers of 32 lanes, the other
 # 64 reached only by dual issue of independent instructions (NVIDIA Kepler GK110 whitepaper,
@@ -155,8 +163,6 @@ def _fraction(value: float) -> float:
 
 
 FITTED = Fractions()
-# What fit() fits on: (card, batch, profile, tf32, published examples per second).
-Observation = tuple[Card, int, Profile, bool, float]
 
 # The card's figures the roofline reads (training/model_card.py).
 CARD_FIELDS = (
@@ -181,6 +187,13 @@ ADDED_FIELDS = (
   'product_bytes_per_step',
   'elementwise_bytes_per_step',
 )
+
+
+def update_bytes(card: Card) -> float:
+  """What the optimizer's update moves once a step (UPDATE): the traced card has the forward and
+  backward passes only."""
+  trainable, slots = (float(card.get(f) or 0) for f in ('trainable_bytes', 'optimizer_bytes'))
+  return UPDATE_READS_WRITES * trainable + 2 * slots
 
 
 def matrix_rate(profile: Profile, dtype: str, tf32: bool = True) -> tuple[float | None, bool]:
@@ -234,6 +247,7 @@ def step_ms(
   if why:
     raise RooflineError(why)
   card = {**dict.fromkeys(ADDED_FIELDS, 0.0), **card}
+  card['elementwise_bytes_per_step'] += update_bytes(card)
   fractions = fractions or FITTED
   peak, tensor = matrix_rate(profile, card['compute_dtype'], tf32)
   # missing() said the profile gives these.
@@ -301,99 +315,3 @@ def examples_per_second(
 ) -> float:
   compute_ms: float = step_ms(card, batch, profile, fractions, tf32)['compute_ms']
   return batch / compute_ms * 1e3
-
-
-def mostly_products(card: Card) -> bool:
-  """Whether most of the card's matrix FLOPs are matrix products (a transformer), not
-  convolutions: which stage of the fit its rows fit."""
-  products: float = card['product_flops_per_example']
-  matrix: float = card['matrix_flops_per_example']
-  return products > matrix / 2
-
-
-def fit(
-  observations: Sequence[Observation],
-  grid: float = 0.01,
-  most: float = 4.0,
-  start: Fractions | None = None,
-) -> Fractions:
-  """The Fractions minimising the squared log ratios of predicted to published examples per
-  second over `observations` ((card, batch, profile, tf32, published) tuples): each fraction
-  on a grid of `grid` in (0, 1], WINOGRAD in [1, `most`] (Winograd's F(4x4, 3x3) saves at
-  most 4x), by coordinate descent from the grid's middle until none moves: how the constants
-  were chosen, once.
-
-  Without `start`, the convolutions' fractions, MEMORY and WINOGRAD (the products left
-  unfitted: they run at the convolutions' fractions); with it, only the products' fractions,
-  the others `start`'s. A generation's fraction is fitted only if some observation is of that
-  generation on that kind of core (else 0: not fitted, Fractions takes the fractions fitted
-  across generations, fit_across)."""
-  steps = _fractions(grid)
-  winograd_steps = [round(1 + i * grid, 10) for i in range(round((most - 1) / grid) + 1)]
-  cores = {
-    (profile.generation, matrix_rate(profile, card['compute_dtype'], tf32)[1])
-    for card, _, profile, tf32, _ in observations
-  }
-  if start is None:
-    ranges = {
-      **{g: steps for g in CUDA_CORES if any(generation == g for generation, _ in cores)},
-      **{f'tensor_{g}': steps for g in TENSOR_CORES if (g, True) in cores},
-      'memory': steps,
-      'winograd': winograd_steps,
-    }
-  else:
-    ranges = {f'products_{g}': steps for g in PRODUCTS if any(c[0] == g for c in cores)}
-  fields = [f.name for f in dataclasses.fields(Fractions)]
-  middle: Callable[[str], float] = lambda n: (
-    (1.0 if n == 'winograd' else 0.5) if n in ranges else 0.0
-  )
-  best = Fractions(**{n: middle(n) for n in fields}) if start is None else start
-  return _descend(observations, dataclasses.replace(best, **{n: middle(n) for n in ranges}), ranges)
-
-
-def fit_across(
-  observations: Sequence[Observation], start: Fractions, grid: float = 0.01
-) -> Fractions:
-  """`start` with its ACROSS_GENERATIONS law: the constants minimising the squared log ratios
-  over `observations` predicted as if no generation's own fractions were fitted (MEMORY and
-  WINOGRAD `start`'s), what a generation without fitted rows is predicted with; the CUDA
-  cores' slope on a grid of `grid` in [0, 0.5] (more shared memory never slows a kernel)."""
-  steps = _fractions(grid)
-  tensor = any(matrix_rate(p, c['compute_dtype'], t)[1] for c, _, p, t, _ in observations)
-  products = any(mostly_products(card) for card, *_ in observations)
-  ranges = {
-    'across_cuda_cores': steps,
-    'across_cuda_slope': [round(i * grid, 10) for i in range(round(0.5 / grid) + 1)],
-    **({'across_tensor_cores': steps} if tensor else {}),
-    **({'across_products': steps} if products else {}),
-  }
-  own = [
-    f.name
-    for f in dataclasses.fields(Fractions)
-    if f.name not in ('memory', 'winograd') and not f.name.startswith('across_')
-  ]
-  unfitted = dataclasses.replace(start, **dict.fromkeys(own, 0.0), **dict.fromkeys(ranges, 0.5))
-  best = _descend(observations, unfitted, ranges)
-  return dataclasses.replace(start, **{name: getattr(best, name) for name in ranges})
-
-
-def _fractions(grid: float) -> list[float]:
-  """The fractions a fit tries: steps of `grid` in (0, 1] (a fraction: at most 1)."""
-  return [round(i * grid, 10) for i in range(1, round(1 / grid) + 1)]
-
-
-def _descend(
-  observations: Sequence[Observation], best: Fractions, ranges: dict[str, list[float]]
-) -> Fractions:
-  """Coordinate descent from `best` over `ranges` of the squared log ratios of predicted to
-  published examples per second, until no fraction moves."""
-  loss: Callable[[Fractions], float] = lambda f: sum(
-    math.log(examples_per_second(card, batch, profile, f, tf32) / published) ** 2
-    for card, batch, profile, tf32, published in observations
-  )
-  while True:
-    before = best
-    for name, values in ranges.items():
-      best = min((dataclasses.replace(best, **{name: v}) for v in values), key=loss)
-    if best == before:
-      return best

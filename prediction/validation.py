@@ -34,6 +34,7 @@ from prediction import cards
 from prediction import cost_model
 from prediction import hardware
 from prediction import roofline
+from prediction import roofline_fit
 
 PUBLISHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'published.csv')
 VARIABLES = os.path.join(os.path.dirname(PUBLISHED), 'published_variables.json')
@@ -178,8 +179,8 @@ def _card_name(row: Row) -> str:
   return f'{row["model"]}_{size}_{dtype}'
 
 
-def _observation(row: Row, model_cards: dict[str, cards.Card]) -> roofline.Observation:
-  """(card, batch, profile, tf32, published) of a single-device row, as roofline.fit takes:
+def _observation(row: Row, model_cards: dict[str, cards.Card]) -> roofline_fit.Observation:
+  """(card, batch, profile, tf32, published) of a single-device row, as roofline_fit.fit takes:
   TF32 only where the row says its float32 ran as TF32 (TensorFlow 2.4 and later on Ampere)."""
   return (
     model_cards[_card_name(row)],
@@ -214,18 +215,20 @@ def single_device(
 
 
 def fit_roofline(table: list[Row] | None = None) -> roofline.Fractions:
-  """roofline.fit on the single-device rows marked `fit`, how its fractions were chosen, once:
+  """roofline_fit.fit on the single-device rows marked `fit`, how its fractions were chosen, once:
   the convolutions' fractions, MEMORY and WINOGRAD on the rows whose work is mostly
   convolutions, then the products' on those whose work is mostly products, the first held;
-  last, the fractions across generations on all of them (roofline.fit_across)."""
+  last, the fractions across generations on all of them (roofline_fit.fit_across)."""
   table = rows() if table is None else table
   model_cards = cards.load()
   observations = [
     _observation(r, model_cards) for r in table if _single_device(r) and r['set'] == 'fit'
   ]
-  convolutions = [o for o in observations if not roofline.mostly_products(o[0])]
-  products = [o for o in observations if roofline.mostly_products(o[0])]
-  return roofline.fit_across(observations, roofline.fit(products, start=roofline.fit(convolutions)))
+  convolutions = [o for o in observations if not roofline_fit.mostly_products(o[0])]
+  products = [o for o in observations if roofline_fit.mostly_products(o[0])]
+  return roofline_fit.fit_across(
+    observations, roofline_fit.fit(products, start=roofline_fit.fit(convolutions))
+  )
 
 
 def single_device_markdown(compared: list[Row]) -> str:

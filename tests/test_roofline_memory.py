@@ -15,6 +15,7 @@ from prediction import memory
 from prediction import on_chip
 from prediction import predict
 from prediction import roofline
+from prediction import roofline_fit
 from prediction import validation
 from prediction import workload
 
@@ -56,7 +57,11 @@ def test_the_roofline_adds_the_matrix_and_the_elementwise_time_on_the_profiles_d
   v100 = hardware.load('dgx1_v100')
   step = roofline.step_ms(CARD, 100, v100, HALF)
   matrix = 1e9 / (15.7e12 * 0.5)  # float32 on V100: CUDA cores, no TF32.
-  elementwise = 1e7 / (900e9 * 0.5)  # memory bound: 22 us against 0.13 us of arithmetic.
+  # The optimizer's update, once a step: 400 MB of weights and their gradients read, the
+  # weights written (a plain SGD: no slots), spread over the batch.
+  assert roofline.update_bytes(CARD) == 1.2e9
+  assert roofline.update_bytes({**CARD, 'optimizer_bytes': 8e8}) == 1.2e9 + 1.6e9  # Adam's.
+  elementwise = (1e7 + 1.2e9 / 100) / (900e9 * 0.5)  # memory bound: against 0.13 us of arithmetic.
   assert step['compute_ms'] == pytest.approx(100 * (matrix + elementwise) * 1e3)
   assert step['tensor_cores'] is False and step['bound'] == 'compute'
   # float32 on an A100 runs its matrix work as TF32 on tensor cores, as TensorFlow does.
@@ -158,7 +163,7 @@ def test_the_fractions_across_generations_are_fitted_with_no_generations_own():
     for device in (v100, p100)
     for unfit in [dataclasses.replace(truth, volta=0.0, pascal=0.0)]
   ]
-  fitted = roofline.fit_across(observations, HALF)
+  fitted = roofline_fit.fit_across(observations, HALF)
   assert fitted.across_cuda_cores == 0.4 and fitted.across_cuda_slope == 0.2
   assert fitted.volta == HALF.volta
   assert fitted.across_products == HALF.across_products  # No product rows: left as given.
