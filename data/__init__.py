@@ -303,10 +303,18 @@ def _listed(values, most=5):
 def array_of(value):
   """`value` as a numpy array, as Keras' fit takes it: a pandas DataFrame with a float column
   wholly float32 (Keras casts the whole frame: numpy made one of bool and float columns, as
-  `pd.get_dummies` gives, an array of objects), anything else by np.asarray."""
+  `pd.get_dummies` gives, an array of objects); a sparse matrix (scipy.sparse, as
+  TfidfVectorizer gives, or a tf.SparseTensor) dense, as an Input(sparse=True) also takes it
+  (numpy made it an array of one object); anything else by np.asarray."""
   if hasattr(value, 'dtypes') and hasattr(value, 'to_numpy') and getattr(value, 'ndim', 0) == 2:
     if any(getattr(dtype, 'kind', 'O') == 'f' for dtype in value.dtypes):
       return value.to_numpy(dtype=np.float32)
+  if hasattr(value, 'toarray') and hasattr(value, 'nnz'):
+    return value.toarray()
+  if type(value).__name__ == 'SparseTensor':
+    import tensorflow as tf  # Given one, the user's code has loaded it.
+
+    return tf.sparse.to_dense(value).numpy()
   return np.asarray(value)
 
 

@@ -368,6 +368,13 @@ def frames():  # keras.io's and TensorFlow's regression tutorials: pandas, one-h
   df = pd.get_dummies(df, columns=['origin'])  # bool columns beside a float one.
   features = [c for c in df.columns if c != 'mpg']
   return (df[features][:4], df['mpg'][:4]), (df[features][4:], df['mpg'][4:])
+def sparse_features(as_tensor=False):  # TfidfVectorizer's scipy.sparse rows, or tf's.
+  import scipy.sparse
+  x = scipy.sparse.csr_matrix(np.eye(6, 5, dtype=np.float32))
+  if as_tensor:
+    import tensorflow as tf
+    x = tf.sparse.from_dense(x.toarray())
+  return (x, np.arange(6) % 2), (x, np.arange(6) % 2)
 def bool_labels():
   return (np.zeros((4, 2)), np.arange(4) % 2 == 1), (np.zeros((2, 2)), np.array([True, False]))
 def float_labels():
@@ -430,6 +437,11 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
   assert own.scale == 1.0 and np.array_equal(own.x_train, images.x_train)
   shaped = data.load(definitions.Data(f'{name}:keras_shaped'))
   assert shaped.label_shape == (1,) and shaped.y_train.shape == (6,)
+  # Sparse features (a scipy.sparse matrix, a tf.SparseTensor) dense, as an Input(sparse=True)
+  # takes them too (were refused as an array of one object).
+  for as_tensor in (False, True):
+    sparse = data.from_user(name, user_code.call(f'{name}:sparse_features', 'dataset', as_tensor))
+    assert sparse.x_train.tolist() == np.eye(6, 5).tolist() and sparse.num_classes == 2
   # bool labels are classes 0 and 1, as fit's losses take them (were refused).
   bools = data.load(definitions.Data(f'{name}:bool_labels'))
   assert bools.num_classes == 2 and bools.y_validation.tolist() == [1, 0]
