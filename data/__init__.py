@@ -318,6 +318,16 @@ def array_of(value):
   return np.asarray(value)
 
 
+def _one_pair(returned):
+  """Whether `returned` is one (examples, labels) pair: two things of one length, the first of
+  more than two (two would be read as two pairs)."""
+  try:
+    x, y = returned
+    return len(x) == len(y) > 2
+  except (TypeError, ValueError):
+    return False
+
+
 def from_user(spec, returned):
   """The Arrays of what a user's dataset function returned; DatasetError naming the problem
   (class_labels.NotClasses for labels that are no class numbers). Its classes are those of its
@@ -333,6 +343,12 @@ def from_user(spec, returned):
   try:
     (x_train, y_train), (x_val, y_val) = returned
   except (TypeError, ValueError):
+    if _one_pair(returned):  # fit(x, y, validation_split=0.2) has no validation set to give.
+      raise DatasetError(
+        f'--dataset={spec} returned one (examples, labels) pair; return a validation split '
+        "too, (x_train, y_train), (x_val, y_val): fit's validation_split=0.2 is its last 20% "
+        '(x[:-n], x[-n:] with n = len(x) // 5)'
+      ) from None
     raise refuse(f'returned {type(returned).__name__}, not two (examples, labels) pairs') from None
   try:
     x_train, y_train, x_val, y_val = map(array_of, (x_train, y_train, x_val, y_val))

@@ -387,8 +387,10 @@ def shapes():
   return (np.zeros((4, 2)), np.zeros(4, int)), (np.zeros((2, 3)), np.array([0, 1]))
 def flat():
   return (np.zeros(4), np.array([0, 1, 0, 1])), (np.zeros(2), np.array([0, 1]))
-def single():
+def single():  # fit(x, y, validation_split=0.2)'s data.
   return np.zeros((4, 2)), np.zeros(4, int)
+def triple():
+  return np.zeros((4, 2)), np.zeros(4, int), np.zeros(4)
 def wide_labels():
   return (np.zeros((2, 2)), np.array([0, 2**32])), (np.zeros((2, 2)), np.array([0, 1]))
 def keras_shaped():  # Labels (N, 1), as keras.datasets.cifar10 returns them.
@@ -453,7 +455,7 @@ def test_a_user_dataset_becomes_arrays_with_its_classes_counted(module):
     ('uneven', 'returned 40 training examples and 39 labels'),
     ('shapes', 'training examples of shape (2,) and validation examples of shape (3,)'),
     ('flat', 'of dtype float64 and shape (4,): give a numeric array of one row per example'),
-    ('single', 'returned tuple, not two (examples, labels) pairs'),
+    ('triple', 'returned tuple, not two (examples, labels) pairs'),
     ('ragged', 'returned examples or labels that make no array (setting an array element'),
   ],
 )
@@ -485,6 +487,17 @@ def test_a_pandas_regression_is_fed_as_fit_feeds_it(module):
   validation = list(fed._make()[1].as_numpy_iterator())
   assert [x.tolist() for x, _ in validation] == [[5.0, 0, 1, 0], [6.0, 1, 0, 0]]
   assert [float(y) for _, y in validation] == [19.0, 40.0]
+
+
+def test_one_pair_of_examples_and_labels_is_told_to_split_off_validation(module):
+  name = module(DATA)
+  with pytest.raises(data.DatasetError) as e:
+    data.load(definitions.Data(f'{name}:single'))
+  assert str(e.value) == (
+    f'--dataset={name}:single returned one (examples, labels) pair; return a validation split '
+    "too, (x_train, y_train), (x_val, y_val): fit's validation_split=0.2 is its last 20% "
+    '(x[:-n], x[-n:] with n = len(x) // 5)'
+  )
 
 
 @pytest.mark.parametrize(
