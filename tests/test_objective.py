@@ -292,7 +292,8 @@ def test_a_compiled_auc_under_two_workers_is_the_whole_validation_set_s_and_is_p
 
 def test_a_model_of_two_outputs_is_judged_as_keras_evaluate_judges_it():
   """Two named outputs, each its own loss, weighed by loss_weights, and its own metric: the
-  loss and metrics of a batch's sums are Keras' own, by Keras' names."""
+  loss, each output's loss and the metrics of a batch's sums are Keras' own, by Keras'
+  names."""
   import tensorflow as tf
 
   from training import objective
@@ -318,7 +319,8 @@ def test_a_model_of_two_outputs_is_judged_as_keras_evaluate_judges_it():
     'click': (rng.random(64) < 0.5).astype(np.float32),
   }
   judged = objective.of(model, {k: v[:4] for k, v in labels.items()}, model(x[:4]), False)
-  assert set(judged.names) == {'loss', 'size_mae', 'click_auc'}
+  # Each output's own loss too, unweighted, as fit logs them (the total alone was recorded).
+  assert set(judged.names) == {'loss', 'size_loss', 'click_loss', 'size_mae', 'click_auc'}
   _, sums = judged.sums(labels, model(x), tf.ones(64))
   found = judged.results({name: np.ravel(value).tolist() for name, value in sums.items()})
   expected = model.evaluate(x, labels, batch_size=64, verbose=0, return_dict=True)

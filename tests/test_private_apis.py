@@ -26,7 +26,7 @@ def test_each_private_api_is_there():
   labels, outputs = keras.ops.ones((3, 1)), model(keras.ops.zeros((3, 2)))
   loss.build(labels, outputs)
   metrics.build(labels, outputs)
-  assert [path for path, _, _ in private_apis.flat_losses(loss)] == [()]
+  assert [(path, name) for path, _, _, name in private_apis.flat_losses(loss)] == [((), 'mse')]
   state = [v.numpy() for v in metrics.variables]
   weights = keras.ops.ones(3)
   updated = private_apis.stateless_update(metrics, state, labels, outputs, weights, weights)

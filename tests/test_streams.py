@@ -609,8 +609,9 @@ def test_a_model_of_dicts_in_and_out_trains_on_dicts_of_arrays(module):  # noqa:
   second, _ = run.train_epoch(4, 4, first_step=5)
   assert first.examples == second.examples == 16
   assert run.metrics(second)['loss'] < run.metrics(first)['loss']
-  judged = run.evaluate()  # Each output judged by its own metric, by Keras' names.
-  assert set(judged) == {'loss', 'c_accuracy', 'r_mae'} and np.isfinite(judged['loss'])
+  judged = run.evaluate()  # Each output judged by its own loss and metric, by Keras' names.
+  assert set(judged) == {'loss', 'c_loss', 'r_loss', 'c_accuracy', 'r_mae'}
+  assert np.isfinite(judged['loss'])
   assert run.validation_totals().examples == 8
 
 

@@ -128,8 +128,11 @@ class Compiled:
       self._metrics.reset_state()
       self._initial = [np.asarray(v.numpy()) for v in self._metrics.variables]
       self._check_additive(labels, outputs)
+    # Each output's own loss beside the total, unweighted by loss_weights, as fit logs them.
+    self._output_losses = [f'{n}_loss' for *_, n in self._losses] if len(self._losses) > 1 else []
     self.shapes: dict[str, Any] = {
       'loss': (),
+      **dict.fromkeys(self._output_losses, ()),
       'examples': (),
       **{f'state_{i}': v.shape for i, v in enumerate(self._initial)},
     }
@@ -148,7 +151,17 @@ class Compiled:
     return as_given(labels, outputs, self._label_shape)
 
   def per_example(self, labels: Any, outputs: Any, counts: tf.Tensor | None = None) -> tf.Tensor:
-    """Each example's loss: every output's, averaged over its values, times its weight. An
+    """Each example's loss: every output's (`per_output`) times its loss weight."""
+    return self._weighted(self.per_output(labels, outputs, counts))
+
+  def _weighted(self, each: list[tf.Tensor]) -> tf.Tensor:
+    """The outputs' losses `each` (per_output's) summed, each times its loss weight."""
+    return sum(v * (1.0 if w is None else w) for v, (*_, w, _) in zip(each, self._losses))
+
+  def per_output(
+    self, labels: Any, outputs: Any, counts: tf.Tensor | None = None
+  ) -> list[tf.Tensor]:
+    """Each example's loss of each output, averaged over its values. An
     output's Keras mask (Embedding(mask_zero=True), Masking) weighs its values as Keras' Loss
     weighs them: masked ones 0, the others by the values over those unmasked in the batch, so
     that the batch's mean is the mean over its unmasked values (a tagger's padding tokens
@@ -156,8 +169,8 @@ class Compiled:
     for each example that counts, 0 for the validation set's padding (its values masked too,
     and the mean over the examples that count: over the padded batch's, it was 128/65 of
     evaluate's)."""
-    total = 0.0
-    for path, loss, weight in self._losses:
+    found = []
+    for path, loss, *_ in self._losses:
       y_true, y_pred = _at(labels, path), _at(outputs, path)
       mask = getattr(y_pred, '_keras_mask', None)  # Keras' backend.get_keras_mask.
       y_pred = tf.cast(y_pred, tf.float32)
@@ -173,13 +186,17 @@ class Compiled:
         values *= mask * positions * examples / unmasked
       if values.shape.rank > 1:
         values = tf.reduce_mean(values, axis=list(range(1, values.shape.rank)))
-      total += values * (1.0 if weight is None else weight)
-    return total
+      found.append(values)
+    return found
 
   def sums(self, labels: Any, outputs: Any, weights: tf.Tensor) -> tuple[tf.Tensor, Sums]:
     labels = self._align(labels, outputs)
-    loss = tf.reduce_sum(self.per_example(labels, outputs, _counts(weights)) * weights)
-    sums = {'loss': loss, 'examples': tf.reduce_sum(_counts(weights))}
+    counts = _counts(weights)
+    each = self.per_output(labels, outputs, counts)
+    loss = tf.reduce_sum(self._weighted(each) * weights)
+    sums = {'loss': loss, 'examples': tf.reduce_sum(counts)}
+    if self._output_losses:
+      sums.update({n: tf.reduce_sum(v * weights) for n, v in zip(self._output_losses, each)})
     if self._metrics is not None:
       initial = [tf.constant(v) for v in self._initial]
       updated = self._update(initial, labels, outputs, weights)
@@ -209,7 +226,7 @@ class Compiled:
       (initial + np.reshape(np.asarray(sums[f'state_{i}'], initial.dtype), initial.shape))
       for i, initial in enumerate(self._initial)
     ]
-    found = {'loss': sums['loss'][0] / examples}
+    found = {name: sums[name][0] / examples for name in ('loss', *self._output_losses)}
     if self._metrics is not None:
       for name, value in private_apis.stateless_result(self._metrics, state).items():
         found[name] = _scalar(name, value)

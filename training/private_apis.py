@@ -199,11 +199,12 @@ def compile_arguments(model):
 
 
 def flat_losses(compiled_loss):
-  """[(path into the outputs, loss, loss weight or None)] of a built CompileLoss: each output's
-  own loss, so that the step takes it per example (Keras' own reduces it by the local batch and
-  the replicas, which the step's global-batch scaling does instead)."""
+  """[(path into the outputs, loss, loss weight or None, the output's name)] of a built
+  CompileLoss: each output's own loss, so that the step takes it per example (Keras' own
+  reduces it by the local batch and the replicas, which the step's global-batch scaling does
+  instead)."""
   flat = _require(compiled_loss, '_flat_losses', COMPILED)
-  return [(entry[0], entry[1], entry[2]) for entry in flat]
+  return [(entry[0], entry[1], entry[2], entry[3]) for entry in flat]
 
 
 def stateless_update(compiled_metrics, state, labels, outputs, weights, mask):
