@@ -99,7 +99,8 @@ def test_the_compiled_optimizer_trains_with_its_own_schedule_when_asked():
 
   def build():
     model = small_binary(['accuracy'])()
-    model.compile(optimizer=keras.optimizers.SGD(decay, clipnorm=1.0), loss='binary_crossentropy')
+    optimizer = keras.optimizers.SGD(decay, momentum=0.9, nesterov=True, clipnorm=1.0)
+    model.compile(optimizer=optimizer, loss='binary_crossentropy')
     return model
 
   trainer = binary_trainer(build, 'compiled')
@@ -108,8 +109,11 @@ def test_the_compiled_optimizer_trains_with_its_own_schedule_when_asked():
   trainer.train_epoch(4, 2)
   assert int(own.iterations) == 4 and trainer.learning_rate == pytest.approx(0.25)
   assert trainer.optimizer_record == {
-    'trained_by': "--optimizer=compiled: the model's SGD(learning_rate=ExponentialDecay)",
-    'compiled_optimizer': 'SGD(learning_rate=ExponentialDecay)',
+    'trained_by': "--optimizer=compiled: the model's SGD(learning_rate=ExponentialDecay, "
+    'momentum=0.9, nesterov=True, clipnorm=1.0)',  # Its settings beside the rate (were not).
+    'compiled_optimizer': (
+      'SGD(learning_rate=ExponentialDecay, momentum=0.9, nesterov=True, clipnorm=1.0)'
+    ),
     'optimizer_note': None,
   }
   # Recorded as what trained it: not the flags' rate and schedule, which did not apply.

@@ -8,6 +8,8 @@ rate and schedule (counted by its own `iterations`), its clipping, weight decay 
 averages.
 """
 
+import inspect
+
 import numpy as np
 
 import user_code
@@ -79,7 +81,8 @@ def record(settings, model):
       shown = f'{float(np.asarray(rate)):g}'
     except (TypeError, ValueError):  # A schedule: named by its class.
       shown = rate.get('class_name', 'a schedule') if isinstance(rate, dict) else 'a schedule'
-    described = f'{type(inner(own)).__name__}(learning_rate={shown})'
+    settings_given = ''.join(f', {k}={v!r}' for k, v in _not_default(inner(own)).items())
+    described = f'{type(inner(own)).__name__}(learning_rate={shown}{settings_given})'
   if settings.optimizer == definitions.COMPILED:
     return {
       'trained_by': f"--optimizer=compiled: the model's {described}",
@@ -95,4 +98,24 @@ def record(settings, model):
       "with the run's learning-rate flags trains every run compared, so strategies differ "
       'only in how they distribute; give --optimizer and --learning_rate to match it'
     ),
+  }
+
+
+def _not_default(optimizer):
+  """{setting: value} of `optimizer`'s config that its class does not default to (SGD's
+  momentum and nesterov, AdamW's weight decay, a clipnorm), but its name and learning rate: what
+  a record of it says beside the rate (it said `SGD(learning_rate=0.05)` of a Nesterov SGD)."""
+  defaults = {
+    name: parameter.default
+    for name, parameter in inspect.signature(type(optimizer).__init__).parameters.items()
+    if parameter.default is not inspect.Parameter.empty
+  }
+  config = optimizer.get_config()
+  return {
+    key: config[key]
+    for key, default in defaults.items()  # In the order its class takes them.
+    if key in config
+    and key not in ('name', 'learning_rate')
+    and not isinstance(config[key], dict)
+    and config[key] != default
   }
