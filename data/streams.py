@@ -1,20 +1,17 @@
 """A user's own tf.data input pipelines, fed to the replicas as the in-memory arrays are.
 
 `--dataset=module:function` may return `(train, validation)`, two `tf.data.Dataset`s of
-elements `(features, labels)` or `(features, labels, sample_weights)`: features and labels
-each a tensor, or a dict or tuple of them (several inputs, several outputs), of fixed shapes.
-The other forms Keras' fit() takes come here as tf.data pipelines too (data/fit_forms.py).
-A pipeline that batches, as one given to fit() does, is unbatched first (`unbatched` in
-result.json): every strategy is compared at the run's own batch. The user's pipeline reads,
-parses and shuffles; this module shards it per input pipeline, batches it to the per-replica
-batch, and prefetches, and never holds it in memory: a dataset larger than memory streams.
+elements `(features, labels[, sample_weights])`, each a tensor or a dict or tuple of them, of
+fixed shapes; the other forms fit() takes come here too (data/fit_forms.py). A pipeline that
+batches is unbatched first (`unbatched` in result.json): every strategy is compared at the
+run's batch. The user's pipeline reads, parses and shuffles; this module shards, batches and
+prefetches it, never holding it in memory: a dataset larger than memory streams.
 
 Sharding (`SHARDED_BY`): by file where the dataset reads files and every input pipeline gets
 at least one (tf.data's FILE auto-shard rewrite), else by element (DATA); `off` where there
 is one input pipeline (one process, or each parameter-server worker reading the whole set in
-its own order). The user's function is called inside each pipeline's `dataset_fn`, so a
-parameter-server worker builds its own pipeline (a dataset made elsewhere cannot be captured
-there).
+its own order). The user's function is called inside each pipeline's `dataset_fn`: a
+parameter-server worker builds its own (a dataset made elsewhere cannot be captured there).
 
 The validation pass gives every replica of every worker the same number of batches: each
 pipeline's shard (counted once, streaming) is padded with weight-0 elements to that number,
@@ -96,24 +93,27 @@ class Streams:
 
   @property
   def _integer_labels(self):
+    """Whether the labels are one tensor of class numbers (one per example, or per position)."""
     labels = self.element_spec[1]
-    single = isinstance(labels, tf.TensorSpec) and labels.shape.rank == 0
-    return single and labels.dtype.is_integer and self.not_classes is None
+    return isinstance(labels, tf.TensorSpec) and labels.dtype.is_integer and not self.not_classes
 
   @property
   def num_classes(self):
+    """The largest integer label + 1 (a tagger's or a segmentation's too: its width was given,
+    a mask's 1); the labels' width for floats, or for 0s and 1s in several values per example
+    (multi-hot labels, a binary mask); None for several outputs (the model says)."""
     labels = self.element_spec[1]
-    if self._integer_labels:
+    if not isinstance(labels, tf.TensorSpec):
+      return None
+    if self._integer_labels and not (labels.shape.rank and self._largest_label <= 1):
       return self._largest_label + 1
-    if isinstance(labels, tf.TensorSpec):
-      return labels.shape[-1] if labels.shape.rank else 1
-    return None  # Several outputs: the model says what each holds.
+    return labels.shape[-1] if labels.shape.rank else 1
 
   def _check_classes(self):
     """Refuses labels that make far more classes than examples and distinct labels
     (class_labels.sparse), read again in a pass of their own only when they might."""
-    examples = self.validation_size + (self.train_size or 0)
-    if not self._integer_labels or self._largest_label < examples:
+    few = self._largest_label < self.validation_size + (self.train_size or 0)
+    if not self._integer_labels or few or self.element_spec[1].shape.rank:  # Per example only.
       return
     train, validation = self._given
     labels = validation if self.endless else validation.concatenate(train)
@@ -309,7 +309,7 @@ def _count(ds, integer_labels=False, who=''):
   def add(state, element):
     n, top = state
     if integer_labels:
-      top = tf.maximum(top, tf.cast(element[1], tf.int64))
+      top = tf.maximum(top, tf.reduce_max(tf.cast(element[1], tf.int64)))
     return n + 1, top
 
   start = (tf.constant(0, tf.int64), tf.constant(-1, tf.int64))

@@ -185,6 +185,22 @@ def test_the_classes_are_the_training_labels_whose_pass_is_not_counted():
   )
   fed = _streams(lambda: labelled(100, 10), lambda: labelled(20, 9))
   assert (fed.train_size, fed.num_classes) == (100, 10)
+  # A class per position (a tagger's, a segmentation's uint8 mask: keras.io's get_model(
+  # img_size, num_classes) builds its head of them) counts its classes, not its width (the
+  # mask's 1: a head of one class, a loss of 0); 0s and 1s in several values per example
+  # (multi-hot labels, a binary mask) are one unit each.
+  shaped = lambda values: (
+    lambda: tf.data.Dataset.from_tensor_slices((tf.zeros([len(values), 2]), tf.constant(values)))
+  )
+  for values, classes in (
+    ([[[0], [2]], [[1], [0]]], 3),  # (2, 1) masks of 3 classes, uint8 as images' masks are.
+    ([[4, 0, 1], [2, 3, 0]], 5),  # Tags.
+    ([[0, 1, 1, 0], [1, 0, 0, 0]], 4),  # Multi-hot, as MultiLabelBinarizer gives (int64).
+    ([[0.0, 2.5], [1.0, 3.0]], 2),  # A regression's two targets.
+  ):
+    dtype = np.uint8 if classes == 3 else None
+    made = shaped(np.array(values, dtype))
+    assert _streams(made, made).num_classes == classes, values
 
 
 USER = """
