@@ -59,7 +59,7 @@ def counted(who, y_train, y_validation):
   unseen = np.unique(y_validation[y_validation >= classes])
   if len(unseen):
     raise NotClasses(
-      f'{who} returned validation labels {listed(unseen)} that no training example has (its '
+      f'{who} returned validation labels {data._listed(unseen)} that no training example has (its '  # pylint: disable=protected-access
       f'labels are 0..{classes - 1}); give the training set examples of every class, or drop '
       'those from the validation set'
     )
@@ -83,8 +83,3 @@ def sparse(who, top, examples, distinct):
     'classes (the largest label + 1), nearly all without an example; number the classes 0 to '
     f'{seen - 1} (np.unique(labels, return_inverse=True)) or fix the stray labels'
   )
-
-
-def listed(values, most=5):
-  shown = ', '.join(str(int(v)) for v in values[:most])
-  return shown + (f' and {len(values) - most} more' if len(values) > most else '')
